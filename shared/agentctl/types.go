@@ -1,0 +1,254 @@
+package agentctl
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// FencingHeader carries the session's fencing token on every mutating request.
+const FencingHeader = "X-Paddock-Fencing-Token"
+
+// Protocols an agent profile may use.
+const (
+	ProtocolACP = "acp"
+	ProtocolPTY = "pty"
+)
+
+// Agent statuses reported by AgentState.Status.
+const (
+	StatusNone            = "none"
+	StatusStarting        = "starting"
+	StatusWaitingForInput = "waiting_for_input"
+	StatusRunning         = "running"
+	StatusExited          = "exited"
+	StatusError           = "error"
+)
+
+// Event types published on the event stream.
+const (
+	EventAgentStarted        = "agent_started"
+	EventAgentStopped        = "agent_stopped"
+	EventMessageAdded        = "message_added"
+	EventMessageUpdated      = "message_updated"
+	EventTurnFinished        = "turn_finished"
+	EventPermissionRequested = "permission_requested"
+	EventAgentError          = "agent_error"
+)
+
+// Turn outcomes carried by turn_finished events.
+const (
+	OutcomeEndTurn   = "end_turn"
+	OutcomeCancelled = "cancelled"
+	OutcomeError     = "error"
+)
+
+// Error codes used in JSON error bodies.
+const (
+	CodeBadRequest   = "bad_request"
+	CodeUnauthorized = "unauthorized"
+	CodeNotFound     = "not_found"
+	CodeConflict     = "conflict"
+	CodeUnavailable  = "unavailable"
+	CodeInternal     = "internal"
+)
+
+var tokenRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// ErrBadToken is returned for resume tokens (and session ids) that do not match
+// ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$.
+var ErrBadToken = errors.New("token must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+// ValidToken reports whether s may be used as a resume token or session id.
+func ValidToken(s string) bool { return tokenRE.MatchString(s) }
+
+// CheckToken returns a descriptive error wrapping ErrBadToken when s is invalid.
+func CheckToken(what, s string) error {
+	if !ValidToken(s) {
+		return fmt.Errorf("invalid %s %q: %w", what, s, ErrBadToken)
+	}
+	return nil
+}
+
+// Profile describes how to start and resume one agent program.
+type Profile struct {
+	Protocol              string            `json:"protocol"`
+	Command               []string          `json:"command"`
+	NewArgs               []string          `json:"new_args,omitempty"`
+	ResumeArgs            []string          `json:"resume_args,omitempty"`
+	Permission            string            `json:"permission,omitempty"` // allow | deny (default deny)
+	SupportsSessionResume bool              `json:"supports_session_resume,omitempty"`
+	Env                   map[string]string `json:"env,omitempty"`
+}
+
+// Validate checks a profile for obvious mistakes.
+func (p Profile) Validate() error {
+	switch p.Protocol {
+	case ProtocolACP, ProtocolPTY:
+	default:
+		return fmt.Errorf("profile protocol %q: must be %q or %q", p.Protocol, ProtocolACP, ProtocolPTY)
+	}
+	if len(p.Command) == 0 || strings.TrimSpace(p.Command[0]) == "" {
+		return errors.New("profile command is empty")
+	}
+	switch p.Permission {
+	case "", "allow", "deny":
+	default:
+		return fmt.Errorf("profile permission %q: must be allow or deny", p.Permission)
+	}
+	for k := range p.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("profile env name %q is invalid", k)
+		}
+	}
+	return nil
+}
+
+// StartRequest is the body of POST /v1/agent/start.
+type StartRequest struct {
+	Profile     Profile `json:"profile"`
+	ResumeToken string  `json:"resume_token,omitempty"`
+}
+
+// PromptRequest is the body of POST /v1/agent/prompt.
+type PromptRequest struct {
+	Text string `json:"text"`
+}
+
+// PromptResponse answers POST /v1/agent/prompt.
+type PromptResponse struct {
+	MessageID string `json:"message_id"`
+	Turn      int    `json:"turn"`
+}
+
+// ProbeRequest is the body of POST /v1/probe.
+type ProbeRequest struct {
+	Profile Profile `json:"profile"`
+}
+
+// Health answers GET /v1/health.
+type Health struct {
+	Status      string `json:"status"`
+	SessionID   string `json:"session_id"`
+	Nonce       string `json:"nonce"`
+	PID         int    `json:"pid"`
+	Workspace   string `json:"workspace"`
+	AgentStatus string `json:"agent_status"`
+	Fencing     uint64 `json:"fencing_token"`
+	StartedAt   string `json:"started_at"`
+}
+
+// Capabilities answers GET /v1/capabilities and POST /v1/probe.
+type Capabilities struct {
+	SupportsSessionResume *bool `json:"supports_session_resume"`
+	SupportsWorkspaceOnly bool  `json:"supports_workspace_only"`
+}
+
+// AgentState answers GET /v1/agent and POST /v1/agent/start.
+type AgentState struct {
+	Status                string `json:"status"`
+	Protocol              string `json:"protocol,omitempty"`
+	PID                   int    `json:"pid,omitempty"`
+	ResumeToken           string `json:"resume_token,omitempty"`
+	SupportsSessionResume bool   `json:"supports_session_resume"`
+	Turn                  int    `json:"turn"`
+	TurnRunning           bool   `json:"turn_running"`
+	LastOutcome           string `json:"last_outcome,omitempty"`
+	ExitCode              *int   `json:"exit_code"`
+	Error                 string `json:"error,omitempty"`
+}
+
+// Message is one conversation message with its whole text so far.
+type Message struct {
+	ID        string    `json:"id"`
+	Role      string    `json:"role"` // user | agent | system
+	Text      string    `json:"text"`
+	Complete  bool      `json:"complete"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// MessagesResponse answers GET /v1/messages.
+type MessagesResponse struct {
+	Messages []Message `json:"messages"`
+}
+
+// Event is one entry of the event stream. Seq increases by one per event
+// within one agentctl boot (Nonce); a new nonce restarts Seq at 1.
+type Event struct {
+	Seq  uint64          `json:"seq"`
+	Type string          `json:"type"`
+	Time time.Time       `json:"time"`
+	Data json.RawMessage `json:"data"`
+}
+
+// EventsResponse answers GET /v1/events (long poll).
+type EventsResponse struct {
+	Nonce  string  `json:"nonce"`
+	Events []Event `json:"events"`
+	Next   uint64  `json:"next"` // pass as since= on the next call
+}
+
+// Event payloads (Event.Data) by type.
+type (
+	// AgentStartedData is the payload of agent_started.
+	AgentStartedData struct {
+		PID         int    `json:"pid"`
+		Protocol    string `json:"protocol"`
+		ResumeToken string `json:"resume_token"`
+		Resumed     bool   `json:"resumed"`
+	}
+	// AgentStoppedData is the payload of agent_stopped.
+	AgentStoppedData struct {
+		ExitCode int `json:"exit_code"`
+	}
+	// MessageData is the payload of message_added and message_updated.
+	MessageData struct {
+		Message Message `json:"message"`
+	}
+	// TurnFinishedData is the payload of turn_finished.
+	TurnFinishedData struct {
+		Turn    int    `json:"turn"`
+		Outcome string `json:"outcome"`
+		Error   string `json:"error,omitempty"`
+	}
+	// PermissionRequestedData is the payload of permission_requested.
+	PermissionRequestedData struct {
+		Title    string `json:"title"`
+		Decision string `json:"decision"` // allow | deny
+	}
+	// AgentErrorData is the payload of agent_error.
+	AgentErrorData struct {
+		Message string `json:"message"`
+	}
+)
+
+// ErrorBody is the JSON error envelope: {"error":{"code","message"}}.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// APIError is returned by Client and HostClient for non-2xx answers.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("agentctl: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Info is the JSON written to -info-file and printed on stdout after listening.
+type Info struct {
+	URL       string `json:"url"`
+	PID       int    `json:"pid"`
+	Nonce     string `json:"nonce"`
+	SessionID string `json:"session_id"`
+}

@@ -1,0 +1,327 @@
+// Package workspace gives confined access to one session's workspace directory:
+// listing, reading and writing files, and read-only git status and diff.
+//
+// Every path is relative to the workspace root; absolute paths, ".." components
+// that leave the root and symlinks that lead out of it are refused (the checks
+// are done by os.Root, which resolves each component against an open directory
+// descriptor). git is always run with argv (never a shell) as `git -C ROOT ...`.
+//
+// This package must not import agentctl or anything under supervisor/.
+package workspace
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Sentinel errors returned by Workspace methods; match them with errors.Is.
+var (
+	// ErrEscape means the path leaves the workspace (absolute, "..", or a symlink out).
+	ErrEscape = errors.New("path escapes the workspace")
+	// ErrNotFound means the path does not exist.
+	ErrNotFound = errors.New("no such file or directory")
+	// ErrProtected means the path lies in a directory reserved for agentctl's state.
+	ErrProtected = errors.New("path is reserved for agentctl state")
+	// ErrTooLarge means a file exceeds MaxFileSize.
+	ErrTooLarge = errors.New("file too large")
+	// ErrNotGit means the workspace is not a git repository.
+	ErrNotGit = errors.New("workspace is not a git repository")
+	// ErrIsDir means a file operation was asked of a directory.
+	ErrIsDir = errors.New("path is a directory")
+)
+
+// MaxFileSize bounds reads and writes through the workspace API.
+const MaxFileSize = 16 << 20
+
+// Entry is one directory entry returned by List.
+type Entry struct {
+	Name    string    `json:"name"`
+	Path    string    `json:"path"`
+	Type    string    `json:"type"` // file | dir | symlink | other
+	Size    int64     `json:"size"`
+	Mode    string    `json:"mode"`
+	ModTime time.Time `json:"mod_time"`
+}
+
+// GitStatusEntry is one line of `git status --porcelain=v1`.
+type GitStatusEntry struct {
+	Path   string `json:"path"`
+	Status string `json:"status"` // the two-letter XY code
+}
+
+// GitStatus is the parsed result of git status.
+type GitStatus struct {
+	IsRepo  bool             `json:"is_repo"`
+	Branch  string           `json:"branch"`
+	Entries []GitStatusEntry `json:"entries"`
+}
+
+// Workspace is a confined view of one directory.
+type Workspace struct {
+	dir       string
+	protected []string
+	gitPath   string
+}
+
+// New returns a Workspace rooted at dir. protected lists top-level names
+// (e.g. ".paddock") that may be read but never written through the API.
+func New(dir string, protected ...string) (*Workspace, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("workspace %q: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("workspace %q: not a directory", dir)
+	}
+	return &Workspace{dir: abs, protected: protected, gitPath: "git"}, nil
+}
+
+// Dir returns the absolute workspace directory.
+func (w *Workspace) Dir() string { return w.dir }
+
+// Clean validates a workspace-relative path and returns its cleaned slash form
+// ("." for the root). It refuses absolute paths and paths that climb out.
+func Clean(p string) (string, error) {
+	if strings.ContainsRune(p, 0) {
+		return "", fmt.Errorf("%q: %w", p, ErrEscape)
+	}
+	if p == "" {
+		return ".", nil
+	}
+	if path.IsAbs(p) || filepath.IsAbs(p) {
+		return "", fmt.Errorf("absolute path %q: %w", p, ErrEscape)
+	}
+	c := path.Clean(filepath.ToSlash(p))
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("%q: %w", p, ErrEscape)
+	}
+	return c, nil
+}
+
+func (w *Workspace) open() (*os.Root, error) {
+	r, err := os.OpenRoot(w.dir)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	return r, nil
+}
+
+// mapErr turns os.Root errors into the package sentinels.
+func mapErr(p string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%q: %w", p, ErrNotFound)
+	case strings.Contains(err.Error(), "escapes") || strings.Contains(err.Error(), "outside"):
+		return fmt.Errorf("%q: %w", p, ErrEscape)
+	}
+	return fmt.Errorf("%q: %w", p, err)
+}
+
+// List returns the entries of a directory, sorted by name.
+func (w *Workspace) List(p string) ([]Entry, error) {
+	c, err := Clean(p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := w.open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(c)
+	if err != nil {
+		return nil, mapErr(p, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, mapErr(p, err)
+	}
+	if !st.IsDir() {
+		return []Entry{entryOf(c, st)}, nil
+	}
+	infos, err := f.Readdir(-1)
+	if err != nil {
+		return nil, mapErr(p, err)
+	}
+	out := make([]Entry, 0, len(infos))
+	for _, fi := range infos {
+		out = append(out, entryOf(path.Join(c, fi.Name()), fi))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func entryOf(p string, fi fs.FileInfo) Entry {
+	t := "other"
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		t = "symlink"
+	case fi.IsDir():
+		t = "dir"
+	case fi.Mode().IsRegular():
+		t = "file"
+	}
+	return Entry{Name: fi.Name(), Path: p, Type: t, Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().UTC()}
+}
+
+// ReadFile returns a file's contents (at most MaxFileSize bytes).
+func (w *Workspace) ReadFile(p string) ([]byte, error) {
+	c, err := Clean(p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := w.open()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.Open(c)
+	if err != nil {
+		return nil, mapErr(p, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, mapErr(p, err)
+	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("%q: %w", p, ErrIsDir)
+	}
+	if st.Size() > MaxFileSize {
+		return nil, fmt.Errorf("%q (%d bytes): %w", p, st.Size(), ErrTooLarge)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, mapErr(p, err)
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%q: %w", p, ErrTooLarge)
+	}
+	return b, nil
+}
+
+// WriteFile writes a file, creating parent directories as needed.
+func (w *Workspace) WriteFile(p string, data []byte) error {
+	c, err := Clean(p)
+	if err != nil {
+		return err
+	}
+	if c == "." {
+		return fmt.Errorf("%q: %w", p, ErrIsDir)
+	}
+	first := strings.SplitN(c, "/", 2)[0]
+	for _, prot := range w.protected {
+		if first == prot {
+			return fmt.Errorf("%q: %w", p, ErrProtected)
+		}
+	}
+	if len(data) > MaxFileSize {
+		return fmt.Errorf("%q: %w", p, ErrTooLarge)
+	}
+	r, err := w.open()
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if d := path.Dir(c); d != "." {
+		if err := r.MkdirAll(d, 0o755); err != nil {
+			return mapErr(p, err)
+		}
+	}
+	if st, err := r.Stat(c); err == nil && st.IsDir() {
+		return fmt.Errorf("%q: %w", p, ErrIsDir)
+	}
+	if err := r.WriteFile(c, data, 0o644); err != nil {
+		return mapErr(p, err)
+	}
+	return nil
+}
+
+// IsGitRepo reports whether the workspace is inside a git work tree.
+func (w *Workspace) IsGitRepo(ctx context.Context) bool {
+	out, err := w.git(ctx, "rev-parse", "--is-inside-work-tree")
+	return err == nil && strings.TrimSpace(string(out)) == "true"
+}
+
+// Status runs git status; a workspace that is not a repository yields IsRepo=false.
+func (w *Workspace) Status(ctx context.Context) (GitStatus, error) {
+	if !w.IsGitRepo(ctx) {
+		return GitStatus{IsRepo: false, Entries: []GitStatusEntry{}}, nil
+	}
+	out, err := w.git(ctx, "status", "--porcelain=v1", "-b", "-z", "--untracked-files=all")
+	if err != nil {
+		return GitStatus{}, err
+	}
+	st := GitStatus{IsRepo: true, Entries: []GitStatusEntry{}}
+	recs := strings.Split(string(out), "\x00")
+	for i := 0; i < len(recs); i++ {
+		rec := recs[i]
+		if len(rec) < 3 {
+			continue
+		}
+		if strings.HasPrefix(rec, "## ") {
+			b := strings.TrimPrefix(rec, "## ")
+			if j := strings.Index(b, "..."); j >= 0 {
+				b = b[:j]
+			}
+			b = strings.TrimPrefix(b, "No commits yet on ")
+			st.Branch = strings.Fields(b + " ")[0]
+			continue
+		}
+		e := GitStatusEntry{Status: rec[:2], Path: rec[3:]}
+		if rec[0] == 'R' || rec[0] == 'C' {
+			i++ // the original path follows a rename/copy record
+		}
+		st.Entries = append(st.Entries, e)
+	}
+	return st, nil
+}
+
+// Diff returns `git diff` of the work tree (staged=true: `git diff --cached`).
+func (w *Workspace) Diff(ctx context.Context, staged bool) (string, error) {
+	if !w.IsGitRepo(ctx) {
+		return "", ErrNotGit
+	}
+	args := []string{"diff", "--no-color", "--no-ext-diff"}
+	if staged {
+		args = append(args, "--cached")
+	}
+	out, err := w.git(ctx, args...)
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
+}
+
+func (w *Workspace) git(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	argv := append([]string{"-C", w.dir}, args...)
+	cmd := exec.CommandContext(ctx, w.gitPath, argv...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}

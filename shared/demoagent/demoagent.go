@@ -1,0 +1,238 @@
+// Package demoagent is the logic of paddock-demo-agent: a small, deterministic,
+// offline agent for demos and tests (CONTRACT.md "The demo agent").
+//
+// It speaks ACP on stdio (ServeACP) or, for the pty protocol, runs as a
+// line-oriented terminal program (ServeTTY). Conversations are kept in the
+// workspace under WORKSPACE/.paddock-demo/ID.json, so a resumed conversation
+// remembers what it was told and keeps counting turns.
+//
+// TTY convention (what agentctl's pty protocol parses):
+//   - a banner line "paddock-demo-agent: session ID (new|resumed) turn N"
+//   - the input prompt "demo> " (at the start of a line, nothing after it) means
+//     the agent waits for input: the previous turn has ended;
+//   - a reply is one line starting with "agent: "; its text is written in
+//     several chunks before the terminating newline;
+//   - a turn interrupted by Ctrl-C (SIGINT) prints "[turn cancelled]" and a new prompt.
+//
+// This package must not import agentctl or anything under supervisor/.
+package demoagent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StoreDir is the workspace-relative directory holding conversations.
+const StoreDir = ".paddock-demo"
+
+// Conversation is the persisted state of one demo conversation.
+type Conversation struct {
+	SessionID  string   `json:"session_id"`
+	Turns      int      `json:"turns"`
+	Remembered []string `json:"remembered"`
+	History    []Entry  `json:"history"`
+}
+
+// Entry is one message of a conversation's history.
+type Entry struct {
+	Role string `json:"role"` // user | agent
+	Text string `json:"text"`
+}
+
+// ErrNoConversation is returned when resuming an unknown session id.
+var ErrNoConversation = errors.New("no such conversation")
+
+// Config controls the agent's behaviour.
+type Config struct {
+	// Workspace is where conversations are stored (default: the current directory).
+	Workspace string
+	// NoResume makes the agent advertise no loadSession and refuse --resume.
+	NoResume bool
+	// ChunkDelay is the pause between streamed chunks (default 10ms).
+	ChunkDelay time.Duration
+}
+
+func (c Config) chunkDelay() time.Duration {
+	if c.ChunkDelay <= 0 {
+		return 10 * time.Millisecond
+	}
+	return c.ChunkDelay
+}
+
+func validID(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '.' || id[0] == '-' {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == ':' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// NewID returns a fresh conversation id.
+func NewID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "demo-" + hex.EncodeToString(b[:])
+}
+
+func convPath(workspace, id string) string {
+	return filepath.Join(workspace, StoreDir, id+".json")
+}
+
+// Load reads a conversation from the workspace.
+func Load(workspace, id string) (*Conversation, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("invalid session id %q", id)
+	}
+	b, err := os.ReadFile(convPath(workspace, id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("session %s: %w", id, ErrNoConversation)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read conversation %s: %w", id, err)
+	}
+	var c Conversation
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("decode conversation %s: %w", id, err)
+	}
+	return &c, nil
+}
+
+// Save writes a conversation atomically.
+func (c *Conversation) Save(workspace string) error {
+	dir := filepath.Join(workspace, StoreDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := convPath(workspace, c.SessionID)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write conversation: %w", err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("write conversation: %w", err)
+	}
+	return nil
+}
+
+// Open creates (resume=false) or loads (resume=true) a conversation.
+func Open(workspace, id string, resume bool) (*Conversation, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("invalid session id %q", id)
+	}
+	if resume {
+		return Load(workspace, id)
+	}
+	if c, err := Load(workspace, id); err == nil {
+		return c, nil // a new session with a known id continues it
+	}
+	c := &Conversation{SessionID: id, Remembered: []string{}, History: []Entry{}}
+	return c, c.Save(workspace)
+}
+
+// Turn runs one prompt: it computes the reply, streams it through emit in
+// several chunks, and records the turn. A cancelled ctx ends the turn early
+// with ctx.Err(); the turn still counts and the conversation is saved.
+func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit func(chunk string) error) error {
+	c.Turns++
+	turn := c.Turns
+	c.History = append(c.History, Entry{Role: "user", Text: text})
+	reply, wait, remember := reply(text, turn, c.Remembered)
+	c.Remembered = append(c.Remembered, remember...)
+	var err error
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	sent := ""
+	if err == nil {
+		for _, ch := range Chunks(reply) {
+			if err = ctx.Err(); err != nil {
+				break
+			}
+			if err = emit(ch); err != nil {
+				break
+			}
+			sent += ch
+			t := time.NewTimer(cfg.chunkDelay())
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	if sent != "" {
+		c.History = append(c.History, Entry{Role: "agent", Text: sent})
+	}
+	if serr := c.Save(cfg.Workspace); serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// reply computes the deterministic answer to text.
+func reply(text string, turn int, remembered []string) (out string, wait time.Duration, remember []string) {
+	f := strings.Fields(text)
+	switch {
+	case len(f) >= 2 && f[0] == "remember":
+		return "ok, remembering " + strings.Join(f[1:], " "), 0, f[1:]
+	case len(f) == 1 && f[0] == "recall":
+		if len(remembered) == 0 {
+			return "nothing to recall", 0, nil
+		}
+		return "you asked me to remember: " + strings.Join(remembered, ", "), 0, nil
+	case len(f) == 2 && f[0] == "sleep":
+		if n, err := strconv.ParseFloat(f[1], 64); err == nil && n >= 0 && n <= 86400 {
+			return "slept " + f[1], time.Duration(n * float64(time.Second)), nil
+		}
+	}
+	return fmt.Sprintf("turn %d: %s", turn, text), 0, nil
+}
+
+// Chunks splits a reply into at least two (when possible) to at most four pieces
+// on word boundaries; concatenated they give back s.
+func Chunks(s string) []string {
+	words := strings.SplitAfter(s, " ")
+	if len(words) < 2 {
+		if len(s) >= 2 {
+			return []string{s[:len(s)/2], s[len(s)/2:]}
+		}
+		return []string{s}
+	}
+	n := 4
+	if len(words) < n {
+		n = len(words)
+	}
+	per := (len(words) + n - 1) / n
+	var out []string
+	for i := 0; i < len(words); i += per {
+		j := i + per
+		if j > len(words) {
+			j = len(words)
+		}
+		out = append(out, strings.Join(words[i:j], ""))
+	}
+	return out
+}
