@@ -1,0 +1,48 @@
+# Paddock — run `make` (or `make help`) for the list of targets.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+PLUGINS := $(BIN)/plugins
+export CGO_ENABLED ?= 0
+
+.DEFAULT_GOAL := help
+
+.PHONY: help build run test test-short bench bench-quick lint proto image clean
+
+help: ## Show this help
+	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## Build paddock, agentctl, the demo agent and the runtime plugins into bin/
+	@mkdir -p $(BIN) $(PLUGINS)
+	$(GO) build -o $(BIN)/ ./cmd/...
+	@for p in $(wildcard plugins/*/main.go); do \
+		d=$$(dirname $$p); n=$$(basename $$d); \
+		echo "$(GO) build -o $(PLUGINS)/paddock-runtime-$$n ./$$d"; \
+		$(GO) build -o $(PLUGINS)/paddock-runtime-$$n ./$$d || exit 1; \
+	done
+
+run: build ## Start one node on ./config.hcl (data under ./data)
+	$(BIN)/paddock server -config config.hcl
+
+test: build ## Run the whole test suite (what CI runs)
+	$(GO) vet ./...
+	PADDOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 25m ./...
+
+test-short: ## Unit tests only (no process clusters)
+	$(GO) test -short -count=1 ./...
+
+bench: build ## Run every benchmark and write docs/BENCHMARKS.md
+	PADDOCK_BIN=$(CURDIR)/$(BIN) $(GO) run ./bench/cmd/bench -out docs/BENCHMARKS.md -json bench/results.json
+
+bench-quick: build ## A reduced benchmark run (< 5 minutes)
+	PADDOCK_BIN=$(CURDIR)/$(BIN) $(GO) run ./bench/cmd/bench -quick -out bench/tmp/BENCHMARKS-quick.md -json bench/tmp/results-quick.json
+
+lint: ## go vet and staticcheck
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
+
+proto: ## Regenerate gRPC code from shared/runtime/proto
+	$(MAKE) -C shared/runtime/proto
+
+clean: ## Remove build output
+	rm -rf $(BIN)

@@ -1,0 +1,321 @@
+package state
+
+import (
+	"time"
+)
+
+// sessionTransitions lists, for each state, the states a session may move to
+// (CONTRACT.md "Model"). ERROR and COMPLETED are reachable from anywhere and
+// are handled separately.
+var sessionTransitions = map[SessionState][]SessionState{
+	SessionCreated:         {SessionStarting, SessionStopped},
+	SessionStarting:        {SessionWaitingForInput, SessionRunning, SessionStopped},
+	SessionWaitingForInput: {SessionRunning, SessionStopped, SessionStarting},
+	SessionRunning:         {SessionWaitingForInput, SessionStopped, SessionStarting},
+	SessionStopped:         {SessionStarting},
+	SessionError:           {SessionStarting},
+}
+
+// CanTransition reports whether a session may move from one state to another.
+func CanTransition(from, to SessionState) bool {
+	if from == SessionCompleted {
+		return false
+	}
+	if from == to || to == SessionError || to == SessionCompleted {
+		return true
+	}
+	for _, s := range sessionTransitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+func sessionEvent(s *Session, typ string, idx uint64, data map[string]any) Event {
+	if data == nil {
+		data = map[string]any{}
+	}
+	return Event{Type: typ, SessionID: s.ID, TaskID: s.TaskID, Index: idx, Data: data}
+}
+
+func applyRegisterNode(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*RegisterNodeBody)
+	if b.Node.ID == "" {
+		return nil, 0, invalidf("node id is empty")
+	}
+	d.Nodes[b.Node.ID] = b.Node
+	return nil, 0, nil
+}
+
+func applyCreateTask(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+	t := body.(*CreateTaskBody).Task
+	if t.ID == "" {
+		return nil, 0, invalidf("task id is empty")
+	}
+	if _, ok := d.Tasks[t.ID]; ok {
+		return nil, 0, conflictf("task %q already exists", t.ID)
+	}
+	t.State = TaskOpen
+	t.CreatedAt, t.UpdatedAt = now, now
+	d.Tasks[t.ID] = &t
+	return nil, 0, nil
+}
+
+func applySetTaskState(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*SetTaskStateBody)
+	t, ok := d.Tasks[b.TaskID]
+	if !ok {
+		return nil, 0, notFound("task", b.TaskID)
+	}
+	t.State, t.UpdatedAt = b.State, now
+	return nil, 0, nil
+}
+
+func applyCreateSession(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*CreateSessionBody)
+	s := b.Session
+	if _, ok := d.Tasks[s.TaskID]; !ok {
+		return nil, 0, notFound("task", s.TaskID)
+	}
+	if s.ID == "" {
+		return nil, 0, invalidf("session id is empty")
+	}
+	if _, ok := d.Sessions[s.ID]; ok {
+		return nil, 0, conflictf("session %q already exists", s.ID)
+	}
+	s.State = SessionCreated
+	s.CreatedAt, s.UpdatedAt, s.LastActivityAt = now, now, now
+	s.ResumeToken, s.HasResumeToken = "", b.ResumeToken != ""
+	if b.ResumeToken != "" {
+		d.SessionTokens[s.ID] = b.ResumeToken
+	}
+	d.Sessions[s.ID] = &s
+	return []Event{sessionEvent(&s, EventStateChanged, idx, map[string]any{"from": "", "to": string(SessionCreated)})}, 0, nil
+}
+
+func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*SetSessionStateBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	if len(b.From) > 0 && !containsState(b.From, s.State) {
+		return nil, 0, conflictf("session %s is %s, expected one of %v", s.ID, s.State, b.From)
+	}
+	if !CanTransition(s.State, b.State) {
+		return nil, 0, conflictf("session %s cannot go from %s to %s", s.ID, s.State, b.State)
+	}
+	from := s.State
+	s.State, s.UpdatedAt, s.LastActivityAt = b.State, now, now
+	if b.State == SessionError {
+		s.ErrorMessage = b.ErrorMessage
+	} else if b.State == SessionStarting || b.State == SessionWaitingForInput || b.State == SessionRunning {
+		s.ErrorMessage = ""
+	}
+	deriveTaskState(d, s.TaskID, now)
+	data := map[string]any{"from": string(from), "to": string(b.State)}
+	if b.ErrorMessage != "" {
+		data["error_message"] = b.ErrorMessage
+	}
+	if b.Reason != "" {
+		data["reason"] = b.Reason
+	}
+	return []Event{sessionEvent(s, EventStateChanged, idx, data)}, 0, nil
+}
+
+func containsState(list []SessionState, s SessionState) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// deriveTaskState keeps a task's state in step with its sessions: IN_PROGRESS
+// while one starts or runs, REVIEW while one waits for input. DONE is final.
+func deriveTaskState(d *data, taskID string, now time.Time) {
+	t, ok := d.Tasks[taskID]
+	if !ok || t.State == TaskDone {
+		return
+	}
+	var busy, waiting bool
+	for _, s := range d.Sessions {
+		if s.TaskID != taskID {
+			continue
+		}
+		switch s.State {
+		case SessionStarting, SessionRunning:
+			busy = true
+		case SessionWaitingForInput:
+			waiting = true
+		}
+	}
+	next := t.State
+	switch {
+	case busy:
+		next = TaskInProgress
+	case waiting:
+		next = TaskReview
+	}
+	if next != t.State {
+		t.State, t.UpdatedAt = next, now
+	}
+}
+
+func applySetResumeToken(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*SetResumeTokenBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	if b.ResumeToken == "" {
+		delete(d.SessionTokens, s.ID)
+	} else {
+		d.SessionTokens[s.ID] = b.ResumeToken
+	}
+	s.HasResumeToken, s.UpdatedAt = b.ResumeToken != "", now
+	return nil, 0, nil
+}
+
+func applyPutExecutor(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*PutExecutorBody)
+	e := b.Executor
+	s, ok := d.Sessions[e.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", e.SessionID)
+	}
+	if e.ID == "" {
+		return nil, 0, invalidf("executor id is empty")
+	}
+	d.Private[e.ID] = executorPrivate{Secret: b.Secret, Handle: b.Handle, AgentExecutionID: b.AgentExecutionID}
+	e.Secret, e.Handle, e.AgentExecutionID = "", nil, ""
+	e.TaskID = s.TaskID
+	e.LastSeenAt = now
+	d.Executors[e.ID] = &e
+	s.ExecutorID, s.UpdatedAt = e.ID, now
+	return nil, 0, nil
+}
+
+func applySetExecutorState(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*SetExecutorStateBody)
+	e, ok := d.Executors[b.ExecutorID]
+	if !ok {
+		return nil, 0, notFound("executor", b.ExecutorID)
+	}
+	if b.Status != "" {
+		e.Status = b.Status
+	}
+	e.ErrorMessage = b.ErrorMessage
+	if b.Nonce != "" {
+		e.Nonce = b.Nonce
+	}
+	e.LastSeenAt = now
+	return nil, 0, nil
+}
+
+func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*PutMessageBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	if b.Message.ID == "" {
+		return nil, 0, invalidf("message id is empty")
+	}
+	msgs := d.Messages[s.ID]
+	typ := EventMessageAdded
+	var m *Message
+	for _, old := range msgs {
+		if old.ID == b.Message.ID {
+			m, typ = old, EventMessageUpdated
+			break
+		}
+	}
+	if m == nil {
+		m = &Message{ID: b.Message.ID, Role: b.Message.Role, CreatedAt: now}
+		msgs = append(msgs, m)
+		if len(msgs) > MaxMessagesPerSession {
+			msgs = msgs[len(msgs)-MaxMessagesPerSession:]
+		}
+		d.Messages[s.ID] = msgs
+	}
+	m.Text, m.Complete, m.UpdatedAt = b.Message.Text, b.Message.Complete, now
+	s.LastActivityAt = now
+	return []Event{sessionEvent(s, typ, idx, map[string]any{"message": *m})}, 0, nil
+}
+
+// applyClaimLease grants a session's lease. The fencing token is the raft
+// index of the grant, so it strictly increases across leaders. A lease held
+// by another holder is a conflict: expiry goes through a reclaim write.
+func applyClaimLease(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*ClaimLeaseBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	if l, ok := d.Leases[s.ID]; ok && l.State == LeaseHeld {
+		if l.HolderExecutorID == b.ExecutorID && l.HolderNonce == b.Nonce {
+			l.ExpiresAt = now.Add(b.TTL)
+			return nil, l.FencingToken, nil
+		}
+		return nil, 0, conflictf("session %s is held by executor %s (nonce %s, token %d)", s.ID, l.HolderExecutorID, l.HolderNonce, l.FencingToken)
+	}
+	l := &Lease{SessionID: s.ID, HolderExecutorID: b.ExecutorID, HolderNonce: b.Nonce, FencingToken: idx, State: LeaseHeld, ExpiresAt: now.Add(b.TTL)}
+	d.Leases[s.ID] = l
+	return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, idx, nil
+}
+
+func applyReleaseLease(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
+	return endLease(d, idx, body.(*ReleaseLeaseBody), LeaseReleased)
+}
+
+func applyReclaimLease(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
+	return endLease(d, idx, body.(*ReleaseLeaseBody), LeaseExpired)
+}
+
+// endLease is a compare-and-set on the fencing token: only the grant it names
+// can be ended, so a stale release never frees a newer holder's lease.
+func endLease(d *data, idx uint64, b *ReleaseLeaseBody, to LeaseState) ([]Event, uint64, error) {
+	l, ok := d.Leases[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("lease of session", b.SessionID)
+	}
+	if l.FencingToken != b.FencingToken {
+		return nil, 0, conflictf("lease of session %s has token %d, not %d", b.SessionID, l.FencingToken, b.FencingToken)
+	}
+	if l.State != LeaseHeld {
+		return nil, l.FencingToken, nil
+	}
+	l.State = to
+	s := d.Sessions[b.SessionID]
+	if s == nil {
+		return nil, l.FencingToken, nil
+	}
+	return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, l.FencingToken, nil
+}
+
+func applyDeleteSession(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*DeleteSessionBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	from := s.State
+	s.State, s.UpdatedAt = SessionCompleted, now
+	if e, ok := d.Executors[s.ExecutorID]; ok {
+		e.Status = ExecutorStopped
+	}
+	deriveTaskState(d, s.TaskID, now)
+	return []Event{sessionEvent(s, EventStateChanged, idx, map[string]any{"from": string(from), "to": string(SessionCompleted)})}, 0, nil
+}
+
+func applyPublishEvent(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*PublishEventBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	return []Event{sessionEvent(s, b.Type, idx, b.Data)}, 0, nil
+}

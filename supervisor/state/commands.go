@@ -1,0 +1,231 @@
+package state
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// CommandType identifies a raft command. The high bit marks a command that an
+// older node may ignore if it does not know it (forward compatibility).
+type CommandType uint8
+
+// IgnoreUnknownFlag marks a command type that nodes may skip when unknown.
+const IgnoreUnknownFlag CommandType = 0x80
+
+// Command types. Values are persisted in the raft log: never renumber.
+const (
+	CmdRegisterNode     CommandType = 1
+	CmdCreateTask       CommandType = 2
+	CmdSetTaskState     CommandType = 3
+	CmdCreateSession    CommandType = 4
+	CmdSetSessionState  CommandType = 5
+	CmdSetResumeToken   CommandType = 6
+	CmdPutExecutor      CommandType = 7
+	CmdSetExecutorState CommandType = 8
+	CmdPutMessage       CommandType = 9
+	CmdClaimLease       CommandType = 10
+	CmdReleaseLease     CommandType = 11
+	CmdReclaimLease     CommandType = 12
+	CmdDeleteSession    CommandType = 13
+	CmdPublishEvent     CommandType = 14
+)
+
+// bodyVersion is the version of every body encoded by this build.
+const bodyVersion = 1
+
+// Command is one state change, ready to be encoded into the raft log.
+type Command struct {
+	Type CommandType
+	// Key makes the command idempotent: a second command with the same key
+	// returns the first one's outcome without applying again.
+	Key string
+	// Now is the leader's clock when it built the command.
+	Now time.Time
+	// Body is one of the *Body types below, matching Type.
+	Body any
+}
+
+type envelope struct {
+	Key  string          `json:"key"`
+	Now  time.Time       `json:"now"`
+	Body json.RawMessage `json:"body"`
+}
+
+// Encode serialises the command: type byte, version byte, JSON envelope.
+func (c Command) Encode() ([]byte, error) {
+	body, err := json.Marshal(c.Body)
+	if err != nil {
+		return nil, fmt.Errorf("encode command %d body: %w", c.Type, err)
+	}
+	env, err := json.Marshal(envelope{Key: c.Key, Now: c.Now.UTC(), Body: body})
+	if err != nil {
+		return nil, fmt.Errorf("encode command %d: %w", c.Type, err)
+	}
+	return append([]byte{byte(c.Type), bodyVersion}, env...), nil
+}
+
+// RegisterNodeBody records a server's addresses so any node can reach the
+// leader's HTTP API.
+type RegisterNodeBody struct {
+	Node NodeInfo `json:"node"`
+}
+
+// CreateTaskBody creates a task; the leader fills in ID and times.
+type CreateTaskBody struct {
+	Task Task `json:"task"`
+}
+
+// SetTaskStateBody changes a task's state.
+type SetTaskStateBody struct {
+	TaskID string    `json:"task_id"`
+	State  TaskState `json:"state"`
+}
+
+// CreateSessionBody creates a session in CREATED. ResumeToken is carried
+// beside the session because Session hides it from JSON.
+type CreateSessionBody struct {
+	Session     Session `json:"session"`
+	ResumeToken string  `json:"resume_token,omitempty"`
+}
+
+// SetSessionStateBody moves a session to State. When From is not empty the
+// change is a compare-and-set: it fails with ErrConflict unless the session is
+// in one of those states.
+type SetSessionStateBody struct {
+	SessionID    string         `json:"session_id"`
+	State        SessionState   `json:"state"`
+	From         []SessionState `json:"from,omitempty"`
+	ErrorMessage string         `json:"error_message,omitempty"`
+	Reason       string         `json:"reason,omitempty"`
+}
+
+// SetResumeTokenBody stores the agent's conversation id for a session.
+type SetResumeTokenBody struct {
+	SessionID   string `json:"session_id"`
+	ResumeToken string `json:"resume_token"`
+}
+
+// PutExecutorBody inserts or replaces an executor row and links it to its
+// session. The fields Executor hides from JSON travel beside it; build it with
+// NewPutExecutor.
+type PutExecutorBody struct {
+	Executor         Executor `json:"executor"`
+	Secret           string   `json:"secret,omitempty"`
+	Handle           []byte   `json:"handle,omitempty"`
+	AgentExecutionID string   `json:"agent_execution_id,omitempty"`
+}
+
+// NewPutExecutor returns the body that stores e, private fields included.
+func NewPutExecutor(e Executor) *PutExecutorBody {
+	return &PutExecutorBody{Executor: e, Secret: e.Secret, Handle: e.Handle, AgentExecutionID: e.AgentExecutionID}
+}
+
+// SetExecutorStateBody updates an executor's status and liveness.
+type SetExecutorStateBody struct {
+	ExecutorID   string         `json:"executor_id"`
+	Status       ExecutorStatus `json:"status"`
+	ErrorMessage string         `json:"error_message,omitempty"`
+	Nonce        string         `json:"nonce,omitempty"`
+}
+
+// PutMessageBody inserts or updates one message of a session by id.
+type PutMessageBody struct {
+	SessionID string  `json:"session_id"`
+	Message   Message `json:"message"`
+}
+
+// ClaimLeaseBody claims a session's lease for a holder.
+type ClaimLeaseBody struct {
+	SessionID  string        `json:"session_id"`
+	ExecutorID string        `json:"executor_id"`
+	Nonce      string        `json:"nonce"`
+	TTL        time.Duration `json:"ttl"`
+}
+
+// ReleaseLeaseBody releases (or, with Expire, reclaims) a lease, as a
+// compare-and-set on its fencing token.
+type ReleaseLeaseBody struct {
+	SessionID    string `json:"session_id"`
+	FencingToken uint64 `json:"fencing_token"`
+}
+
+// DeleteSessionBody ends a session for good (COMPLETED).
+type DeleteSessionBody struct {
+	SessionID string `json:"session_id"`
+}
+
+// PublishEventBody records a session event that is not a state change
+// (agentctl_starting, agentctl_ready, agentctl_error).
+type PublishEventBody struct {
+	SessionID string         `json:"session_id"`
+	Type      string         `json:"type"`
+	Data      map[string]any `json:"data"`
+}
+
+// NodeInfo is one server of the cluster.
+type NodeInfo struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// bodyFor returns a fresh body value for a command type, or nil if unknown.
+func bodyFor(t CommandType) any {
+	switch t {
+	case CmdRegisterNode:
+		return &RegisterNodeBody{}
+	case CmdCreateTask:
+		return &CreateTaskBody{}
+	case CmdSetTaskState:
+		return &SetTaskStateBody{}
+	case CmdCreateSession:
+		return &CreateSessionBody{}
+	case CmdSetSessionState:
+		return &SetSessionStateBody{}
+	case CmdSetResumeToken:
+		return &SetResumeTokenBody{}
+	case CmdPutExecutor:
+		return &PutExecutorBody{}
+	case CmdSetExecutorState:
+		return &SetExecutorStateBody{}
+	case CmdPutMessage:
+		return &PutMessageBody{}
+	case CmdClaimLease:
+		return &ClaimLeaseBody{}
+	case CmdReleaseLease, CmdReclaimLease:
+		return &ReleaseLeaseBody{}
+	case CmdDeleteSession:
+		return &DeleteSessionBody{}
+	case CmdPublishEvent:
+		return &PublishEventBody{}
+	}
+	return nil
+}
+
+// DecodeCommand parses an encoded command. It returns ok=false for an unknown
+// type that carries IgnoreUnknownFlag; any other decoding failure is an error.
+func DecodeCommand(data []byte) (cmd Command, ok bool, err error) {
+	if len(data) < 2 {
+		return Command{}, false, fmt.Errorf("command too short (%d bytes)", len(data))
+	}
+	t := CommandType(data[0])
+	if data[1] != bodyVersion {
+		return Command{}, false, fmt.Errorf("command %d: unsupported body version %d", t, data[1])
+	}
+	body := bodyFor(t)
+	if body == nil {
+		if t&IgnoreUnknownFlag != 0 {
+			return Command{Type: t}, false, nil
+		}
+		return Command{}, false, fmt.Errorf("unknown command type %d", t)
+	}
+	var env envelope
+	if err := json.Unmarshal(data[2:], &env); err != nil {
+		return Command{}, false, fmt.Errorf("command %d: decode envelope: %w", t, err)
+	}
+	if err := json.Unmarshal(env.Body, body); err != nil {
+		return Command{}, false, fmt.Errorf("command %d: decode body: %w", t, err)
+	}
+	return Command{Type: t, Key: env.Key, Now: env.Now, Body: body}, true, nil
+}

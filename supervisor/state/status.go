@@ -1,0 +1,89 @@
+package state
+
+import "time"
+
+// Resume reasons of the status object (CONTRACT.md "Model").
+const (
+	ReasonNotResumable       = "not_resumable"
+	ReasonMissingResumeToken = "missing_resume_token"
+	ReasonExecutorLost       = "executor_lost"
+	ReasonAgentNotRunning    = "agent_not_running"
+)
+
+// resumeMessages are the sentences a client shows for each reason.
+var resumeMessages = map[string]string{
+	ReasonNotResumable:       "This agent cannot resume previous sessions. Create a new session.",
+	ReasonMissingResumeToken: "This session has no conversation to resume. Create a new session.",
+	ReasonExecutorLost:       "The executor of this session was lost. Resume the session to start it again.",
+	ReasonAgentNotRunning:    "The agent is not running. Resume the session to continue the conversation.",
+}
+
+// ResumeMessage returns the sentence for a resume reason.
+func ResumeMessage(reason string) string { return resumeMessages[reason] }
+
+// StatusInput is what a status is computed from. AgentRunning reports whether
+// an agent execution is live; SupportsResume is the agent's resume capability
+// (probed by agentctl, else declared by the profile; nil when unknown).
+type StatusInput struct {
+	Session        Session
+	Executor       *Executor
+	AgentRunning   bool
+	SupportsResume *bool
+}
+
+// ComputeStatus builds the session status object: every field present, null
+// when unknown, and only this session's facts (never a task-level fallback).
+func ComputeStatus(in StatusInput) Status {
+	s := in.Session
+	st := Status{SessionID: s.ID, TaskID: s.TaskID, State: s.State}
+	st.AgentProfileID = strPtr(s.Agent)
+	st.Runtime = strPtr(s.Runtime)
+	if e := in.Executor; e != nil {
+		status := e.Status
+		st.ExecutorStatus = &status
+		st.WorktreePath = strPtr(e.WorktreePath)
+		st.WorktreeBranch = strPtr(e.WorktreeBranch)
+		if in.AgentRunning {
+			st.AgentExecutionID = strPtr(e.AgentExecutionID)
+		}
+	}
+	supports := in.SupportsResume != nil && *in.SupportsResume
+	st.IsAgentRunning = in.AgentRunning
+	st.IsResumable = supports && s.HasResumeToken
+	st.NeedsResume = !in.AgentRunning && st.IsResumable
+	if in.AgentRunning || s.State == SessionCompleted {
+		return st
+	}
+	var reason string
+	switch {
+	case in.SupportsResume != nil && !*in.SupportsResume:
+		reason = ReasonNotResumable
+	case !s.HasResumeToken:
+		reason = ReasonMissingResumeToken
+	case in.Executor != nil && in.Executor.Status == ExecutorError:
+		reason = ReasonExecutorLost
+	default:
+		reason = ReasonAgentNotRunning
+	}
+	if s.State == SessionCreated || s.State == SessionStarting {
+		// Nothing has run yet: there is nothing to resume.
+		return st
+	}
+	st.ResumeReason = strPtr(reason)
+	st.ResumeMessage = strPtr(resumeMessages[reason])
+	return st
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func lessByTime(a, b time.Time, idA, idB string) bool {
+	if a.Equal(b) {
+		return idA < idB
+	}
+	return a.Before(b)
+}

@@ -1,0 +1,230 @@
+package state
+
+import (
+	"sort"
+	"sync"
+)
+
+// Limits that keep replicated state bounded.
+const (
+	// MaxMessagesPerSession bounds a session's stored conversation; the
+	// oldest messages are dropped first.
+	MaxMessagesPerSession = 1000
+	// maxDedupeKeys bounds the idempotency window (oldest keys forgotten first).
+	maxDedupeKeys = 20000
+)
+
+// data is everything that is replicated and snapshotted.
+type data struct {
+	Nodes     map[string]NodeInfo   `json:"nodes"`
+	Tasks     map[string]*Task      `json:"tasks"`
+	Sessions  map[string]*Session   `json:"sessions"`
+	Executors map[string]*Executor  `json:"executors"`
+	Leases    map[string]*Lease     `json:"leases"`
+	Messages  map[string][]*Message `json:"messages"`
+	// Dedupe maps idempotency keys to their first outcome; DedupeOrder is
+	// the insertion order used to forget the oldest keys.
+	Dedupe      map[string]outcome `json:"dedupe"`
+	DedupeOrder []string           `json:"dedupe_order"`
+	// ExecutorSecrets and handles are part of Executor (json:"-" there), so
+	// they are carried here for snapshots.
+	Private map[string]executorPrivate `json:"private"`
+	// SessionTokens carries resume tokens (json:"-" on Session).
+	SessionTokens map[string]string `json:"session_tokens"`
+	LastIndex     uint64            `json:"last_index"`
+}
+
+type outcome struct {
+	Index uint64 `json:"index"`
+	Token uint64 `json:"token,omitempty"`
+	Code  string `json:"code,omitempty"`
+	Msg   string `json:"msg,omitempty"`
+}
+
+type executorPrivate struct {
+	Secret           string `json:"secret"`
+	Handle           []byte `json:"handle"`
+	AgentExecutionID string `json:"agent_execution_id"`
+}
+
+func newData() *data {
+	return &data{
+		Nodes:         map[string]NodeInfo{},
+		Tasks:         map[string]*Task{},
+		Sessions:      map[string]*Session{},
+		Executors:     map[string]*Executor{},
+		Leases:        map[string]*Lease{},
+		Messages:      map[string][]*Message{},
+		Dedupe:        map[string]outcome{},
+		Private:       map[string]executorPrivate{},
+		SessionTokens: map[string]string{},
+	}
+}
+
+// Store is the local copy of replicated state. Reads are safe from any
+// goroutine; only the FSM writes.
+type Store struct {
+	mu     sync.RWMutex
+	d      *data
+	events *eventLog
+}
+
+// NewStore returns an empty store.
+func NewStore() *Store {
+	return &Store{d: newData(), events: newEventLog(defaultEventLogSize)}
+}
+
+// LastIndex is the raft index of the last applied command.
+func (s *Store) LastIndex() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.d.LastIndex
+}
+
+// Nodes returns the registered servers.
+func (s *Store) Nodes() map[string]NodeInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]NodeInfo, len(s.d.Nodes))
+	for k, v := range s.d.Nodes {
+		out[k] = v
+	}
+	return out
+}
+
+// Task returns a task by id.
+func (s *Store) Task(id string) (Task, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t, ok := s.d.Tasks[id]
+	if !ok {
+		return Task{}, false
+	}
+	return *t, true
+}
+
+// Tasks returns every task, oldest first.
+func (s *Store) Tasks() []Task {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Task, 0, len(s.d.Tasks))
+	for _, t := range s.d.Tasks {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool { return lessByTime(out[i].CreatedAt, out[j].CreatedAt, out[i].ID, out[j].ID) })
+	return out
+}
+
+// Session returns a session by id, with its resume token filled in.
+func (s *Store) Session(id string) (Session, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sess, ok := s.d.Sessions[id]
+	if !ok {
+		return Session{}, false
+	}
+	out := *sess
+	out.ResumeToken = s.d.SessionTokens[id]
+	return out, true
+}
+
+// SessionFilter selects sessions; empty fields match everything.
+type SessionFilter struct {
+	TaskID string
+	State  SessionState
+}
+
+// Sessions returns the sessions matching f, oldest first.
+func (s *Store) Sessions(f SessionFilter) []Session {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Session, 0, len(s.d.Sessions))
+	for id, sess := range s.d.Sessions {
+		if f.TaskID != "" && sess.TaskID != f.TaskID {
+			continue
+		}
+		if f.State != "" && sess.State != f.State {
+			continue
+		}
+		c := *sess
+		c.ResumeToken = s.d.SessionTokens[id]
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return lessByTime(out[i].CreatedAt, out[j].CreatedAt, out[i].ID, out[j].ID) })
+	return out
+}
+
+// Executor returns an executor by id, with its private fields filled in.
+func (s *Store) Executor(id string) (Executor, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e, ok := s.d.Executors[id]
+	if !ok {
+		return Executor{}, false
+	}
+	return s.executorLocked(e), true
+}
+
+func (s *Store) executorLocked(e *Executor) Executor {
+	out := *e
+	p := s.d.Private[e.ID]
+	out.Secret, out.Handle, out.AgentExecutionID = p.Secret, p.Handle, p.AgentExecutionID
+	return out
+}
+
+// Executors returns executors, optionally only those of one session.
+func (s *Store) Executors(sessionID string) []Executor {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]Executor, 0, len(s.d.Executors))
+	for _, e := range s.d.Executors {
+		if sessionID != "" && e.SessionID != sessionID {
+			continue
+		}
+		out = append(out, s.executorLocked(e))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Lease returns a session's lease.
+func (s *Store) Lease(sessionID string) (Lease, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l, ok := s.d.Leases[sessionID]
+	if !ok {
+		return Lease{}, false
+	}
+	return *l, true
+}
+
+// Messages returns a session's messages in order.
+func (s *Store) Messages(sessionID string) []Message {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	msgs := s.d.Messages[sessionID]
+	out := make([]Message, len(msgs))
+	for i, m := range msgs {
+		out[i] = *m
+	}
+	return out
+}
+
+// Outcome reports whether an idempotency key was applied, and its result.
+func (s *Store) Outcome(key string) (*Result, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o, ok := s.d.Dedupe[key]
+	if !ok {
+		return nil, false
+	}
+	return o.result(true), true
+}
+
+func (o outcome) result(dup bool) *Result {
+	r := &Result{Index: o.Index, Duplicate: dup, FencingToken: o.Token}
+	if o.Code != "" {
+		r.Err = &outcomeError{code: o.Code, msg: o.Msg}
+	}
+	return r
+}
