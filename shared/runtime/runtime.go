@@ -1,0 +1,204 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// APIVersion is the runtime plugin API version this SDK speaks. A plugin built
+// with this SDK reports it from Info unless it chooses otherwise.
+const APIVersion = "1"
+
+// SupportedAPIVersions are the plugin API versions a host built with this SDK
+// accepts by default.
+var SupportedAPIVersions = []string{APIVersion}
+
+// PluginName is the key of the runtime plugin in go-plugin's plugin map.
+const PluginName = "runtime"
+
+// Runtime is the contract every runtime plugin implements. The host sees the
+// same interface on its side of the process boundary.
+type Runtime interface {
+	// Info names the plugin, its version and the plugin API version it speaks.
+	Info(ctx context.Context) (Info, error)
+	// ConfigSchema describes the attributes and blocks of the plugin's
+	// `config { … }` body, for documentation and listing.
+	ConfigSchema(ctx context.Context) (Schema, error)
+	// SetConfig hands the plugin its `config { … }` body. The plugin parses
+	// Source with hclsyntax.ParseConfig(Source, Filename, Start) so that its
+	// diagnostics carry true file ranges. An empty Source means no config
+	// block; the plugin applies its defaults. Diagnostics with errors mean the
+	// configuration was refused and the previous one (if any) stays in force.
+	SetConfig(ctx context.Context, src ConfigSource) (hcl.Diagnostics, error)
+	// Capabilities reports what executors of this runtime can do.
+	Capabilities(ctx context.Context) (Capabilities, error)
+	// Launch starts an executor (agentctl) for a session and returns an
+	// opaque handle plus the agentctl endpoint.
+	Launch(ctx context.Context, req LaunchRequest) (LaunchResponse, error)
+	// Recover reattaches to (or restarts) the executor a handle names. It
+	// returns ErrNotFound when the executor can no longer be recovered.
+	Recover(ctx context.Context, handle []byte, secret string) (LaunchResponse, error)
+	// Inspect reports the executor's state without changing it.
+	Inspect(ctx context.Context, handle []byte) (InspectResponse, error)
+	// Stop stops the executor's agentctl, waiting at most timeout before
+	// killing it. The workspace stays. Stopping a stopped executor is no error.
+	Stop(ctx context.Context, handle []byte, timeout time.Duration) error
+	// Destroy stops the executor and removes everything the runtime created
+	// for it. Destroying a destroyed executor is no error.
+	Destroy(ctx context.Context, handle []byte) error
+}
+
+// Info identifies a plugin.
+type Info struct {
+	Name       string
+	Version    string
+	APIVersion string
+}
+
+// ConfigSource is a plugin's `config { … }` body as it appears in a file.
+type ConfigSource struct {
+	// Filename is the file the body comes from, used in diagnostics.
+	Filename string
+	// Source is the body's text, without the surrounding braces.
+	Source []byte
+	// Start is the position of Source's first byte in Filename.
+	Start hcl.Pos
+}
+
+// Schema describes a plugin's configuration body.
+type Schema struct {
+	Attributes []AttributeSchema
+	Blocks     []BlockSchema
+}
+
+// AttributeSchema describes one attribute of a configuration body.
+type AttributeSchema struct {
+	Name        string
+	Type        string // "string", "number", "bool", "duration", "list(string)", …
+	Required    bool
+	Description string
+}
+
+// BlockSchema describes one nested block type of a configuration body.
+type BlockSchema struct {
+	Type        string
+	LabelNames  []string
+	Body        Schema
+	Description string
+}
+
+// Capabilities is what a runtime's executors support. Extra carries further
+// named capabilities so new ones never break older hosts or plugins.
+type Capabilities struct {
+	SupportsWorkspaceOnly     bool
+	SurvivesSupervisorRestart bool
+	NodeLocal                 bool
+	Extra                     map[string]bool
+}
+
+// Workspace names the directory or git repository a task works in.
+type Workspace struct {
+	Path   string
+	Branch string
+}
+
+// LaunchRequest asks a runtime to start one session's executor.
+type LaunchRequest struct {
+	SessionID      string
+	TaskID         string
+	ExecutorID     string
+	Cluster        string
+	Workspace      Workspace
+	AgentctlSecret string // never logged
+	FencingToken   uint64
+	Env            map[string]string
+	Options        map[string]string
+}
+
+// String describes the request without its secret.
+func (r LaunchRequest) String() string {
+	return fmt.Sprintf("launch{session=%s task=%s executor=%s workspace=%q}", r.SessionID, r.TaskID, r.ExecutorID, r.Workspace.Path)
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// ValidID reports whether s is usable as a session, task or executor id: it
+// becomes part of paths, branch names and labels.
+func ValidID(s string) bool { return idPattern.MatchString(s) }
+
+// Validate checks the fields every runtime relies on. The SDK's gRPC server
+// runs it before calling a plugin's Launch; failures wrap ErrInvalidRequest.
+func (r LaunchRequest) Validate() error {
+	if !ValidID(r.SessionID) {
+		return fmt.Errorf("session_id %q must match %s: %w", r.SessionID, idPattern, ErrInvalidRequest)
+	}
+	for name, v := range map[string]string{"task_id": r.TaskID, "executor_id": r.ExecutorID} {
+		if v != "" && !ValidID(v) {
+			return fmt.Errorf("%s %q must match %s: %w", name, v, idPattern, ErrInvalidRequest)
+		}
+	}
+	if r.AgentctlSecret == "" {
+		return fmt.Errorf("agentctl_secret is empty: %w", ErrInvalidRequest)
+	}
+	for k := range r.Env {
+		if k == "" || containsAny(k, "=\x00") {
+			return fmt.Errorf("env name %q is invalid: %w", k, ErrInvalidRequest)
+		}
+	}
+	for k, v := range r.Env {
+		if containsAny(v, "\x00") {
+			return fmt.Errorf("env %s holds a NUL byte: %w", k, ErrInvalidRequest)
+		}
+	}
+	return nil
+}
+
+func containsAny(s, chars string) bool {
+	for _, c := range s {
+		for _, d := range chars {
+			if c == d {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// LaunchResponse describes a running executor.
+type LaunchResponse struct {
+	// Handle is opaque to the host: it stores it and hands it back.
+	Handle []byte
+	// AgentctlURL is agentctl's base URL, reachable from every node.
+	AgentctlURL string
+	// PID is agentctl's process id where the runtime knows it (0 otherwise).
+	PID int
+	// Nonce is agentctl's boot nonce (new on every start).
+	Nonce          string
+	ContainerID    string
+	WorkspacePath  string
+	WorktreePath   string
+	WorktreeBranch string
+}
+
+// ExecutorState is the coarse state Inspect reports.
+type ExecutorState string
+
+// Executor states.
+const (
+	StateUnknown ExecutorState = "unknown"
+	StateRunning ExecutorState = "running"
+	StateExited  ExecutorState = "exited"
+)
+
+// InspectResponse is what Inspect reports about an executor.
+type InspectResponse struct {
+	State       ExecutorState
+	PID         int
+	AgentctlURL string
+	Message     string
+	Details     map[string]string
+}
