@@ -1,0 +1,588 @@
+package term
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults for Options.
+const (
+	DefaultIdleTimeout  = 30 * time.Minute
+	DefaultCreditWindow = 256 << 10
+	DefaultMaxTerminals = 16
+	DefaultHelloTimeout = 10 * time.Second
+)
+
+// CloseUnauthorized closes a connection whose hello token was refused.
+const CloseUnauthorized = 4003
+
+// ResetSequence is sent as an out-of-band frame before a full replay: RIS, a full
+// terminal reset, so the replay does not mix with what the screen held.
+var ResetSequence = []byte("\x1bc")
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Options configures a Manager. Zero values take the documented defaults.
+type Options struct {
+	// Shell is the argv of new terminals (default: $SHELL, else /bin/sh).
+	Shell []string
+	// Dir is the shells' working directory.
+	Dir string
+	// Env is the shells' environment (nil = this process's).
+	Env []string
+	// ReplayBytes is each terminal's ring size (DefaultReplayBytes).
+	ReplayBytes int
+	// IdleTimeout ends a terminal that has had no connection this long (DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// CreditWindow is how far live output may run ahead of a client's acks (DefaultCreditWindow).
+	CreditWindow int
+	// MaxTerminals bounds the number of named terminals (DefaultMaxTerminals).
+	MaxTerminals int
+	// Names, when set, lists the only terminal names that may be attached; others get 404.
+	Names []string
+	// HelloTimeout bounds the wait for the client's hello (DefaultHelloTimeout).
+	HelloTimeout time.Duration
+	// CheckOrigin decides whether a WebSocket Origin is acceptable. Nil uses gorilla's
+	// same-origin check; callers that check Origin themselves pass a func returning true.
+	CheckOrigin func(r *http.Request) bool
+	// Authorize, when set, vets the hello's token; an error ends the connection with an
+	// unauthorized error and close code 4003.
+	Authorize func(r *http.Request, token string) error
+	// Logger receives diagnostics (a null logger if nil).
+	Logger hclog.Logger
+}
+
+// Manager holds the named terminals of one session and serves them over WebSockets.
+type Manager struct {
+	opts     Options
+	log      hclog.Logger
+	upgrader websocket.Upgrader
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // ServeTerminal calls
+
+	mu      sync.Mutex
+	closed  bool
+	entries map[string]*entry
+}
+
+type entry struct {
+	name string
+	term *Terminal
+	conn *conn       // the controlling connection, nil when detached
+	idle *time.Timer // running while detached
+	gen  uint64      // bumped on every attach/detach to invalidate stale idle timers
+}
+
+// NewManager returns a Manager; terminals start on first attach.
+func NewManager(opts Options) *Manager {
+	if len(opts.Shell) == 0 {
+		if sh := os.Getenv("SHELL"); sh != "" {
+			opts.Shell = []string{sh}
+		} else {
+			opts.Shell = []string{"/bin/sh"}
+		}
+	}
+	if opts.ReplayBytes <= 0 {
+		opts.ReplayBytes = DefaultReplayBytes
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.CreditWindow <= 0 {
+		opts.CreditWindow = DefaultCreditWindow
+	}
+	if opts.MaxTerminals <= 0 {
+		opts.MaxTerminals = DefaultMaxTerminals
+	}
+	if opts.HelloTimeout <= 0 {
+		opts.HelloTimeout = DefaultHelloTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{
+		opts: opts,
+		log:  opts.Logger,
+		upgrader: websocket.Upgrader{
+			ReadBufferSize:  16 << 10,
+			WriteBufferSize: MaxChunk + 64,
+			Subprotocols:    []string{Subprotocol},
+			CheckOrigin:     opts.CheckOrigin,
+		},
+		ctx:     ctx,
+		cancel:  cancel,
+		entries: make(map[string]*entry),
+	}
+}
+
+// Terminal returns the named terminal if it is running.
+func (m *Manager) Terminal(name string) (*Terminal, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[name]
+	if !ok {
+		return nil, false
+	}
+	return e.term, true
+}
+
+// Names lists the running terminals.
+func (m *Manager) Names() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.entries))
+	for n := range m.entries {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Close ends every connection and terminal and waits for them.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		m.wg.Wait()
+		return nil
+	}
+	m.closed = true
+	entries := m.entries
+	m.entries = map[string]*entry{}
+	for _, e := range entries {
+		if e.idle != nil {
+			e.idle.Stop()
+		}
+	}
+	m.mu.Unlock()
+	m.cancel()
+	for _, e := range entries {
+		_ = e.term.Close()
+	}
+	m.wg.Wait()
+	return nil
+}
+
+func httpError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": code, "message": msg}})
+}
+
+// ServeTerminal upgrades r to a paddock.terminal.v1 WebSocket attached to the named
+// terminal (started on first use) and serves it until the client leaves, is taken over,
+// or the Manager closes. Refusals before the upgrade are JSON errors: 400 for a bad
+// name or missing subprotocol, 404 for a name not in Options.Names, 503 when closed.
+func (m *Manager) ServeTerminal(w http.ResponseWriter, r *http.Request, name string) {
+	if !nameRE.MatchString(name) {
+		httpError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("invalid terminal name %q", name))
+		return
+	}
+	if m.opts.Names != nil && !slices.Contains(m.opts.Names, name) {
+		httpError(w, http.StatusNotFound, "not_found", fmt.Sprintf("unknown terminal %q", name))
+		return
+	}
+	if !slices.Contains(websocket.Subprotocols(r), Subprotocol) {
+		httpError(w, http.StatusBadRequest, CodeBadRequest, "WebSocket subprotocol "+Subprotocol+" required")
+		return
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		httpError(w, http.StatusServiceUnavailable, "unavailable", "terminals are shutting down")
+		return
+	}
+	m.wg.Add(1)
+	m.mu.Unlock()
+	defer m.wg.Done()
+
+	ws, err := m.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		m.log.Debug("terminal upgrade failed", "name", name, "error", err)
+		return // the upgrader has answered
+	}
+	ws.SetReadLimit(MaxFrameBytes)
+	c := newConn(m, ws, name)
+	c.serve(r)
+}
+
+// attach makes c the controller of the named terminal, starting or reviving the shell.
+// It returns the terminal and a notice for the client ("" if none).
+func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, "", errors.New("terminals are shutting down")
+	}
+	e, ok := m.entries[c.name]
+	if !ok {
+		if len(m.entries) >= m.opts.MaxTerminals {
+			return nil, "", fmt.Errorf("too many terminals (max %d)", m.opts.MaxTerminals)
+		}
+		t, err := NewTerminal(TerminalConfig{
+			Argv: m.opts.Shell, Dir: m.opts.Dir, Env: m.opts.Env,
+			Cols: h.Cols, Rows: h.Rows, ReplayBytes: m.opts.ReplayBytes,
+			Logger: m.log.Named(c.name),
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("start terminal %q: %w", c.name, err)
+		}
+		e = &entry{name: c.name, term: t}
+		m.entries[c.name] = e
+	}
+	notice := ""
+	if exited, code := e.term.Exited(); exited {
+		if err := e.term.Reset(); err != nil {
+			return nil, "", fmt.Errorf("restart terminal %q: %w", c.name, err)
+		}
+		notice = fmt.Sprintf("the previous shell exited with code %d; a new shell was started", code)
+	}
+	if e.idle != nil {
+		e.idle.Stop()
+		e.idle = nil
+	}
+	if e.conn != nil {
+		e.conn.takeOver()
+	}
+	e.conn = c
+	e.gen++
+	_ = e.term.Resize(h.Cols, h.Rows)
+	return e.term, notice, nil
+}
+
+// detach releases c's hold on its terminal and starts the idle timer.
+func (m *Manager) detach(c *conn) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[c.name]
+	if !ok || e.conn != c {
+		return
+	}
+	e.conn = nil
+	e.gen++
+	gen := e.gen
+	e.idle = time.AfterFunc(m.opts.IdleTimeout, func() { m.expire(e, gen) })
+}
+
+// expire ends a terminal that stayed detached for the idle timeout.
+func (m *Manager) expire(e *entry, gen uint64) {
+	m.mu.Lock()
+	if m.closed || m.entries[e.name] != e || e.gen != gen || e.conn != nil {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.entries, e.name)
+	m.mu.Unlock()
+	m.log.Info("terminal idle, ending it", "name", e.name, "idle_timeout", m.opts.IdleTimeout)
+	_ = e.term.Close()
+}
+
+// conn is one WebSocket attached to a terminal. Its serve goroutine reads; one writer
+// goroutine does every write.
+type conn struct {
+	m    *Manager
+	ws   *websocket.Conn
+	name string
+	log  hclog.Logger
+
+	ctrl      chan Message  // control messages for the writer
+	wake      chan struct{} // acks, takeover
+	acked     atomic.Int64
+	acking    atomic.Bool
+	takenOver atomic.Bool
+}
+
+func newConn(m *Manager, ws *websocket.Conn, name string) *conn {
+	return &conn{m: m, ws: ws, name: name, log: m.log.With("terminal", name),
+		ctrl: make(chan Message, 32), wake: make(chan struct{}, 1)}
+}
+
+func (c *conn) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeOver is called (under the manager lock) when another connection attaches.
+func (c *conn) takeOver() {
+	c.takenOver.Store(true)
+	c.poke()
+}
+
+// send queues a control message for the writer; it gives up when ctx ends.
+func (c *conn) send(ctx context.Context, msg Message) {
+	select {
+	case c.ctrl <- msg:
+	case <-ctx.Done():
+	}
+}
+
+func (c *conn) writeJSON(msg Message) error {
+	b, err := EncodeMessage(msg)
+	if err != nil {
+		return err
+	}
+	return c.ws.WriteMessage(websocket.TextMessage, b)
+}
+
+func (c *conn) closeWith(code int, text string) {
+	msg := websocket.FormatCloseMessage(code, text)
+	_ = c.ws.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+	_ = c.ws.Close()
+}
+
+func (c *conn) readHello(r *http.Request) (Hello, bool) {
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.m.opts.HelloTimeout))
+	defer func() { _ = c.ws.SetReadDeadline(time.Time{}) }()
+	typ, b, err := c.ws.ReadMessage()
+	if err != nil {
+		c.log.Debug("no hello", "error", err)
+		_ = c.ws.Close()
+		return Hello{}, false
+	}
+	fail := func(code, msg string, closeCode int) (Hello, bool) {
+		_ = c.writeJSON(Error{Code: code, Message: msg})
+		c.closeWith(closeCode, msg)
+		return Hello{}, false
+	}
+	if typ != websocket.TextMessage {
+		return fail(CodeBadRequest, "the first message must be a JSON hello", CloseBadHello)
+	}
+	msg, err := DecodeClientMessage(b)
+	if err != nil {
+		return fail(CodeBadRequest, "hello: "+err.Error(), CloseBadHello)
+	}
+	h, ok := msg.(Hello)
+	if !ok {
+		return fail(CodeBadRequest, "the first message must be a hello, got "+msg.MessageType(), CloseBadHello)
+	}
+	if c.m.opts.Authorize != nil {
+		if err := c.m.opts.Authorize(r, h.Token); err != nil {
+			return fail(CodeUnauth, "unauthorized", CloseUnauthorized)
+		}
+	}
+	return h, true
+}
+
+func (c *conn) serve(r *http.Request) {
+	h, ok := c.readHello(r)
+	if !ok {
+		return
+	}
+	t, notice, err := c.m.attach(c, h)
+	if err != nil {
+		_ = c.writeJSON(Error{Code: CodeInternal, Message: err.Error()})
+		c.closeWith(websocket.CloseTryAgainLater, "terminal unavailable")
+		return
+	}
+	defer c.m.detach(c)
+
+	ctx, cancel := context.WithCancel(c.m.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer cancel()
+		if err := c.writeLoop(ctx, t, h, notice); err != nil {
+			c.log.Debug("terminal writer ended", "error", err)
+		}
+		_ = c.ws.Close() // unblocks the reader
+	}()
+	c.readLoop(ctx, t)
+	cancel()
+	wg.Wait()
+	_ = c.ws.Close()
+}
+
+// readLoop handles client frames until the socket fails.
+func (c *conn) readLoop(ctx context.Context, t *Terminal) {
+	for {
+		typ, b, err := c.ws.ReadMessage()
+		if err != nil {
+			return
+		}
+		if typ == websocket.BinaryMessage {
+			f, err := DecodeFrame(b)
+			switch {
+			case errors.Is(err, ErrFrameTooBig):
+				c.send(ctx, Error{Code: CodeTooLarge, Message: err.Error()})
+			case err != nil:
+				c.send(ctx, Error{Code: CodeBadRequest, Message: err.Error()})
+			case f.Type != FrameInput:
+				c.send(ctx, Error{Code: CodeBadRequest, Message: fmt.Sprintf("frame type 0x%02x is server → client only", f.Type)})
+			default:
+				if _, err := t.Write(f.Data); err != nil {
+					if errors.Is(err, ErrExited) {
+						c.send(ctx, Error{Code: CodeExited, Message: "the shell has exited; send reset or reconnect for a new one"})
+					} else {
+						c.send(ctx, Error{Code: CodeInternal, Message: err.Error()})
+					}
+				}
+			}
+			continue
+		}
+		msg, err := DecodeClientMessage(b)
+		if err != nil {
+			code := CodeBadRequest
+			if errors.Is(err, ErrFrameTooBig) {
+				code = CodeTooLarge
+			}
+			c.send(ctx, Error{Code: code, Message: err.Error()})
+			continue
+		}
+		switch msg := msg.(type) {
+		case Resize:
+			if err := t.Resize(msg.Cols, msg.Rows); err != nil {
+				c.send(ctx, Error{Code: CodeBadRequest, Message: err.Error()})
+			}
+		case Reset:
+			if err := t.Reset(); err != nil {
+				c.send(ctx, Error{Code: CodeInternal, Message: err.Error()})
+			}
+		case Ack:
+			c.acked.Store(msg.Offset)
+			c.acking.Store(true)
+			c.poke()
+		case Ping:
+			c.send(ctx, Pong{})
+		case Hello:
+			c.send(ctx, Error{Code: CodeBadRequest, Message: "already attached: hello is only the first message"})
+		}
+	}
+}
+
+// writeLoop is the connection's only writer: the attach answer and replay, then live
+// output pulled from the ring (so a slow client never slows the shell), control
+// messages, exit and reset notices, and the takeover.
+func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice string) error {
+	st := t.State()
+	from := int64(-1)
+	if h.Epoch != "" && h.Epoch == st.Epoch && h.Offset != nil {
+		from = *h.Offset
+	}
+	frames, kind, pos := st.Ring.Replay(from)
+	if err := c.writeJSON(Attached{Name: c.name, Epoch: st.Epoch, Offset: pos, Replay: kind, Pid: st.Pid, Notice: notice}); err != nil {
+		return fmt.Errorf("write attached: %w", err)
+	}
+	if kind == ReplayFull {
+		if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutOfBand(ResetSequence)); err != nil {
+			return fmt.Errorf("write reset: %w", err)
+		}
+	}
+	if notice != "" {
+		text := "\r\n\x1b[7m[paddock] " + notice + "\x1b[0m\r\n"
+		if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutOfBand([]byte(text))); err != nil {
+			return fmt.Errorf("write notice: %w", err)
+		}
+	}
+	for _, f := range frames {
+		if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutput(f)); err != nil {
+			return fmt.Errorf("write replay: %w", err)
+		}
+	}
+	epoch, ring := st.Epoch, st.Ring
+	c.acked.Store(pos)
+	announced := false
+	window := int64(c.m.opts.CreditWindow)
+	buf := make([]byte, 9+MaxChunk)
+
+	for {
+		if c.takenOver.Load() {
+			_ = c.ws.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = c.writeJSON(TakenOver{})
+			c.closeWith(CloseTakenOver, "taken over by another connection")
+			return nil
+		}
+		select {
+		case msg := <-c.ctrl:
+			if err := c.writeJSON(msg); err != nil {
+				return fmt.Errorf("write %s: %w", msg.MessageType(), err)
+			}
+			continue
+		default:
+		}
+		st = t.State()
+		if st.Closed {
+			_ = c.writeJSON(Error{Code: "terminal_ended", Message: "the terminal was ended"})
+			c.closeWith(CloseTerminalGone, "terminal ended")
+			return nil
+		}
+		if st.Epoch != epoch {
+			epoch, ring, pos, announced = st.Epoch, st.Ring, 0, false
+			c.acked.Store(0)
+			if err := c.writeJSON(ResetDone{Epoch: epoch, Pid: st.Pid}); err != nil {
+				return fmt.Errorf("write reset: %w", err)
+			}
+			if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutOfBand(ResetSequence)); err != nil {
+				return fmt.Errorf("write reset: %w", err)
+			}
+			continue
+		}
+		limit := MaxChunk
+		if c.acking.Load() {
+			limit = int(min(int64(MaxChunk), window-max(0, pos-c.acked.Load())))
+		}
+		if limit > 0 {
+			n, err := ring.ReadAt(buf[9:9+limit], pos)
+			if errors.Is(err, ErrOverwritten) {
+				// The client fell a whole ring behind: start it over with a full replay.
+				frames, _, end := ring.Replay(-1)
+				if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutOfBand(ResetSequence)); err != nil {
+					return fmt.Errorf("write reset: %w", err)
+				}
+				for _, f := range frames {
+					if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutput(f)); err != nil {
+						return fmt.Errorf("write replay: %w", err)
+					}
+				}
+				pos = end
+				c.acked.Store(pos)
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("read ring: %w", err)
+			}
+			if n > 0 {
+				AppendOutput(buf[:0], pos, nil)
+				if err := c.ws.WriteMessage(websocket.BinaryMessage, buf[:9+n]); err != nil {
+					return fmt.Errorf("write output: %w", err)
+				}
+				pos += int64(n)
+				continue
+			}
+		}
+		if st.Exited && !announced && pos == ring.Next() {
+			announced = true
+			if err := c.writeJSON(Exited{Code: st.ExitCode}); err != nil {
+				return fmt.Errorf("write exited: %w", err)
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-st.Changed:
+		case <-c.wake:
+		case msg := <-c.ctrl:
+			if err := c.writeJSON(msg); err != nil {
+				return fmt.Errorf("write %s: %w", msg.MessageType(), err)
+			}
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package term
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/hashicorp/go-hclog"
+)
+
+// ErrExited is returned when input is written to a terminal whose shell has exited.
+var ErrExited = errors.New("term: shell has exited")
+
+// ErrClosed is returned by a closed Terminal.
+var ErrClosed = errors.New("term: terminal closed")
+
+// ReadBufferBytes is the size of PTY reads: large reads keep throughput near the PTY's own.
+const ReadBufferBytes = 32 << 10
+
+// exitDrain bounds how long output is drained after the shell exits while some other
+// process still holds the PTY open.
+const exitDrain = 2 * time.Second
+
+// TerminalConfig describes the program a Terminal runs.
+type TerminalConfig struct {
+	// Argv is the program and its arguments (required; never run through a shell).
+	Argv []string
+	// Dir is the working directory ("" = the current one).
+	Dir string
+	// Env is the environment (nil = this process's); TERM defaults to xterm-256color.
+	Env []string
+	// Cols and Rows are the initial size (80x24 if zero).
+	Cols, Rows int
+	// ReplayBytes is the ring size per shell (DefaultReplayBytes if zero).
+	ReplayBytes int
+	// Logger receives diagnostics (a null logger if nil).
+	Logger hclog.Logger
+}
+
+// State is a consistent view of a Terminal's current shell.
+type State struct {
+	Epoch    string
+	Pid      int
+	Ring     *Ring
+	Exited   bool
+	ExitCode int
+	Closed   bool
+	// Changed is closed at the next event: output, exit, reset or close.
+	Changed <-chan struct{}
+}
+
+// Terminal is a PTY running a program whose output goes into a Ring without ever waiting
+// for readers. Reset replaces the program with a fresh one under a new epoch; the
+// Terminal itself lives until Close.
+type Terminal struct {
+	cfg TerminalConfig
+	log hclog.Logger
+	wg  sync.WaitGroup
+
+	mu         sync.Mutex
+	cur        *shell
+	cols, rows int
+	changed    chan struct{}
+	closed     bool
+}
+
+type shell struct {
+	epoch    string
+	cmd      *exec.Cmd
+	ptmx     *os.File
+	ring     *Ring
+	pid      int
+	exited   bool
+	exitCode int
+}
+
+// NewTerminal starts cfg.Argv in a new PTY.
+func NewTerminal(cfg TerminalConfig) (*Terminal, error) {
+	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
+		return nil, errors.New("new terminal: empty argv")
+	}
+	if cfg.Cols == 0 && cfg.Rows == 0 {
+		cfg.Cols, cfg.Rows = 80, 24
+	}
+	if err := CheckSize(cfg.Cols, cfg.Rows); err != nil {
+		return nil, fmt.Errorf("new terminal: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	t := &Terminal{cfg: cfg, log: cfg.Logger, cols: cfg.Cols, rows: cfg.Rows, changed: make(chan struct{})}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.startLocked(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func newEpoch() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (t *Terminal) env() []string {
+	env := t.cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	env = append([]string(nil), env...)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "TERM=") {
+			return env
+		}
+	}
+	return append(env, "TERM=xterm-256color")
+}
+
+// startLocked starts a new shell generation; t.mu is held.
+func (t *Terminal) startLocked() error {
+	cmd := exec.Command(t.cfg.Argv[0], t.cfg.Argv[1:]...)
+	cmd.Dir = t.cfg.Dir
+	cmd.Env = t.env()
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(t.cols), Rows: uint16(t.rows)})
+	if err != nil {
+		return fmt.Errorf("start %q in pty: %w", t.cfg.Argv[0], err)
+	}
+	s := &shell{epoch: newEpoch(), cmd: cmd, ptmx: ptmx, ring: NewRing(t.cfg.ReplayBytes), pid: cmd.Process.Pid}
+	t.cur = s
+	t.log.Debug("shell started", "pid", s.pid, "epoch", s.epoch)
+	readerDone := make(chan struct{})
+	t.wg.Add(2)
+	go func() {
+		defer t.wg.Done()
+		defer close(readerDone)
+		t.readLoop(s)
+	}()
+	go func() {
+		defer t.wg.Done()
+		t.waitLoop(s, readerDone)
+	}()
+	return nil
+}
+
+// readLoop copies PTY output into the ring until the PTY reports an error (EIO once
+// every holder of the slave side is gone).
+func (t *Terminal) readLoop(s *shell) {
+	buf := make([]byte, ReadBufferBytes)
+	for {
+		n, err := s.ptmx.Read(buf)
+		if n > 0 {
+			_, _ = s.ring.Write(buf[:n])
+			t.mu.Lock()
+			t.signalLocked()
+			t.mu.Unlock()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// waitLoop reaps the shell, ends whatever it left in its session, lets the reader drain
+// and records the exit.
+func (t *Terminal) waitLoop(s *shell, readerDone <-chan struct{}) {
+	err := s.cmd.Wait()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				code = 128 + int(ws.Signal())
+			}
+		} else {
+			code = -1
+		}
+	}
+	killSession(s.pid)
+	select {
+	case <-readerDone:
+	case <-time.After(exitDrain):
+		t.log.Warn("pty still open after shell exit", "pid", s.pid)
+	}
+	_ = s.ptmx.Close()
+	t.mu.Lock()
+	s.exited, s.exitCode = true, code
+	t.signalLocked()
+	t.mu.Unlock()
+	t.log.Debug("shell exited", "pid", s.pid, "code", code)
+}
+
+// killSession kills every process of the session led by sid (the shell, its jobs in
+// other process groups and anything they left behind).
+func killSession(sid int) {
+	_ = syscall.Kill(-sid, syscall.SIGKILL)
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the ")" that ends comm: state ppid pgrp session …
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func (t *Terminal) signalLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// State returns the current shell's epoch, pid, ring and exit status.
+func (t *Terminal) State() State {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.cur
+	return State{Epoch: s.epoch, Pid: s.pid, Ring: s.ring, Exited: s.exited, ExitCode: s.exitCode, Closed: t.closed, Changed: t.changed}
+}
+
+// Pid is the current shell's process id.
+func (t *Terminal) Pid() int { return t.State().Pid }
+
+// Epoch identifies the current shell generation; offsets are per epoch.
+func (t *Terminal) Epoch() string { return t.State().Epoch }
+
+// Ring is the current shell's replay buffer.
+func (t *Terminal) Ring() *Ring { return t.State().Ring }
+
+// Exited reports whether the current shell has exited, and its exit code.
+func (t *Terminal) Exited() (bool, int) {
+	st := t.State()
+	return st.Exited, st.ExitCode
+}
+
+// Size is the current window size.
+func (t *Terminal) Size() (cols, rows int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.cols, t.rows
+}
+
+// Resize sets the PTY's window size (kept for later shells too).
+func (t *Terminal) Resize(cols, rows int) error {
+	if err := CheckSize(cols, rows); err != nil {
+		return fmt.Errorf("resize: %w", err)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	t.cols, t.rows = cols, rows
+	if t.cur.exited {
+		return nil
+	}
+	if err := pty.Setsize(t.cur.ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+		return fmt.Errorf("resize pty to %dx%d: %w", cols, rows, err)
+	}
+	return nil
+}
+
+// Write sends input to the shell. It fails with ErrExited once the shell has exited.
+func (t *Terminal) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	s, closed := t.cur, t.closed
+	t.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	if s.exited {
+		return 0, ErrExited
+	}
+	n, err := s.ptmx.Write(p)
+	if err != nil {
+		return n, fmt.Errorf("write to pty of pid %d: %w", s.pid, err)
+	}
+	return n, nil
+}
+
+// Reset kills the current shell with its whole session and starts a fresh one under a
+// new epoch (with a new, empty ring). It also revives a shell that has exited.
+func (t *Terminal) Reset() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return ErrClosed
+	}
+	old := t.cur
+	t.mu.Unlock()
+	killSession(old.pid)
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	if t.cur != old { // a concurrent Reset won
+		return nil
+	}
+	if err := t.startLocked(); err != nil {
+		return fmt.Errorf("reset: %w", err)
+	}
+	t.signalLocked()
+	return nil
+}
+
+// Close kills the shell and waits for the terminal's goroutines to end.
+func (t *Terminal) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.wg.Wait()
+		return nil
+	}
+	t.closed = true
+	pid := t.cur.pid
+	t.signalLocked()
+	t.mu.Unlock()
+	killSession(pid)
+	t.wg.Wait()
+	return nil
+}
