@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl/workspace"
 )
 
 // FencingHeader carries the session's fencing token on every mutating request.
@@ -252,3 +254,9 @@ type Info struct {
 	Nonce     string `json:"nonce"`
 	SessionID string `json:"session_id"`
 }
+
+// FileEntry is one entry of GET /v1/files.
+type FileEntry = workspace.Entry
+
+// GitStatus is the answer of GET /v1/git/status.
+type GitStatus = workspace.GitStatus

@@ -1,0 +1,220 @@
+// Command agentctl is Paddock's executor-side daemon: `agentctl serve` owns one
+// session's agent, workspace access and terminals; `agentctl host` starts and
+// keeps per-session serve instances on a remote machine. See shared/agentctl.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: agentctl serve|host [flags]")
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:])
+	case "host":
+		return host(args[1:])
+	}
+	fmt.Fprintf(os.Stderr, "agentctl: unknown command %q (want serve or host)\n", args[0])
+	return 2
+}
+
+func readSecret(envName, file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read secret file: %w", err)
+		}
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, nil
+		}
+		return "", fmt.Errorf("secret file %s is empty", file)
+	}
+	if s := strings.TrimSpace(os.Getenv(envName)); s != "" {
+		return s, nil
+	}
+	return "", fmt.Errorf("no secret: set %s or pass -secret-file", envName)
+}
+
+func newLogger(name, level, file string) (hclog.Logger, io.Closer, error) {
+	var out io.Writer = os.Stderr
+	var closer io.Closer = io.NopCloser(nil)
+	if file != "" {
+		f, err := os.OpenFile(file, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open log file: %w", err)
+		}
+		out, closer = f, f
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.LevelFromString(level), Output: out}), closer, nil
+}
+
+// advertiseURL builds http://HOST:PORT for a listener.
+func advertiseURL(l net.Listener, advertise string) string {
+	host, port, _ := net.SplitHostPort(l.Addr().String())
+	if advertise != "" {
+		host = advertise
+	} else if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+func writeInfo(path string, info agentctl.Info) error {
+	b, _ := json.Marshal(info)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func serve(args []string) int {
+	fs := flag.NewFlagSet("agentctl serve", flag.ContinueOnError)
+	session := fs.String("session", "", "session id (required)")
+	ws := fs.String("workspace", "", "workspace directory (required)")
+	stateDir := fs.String("state-dir", "", "durable state (default WORKSPACE/.paddock)")
+	listen := fs.String("listen", "127.0.0.1:0", "listen address")
+	advertise := fs.String("advertise", "", "host to put in the advertised URL")
+	infoFile := fs.String("info-file", "", "write {url,pid,nonce,session_id} here after listening")
+	secretFile := fs.String("secret-file", "", "file holding the secret (else env PADDOCK_AGENTCTL_SECRET)")
+	level := fs.String("log-level", "info", "trace|debug|info|warn|error")
+	logFile := fs.String("log-file", "", "log to this file instead of stderr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *session == "" || *ws == "" {
+		fmt.Fprintln(os.Stderr, "agentctl serve: -session and -workspace are required")
+		return 2
+	}
+	secret, err := readSecret("PADDOCK_AGENTCTL_SECRET", *secretFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl serve:", err)
+		return 1
+	}
+	log, closer, err := newLogger("agentctl", *level, *logFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl serve:", err)
+		return 1
+	}
+	defer closer.Close()
+	opts := agentctl.Options{SessionID: *session, Workspace: *ws, StateDir: *stateDir, Secret: secret, Logger: log}
+	if v := os.Getenv("PADDOCK_AGENTCTL_INIT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agentctl serve: PADDOCK_AGENTCTL_INIT_TIMEOUT:", err)
+			return 1
+		}
+		opts.InitTimeout = d
+	}
+	srv, err := agentctl.NewServer(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl serve:", err)
+		return 1
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl serve: listen:", err)
+		return 1
+	}
+	info := agentctl.Info{URL: advertiseURL(l, *advertise), PID: os.Getpid(), Nonce: srv.Nonce(), SessionID: *session}
+	if *infoFile != "" {
+		if err := writeInfo(*infoFile, info); err != nil {
+			fmt.Fprintln(os.Stderr, "agentctl serve: info file:", err)
+			return 1
+		}
+	}
+	line, _ := json.Marshal(info)
+	fmt.Println(string(line))
+	log.Info("serving", "url", info.URL, "session_id", *session, "pid", info.PID)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := srv.Serve(ctx, l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Error("serve", "error", err)
+		return 1
+	}
+	return 0
+}
+
+func host(args []string) int {
+	fs := flag.NewFlagSet("agentctl host", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:7800", "listen address of the host API")
+	root := fs.String("root", "", "directory for instances and workspaces (required)")
+	secretFile := fs.String("secret-file", "", "file holding the host secret (else env PADDOCK_AGENTCTL_HOST_SECRET)")
+	advertise := fs.String("advertise", "", "host to put in instance URLs")
+	instHost := fs.String("instance-listen-host", "", "host instances listen on (default: the -listen host)")
+	level := fs.String("log-level", "info", "trace|debug|info|warn|error")
+	logFile := fs.String("log-file", "", "log to this file instead of stderr")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *root == "" {
+		fmt.Fprintln(os.Stderr, "agentctl host: -root is required")
+		return 2
+	}
+	secret, err := readSecret("PADDOCK_AGENTCTL_HOST_SECRET", *secretFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl host:", err)
+		return 1
+	}
+	log, closer, err := newLogger("agentctl-host", *level, *logFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl host:", err)
+		return 1
+	}
+	defer closer.Close()
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl host: listen:", err)
+		return 1
+	}
+	ih := *instHost
+	if ih == "" {
+		ih, _, _ = net.SplitHostPort(l.Addr().String())
+	}
+	absRoot, _ := filepath.Abs(*root)
+	h, err := agentctl.NewHost(agentctl.HostOptions{Root: absRoot, Secret: secret, ListenHost: ih, Advertise: *advertise, Logger: log})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	line, _ := json.Marshal(map[string]any{"url": advertiseURL(l, *advertise), "pid": os.Getpid()})
+	fmt.Println(string(line))
+	hs := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		log.Error("host serve", "error", err)
+		return 1
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	return 0
+}

@@ -1,0 +1,586 @@
+package agentctl
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/shared/agentctl/acpagent"
+	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
+)
+
+// Sentinel errors of the agent lifecycle, mapped to HTTP statuses by the server.
+var (
+	ErrAgentRunning    = errors.New("an agent is already running")
+	ErrNoAgent         = errors.New("no agent is running")
+	ErrTurnRunning     = errors.New("a turn is already running")
+	ErrNoTurn          = errors.New("no turn is running")
+	ErrNotResumable    = errors.New("agent profile does not support session resume")
+	ErrAgentNotReady   = errors.New("agent is not waiting for input")
+	ErrCommandNotFound = errors.New("agent command not found on PATH")
+)
+
+// driver is what the manager needs from a protocol implementation.
+type driver interface {
+	prompt(ctx context.Context, text string) (outcome string, err error)
+	cancel(ctx context.Context) error
+	stop(grace time.Duration) int
+	done() <-chan struct{}
+	exitCode() int
+	pid() int
+}
+
+// manager owns the agent of one session, its messages and its events.
+type manager struct {
+	log         hclog.Logger
+	workspace   string
+	sessionID   string
+	stateDir    string
+	initTimeout time.Duration
+	events      *eventLog
+	env         []string
+
+	mu        sync.Mutex
+	status    string
+	profile   Profile
+	drv       driver
+	pty       *ptyagent.Agent
+	token     string
+	resumable bool
+	turn      int
+	running   bool
+	cancelled bool
+	outcome   string
+	exit      *int
+	lastErr   string
+	msgs      []*Message
+	current   *Message // agent message being streamed
+	nextMsg   int
+	turnDone  chan struct{} // closed when the running turn finishes (pty)
+	probed    *bool
+
+	wg sync.WaitGroup
+}
+
+// resumeInfo is persisted in the state dir so a restarted agentctl knows the
+// last agent's token.
+type resumeInfo struct {
+	Protocol    string `json:"protocol"`
+	ResumeToken string `json:"resume_token"`
+}
+
+func (m *manager) saveResume() {
+	b, _ := json.Marshal(resumeInfo{Protocol: m.profile.Protocol, ResumeToken: m.token})
+	if err := writeFileSync(filepath.Join(m.stateDir, "agent.json"), b); err != nil {
+		m.log.Warn("persist agent resume info", "error", err)
+	}
+}
+
+func (m *manager) loadResume() {
+	b, err := os.ReadFile(filepath.Join(m.stateDir, "agent.json"))
+	if err != nil {
+		return
+	}
+	var ri resumeInfo
+	if json.Unmarshal(b, &ri) == nil && ValidToken(ri.ResumeToken) {
+		m.token = ri.ResumeToken
+		m.profile.Protocol = ri.Protocol
+	}
+}
+
+// agentEnv is agentctl's environment without its secret, plus the profile's env.
+func (m *manager) agentEnv(p Profile) []string {
+	var env []string
+	for _, kv := range m.env {
+		if strings.HasPrefix(kv, "PADDOCK_AGENTCTL_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for k, v := range p.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// resolveArgv fills templates and resolves argv[0] on agentctl's PATH.
+func (m *manager) resolveArgv(argv []string, token string) ([]string, error) {
+	r := strings.NewReplacer("{{resume_token}}", token, "{{session_id}}", m.sessionID, "{{workspace}}", m.workspace)
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		out[i] = r.Replace(a)
+	}
+	path, err := lookPath(out[0], m.env)
+	if err != nil {
+		return nil, err
+	}
+	out[0] = path
+	return out, nil
+}
+
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		if st, err := os.Stat(name); err != nil || st.IsDir() {
+			return "", fmt.Errorf("agent command %q: %w", name, ErrCommandNotFound)
+		}
+		return name, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "PATH=") {
+			pathEnv = kv[5:]
+		}
+	}
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("agent command %q: %w", name, ErrCommandNotFound)
+}
+
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+func (m *manager) state() AgentState {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := AgentState{Status: m.status, Protocol: m.profile.Protocol, ResumeToken: m.token, SupportsSessionResume: m.resumable,
+		Turn: m.turn, TurnRunning: m.running, LastOutcome: m.outcome, ExitCode: m.exit, Error: m.lastErr}
+	if m.drv != nil {
+		st.PID = m.drv.pid()
+	}
+	return st
+}
+
+func (m *manager) messages() []Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Message, 0, len(m.msgs))
+	for _, msg := range m.msgs {
+		out = append(out, *msg)
+	}
+	return out
+}
+
+// addMessage appends a message; m.mu must be held.
+func (m *manager) addMessage(role, text string, complete bool) *Message {
+	m.nextMsg++
+	now := time.Now().UTC()
+	msg := &Message{ID: "m" + strconv.Itoa(m.nextMsg), Role: role, Text: text, Complete: complete, CreatedAt: now, UpdatedAt: now}
+	m.msgs = append(m.msgs, msg)
+	m.events.publish(EventMessageAdded, MessageData{Message: *msg})
+	return msg
+}
+
+// updateMessage sets a message's text; m.mu must be held.
+func (m *manager) updateMessage(msg *Message, text string, complete bool) {
+	if msg.Text == text && msg.Complete == complete {
+		return
+	}
+	msg.Text, msg.Complete, msg.UpdatedAt = text, complete, time.Now().UTC()
+	m.events.publish(EventMessageUpdated, MessageData{Message: *msg})
+}
+
+// onACPUpdate merges streamed chunks into messages.
+func (m *manager) onACPUpdate(kind, text string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch kind {
+	case acpagent.KindUser:
+		if !m.running { // history replayed by session/load
+			m.current = nil
+			m.addMessage("user", text, true)
+		}
+	case acpagent.KindAgent:
+		if m.current == nil {
+			m.current = m.addMessage("agent", text, false)
+			return
+		}
+		m.updateMessage(m.current, m.current.Text+text, false)
+	}
+}
+
+func (m *manager) onPermission(title, decision string) {
+	m.events.publish(EventPermissionRequested, PermissionRequestedData{Title: title, Decision: decision})
+}
+
+func (m *manager) fail(msg string) {
+	m.lastErr = msg
+	m.events.publish(EventAgentError, AgentErrorData{Message: msg})
+}
+
+// start launches the agent (resume when token is non-empty).
+func (m *manager) start(ctx context.Context, req StartRequest) (AgentState, error) {
+	if err := req.Profile.Validate(); err != nil {
+		return AgentState{}, fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	if req.ResumeToken != "" {
+		if err := CheckToken("resume_token", req.ResumeToken); err != nil {
+			return AgentState{}, fmt.Errorf("%w: %v", errBadRequest, err)
+		}
+	}
+	m.mu.Lock()
+	if m.status == StatusStarting || m.status == StatusRunning || m.status == StatusWaitingForInput {
+		m.mu.Unlock()
+		return AgentState{}, ErrAgentRunning
+	}
+	m.status, m.profile, m.lastErr, m.exit, m.turn, m.outcome = StatusStarting, req.Profile, "", nil, 0, ""
+	m.msgs, m.current, m.running = nil, nil, false
+	m.mu.Unlock()
+
+	var err error
+	if req.Profile.Protocol == ProtocolACP {
+		err = m.startACP(ctx, req)
+	} else {
+		err = m.startPTY(ctx, req)
+	}
+	if err != nil {
+		m.mu.Lock()
+		m.status = StatusError
+		m.fail(err.Error())
+		m.mu.Unlock()
+		return AgentState{}, err
+	}
+	m.mu.Lock()
+	m.status = StatusWaitingForInput
+	// messages replayed during a resume are history: complete
+	for _, msg := range m.msgs {
+		if !msg.Complete {
+			m.updateMessage(msg, msg.Text, true)
+		}
+	}
+	m.current = nil
+	m.saveResume()
+	d := m.drv
+	m.events.publish(EventAgentStarted, AgentStartedData{PID: d.pid(), Protocol: req.Profile.Protocol, ResumeToken: m.token, Resumed: req.ResumeToken != ""})
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go m.watch(d)
+	return m.state(), nil
+}
+
+// watch reports the agent's exit.
+func (m *manager) watch(d driver) {
+	defer m.wg.Done()
+	<-d.done()
+	code := d.exitCode()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.drv != d {
+		return
+	}
+	m.exit = &code
+	m.status = StatusExited
+	m.drv, m.pty = nil, nil
+	m.events.publish(EventAgentStopped, AgentStoppedData{ExitCode: code})
+}
+
+func (m *manager) startACP(ctx context.Context, req StartRequest) error {
+	argv, err := m.resolveArgv(req.Profile.Command, req.ResumeToken)
+	if err != nil {
+		return err
+	}
+	a, err := acpagent.Start(ctx, acpagent.Config{
+		Argv: argv, Dir: m.workspace, Env: m.agentEnv(req.Profile), InitTimeout: m.initTimeout,
+		Permission: req.Profile.Permission, ResumeToken: req.ResumeToken, Logger: m.log.Named("acp"),
+		OnUpdate: m.onACPUpdate, OnPermission: m.onPermission,
+	})
+	if errors.Is(err, acpagent.ErrResumeUnsupported) {
+		f := false
+		m.mu.Lock()
+		m.probed = &f
+		m.mu.Unlock()
+		return fmt.Errorf("resume %s: %w", req.ResumeToken, ErrNotResumable)
+	}
+	if err != nil {
+		return fmt.Errorf("start acp agent: %w", err)
+	}
+	m.mu.Lock()
+	m.drv = &acpDriver{a: a}
+	m.token = a.SessionID()
+	m.resumable = a.SupportsLoad()
+	r := a.SupportsLoad()
+	m.probed = &r
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *manager) startPTY(ctx context.Context, req StartRequest) error {
+	p := req.Profile
+	token := req.ResumeToken
+	args := p.NewArgs
+	if token != "" {
+		if !p.SupportsSessionResume || len(p.ResumeArgs) == 0 {
+			return fmt.Errorf("resume %s: %w", token, ErrNotResumable)
+		}
+		args = p.ResumeArgs
+	} else if p.SupportsSessionResume {
+		token = newToken()
+	}
+	argv, err := m.resolveArgv(append(append([]string{}, p.Command...), args...), token)
+	if err != nil {
+		return err
+	}
+	d := &ptyDriver{m: m, ready: make(chan struct{})}
+	parser := &ptyagent.Parser{OnReply: d.onReply, OnPrompt: d.onPrompt, OnCancelled: d.onCancelled}
+	a, err := ptyagent.Start(ptyagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), Logger: m.log.Named("pty"), OnOutput: parser.Feed})
+	if err != nil {
+		return fmt.Errorf("start pty agent: %w", err)
+	}
+	d.a = a
+	// Wait until the program shows its prompt (or exits, or the bound passes).
+	t := time.NewTimer(m.initTimeout)
+	defer t.Stop()
+	select {
+	case <-d.ready:
+	case <-a.Done():
+		hist, _ := a.History()
+		return fmt.Errorf("start pty agent: agent exited with code %d: %s", a.ExitCode(), truncateStr(strings.TrimSpace(string(hist)), 300))
+	case <-t.C:
+		a.Stop(2 * time.Second)
+		return fmt.Errorf("start pty agent: no prompt %q within %s", ptyagent.PromptMarker, m.initTimeout)
+	case <-ctx.Done():
+		a.Stop(2 * time.Second)
+		return ctx.Err()
+	}
+	m.mu.Lock()
+	m.drv, m.pty, m.token, m.resumable = d, a, token, p.SupportsSessionResume
+	m.mu.Unlock()
+	return nil
+}
+
+func truncateStr(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// prompt starts a turn; the turn runs in the background.
+func (m *manager) prompt(text string) (PromptResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.drv == nil {
+		return PromptResponse{}, ErrNoAgent
+	}
+	if m.running {
+		return PromptResponse{}, ErrTurnRunning
+	}
+	if m.status != StatusWaitingForInput {
+		return PromptResponse{}, ErrAgentNotReady
+	}
+	m.turn++
+	m.running, m.cancelled, m.current = true, false, nil
+	m.status = StatusRunning
+	msg := m.addMessage("user", text, true)
+	d, turn := m.drv, m.turn
+	m.wg.Add(1)
+	go m.runTurn(d, turn, text)
+	return PromptResponse{MessageID: msg.ID, Turn: turn}, nil
+}
+
+func (m *manager) runTurn(d driver, turn int, text string) {
+	defer m.wg.Done()
+	outcome, err := d.prompt(context.Background(), text)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.current != nil {
+		m.updateMessage(m.current, m.current.Text, true)
+		m.current = nil
+	}
+	data := TurnFinishedData{Turn: turn, Outcome: OutcomeEndTurn}
+	switch {
+	case err != nil:
+		data.Outcome, data.Error = OutcomeError, err.Error()
+		m.fail(fmt.Sprintf("turn %d: %v", turn, err))
+	case outcome == "cancelled" || m.cancelled:
+		data.Outcome = OutcomeCancelled
+	}
+	m.running = false
+	m.outcome = data.Outcome
+	if m.drv == d && m.status == StatusRunning {
+		m.status = StatusWaitingForInput
+	}
+	m.events.publish(EventTurnFinished, data)
+}
+
+func (m *manager) cancel(ctx context.Context) error {
+	m.mu.Lock()
+	d := m.drv
+	if d == nil {
+		m.mu.Unlock()
+		return ErrNoAgent
+	}
+	if !m.running {
+		m.mu.Unlock()
+		return ErrNoTurn
+	}
+	m.cancelled = true
+	m.mu.Unlock()
+	return d.cancel(ctx)
+}
+
+// stop ends the agent and waits for it to exit.
+func (m *manager) stop() (int, error) {
+	m.mu.Lock()
+	d := m.drv
+	m.mu.Unlock()
+	if d == nil {
+		return 0, ErrNoAgent
+	}
+	code := d.stop(5 * time.Second)
+	// watch publishes agent_stopped; wait for it to have run
+	for i := 0; i < 200; i++ {
+		m.mu.Lock()
+		gone := m.drv != d
+		m.mu.Unlock()
+		if gone {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return code, nil
+}
+
+// shutdown stops any agent and waits for the manager's goroutines.
+func (m *manager) shutdown() {
+	m.mu.Lock()
+	d := m.drv
+	m.mu.Unlock()
+	if d != nil {
+		d.stop(3 * time.Second)
+	}
+	m.wg.Wait()
+}
+
+// probe reports supports_session_resume for a profile.
+func (m *manager) probe(ctx context.Context, p Profile) (bool, error) {
+	if err := p.Validate(); err != nil {
+		return false, fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	if p.Protocol == ProtocolPTY {
+		return p.SupportsSessionResume && len(p.ResumeArgs) > 0, nil
+	}
+	argv, err := m.resolveArgv(p.Command, "")
+	if err != nil {
+		return false, err
+	}
+	ok, err := acpagent.Probe(ctx, acpagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), InitTimeout: m.initTimeout, Logger: m.log.Named("probe")})
+	if err != nil {
+		m.events.publish(EventAgentError, AgentErrorData{Message: "probe: " + err.Error()})
+		return false, fmt.Errorf("probe acp agent: %w", err)
+	}
+	m.mu.Lock()
+	m.probed = &ok
+	m.mu.Unlock()
+	return ok, nil
+}
+
+// acpDriver adapts acpagent.Agent.
+type acpDriver struct{ a *acpagent.Agent }
+
+func (d *acpDriver) prompt(ctx context.Context, text string) (string, error) {
+	return d.a.Prompt(ctx, text)
+}
+func (d *acpDriver) cancel(ctx context.Context) error { return d.a.Cancel(ctx) }
+func (d *acpDriver) stop(grace time.Duration) int     { return d.a.Stop(grace) }
+func (d *acpDriver) done() <-chan struct{}            { return d.a.Done() }
+func (d *acpDriver) exitCode() int                    { return d.a.ExitCode() }
+func (d *acpDriver) pid() int                         { return d.a.PID() }
+
+// ptyDriver types prompts into the terminal and follows the parser.
+type ptyDriver struct {
+	m         *manager
+	a         *ptyagent.Agent
+	ready     chan struct{}
+	readyOnce sync.Once
+
+	mu        sync.Mutex
+	turnDone  chan struct{}
+	cancelled bool
+	reply     *Message
+}
+
+func (d *ptyDriver) onPrompt() {
+	d.readyOnce.Do(func() { close(d.ready) })
+	d.mu.Lock()
+	if d.turnDone != nil {
+		close(d.turnDone)
+		d.turnDone = nil
+	}
+	d.mu.Unlock()
+}
+
+func (d *ptyDriver) onCancelled() {
+	d.mu.Lock()
+	d.cancelled = true
+	d.mu.Unlock()
+}
+
+func (d *ptyDriver) onReply(text string, final bool) {
+	d.mu.Lock()
+	inTurn := d.turnDone != nil
+	d.mu.Unlock()
+	if !inTurn {
+		return
+	}
+	m := d.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.current == nil {
+		m.current = m.addMessage("agent", text, false)
+		return
+	}
+	m.updateMessage(m.current, text, false)
+}
+
+func (d *ptyDriver) prompt(ctx context.Context, text string) (string, error) {
+	done := make(chan struct{})
+	d.mu.Lock()
+	d.turnDone, d.cancelled = done, false
+	d.mu.Unlock()
+	line := strings.NewReplacer("\r", " ", "\n", " ").Replace(text)
+	if _, err := d.a.Write([]byte(line + "\r")); err != nil {
+		return "", fmt.Errorf("type prompt: %w", err)
+	}
+	select {
+	case <-done:
+	case <-d.a.Done():
+		return "", fmt.Errorf("agent exited with code %d during the turn", d.a.ExitCode())
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cancelled {
+		return "cancelled", nil
+	}
+	return "end_turn", nil
+}
+
+func (d *ptyDriver) cancel(ctx context.Context) error { return d.a.Interrupt() }
+func (d *ptyDriver) stop(grace time.Duration) int     { return d.a.Stop(grace) }
+func (d *ptyDriver) done() <-chan struct{}            { return d.a.Done() }
+func (d *ptyDriver) exitCode() int                    { return d.a.ExitCode() }
+func (d *ptyDriver) pid() int                         { return d.a.PID() }

@@ -1,0 +1,206 @@
+package agentctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultTimeout bounds every Client call (long polls add their wait).
+const DefaultTimeout = 15 * time.Second
+
+// Client talks to one agentctl serve instance. Safe for concurrent use.
+type Client struct {
+	base    string
+	secret  string
+	hc      *http.Client
+	timeout time.Duration
+	fencing atomic.Uint64
+}
+
+// NewClient returns a client for baseURL (e.g. http://127.0.0.1:7800) using secret.
+// timeout <= 0 means DefaultTimeout.
+func NewClient(baseURL, secret string, timeout time.Duration) *Client {
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), secret: secret, hc: &http.Client{}, timeout: timeout}
+}
+
+// SetFencingToken sets the token sent with every mutating request.
+func (c *Client) SetFencingToken(tok uint64) { c.fencing.Store(tok) }
+
+// FencingToken returns the token sent with mutating requests.
+func (c *Client) FencingToken() uint64 { return c.fencing.Load() }
+
+func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string, extra time.Duration, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("agentctl %s %s: %w", method, path, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.secret)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if method != http.MethodGet {
+		req.Header.Set(FencingHeader, strconv.FormatUint(c.fencing.Load(), 10))
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("agentctl %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	return decodeResponse(resp, out)
+}
+
+func decodeResponse(resp *http.Response, out any) error {
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if json.Unmarshal(b, &eb) != nil || eb.Error.Code == "" {
+			return &APIError{Status: resp.StatusCode, Code: "unknown", Message: strings.TrimSpace(string(b))}
+		}
+		return &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	}
+	switch o := out.(type) {
+	case nil:
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil
+	case *[]byte:
+		b, err := io.ReadAll(resp.Body)
+		*o = b
+		return err
+	default:
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("decode agentctl response: %w", err)
+		}
+		return nil
+	}
+}
+
+func (c *Client) doJSON(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body, ct = bytes.NewReader(b), "application/json"
+	}
+	return c.do(ctx, method, path, body, ct, 0, out)
+}
+
+// Health calls GET /v1/health.
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	return h, c.doJSON(ctx, "GET", "/v1/health", nil, &h)
+}
+
+// Capabilities calls GET /v1/capabilities (what is known without starting anything).
+func (c *Client) Capabilities(ctx context.Context) (Capabilities, error) {
+	var v Capabilities
+	return v, c.doJSON(ctx, "GET", "/v1/capabilities", nil, &v)
+}
+
+// Probe calls POST /v1/probe: runs an ACP agent's initialize (or reads a pty
+// profile's declaration) and reports its capabilities.
+func (c *Client) Probe(ctx context.Context, p Profile) (Capabilities, error) {
+	var v Capabilities
+	return v, c.doJSON(ctx, "POST", "/v1/probe", ProbeRequest{Profile: p}, &v)
+}
+
+// StartAgent calls POST /v1/agent/start; a non-empty resumeToken resumes.
+func (c *Client) StartAgent(ctx context.Context, p Profile, resumeToken string) (AgentState, error) {
+	var v AgentState
+	return v, c.doJSON(ctx, "POST", "/v1/agent/start", StartRequest{Profile: p, ResumeToken: resumeToken}, &v)
+}
+
+// Prompt calls POST /v1/agent/prompt (202: the turn runs in the background).
+func (c *Client) Prompt(ctx context.Context, text string) (PromptResponse, error) {
+	var v PromptResponse
+	return v, c.doJSON(ctx, "POST", "/v1/agent/prompt", PromptRequest{Text: text}, &v)
+}
+
+// Cancel calls POST /v1/agent/cancel.
+func (c *Client) Cancel(ctx context.Context) error {
+	return c.doJSON(ctx, "POST", "/v1/agent/cancel", nil, nil)
+}
+
+// StopAgent calls POST /v1/agent/stop and returns the agent's exit code.
+func (c *Client) StopAgent(ctx context.Context) (int, error) {
+	var v AgentStoppedData
+	return v.ExitCode, c.doJSON(ctx, "POST", "/v1/agent/stop", nil, &v)
+}
+
+// AgentState calls GET /v1/agent.
+func (c *Client) AgentState(ctx context.Context) (AgentState, error) {
+	var v AgentState
+	return v, c.doJSON(ctx, "GET", "/v1/agent", nil, &v)
+}
+
+// Messages calls GET /v1/messages.
+func (c *Client) Messages(ctx context.Context) ([]Message, error) {
+	var v MessagesResponse
+	return v.Messages, c.doJSON(ctx, "GET", "/v1/messages", nil, &v)
+}
+
+// Events long-polls GET /v1/events?since=&wait=: events with Seq >= since,
+// waiting up to wait for the first one.
+func (c *Client) Events(ctx context.Context, since uint64, wait time.Duration) (EventsResponse, error) {
+	var v EventsResponse
+	q := url.Values{"since": {strconv.FormatUint(since, 10)}, "wait": {wait.String()}}
+	return v, c.do(ctx, "GET", "/v1/events?"+q.Encode(), nil, "", wait, &v)
+}
+
+// ListFiles calls GET /v1/files?path=.
+func (c *Client) ListFiles(ctx context.Context, path string) ([]FileEntry, error) {
+	var v struct {
+		Entries []FileEntry `json:"entries"`
+	}
+	return v.Entries, c.doJSON(ctx, "GET", "/v1/files?"+url.Values{"path": {path}}.Encode(), nil, &v)
+}
+
+// ReadFile calls GET /v1/files/content?path=.
+func (c *Client) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	var b []byte
+	return b, c.do(ctx, "GET", "/v1/files/content?"+url.Values{"path": {path}}.Encode(), nil, "", 0, &b)
+}
+
+// WriteFile calls PUT /v1/files/content?path= with the raw bytes.
+func (c *Client) WriteFile(ctx context.Context, path string, data []byte) error {
+	return c.do(ctx, "PUT", "/v1/files/content?"+url.Values{"path": {path}}.Encode(), bytes.NewReader(data), "application/octet-stream", 0, nil)
+}
+
+// GitStatus calls GET /v1/git/status.
+func (c *Client) GitStatus(ctx context.Context) (GitStatus, error) {
+	var v GitStatus
+	return v, c.doJSON(ctx, "GET", "/v1/git/status", nil, &v)
+}
+
+// GitDiff calls GET /v1/git/diff (staged: --cached).
+func (c *Client) GitDiff(ctx context.Context, staged bool) (string, error) {
+	var v struct {
+		Diff string `json:"diff"`
+	}
+	return v.Diff, c.doJSON(ctx, "GET", "/v1/git/diff?staged="+strconv.FormatBool(staged), nil, &v)
+}
+
+// Fence calls POST /v1/fencing: presents the client's token (persisted when
+// higher) and returns the highest token agentctl has seen.
+func (c *Client) Fence(ctx context.Context) (uint64, error) {
+	var v struct {
+		Token uint64 `json:"fencing_token"`
+	}
+	return v.Token, c.doJSON(ctx, "POST", "/v1/fencing", nil, &v)
+}

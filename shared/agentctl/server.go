@@ -1,0 +1,441 @@
+package agentctl
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
+	"github.com/paddockhq/paddock/shared/agentctl/workspace"
+)
+
+// errBadRequest marks errors caused by the request (HTTP 400).
+var errBadRequest = errors.New("bad request")
+
+// maxBody bounds JSON request bodies.
+const maxBody = 1 << 20
+
+// Terminals serves terminal WebSockets; implemented by shared/term.
+type Terminals interface {
+	ServeTerminal(w http.ResponseWriter, r *http.Request, name string)
+}
+
+// Options configure a Server.
+type Options struct {
+	SessionID string
+	Workspace string
+	StateDir  string // default WORKSPACE/.paddock
+	Secret    string
+	Logger    hclog.Logger
+	// InitTimeout bounds ACP initialize/session setup and the pty prompt wait (default 10s).
+	InitTimeout time.Duration
+	// Env is the environment agents inherit (default os.Environ()); PATH in it resolves commands.
+	Env []string
+	// Terminals, when set, is mounted at GET /v1/terminals/{name}.
+	Terminals Terminals
+}
+
+// Server is one session's agentctl daemon.
+type Server struct {
+	opts    Options
+	log     hclog.Logger
+	nonce   string
+	started time.Time
+	fence   *fence
+	ws      *workspace.Workspace
+	mgr     *manager
+	events  *eventLog
+	mux     *http.ServeMux
+}
+
+// NewServer validates opts, prepares the state dir and loads durable state.
+func NewServer(opts Options) (*Server, error) {
+	if opts.Secret == "" {
+		return nil, errors.New("agentctl: secret is empty")
+	}
+	if err := CheckToken("session id", opts.SessionID); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.InitTimeout <= 0 {
+		opts.InitTimeout = 10 * time.Second
+	}
+	if opts.Env == nil {
+		opts.Env = os.Environ()
+	}
+	ws, err := workspace.New(opts.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	opts.Workspace = ws.Dir()
+	if opts.StateDir == "" {
+		opts.StateDir = filepath.Join(opts.Workspace, ".paddock")
+		ws, err = workspace.New(opts.Workspace, ".paddock")
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(opts.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	f, err := loadFence(opts.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	var nb [16]byte
+	if _, err := rand.Read(nb[:]); err != nil {
+		return nil, fmt.Errorf("nonce: %w", err)
+	}
+	ev := newEventLog()
+	s := &Server{opts: opts, log: opts.Logger, nonce: hex.EncodeToString(nb[:]), started: time.Now().UTC(), fence: f, ws: ws, events: ev}
+	s.mgr = &manager{log: opts.Logger.Named("agent"), workspace: opts.Workspace, sessionID: opts.SessionID, stateDir: opts.StateDir,
+		initTimeout: opts.InitTimeout, events: ev, env: opts.Env, status: StatusNone}
+	s.mgr.loadResume()
+	s.routes()
+	return s, nil
+}
+
+// Nonce is this boot's random nonce.
+func (s *Server) Nonce() string { return s.nonce }
+
+// AgentTerminal returns the PTY of the running pty-protocol agent (nil when
+// none): the terminal named "agent".
+func (s *Server) AgentTerminal() *ptyagent.Agent {
+	s.mgr.mu.Lock()
+	defer s.mgr.mu.Unlock()
+	return s.mgr.pty
+}
+
+// Handler returns the authenticated HTTP handler.
+func (s *Server) Handler() http.Handler { return s.auth(s.mux) }
+
+// Close stops the agent and waits for background work.
+func (s *Server) Close() { s.mgr.shutdown() }
+
+// Serve serves on l until ctx ends, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(l) }()
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		s.Close()
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	s.Close()
+	return nil
+}
+
+func (s *Server) routes() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", s.health)
+	mux.HandleFunc("GET /v1/capabilities", s.capabilities)
+	mux.HandleFunc("POST /v1/probe", s.handleProbe)
+	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.mgr.state()) })
+	mux.HandleFunc("POST /v1/agent/start", s.fenced(s.start))
+	mux.HandleFunc("POST /v1/agent/prompt", s.fenced(s.prompt))
+	mux.HandleFunc("POST /v1/agent/cancel", s.fenced(s.cancel))
+	mux.HandleFunc("POST /v1/agent/stop", s.fenced(s.stop))
+	mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, MessagesResponse{Messages: s.mgr.messages()})
+	})
+	mux.HandleFunc("GET /v1/events", s.eventsHandler)
+	mux.HandleFunc("GET /v1/files", s.listFiles)
+	mux.HandleFunc("GET /v1/files/content", s.readFile)
+	mux.HandleFunc("PUT /v1/files/content", s.fenced(s.writeFile))
+	mux.HandleFunc("GET /v1/git/status", s.gitStatus)
+	mux.HandleFunc("GET /v1/git/diff", s.gitDiff)
+	mux.HandleFunc("POST /v1/fencing", s.fenced(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]uint64{"fencing_token": s.fence.Highest()})
+	}))
+	mux.HandleFunc("GET /v1/terminals/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if s.opts.Terminals == nil {
+			writeError(w, 404, CodeNotFound, "terminals are not available in this agentctl")
+			return
+		}
+		s.opts.Terminals.ServeTerminal(w, r, r.PathValue("name"))
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, 404, CodeNotFound, fmt.Sprintf("no route for %s %s", r.Method, r.URL.Path))
+	})
+	s.mux = mux
+}
+
+func (s *Server) auth(next http.Handler) http.Handler {
+	want := []byte("Bearer " + s.opts.Secret)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(w, 401, CodeUnauthorized, "missing or wrong Authorization: Bearer secret")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ParseFencingToken parses the X-Paddock-Fencing-Token header value.
+func ParseFencingToken(v string) (uint64, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, fmt.Errorf("missing %s header", FencingHeader)
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q is not a non-negative integer", FencingHeader, v)
+	}
+	return n, nil
+}
+
+// fenced checks the fencing token before a mutating handler.
+func (s *Server) fenced(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, err := ParseFencingToken(r.Header.Get(FencingHeader))
+		if err != nil {
+			writeError(w, 400, CodeBadRequest, err.Error())
+			return
+		}
+		if err := s.fence.Check(tok); err != nil {
+			if errors.Is(err, ErrStaleFencingToken) {
+				writeError(w, 409, CodeConflict, strings.TrimSuffix(err.Error(), ": "+ErrStaleFencingToken.Error()))
+				return
+			}
+			writeError(w, 500, CodeInternal, err.Error())
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, Health{Status: "ok", SessionID: s.opts.SessionID, Nonce: s.nonce, PID: os.Getpid(), Workspace: s.opts.Workspace,
+		AgentStatus: s.mgr.state().Status, Fencing: s.fence.Highest(), StartedAt: s.started.Format(time.RFC3339)})
+}
+
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	s.mgr.mu.Lock()
+	p := s.mgr.probed
+	s.mgr.mu.Unlock()
+	writeJSON(w, 200, Capabilities{SupportsSessionResume: p, SupportsWorkspaceOnly: true})
+}
+
+func (s *Server) handleProbe(w http.ResponseWriter, r *http.Request) {
+	var req ProbeRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	ok, err := s.mgr.probe(r.Context(), req.Profile)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, Capabilities{SupportsSessionResume: &ok, SupportsWorkspaceOnly: true})
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request) {
+	var req StartRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	st, err := s.mgr.start(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, st)
+}
+
+func (s *Server) prompt(w http.ResponseWriter, r *http.Request) {
+	var req PromptRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		writeError(w, 400, CodeBadRequest, "prompt text is empty")
+		return
+	}
+	resp, err := s.mgr.prompt(req.Text)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 202, resp)
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	if err := s.mgr.cancel(r.Context()); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 202, map[string]bool{"cancelling": true})
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	code, err := s.mgr.stop()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, AgentStoppedData{ExitCode: code})
+}
+
+func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var since uint64 = 1
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, 400, CodeBadRequest, fmt.Sprintf("since=%q is not a non-negative integer", v))
+			return
+		}
+		since = n
+	}
+	var wait time.Duration
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, 400, CodeBadRequest, fmt.Sprintf("wait=%q is not a duration", v))
+			return
+		}
+		wait = min(d, 60*time.Second)
+	}
+	evs, next := s.events.since(r.Context(), since, wait)
+	writeJSON(w, 200, EventsResponse{Nonce: s.nonce, Events: evs, Next: next})
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
+	entries, err := s.ws.List(r.URL.Query().Get("path"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"entries": entries})
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
+	b, err := s.ws.ReadFile(r.URL.Query().Get("path"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(200)
+	_, _ = w.Write(b)
+}
+
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, workspace.MaxFileSize+1))
+	if err != nil {
+		writeError(w, 400, CodeBadRequest, "read body: "+err.Error())
+		return
+	}
+	if len(b) > workspace.MaxFileSize {
+		writeErr(w, workspace.ErrTooLarge)
+		return
+	}
+	if err := s.ws.WriteFile(r.URL.Query().Get("path"), b); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]any{"path": r.URL.Query().Get("path"), "size": len(b)})
+}
+
+func (s *Server) gitStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.ws.Status(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, st)
+}
+
+func (s *Server) gitDiff(w http.ResponseWriter, r *http.Request) {
+	d, err := s.ws.Diff(r.Context(), r.URL.Query().Get("staged") == "true")
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]string{"diff": d})
+}
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := DecodeJSON(io.LimitReader(r.Body, maxBody+1), v); err != nil {
+		writeError(w, 400, CodeBadRequest, err.Error())
+		return false
+	}
+	return true
+}
+
+// DecodeJSON decodes exactly one JSON value into v, refusing unknown fields
+// and trailing data.
+func DecodeJSON(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("malformed JSON body: %w", err)
+	}
+	if dec.More() {
+		return errors.New("malformed JSON body: trailing data after the JSON value")
+	}
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); err != io.EOF {
+		return errors.New("malformed JSON body: trailing data after the JSON value")
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b ErrorBody
+	b.Error.Code, b.Error.Message = code, msg
+	writeJSON(w, status, b)
+}
+
+// writeErr maps an error to its HTTP status and code.
+func writeErr(w http.ResponseWriter, err error) {
+	status, code := 500, CodeInternal
+	switch {
+	case errors.Is(err, errBadRequest), errors.Is(err, ErrBadToken), errors.Is(err, workspace.ErrEscape),
+		errors.Is(err, workspace.ErrIsDir), errors.Is(err, workspace.ErrTooLarge):
+		status, code = 400, CodeBadRequest
+	case errors.Is(err, workspace.ErrProtected):
+		status, code = 403, "forbidden"
+	case errors.Is(err, workspace.ErrNotFound), errors.Is(err, ErrNoInstance):
+		status, code = 404, CodeNotFound
+	case errors.Is(err, ErrAgentRunning), errors.Is(err, ErrTurnRunning), errors.Is(err, ErrNoAgent),
+		errors.Is(err, ErrNoTurn), errors.Is(err, ErrNotResumable), errors.Is(err, ErrAgentNotReady), errors.Is(err, workspace.ErrNotGit):
+		status, code = 409, CodeConflict
+	case errors.Is(err, ErrCommandNotFound):
+		status, code = 422, CodeBadRequest
+	case strings.HasPrefix(err.Error(), "start "), strings.HasPrefix(err.Error(), "probe "):
+		status, code = 502, CodeUnavailable
+	}
+	msg := err.Error()
+	msg = strings.ReplaceAll(msg, ": "+errBadRequest.Error(), "")
+	msg = strings.TrimPrefix(msg, errBadRequest.Error()+": ")
+	writeError(w, status, code, msg)
+}
