@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/hcl/v2"
 	"google.golang.org/grpc"
 
 	runtimepb "github.com/paddockhq/paddock/shared/runtime/proto"

@@ -1,0 +1,433 @@
+// Package localexec is the standalone runtime: each session's agentctl runs as
+// a detached local process (own session and process group, output to a log
+// file in the session's state dir) so it outlives the plugin and the
+// supervisor. A session's files live under workspace_root/<session-id>/:
+// workspace/ (a plain directory, or a git worktree on the session's branch
+// when the task's workspace is a git repository) and state/ (agentctl's
+// state, info file and log). It imports only shared/, never supervisor/.
+package localexec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
+)
+
+// Name and Version identify the plugin.
+const (
+	Name    = "standalone"
+	Version = "0.1.0"
+)
+
+// Runtime implements runtime.Runtime for local detached agentctl processes.
+type Runtime struct {
+	logger hclog.Logger
+
+	mu     sync.RWMutex
+	cfg    Config
+	cfgSet bool
+
+	locksMu sync.Mutex
+	locks   map[string]*sync.Mutex
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New returns a standalone runtime with the default configuration.
+func New(logger hclog.Logger) *Runtime {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	cfg, _ := ParseConfig(runtime.ConfigSource{Filename: "default"})
+	return &Runtime{logger: logger, cfg: cfg, locks: map[string]*sync.Mutex{}}
+}
+
+// lock serialises operations on one session.
+func (r *Runtime) lock(session string) func() {
+	r.locksMu.Lock()
+	l, ok := r.locks[session]
+	if !ok {
+		l = &sync.Mutex{}
+		r.locks[session] = l
+	}
+	r.locksMu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (r *Runtime) config() Config {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.cfg
+}
+
+// Info implements runtime.Runtime.
+func (r *Runtime) Info(context.Context) (runtime.Info, error) {
+	return runtime.Info{Name: Name, Version: Version, APIVersion: runtime.APIVersion}, nil
+}
+
+// ConfigSchema implements runtime.Runtime.
+func (r *Runtime) ConfigSchema(context.Context) (runtime.Schema, error) { return schemaDoc, nil }
+
+// SetConfig implements runtime.Runtime.
+func (r *Runtime) SetConfig(_ context.Context, src runtime.ConfigSource) (hcl.Diagnostics, error) {
+	cfg, diags := ParseConfig(src)
+	if diags.HasErrors() {
+		return diags, nil
+	}
+	r.mu.Lock()
+	r.cfg, r.cfgSet = cfg, true
+	r.mu.Unlock()
+	r.logger.Info("configured", "workspace_root", cfg.WorkspaceRoot, "agentctl_path", cfg.AgentctlPath)
+	return diags, nil
+}
+
+// Capabilities implements runtime.Runtime.
+func (r *Runtime) Capabilities(context.Context) (runtime.Capabilities, error) {
+	return runtime.Capabilities{SupportsWorkspaceOnly: true, SurvivesSupervisorRestart: true, NodeLocal: true}, nil
+}
+
+// handle is what the host stores for an executor. It never holds the secret.
+type handle struct {
+	V              int               `json:"v"`
+	SessionID      string            `json:"session_id"`
+	SessionDir     string            `json:"session_dir"`
+	Workspace      string            `json:"workspace"`
+	OwnsWorkspace  bool              `json:"owns_workspace"`
+	StateDir       string            `json:"state_dir"`
+	Repo           string            `json:"repo,omitempty"`
+	WorktreeBranch string            `json:"worktree_branch,omitempty"`
+	PID            int               `json:"pid"`
+	Nonce          string            `json:"nonce"`
+	URL            string            `json:"url"`
+	Env            map[string]string `json:"env,omitempty"`
+}
+
+const handleVersion = 1
+
+// decodeHandle decodes and checks a handle; anything unusable is ErrNotFound
+// (the host can do nothing with it but forget it).
+func (r *Runtime) decodeHandle(b []byte) (handle, error) {
+	var h handle
+	if err := json.Unmarshal(b, &h); err != nil {
+		return h, fmt.Errorf("decode handle: %v: %w", err, runtime.ErrNotFound)
+	}
+	if h.V != handleVersion || !runtime.ValidID(h.SessionID) || h.SessionDir == "" || h.Workspace == "" || h.StateDir == "" {
+		return h, fmt.Errorf("handle is not a standalone executor handle: %w", runtime.ErrNotFound)
+	}
+	root := r.config().WorkspaceRoot
+	if h.SessionDir != filepath.Join(root, h.SessionID) || !within(h.SessionDir, h.StateDir) || (h.OwnsWorkspace && !within(h.SessionDir, h.Workspace)) {
+		return h, fmt.Errorf("handle paths are outside workspace_root %s: %w", root, runtime.ErrNotFound)
+	}
+	return h, nil
+}
+
+// within reports whether path is dir or inside it (both cleaned, absolute).
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsAbs(path) && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+func (h handle) response() runtime.LaunchResponse {
+	b, _ := json.Marshal(h)
+	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, WorkspacePath: h.Workspace}
+	if h.Repo != "" {
+		resp.WorktreePath, resp.WorktreeBranch = h.Workspace, h.WorktreeBranch
+	}
+	return resp
+}
+
+// Launch implements runtime.Runtime: prepare the workspace (reused when it
+// already exists), stop any agentctl of an earlier launch of this session,
+// and start a fresh one.
+func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtime.LaunchResponse, error) {
+	if err := req.Validate(); err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	defer r.lock(req.SessionID)()
+	cfg := r.config()
+	agentctl, err := findAgentctl(cfg)
+	if err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	h := handle{
+		V:          handleVersion,
+		SessionID:  req.SessionID,
+		SessionDir: filepath.Join(cfg.WorkspaceRoot, req.SessionID),
+		Env:        req.Env,
+	}
+	h.StateDir = filepath.Join(h.SessionDir, "state")
+	if err := r.prepareWorkspace(ctx, cfg, req, &h); err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	r.stopRunning(ctx, h, 5*time.Second)
+	if err := r.start(ctx, cfg, agentctl, req.AgentctlSecret, &h); err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	r.logger.Info("launched agentctl", "session_id", h.SessionID, "pid", h.PID, "url", h.URL, "workspace", h.Workspace)
+	return h.response(), nil
+}
+
+func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.LaunchRequest, h *handle) error {
+	if err := os.MkdirAll(h.SessionDir, 0o755); err != nil {
+		return fmt.Errorf("create session dir: %w", err)
+	}
+	src := req.Workspace.Path
+	if src == "" {
+		h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
+		if err := os.MkdirAll(h.Workspace, 0o755); err != nil {
+			return fmt.Errorf("create workspace: %w", err)
+		}
+		return nil
+	}
+	if !filepath.IsAbs(src) {
+		src = filepath.Join(cfg.WorkspaceRoot, src)
+		if !within(cfg.WorkspaceRoot, src) {
+			return fmt.Errorf("workspace path %q leaves workspace_root: %w", req.Workspace.Path, runtime.ErrInvalidRequest)
+		}
+	}
+	if st, err := os.Stat(src); err != nil || !st.IsDir() {
+		return fmt.Errorf("workspace path %s is not a directory: %w", src, runtime.ErrInvalidRequest)
+	}
+	repo, isGit := gitTopLevel(ctx, src)
+	if !isGit {
+		// A plain directory: agentctl works in it directly; never deleted.
+		h.Workspace = src
+		return nil
+	}
+	branch := req.Workspace.Branch
+	if branch == "" {
+		branch = "paddock/" + req.SessionID
+	}
+	if strings.HasPrefix(branch, "-") || git(ctx, repo, "check-ref-format", "--branch", branch) != nil {
+		return fmt.Errorf("branch %q is not a valid branch name: %w", branch, runtime.ErrInvalidRequest)
+	}
+	h.Repo, h.WorktreeBranch = repo, branch
+	h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
+	if _, err := os.Stat(h.Workspace); err == nil {
+		return nil // the worktree of an earlier launch of this session
+	}
+	var err error
+	if git(ctx, repo, "show-ref", "--verify", "--quiet", "refs/heads/"+branch) == nil {
+		err = git(ctx, repo, "worktree", "add", h.Workspace, branch)
+	} else {
+		err = git(ctx, repo, "worktree", "add", "-b", branch, h.Workspace)
+	}
+	if err != nil {
+		return fmt.Errorf("create worktree for branch %s: %w", branch, err)
+	}
+	return nil
+}
+
+// start launches agentctl for h and records its pid, nonce and URL in h.
+func (r *Runtime) start(ctx context.Context, cfg Config, agentctl, secret string, h *handle) error {
+	proc, err := agentctlproc.Start(ctx, agentctlproc.StartConfig{
+		AgentctlPath: agentctl,
+		SessionID:    h.SessionID,
+		Workspace:    h.Workspace,
+		StateDir:     h.StateDir,
+		Listen:       cfg.Listen,
+		Advertise:    cfg.Advertise,
+		Secret:       secret,
+		Env:          childEnv(agentctl, h.Env),
+		Timeout:      cfg.StartTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("session %s: %w", h.SessionID, err)
+	}
+	h.PID, h.Nonce, h.URL = proc.Info.PID, proc.Info.Nonce, proc.Info.URL
+	return nil
+}
+
+// stopRunning stops the agentctl of h's session if one runs (the one h names
+// or the one in the state dir's info file).
+func (r *Runtime) stopRunning(ctx context.Context, h handle, timeout time.Duration) error {
+	pids := []int{h.PID}
+	if info, err := agentctlproc.ReadInfo(agentctlproc.InfoFile(h.StateDir)); err == nil && info.PID != h.PID {
+		pids = append(pids, info.PID)
+	}
+	var errs []error
+	for _, pid := range pids {
+		if agentctlproc.IsSessionAgentctl(pid, h.SessionID) {
+			r.logger.Info("stopping agentctl", "session_id", h.SessionID, "pid", pid)
+			errs = append(errs, agentctlproc.StopGroup(ctx, pid, timeout))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Recover implements runtime.Runtime.
+func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtime.LaunchResponse, error) {
+	h, err := r.decodeHandle(hb)
+	if err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	if secret == "" {
+		return runtime.LaunchResponse{}, fmt.Errorf("agentctl secret is empty: %w", runtime.ErrInvalidRequest)
+	}
+	defer r.lock(h.SessionID)()
+	if st, err := os.Stat(h.Workspace); err != nil || !st.IsDir() {
+		return runtime.LaunchResponse{}, fmt.Errorf("session %s: workspace %s is gone: %w", h.SessionID, h.Workspace, runtime.ErrNotFound)
+	}
+	if agentctlproc.IsSessionAgentctl(h.PID, h.SessionID) {
+		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		health, herr := agentctlproc.CheckHealth(hctx, h.URL, secret)
+		cancel()
+		if herr == nil && health.Nonce == h.Nonce && health.PID == h.PID {
+			r.logger.Info("reattached agentctl", "session_id", h.SessionID, "pid", h.PID)
+			return h.response(), nil
+		}
+		r.logger.Warn("agentctl does not match its handle; restarting", "session_id", h.SessionID, "pid", h.PID, "error", herr)
+	}
+	cfg := r.config()
+	agentctl, err := findAgentctl(cfg)
+	if err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	r.stopRunning(ctx, h, 5*time.Second)
+	if err := r.start(ctx, cfg, agentctl, secret, &h); err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	r.logger.Info("restarted agentctl", "session_id", h.SessionID, "pid", h.PID)
+	return h.response(), nil
+}
+
+// Inspect implements runtime.Runtime.
+func (r *Runtime) Inspect(_ context.Context, hb []byte) (runtime.InspectResponse, error) {
+	h, err := r.decodeHandle(hb)
+	if err != nil {
+		return runtime.InspectResponse{}, err
+	}
+	_, werr := os.Stat(h.Workspace)
+	details := map[string]string{"workspace": h.Workspace, "workspace_exists": fmt.Sprint(werr == nil)}
+	if agentctlproc.IsSessionAgentctl(h.PID, h.SessionID) {
+		return runtime.InspectResponse{State: runtime.StateRunning, PID: h.PID, AgentctlURL: h.URL, Details: details}, nil
+	}
+	if werr != nil {
+		if _, serr := os.Stat(h.SessionDir); serr != nil {
+			return runtime.InspectResponse{}, fmt.Errorf("session %s: executor is gone: %w", h.SessionID, runtime.ErrNotFound)
+		}
+	}
+	return runtime.InspectResponse{State: runtime.StateExited, PID: h.PID, Message: "agentctl is not running", Details: details}, nil
+}
+
+// Stop implements runtime.Runtime.
+func (r *Runtime) Stop(ctx context.Context, hb []byte, timeout time.Duration) error {
+	h, err := r.decodeHandle(hb)
+	if err != nil {
+		return err
+	}
+	defer r.lock(h.SessionID)()
+	if err := r.stopRunning(ctx, h, timeout); err != nil {
+		return fmt.Errorf("session %s: %w", h.SessionID, err)
+	}
+	return nil
+}
+
+// Destroy implements runtime.Runtime: stop agentctl, remove the worktree
+// (the branch is kept: it holds the session's commits) and the session dir.
+func (r *Runtime) Destroy(ctx context.Context, hb []byte) error {
+	h, err := r.decodeHandle(hb)
+	if err != nil {
+		return err
+	}
+	defer r.lock(h.SessionID)()
+	if err := r.stopRunning(ctx, h, 5*time.Second); err != nil {
+		return fmt.Errorf("session %s: %w", h.SessionID, err)
+	}
+	if h.Repo != "" {
+		if _, err := os.Stat(h.Workspace); err == nil {
+			if err := git(ctx, h.Repo, "worktree", "remove", "--force", h.Workspace); err != nil {
+				r.logger.Warn("git worktree remove failed; removing the directory", "session_id", h.SessionID, "error", err)
+			}
+		}
+	}
+	if err := os.RemoveAll(h.SessionDir); err != nil {
+		return fmt.Errorf("session %s: remove %s: %w", h.SessionID, h.SessionDir, err)
+	}
+	if h.Repo != "" {
+		_ = git(ctx, h.Repo, "worktree", "prune")
+	}
+	r.logger.Info("destroyed executor", "session_id", h.SessionID)
+	return nil
+}
+
+// findAgentctl resolves the agentctl binary: config, then bin/agentctl when
+// this plugin runs from bin/plugins/, then next to the plugin, then PATH.
+func findAgentctl(cfg Config) (string, error) {
+	if cfg.AgentctlPath != "" {
+		return cfg.AgentctlPath, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		dir := filepath.Dir(exe)
+		for _, p := range []string{filepath.Join(filepath.Dir(dir), "agentctl"), filepath.Join(dir, "agentctl")} {
+			if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+				return p, nil
+			}
+		}
+	}
+	p, err := exec.LookPath("agentctl")
+	if err != nil {
+		return "", fmt.Errorf("agentctl not found (set agentctl_path): %w", runtime.ErrUnavailable)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("agentctl path %s: %w", p, err)
+	}
+	return abs, nil
+}
+
+// childEnv is the plugin's environment with the agentctl binary's directory
+// first on PATH, then the request's extra variables.
+func childEnv(agentctl string, extra map[string]string) []string {
+	path := filepath.Dir(agentctl)
+	if p := os.Getenv("PATH"); p != "" {
+		path += string(os.PathListSeparator) + p
+	}
+	env := []string{"PATH=" + path}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, agentctlproc.SecretEnv+"=") && !strings.HasPrefix(kv, "PADDOCK_RUNTIME_PLUGIN=") && !strings.HasPrefix(kv, "PLUGIN_") {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func gitTopLevel(ctx context.Context, dir string) (string, bool) {
+	cmd := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--show-toplevel")
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(out)), true
+}
+
+// git runs one git command in repo (argv only, never a shell).
+func git(ctx context.Context, repo string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", repo}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}

@@ -1,0 +1,321 @@
+// Package agentctlproc starts `agentctl serve` as a detached local process and
+// checks on it: the building block of local runtimes (plugins/standalone, the
+// example plugin). It speaks only the fixed agentctl launch interface (flags,
+// info file, GET /v1/health) and must not import supervisor/.
+package agentctlproc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// SecretEnv is the environment variable agentctl reads its secret from.
+const SecretEnv = "PADDOCK_AGENTCTL_SECRET"
+
+// Info is what agentctl writes to its -info-file once it listens.
+type Info struct {
+	URL       string `json:"url"`
+	PID       int    `json:"pid"`
+	Nonce     string `json:"nonce"`
+	SessionID string `json:"session_id"`
+}
+
+// Health is the part of GET /v1/health a runtime checks.
+type Health struct {
+	Status    string `json:"status"`
+	SessionID string `json:"session_id"`
+	Nonce     string `json:"nonce"`
+	PID       int    `json:"pid"`
+}
+
+// StartConfig says how to start one agentctl.
+type StartConfig struct {
+	// AgentctlPath is the agentctl executable (absolute).
+	AgentctlPath string
+	SessionID    string
+	// Workspace is agentctl's -workspace directory.
+	Workspace string
+	// StateDir is agentctl's -state-dir; the info file and log file go there too.
+	StateDir string
+	// Listen defaults to 127.0.0.1:0; Advertise is passed when set.
+	Listen    string
+	Advertise string
+	// Secret is handed over in the environment, never in argv.
+	Secret string
+	// Env is the child's whole environment (KEY=VALUE), without the secret.
+	Env []string
+	// Timeout bounds the wait for the info file and a healthy answer; default 15s.
+	Timeout time.Duration
+}
+
+// InfoFile is where agentctl's info file lives in a state dir.
+func InfoFile(stateDir string) string { return filepath.Join(stateDir, "agentctl.json") }
+
+// LogFile is where agentctl's stdout/stderr go in a state dir.
+func LogFile(stateDir string) string { return filepath.Join(stateDir, "agentctl.log") }
+
+// Process is a started agentctl. Done is closed when the child has exited
+// and been reaped (only while the starting process lives; a later process
+// sees it through Alive).
+type Process struct {
+	Info Info
+	Done <-chan struct{}
+}
+
+// Start launches agentctl detached from the caller: its own session and
+// process group, stdin from /dev/null, stdout/stderr appended to the state
+// dir's log file (never the caller's pipes), so it survives the caller. It
+// returns once agentctl has written its info file and answered /v1/health
+// with the same pid and nonce.
+func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
+	if cfg.AgentctlPath == "" || cfg.SessionID == "" || cfg.Workspace == "" || cfg.StateDir == "" || cfg.Secret == "" {
+		return nil, errors.New("start agentctl: agentctl path, session, workspace, state dir and secret are required")
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 15 * time.Second
+	}
+	listen := cfg.Listen
+	if listen == "" {
+		listen = "127.0.0.1:0"
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("start agentctl: state dir: %w", err)
+	}
+	infoPath := InfoFile(cfg.StateDir)
+	if err := os.Remove(infoPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("start agentctl: remove old info file: %w", err)
+	}
+	logPath := LogFile(cfg.StateDir)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("start agentctl: log file: %w", err)
+	}
+	defer logf.Close() // the child holds its own descriptor
+
+	args := []string{"serve", "-session", cfg.SessionID, "-workspace", cfg.Workspace,
+		"-state-dir", cfg.StateDir, "-listen", listen, "-info-file", infoPath}
+	if cfg.Advertise != "" {
+		args = append(args, "-advertise", cfg.Advertise)
+	}
+	cmd := exec.Command(cfg.AgentctlPath, args...)
+	cmd.Dir = cfg.Workspace
+	cmd.Env = append(withoutKey(cfg.Env, SecretEnv), SecretEnv+"="+cfg.Secret)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start agentctl %s: %w", cfg.AgentctlPath, err)
+	}
+	done := make(chan struct{})
+	// Reap the child when it exits so its pid never lingers as a zombie;
+	// the goroutine ends with the child.
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	pid := cmd.Process.Pid
+	kill := func() {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, ierr := ReadInfo(infoPath)
+		if ierr == nil && info.PID == pid {
+			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			h, herr := CheckHealth(hctx, info.URL, cfg.Secret)
+			cancel()
+			if herr == nil {
+				if h.Nonce != info.Nonce || h.PID != info.PID {
+					kill()
+					return nil, fmt.Errorf("start agentctl: health answered nonce %q pid %d, info file says %q %d", h.Nonce, h.PID, info.Nonce, info.PID)
+				}
+				return &Process{Info: info, Done: done}, nil
+			}
+		}
+		select {
+		case <-done:
+			return nil, fmt.Errorf("start agentctl: exited before it was healthy; log %s: %s", logPath, tail(logPath, 2048))
+		case <-ctx.Done():
+			kill()
+			return nil, fmt.Errorf("start agentctl: %w", ctx.Err())
+		case <-deadline.C:
+			kill()
+			return nil, fmt.Errorf("start agentctl: not healthy after %s; log %s: %s", timeout, logPath, tail(logPath, 2048))
+		case <-tick.C:
+		}
+	}
+}
+
+func withoutKey(env []string, key string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func tail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return strings.TrimSpace(string(b))
+}
+
+// ReadInfo reads and validates an agentctl info file.
+func ReadInfo(path string) (Info, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Info{}, fmt.Errorf("read agentctl info: %w", err)
+	}
+	var info Info
+	if err := json.Unmarshal(b, &info); err != nil {
+		return Info{}, fmt.Errorf("decode agentctl info %s: %w", path, err)
+	}
+	if info.URL == "" || info.PID <= 0 || info.Nonce == "" {
+		return Info{}, fmt.Errorf("agentctl info %s is incomplete", path)
+	}
+	return info, nil
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+// CheckHealth calls GET URL/v1/health with the secret and returns the answer;
+// anything but a 200 with status "ok" is an error.
+func CheckHealth(ctx context.Context, url, secret string) (Health, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/v1/health", nil)
+	if err != nil {
+		return Health{}, fmt.Errorf("agentctl health: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return Health{}, fmt.Errorf("agentctl health: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return Health{}, fmt.Errorf("agentctl health: read: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return Health{}, fmt.Errorf("agentctl health: HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(body))
+	}
+	var h Health
+	if err := json.Unmarshal(body, &h); err != nil {
+		return Health{}, fmt.Errorf("agentctl health: decode: %w", err)
+	}
+	if h.Status != "ok" {
+		return h, fmt.Errorf("agentctl health: status %q", h.Status)
+	}
+	return h, nil
+}
+
+// Alive reports whether pid is a live (not zombie) process.
+func Alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	// The state follows the parenthesised command name: "pid (comm) S ...".
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		if s := stat[i+2]; s == 'Z' || s == 'X' {
+			return false
+		}
+	}
+	return true
+}
+
+// IsSessionAgentctl reports whether pid is an `agentctl serve` for session
+// sessionID (by its command line), so a reused pid is never signalled.
+func IsSessionAgentctl(pid int, sessionID string) bool {
+	if !Alive(pid) {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	serve, session := false, false
+	for i, a := range args {
+		if a == "serve" {
+			serve = true
+		}
+		if (a == "-session" || a == "--session") && i+1 < len(args) && args[i+1] == sessionID {
+			session = true
+		}
+		if a == "-session="+sessionID || a == "--session="+sessionID {
+			session = true
+		}
+	}
+	return serve && session
+}
+
+// StopGroup sends SIGTERM to the process group pid leads, waits up to
+// timeout for pid to exit, then sends SIGKILL and waits a little more.
+func StopGroup(ctx context.Context, pid int, timeout time.Duration) error {
+	if pid <= 0 {
+		return fmt.Errorf("stop agentctl: invalid pid %d", pid)
+	}
+	if !Alive(pid) {
+		return nil
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	if waitGone(ctx, pid, timeout) {
+		return nil
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if waitGone(ctx, pid, 5*time.Second) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("stop agentctl %d: %w", pid, ctx.Err())
+	}
+	return fmt.Errorf("stop agentctl %d: still alive after SIGKILL", pid)
+}
+
+func waitGone(ctx context.Context, pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if !Alive(pid) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
