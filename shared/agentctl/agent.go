@@ -343,7 +343,7 @@ func (m *manager) startPTY(ctx context.Context, req StartRequest) error {
 		return err
 	}
 	d := &ptyDriver{m: m, ready: make(chan struct{})}
-	parser := &ptyagent.Parser{OnReply: d.onReply, OnPrompt: d.onPrompt, OnCancelled: d.onCancelled}
+	parser := &ptyagent.Parser{OnReply: d.onReply, OnReplyStart: d.onReplyStart, OnPrompt: d.onPrompt, OnCancelled: d.onCancelled}
 	a, err := ptyagent.Start(ptyagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), Logger: m.log.Named("pty"), OnOutput: parser.Feed})
 	if err != nil {
 		return fmt.Errorf("start pty agent: %w", err)
@@ -518,8 +518,17 @@ type ptyDriver struct {
 
 	mu        sync.Mutex
 	turnDone  chan struct{}
+	started   chan struct{} // closed when the current turn's reply line begins
 	cancelled bool
-	reply     *Message
+}
+
+func (d *ptyDriver) onReplyStart() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.started != nil {
+		close(d.started)
+		d.started = nil
+	}
 }
 
 func (d *ptyDriver) onPrompt() {
@@ -542,7 +551,7 @@ func (d *ptyDriver) onReply(text string, final bool) {
 	d.mu.Lock()
 	inTurn := d.turnDone != nil
 	d.mu.Unlock()
-	if !inTurn {
+	if !inTurn || text == "" {
 		return
 	}
 	m := d.m
@@ -558,7 +567,7 @@ func (d *ptyDriver) onReply(text string, final bool) {
 func (d *ptyDriver) prompt(ctx context.Context, text string) (string, error) {
 	done := make(chan struct{})
 	d.mu.Lock()
-	d.turnDone, d.cancelled = done, false
+	d.turnDone, d.cancelled, d.started = done, false, make(chan struct{})
 	d.mu.Unlock()
 	line := strings.NewReplacer("\r", " ", "\n", " ").Replace(text)
 	if _, err := d.a.Write([]byte(line + "\r")); err != nil {
@@ -579,8 +588,24 @@ func (d *ptyDriver) prompt(ctx context.Context, text string) (string, error) {
 	return "end_turn", nil
 }
 
-func (d *ptyDriver) cancel(ctx context.Context) error { return d.a.Interrupt() }
-func (d *ptyDriver) stop(grace time.Duration) int     { return d.a.Stop(grace) }
-func (d *ptyDriver) done() <-chan struct{}            { return d.a.Done() }
-func (d *ptyDriver) exitCode() int                    { return d.a.ExitCode() }
-func (d *ptyDriver) pid() int                         { return d.a.PID() }
+// cancel waits (bounded) until the agent has begun the turn, so the Ctrl-C
+// is not swallowed by the line discipline together with unread input.
+func (d *ptyDriver) cancel(ctx context.Context) error {
+	d.mu.Lock()
+	started := d.started
+	d.mu.Unlock()
+	if started != nil {
+		t := time.NewTimer(d.m.initTimeout)
+		select {
+		case <-started:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+	return d.a.Interrupt()
+}
+func (d *ptyDriver) stop(grace time.Duration) int { return d.a.Stop(grace) }
+func (d *ptyDriver) done() <-chan struct{}        { return d.a.Done() }
+func (d *ptyDriver) exitCode() int                { return d.a.ExitCode() }
+func (d *ptyDriver) pid() int                     { return d.a.PID() }

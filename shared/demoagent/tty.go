@@ -87,20 +87,16 @@ func ServeTTY(ctx context.Context, cfg Config, id string, resume bool, in io.Rea
 			case <-done:
 			}
 		}()
-		started := false
+		// The reply prefix is printed when the turn starts (before any wait),
+		// so a driver can see the turn has begun before it interrupts it.
+		fmt.Fprint(out, TTYReplyPrefix)
 		err := c.Turn(turnCtx, cfg, text, func(chunk string) error {
-			if !started {
-				fmt.Fprint(out, TTYReplyPrefix)
-				started = true
-			}
 			_, err := fmt.Fprint(out, chunk)
 			return err
 		})
 		close(done)
 		cancel()
-		if started {
-			fmt.Fprint(out, "\n")
-		}
+		fmt.Fprint(out, "\n")
 		if errors.Is(err, context.Canceled) && ctx.Err() == nil {
 			fmt.Fprintln(out, TTYCancelled)
 		} else if err != nil {

@@ -18,6 +18,8 @@ type Parser struct {
 	// OnReply is called with the whole reply text so far; final is true
 	// when the reply line has ended.
 	OnReply func(text string, final bool)
+	// OnReplyStart is called when a reply line begins (the turn has started).
+	OnReplyStart func()
 	// OnPrompt is called when the agent shows its input prompt.
 	OnPrompt func()
 	// OnCancelled is called when the agent reports a cancelled turn.
@@ -26,6 +28,7 @@ type Parser struct {
 	line     []byte
 	esc      int // 0 none, 1 after ESC, 2 in CSI, 3 in OSC
 	prompted bool
+	replying bool
 	lastSent string
 }
 
@@ -78,6 +81,12 @@ func (p *Parser) partial() {
 			p.OnPrompt()
 		}
 	case strings.HasPrefix(s, ReplyMarker):
+		if !p.replying {
+			p.replying = true
+			if p.OnReplyStart != nil {
+				p.OnReplyStart()
+			}
+		}
 		text := cleanReply(s)
 		if text != p.lastSent && p.OnReply != nil {
 			p.lastSent = text
@@ -90,6 +99,7 @@ func (p *Parser) endLine() {
 	s := string(p.line)
 	p.line = p.line[:0]
 	p.prompted = false
+	p.replying = false
 	// A prompt line followed by typed input ("demo> remember x") is the echo.
 	s = strings.TrimPrefix(s, PromptMarker)
 	switch {
