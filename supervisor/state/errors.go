@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -68,6 +69,38 @@ func (e *outcomeError) Unwrap() error {
 		return ErrConflict
 	case "invalid":
 		return ErrInvalid
+	}
+	return nil
+}
+
+// wireResult is Result's JSON form, for commands forwarded between nodes.
+type wireResult struct {
+	Index        uint64 `json:"index"`
+	Duplicate    bool   `json:"duplicate,omitempty"`
+	FencingToken uint64 `json:"fencing_token,omitempty"`
+	Code         string `json:"code,omitempty"`
+	Message      string `json:"message,omitempty"`
+}
+
+// MarshalJSON encodes a result with its domain error as code and message.
+func (r *Result) MarshalJSON() ([]byte, error) {
+	w := wireResult{Index: r.Index, Duplicate: r.Duplicate, FencingToken: r.FencingToken, Code: codeOf(r.Err)}
+	if r.Err != nil {
+		w.Message = r.Err.Error()
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON decodes a result, rebuilding an error that errors.Is
+// matches against the sentinels.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var w wireResult
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = Result{Index: w.Index, Duplicate: w.Duplicate, FencingToken: w.FencingToken}
+	if w.Code != "" {
+		r.Err = &outcomeError{code: w.Code, msg: w.Message}
 	}
 	return nil
 }

@@ -1,0 +1,80 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Error codes of the JSON error body.
+const (
+	CodeBadRequest   = "bad_request"
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
+	CodeNotFound     = "not_found"
+	CodeConflict     = "conflict"
+	CodeTooLarge     = "too_large"
+	CodeUnavailable  = "unavailable"
+	CodeInternal     = "internal"
+)
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errorf(status int, code, format string, args ...any) error {
+	return &apiError{status: status, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) error {
+	return errorf(http.StatusBadRequest, CodeBadRequest, format, args...)
+}
+
+// classify maps an error to its status and code.
+func classify(err error) (int, string) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae.status, ae.code
+	case errors.Is(err, state.ErrNotFound):
+		return http.StatusNotFound, CodeNotFound
+	case errors.Is(err, state.ErrConflict):
+		return http.StatusConflict, CodeConflict
+	case errors.Is(err, state.ErrInvalid):
+		return http.StatusBadRequest, CodeBadRequest
+	case errors.Is(err, cluster.ErrNoLeader):
+		return http.StatusServiceUnavailable, CodeUnavailable
+	}
+	return http.StatusInternalServerError, CodeInternal
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	status, code := classify(err)
+	var body errorBody
+	body.Error.Code, body.Error.Message = code, err.Error()
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

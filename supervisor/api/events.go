@@ -1,0 +1,153 @@
+package api
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// WebSocket close codes of the events stream.
+const (
+	closeUnauthorized = 4401
+	closeLagged       = 4408
+)
+
+const (
+	authFrameTimeout = 10 * time.Second
+	writeTimeout     = 10 * time.Second
+	pingInterval     = 30 * time.Second
+)
+
+// checkOrigin allows requests with no Origin (CLIs), the API's own origin, and
+// the configured api.allowed_origins.
+func (s *Server) checkOrigin(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err == nil && strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, allowed := range s.cfg.API.AllowedOrigins {
+		if strings.EqualFold(strings.TrimSuffix(allowed, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}
+
+// upgrade checks the Origin (403 before any upgrade) and upgrades.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (*websocket.Conn, error) {
+	if !s.checkOrigin(r) {
+		return nil, errorf(http.StatusForbidden, CodeForbidden, "origin %q is not in api.allowed_origins", r.Header.Get("Origin"))
+	}
+	up := websocket.Upgrader{CheckOrigin: func(*http.Request) bool { return true }, ReadBufferSize: 4096, WriteBufferSize: 16384}
+	conn, err := up.Upgrade(w, r, nil)
+	if err != nil {
+		return nil, errUpgradeWritten
+	}
+	return conn, nil
+}
+
+// errUpgradeWritten means the upgrader has already answered the request.
+var errUpgradeWritten = &apiError{status: http.StatusBadRequest, code: CodeBadRequest, msg: "websocket upgrade failed"}
+
+// firstFrameAuth reads {"type":"auth","token":…} when the request carried no
+// token header and a token is configured.
+func (s *Server) firstFrameAuth(conn *websocket.Conn, r *http.Request) bool {
+	if s.cfg.ACL.Token == "" {
+		return true
+	}
+	if _, present := requestToken(r); present {
+		return true // checked before the upgrade
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(authFrameTimeout))
+	var frame struct {
+		Type  string `json:"type"`
+		Token string `json:"token"`
+	}
+	typ, data, err := conn.ReadMessage()
+	_ = conn.SetReadDeadline(time.Time{})
+	if err == nil && typ == websocket.TextMessage && json.Unmarshal(data, &frame) == nil &&
+		frame.Type == "auth" && subtle.ConstantTimeCompare([]byte(frame.Token), []byte(s.cfg.ACL.Token)) == 1 {
+		return true
+	}
+	closeWith(conn, closeUnauthorized, "unauthorized: first frame must be {\"type\":\"auth\",\"token\":…}")
+	return false
+}
+
+func closeWith(conn *websocket.Conn, code int, reason string) {
+	msg := websocket.FormatCloseMessage(code, reason)
+	_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
+	_ = conn.Close()
+}
+
+// events streams session events as JSON text frames. ?since=INDEX replays
+// retained events after INDEX first. The stream is served by any node: every
+// node applies the same log and keeps the same recent events.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	var since uint64
+	if v := q.Get("since"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return badRequest("since must be a raft index (an unsigned integer), got %q", v)
+		}
+		since = n
+	}
+	f := state.EventFilter{SessionID: q.Get("session_id"), TaskID: q.Get("task_id")}
+	conn, err := s.upgrade(w, r)
+	if err != nil {
+		if err == errUpgradeWritten {
+			return nil
+		}
+		return err
+	}
+	defer conn.Close()
+	if !s.firstFrameAuth(conn, r) {
+		return nil
+	}
+	sub := s.store.Subscribe(f, since)
+	defer sub.Close()
+
+	// The reader only watches for the client going away.
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		for {
+			if _, _, err := conn.ReadMessage(); err != nil {
+				return
+			}
+		}
+	}()
+	ping := time.NewTicker(pingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-gone:
+			return nil
+		case <-ping.C:
+			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
+				return nil
+			}
+		case e, ok := <-sub.C:
+			if !ok {
+				closeWith(conn, closeLagged, "subscriber fell behind; reconnect with ?since=<last index>")
+				return nil
+			}
+			_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if err := conn.WriteJSON(e); err != nil {
+				return nil
+			}
+		}
+	}
+}

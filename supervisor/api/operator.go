@@ -1,0 +1,123 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+func (s *Server) health(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "node": s.cluster.ID(), "leader": s.cluster.IsLeader()})
+	return nil
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
+	st, err := s.cluster.Status()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) peers(w http.ResponseWriter, _ *http.Request) error {
+	peers, err := s.cluster.Peers()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"peers": peers})
+	return nil
+}
+
+func (s *Server) removePeer(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if id == s.cluster.ID() {
+		return errorf(http.StatusConflict, CodeConflict, "cannot remove the leader %q; transfer leadership first", id)
+	}
+	if err := s.cluster.RemovePeer(id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
+	return nil
+}
+
+func (s *Server) transferLeadership(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		ID string `json:"id"`
+	}
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	leader, err := s.cluster.TransferLeadership(req.ID)
+	if err != nil {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "%v", err)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"leader_id": leader})
+	return nil
+}
+
+func (s *Server) snapshotSave(w http.ResponseWriter, _ *http.Request) error {
+	var buf bytes.Buffer
+	if err := s.cluster.SnapshotTo(&buf); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", `attachment; filename="paddock.snap"`)
+	_, err := io.Copy(w, &buf)
+	return err
+}
+
+func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) error {
+	if err := s.cluster.Restore(r.Body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "snapshot too large")
+		}
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"restored": true, "index": s.store.LastIndex()})
+	return nil
+}
+
+func (s *Server) internalNode(w http.ResponseWriter, _ *http.Request) error {
+	writeJSON(w, http.StatusOK, s.cluster.LocalInfo())
+	return nil
+}
+
+func (s *Server) internalJoin(w http.ResponseWriter, r *http.Request) error {
+	var p cluster.PeerInfo
+	if err := decode(r, &p); err != nil {
+		return err
+	}
+	if err := s.cluster.Join(r.Context(), p); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]bool{"joined": true})
+	return nil
+}
+
+// internalApply commits a command forwarded by a peer. The command keeps the
+// key it was built with, so a retried forward never applies twice.
+func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return badRequest("read command: %v", err)
+	}
+	// A command that does not decode would stop every node's FSM: refuse it here.
+	if _, _, err := state.DecodeCommand(data); err != nil {
+		return badRequest("invalid command: %v", err)
+	}
+	res, err := s.cluster.ApplyEncoded(r.Context(), data)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(res)
+}

@@ -1,0 +1,326 @@
+package api
+
+import (
+	"context"
+	"bufio"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Cluster is what the API needs from the raft node.
+type Cluster interface {
+	ID() string
+	IsLeader() bool
+	Leader() (id, httpAddr string)
+	WaitForLeader(ctx context.Context) (id, httpAddr string, err error)
+	Apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error)
+	ApplyEncoded(ctx context.Context, data []byte) (*state.Result, error)
+	WaitApplied(ctx context.Context, index uint64) error
+	Store() *state.Store
+	Status() (cluster.Status, error)
+	Peers() ([]cluster.Peer, error)
+	RemovePeer(id string) error
+	TransferLeadership(id string) (string, error)
+	SnapshotTo(w io.Writer) error
+	Restore(r io.Reader) error
+	Join(ctx context.Context, p cluster.PeerInfo) error
+	LocalInfo() cluster.PeerInfo
+}
+
+// Options configure the API server.
+type Options struct {
+	Cluster Cluster
+	Config  *config.Config
+	Logger  hclog.Logger
+	// Registry receives the API's metrics (a new one when nil).
+	Registry *prometheus.Registry
+	// LeaderWait bounds how long a request waits for a leader (default 5s).
+	LeaderWait time.Duration
+}
+
+// Server is the HTTP handler of one node.
+type Server struct {
+	cluster    Cluster
+	store      *state.Store
+	cfg        *config.Config
+	log        hclog.Logger
+	mux        *http.ServeMux
+	metrics    *metrics
+	registry   *prometheus.Registry
+	leaderWait time.Duration
+	proxyMu    sync.Mutex
+	proxies    map[string]*httputil.ReverseProxy
+}
+
+// Forwarding headers: the hop count bounds forwarding loops.
+const (
+	hopsHeader = "X-Paddock-Hops"
+	maxHops    = 3
+)
+
+// route options.
+const (
+	local     = 1 << iota // served by any node, never forwarded
+	open                  // no token needed
+	bigBody               // exempt from api.max_body (snapshots)
+)
+
+// New builds the API server.
+func New(opts Options) *Server {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	if opts.LeaderWait == 0 {
+		opts.LeaderWait = 5 * time.Second
+	}
+	s := &Server{cluster: opts.Cluster, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
+		mux: http.NewServeMux(), registry: opts.Registry, leaderWait: opts.LeaderWait,
+		proxies: map[string]*httputil.ReverseProxy{}}
+	s.metrics = newMetrics(opts.Registry, opts.Cluster)
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.handle("GET /v1/health", local|open, s.health)
+	s.handle("GET /v1/metrics", local, s.metricsHandler)
+	s.handle("GET /v1/status", 0, s.status)
+	s.handle("GET /v1/operator/raft/peers", 0, s.peers)
+	s.handle("DELETE /v1/operator/raft/peers/{id}", 0, s.removePeer)
+	s.handle("POST /v1/operator/raft/transfer-leadership", 0, s.transferLeadership)
+	s.handle("GET /v1/operator/snapshot", 0, s.snapshotSave)
+	s.handle("PUT /v1/operator/snapshot", bigBody, s.snapshotRestore)
+
+	s.handle("POST /v1/tasks", 0, s.createTask)
+	s.handle("GET /v1/tasks", 0, s.listTasks)
+	s.handle("GET /v1/tasks/{id}", 0, s.getTask)
+	s.handle("POST /v1/tasks/{id}/sessions", 0, s.createSession)
+	s.handle("GET /v1/sessions", 0, s.listSessions)
+	s.handle("GET /v1/sessions/{id}", 0, s.getSession)
+	s.handle("GET /v1/sessions/{id}/status", 0, s.sessionStatus)
+	s.handle("GET /v1/sessions/{id}/messages", 0, s.messages)
+	s.handle("GET /v1/sessions/{id}/lease", 0, s.lease)
+	s.handle("POST /v1/sessions/{id}/stop", 0, s.stopSession)
+	s.handle("DELETE /v1/sessions/{id}", 0, s.deleteSession)
+	s.handle("GET /v1/executors", 0, s.listExecutors)
+	s.handle("GET /v1/executors/{id}", 0, s.getExecutor)
+	s.handle("GET /v1/agents", 0, s.agents)
+	s.handle("GET /v1/events", local, s.events)
+
+	s.handle("GET /v1/internal/node", local, s.internalNode)
+	s.handle("POST /v1/internal/join", 0, s.internalJoin)
+	s.handle("POST /v1/internal/apply", local, s.internalApply)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// handlerFunc is a handler that returns its error for uniform reporting.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// handle registers a route with its middleware: authentication, body limit,
+// forwarding to the leader, metrics and error reporting.
+func (s *Server) handle(pattern string, flags int, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			s.metrics.observe(pattern, rec.status, time.Since(start))
+		}()
+		if err := s.serve(rec, r, flags, h); err != nil {
+			writeError(rec, err)
+		}
+	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, h handlerFunc) error {
+	if flags&open == 0 {
+		if err := s.authenticate(r); err != nil {
+			return err
+		}
+	}
+	limit := int64(s.cfg.API.MaxBody)
+	if flags&bigBody != 0 {
+		limit = 1 << 30
+	}
+	if r.ContentLength > limit {
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body of %d bytes exceeds api.max_body (%d bytes)", r.ContentLength, limit)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	if flags&local == 0 && !isStale(r) && !s.cluster.IsLeader() {
+		if err := s.forward(w, r); !errors.Is(err, errRetryLocal) {
+			return err
+		}
+	}
+	return h(w, r)
+}
+
+func isStale(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	v, _ := strconv.ParseBool(r.URL.Query().Get("stale"))
+	return v
+}
+
+// authenticate checks the token when acl.token is set. A WebSocket request
+// with no token header may authenticate in its first frame instead.
+func (s *Server) authenticate(r *http.Request) error {
+	want := s.cfg.ACL.Token
+	if want == "" {
+		return nil
+	}
+	got, present := requestToken(r)
+	if !present && isWebSocket(r) {
+		return nil
+	}
+	if !present {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, "missing token: send Authorization: Bearer TOKEN or X-Paddock-Token")
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		return errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid token")
+	}
+	return nil
+}
+
+func requestToken(r *http.Request) (string, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		return strings.TrimPrefix(h, "Bearer "), true
+	}
+	if h := r.Header.Get("X-Paddock-Token"); h != "" {
+		return h, true
+	}
+	return "", false
+}
+
+func isWebSocket(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// forward proxies a request to the leader, waiting a bounded time for one.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request) error {
+	hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
+	if hops >= maxHops {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "request forwarded %d times without reaching the leader", hops)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.leaderWait)
+	id, addr, err := s.cluster.WaitForLeader(ctx)
+	cancel()
+	if err != nil {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "no cluster leader elected within %s; retry later", s.leaderWait)
+	}
+	if id == s.cluster.ID() {
+		return errRetryLocal
+	}
+	r.Header.Set(hopsHeader, strconv.Itoa(hops+1))
+	s.proxy(addr).ServeHTTP(w, r)
+	return nil
+}
+
+// errRetryLocal is returned by forward when this node became leader while
+// waiting; ServeHTTP then serves the request itself.
+var errRetryLocal = errors.New("this node is now the leader")
+
+func (s *Server) proxy(addr string) *httputil.ReverseProxy {
+	s.proxyMu.Lock()
+	defer s.proxyMu.Unlock()
+	if p, ok := s.proxies[addr]; ok {
+		return p
+	}
+	target := &url.URL{Scheme: "http", Host: addr}
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, errorf(http.StatusServiceUnavailable, CodeUnavailable, "forward to leader %s: %v", addr, err))
+		},
+	}
+	s.proxies[addr] = p
+	return p
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+			writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+// decode reads a strict JSON body into v: unknown fields, trailing data and
+// oversized bodies are errors.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds api.max_body (%d bytes)", tooBig.Limit)
+		case errors.Is(err, io.EOF):
+			return badRequest("request body is empty; expected a JSON object")
+		}
+		return badRequest("invalid JSON body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("invalid JSON body: unexpected data after the object")
+	}
+	return nil
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController and the WebSocket upgrader reach the
+// underlying writer (Hijack, Flush).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Hijack lets the WebSocket upgrader take over the connection.
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("connection cannot be hijacked")
+	}
+	r.status = http.StatusSwitchingProtocols
+	return h.Hijack()
+}
+
+// Flush sends buffered data (used when proxying streams).
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,239 @@
+package api
+
+import (
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// optionKeyPattern bounds runtime_options keys.
+var optionKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+type createSessionRequest struct {
+	Agent          string            `json:"agent"`
+	Runtime        string            `json:"runtime"`
+	RuntimeOptions map[string]string `json:"runtime_options"`
+}
+
+func (s *Server) validateSession(req *createSessionRequest) error {
+	if req.Agent == "" {
+		return badRequest("agent is required (configured: %s)", strings.Join(s.agentNames(), ", "))
+	}
+	if s.cfg.Agent(req.Agent) == nil {
+		return badRequest("unknown agent %q (configured: %s)", req.Agent, strings.Join(s.agentNames(), ", "))
+	}
+	if req.Runtime == "" {
+		return badRequest("runtime is required (configured: %s)", strings.Join(s.runtimeNames(), ", "))
+	}
+	if s.cfg.Plugin(req.Runtime) == nil {
+		return badRequest("unknown runtime %q (configured: %s)", req.Runtime, strings.Join(s.runtimeNames(), ", "))
+	}
+	if len(req.RuntimeOptions) > 32 {
+		return badRequest("runtime_options has more than 32 entries")
+	}
+	for k, v := range req.RuntimeOptions {
+		if !optionKeyPattern.MatchString(k) || len(v) > 1024 {
+			return badRequest("runtime_options key %q is invalid (lower-case name, value at most 1024 bytes)", k)
+		}
+	}
+	return nil
+}
+
+func (s *Server) agentNames() []string {
+	var out []string
+	for _, a := range s.cfg.Agents {
+		out = append(out, a.Name)
+	}
+	return out
+}
+
+func (s *Server) runtimeNames() []string {
+	var out []string
+	for _, p := range s.cfg.Plugins {
+		out = append(out, p.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	taskID := r.PathValue("id")
+	var req createSessionRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := s.validateSession(&req); err != nil {
+		return err
+	}
+	task, ok := s.store.Task(taskID)
+	if !ok {
+		return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", taskID)
+	}
+	if task.State == state.TaskDone {
+		return errorf(http.StatusConflict, CodeConflict, "task %q is done; reopen it or create a new task", taskID)
+	}
+	sess := state.Session{ID: newID(), TaskID: taskID, Agent: req.Agent, Runtime: req.Runtime, RuntimeOptions: req.RuntimeOptions}
+	if err := s.apply(r, state.CmdCreateSession, &state.CreateSessionBody{Session: sess}); err != nil {
+		return err
+	}
+	out, _ := s.store.Session(sess.ID)
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+var sessionStates = map[state.SessionState]bool{
+	state.SessionCreated: true, state.SessionStarting: true, state.SessionWaitingForInput: true,
+	state.SessionRunning: true, state.SessionStopped: true, state.SessionError: true, state.SessionCompleted: true,
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	f := state.SessionFilter{TaskID: q.Get("task_id"), State: state.SessionState(strings.ToUpper(q.Get("state")))}
+	if f.State != "" && !sessionStates[f.State] {
+		return badRequest("unknown state %q", q.Get("state"))
+	}
+	if f.TaskID != "" {
+		if _, ok := s.store.Task(f.TaskID); !ok {
+			return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", f.TaskID)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": s.store.Sessions(f)})
+	return nil
+}
+
+// session loads the session named in the path.
+func (s *Server) session(r *http.Request) (state.Session, error) {
+	id := r.PathValue("id")
+	sess, ok := s.store.Session(id)
+	if !ok {
+		return state.Session{}, errorf(http.StatusNotFound, CodeNotFound, "session %q not found", id)
+	}
+	return sess, nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, sess)
+	return nil
+}
+
+func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.statusOf(sess))
+	return nil
+}
+
+// statusOf computes a session's status object from replicated state and the
+// agent profile's declared resume support.
+func (s *Server) statusOf(sess state.Session) state.Status {
+	in := state.StatusInput{Session: sess}
+	if e, ok := s.store.Executor(sess.ExecutorID); ok {
+		in.Executor = &e
+		if e.Status == state.ExecutorReady {
+			probed := e.SupportsSessionResume
+			in.SupportsResume = &probed
+			in.AgentRunning = sess.State == state.SessionWaitingForInput || sess.State == state.SessionRunning
+		}
+	}
+	if in.SupportsResume == nil {
+		if a := s.cfg.Agent(sess.Agent); a != nil {
+			in.SupportsResume = a.SupportsSessionResume
+		}
+	}
+	return state.ComputeStatus(in)
+}
+
+func (s *Server) messages(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"messages": s.store.Messages(sess.ID)})
+	return nil
+}
+
+func (s *Server) lease(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	l, ok := s.store.Lease(sess.ID)
+	if !ok {
+		return errorf(http.StatusNotFound, CodeNotFound, "session %q has no lease", sess.ID)
+	}
+	writeJSON(w, http.StatusOK, l)
+	return nil
+}
+
+func (s *Server) stopSession(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	body := &state.SetSessionStateBody{SessionID: sess.ID, State: state.SessionStopped,
+		From: []state.SessionState{state.SessionCreated, state.SessionStarting, state.SessionWaitingForInput, state.SessionRunning}}
+	if err := s.apply(r, state.CmdSetSessionState, body); err != nil {
+		return err
+	}
+	out, _ := s.store.Session(sess.ID)
+	writeJSON(w, http.StatusAccepted, out)
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	if err := s.apply(r, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sess.ID}); err != nil {
+		return err
+	}
+	out, _ := s.store.Session(sess.ID)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) listExecutors(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, map[string]any{"executors": s.store.Executors(r.URL.Query().Get("session_id"))})
+	return nil
+}
+
+func (s *Server) getExecutor(w http.ResponseWriter, r *http.Request) error {
+	e, ok := s.store.Executor(r.PathValue("id"))
+	if !ok {
+		return errorf(http.StatusNotFound, CodeNotFound, "executor %q not found", r.PathValue("id"))
+	}
+	writeJSON(w, http.StatusOK, e)
+	return nil
+}
+
+// agentInfo is one row of GET /v1/agents.
+type agentInfo struct {
+	Name                  string   `json:"name"`
+	Protocol              string   `json:"protocol"`
+	Command               []string `json:"command"`
+	SupportsSessionResume *bool    `json:"supports_session_resume"`
+	ResumeSupport         string   `json:"resume_support"`
+}
+
+func (s *Server) agents(w http.ResponseWriter, _ *http.Request) error {
+	out := []agentInfo{}
+	for _, a := range s.cfg.Agents {
+		info := agentInfo{Name: a.Name, Protocol: a.Protocol, Command: a.Command, SupportsSessionResume: a.SupportsSessionResume, ResumeSupport: "unknown"}
+		if a.SupportsSessionResume != nil {
+			info.ResumeSupport = "declared"
+		}
+		out = append(out, info)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"agents": out})
+	return nil
+}

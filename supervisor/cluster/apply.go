@@ -1,0 +1,112 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Apply commits a command and returns its result. The command gets a fresh
+// idempotency key and this node's clock. On a follower, or when leadership is
+// lost mid-apply, the encoded command is forwarded to the current leader with
+// the same key, so a retry never applies twice. The returned error is a
+// cluster failure (no leader, timeout); domain failures are in Result.Err.
+func (n *Node) Apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error) {
+	data, err := state.Command{Type: typ, Key: NewKey(), Now: time.Now(), Body: body}.Encode()
+	if err != nil {
+		return nil, err
+	}
+	return n.ApplyEncoded(ctx, data)
+}
+
+// ApplyEncoded commits an already encoded command (see Apply).
+func (n *Node) ApplyEncoded(ctx context.Context, data []byte) (*state.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout+n.cfg.LeaderWait)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		if n.IsLeader() {
+			res, err := n.applyLocal(data)
+			if err == nil {
+				return res, nil
+			}
+			if !retryable(err) {
+				return nil, err
+			}
+			n.log.Debug("apply interrupted, retrying on the leader", "error", err)
+		} else {
+			lctx, lcancel := context.WithTimeout(ctx, n.cfg.LeaderWait)
+			id, addr, err := n.WaitForLeader(lctx)
+			lcancel()
+			if err != nil {
+				return nil, err
+			}
+			if id != n.cfg.NodeID {
+				res, err := n.forwardApply(ctx, addr, data)
+				if err == nil {
+					return res, nil
+				}
+				n.log.Debug("forwarded apply failed, retrying", "leader", id, "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("apply: %w", ErrNoLeader)
+		case <-time.After(time.Duration(min(attempt+1, 10)) * 20 * time.Millisecond):
+		}
+	}
+}
+
+func retryable(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress) || errors.Is(err, ErrNoLeader)
+}
+
+func (n *Node) applyLocal(data []byte) (*state.Result, error) {
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	res, ok := f.Response().(*state.Result)
+	if !ok {
+		return nil, fmt.Errorf("apply: unexpected response %T", f.Response())
+	}
+	return res, nil
+}
+
+// forwardApply sends an encoded command to the leader's internal endpoint.
+func (n *Node) forwardApply(ctx context.Context, leaderHTTP string, data []byte) (*state.Result, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leaderHTTP+"/v1/internal/apply", bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	n.authorize(req)
+	resp, err := n.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("forward to %s: %w", leaderHTTP, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("forward to %s: %s: %s", leaderHTTP, resp.Status, bytes.TrimSpace(body))
+	}
+	var res state.Result
+	if err := json.Unmarshal(body, &res); err != nil {
+		return nil, fmt.Errorf("forward to %s: decode result: %w", leaderHTTP, err)
+	}
+	return &res, nil
+}
+
+func (n *Node) authorize(req *http.Request) {
+	if n.cfg.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+n.cfg.Token)
+	}
+}

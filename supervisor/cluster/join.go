@@ -1,0 +1,205 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// PeerInfo is what a node tells peers about itself during bootstrap and join.
+type PeerInfo struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	HasState bool   `json:"has_state"`
+	LeaderID string `json:"leader_id"`
+}
+
+// joinInterval is how often the join loop retries.
+const joinInterval = 250 * time.Millisecond
+
+// joinLoop forms or joins the cluster (Consul's bootstrap_expect model):
+//   - a node with existing raft state just runs, and makes sure the leader
+//     knows its current addresses;
+//   - bootstrap_expect = 1 bootstraps alone;
+//   - otherwise the node polls retry_join peers; when a peer knows a leader it
+//     asks to join; when bootstrap_expect servers without state see each other
+//     they all bootstrap with the same configuration.
+func (n *Node) joinLoop(ctx context.Context) {
+	hasState, err := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+	if err != nil {
+		n.log.Error("read raft state", "error", err)
+	}
+	if !hasState && n.cfg.BootstrapExpect <= 1 {
+		n.bootstrap([]PeerInfo{n.self(false)})
+	}
+	t := time.NewTicker(joinInterval)
+	defer t.Stop()
+	for {
+		if n.membershipSettled(ctx) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// membershipSettled does one round of the join loop and reports whether there
+// is nothing left to do.
+func (n *Node) membershipSettled(ctx context.Context) bool {
+	self := n.self(false)
+	if id, addr := n.Leader(); id != "" {
+		if id == n.cfg.NodeID {
+			return true // the leader registers itself in its leader loop
+		}
+		if n.store.Nodes()[n.cfg.NodeID] == (state.NodeInfo{ID: self.ID, RaftAddr: self.RaftAddr, HTTPAddr: self.HTTPAddr}) {
+			return true
+		}
+		if addr != "" {
+			if err := n.requestJoin(ctx, addr); err != nil {
+				n.log.Debug("join via leader", "leader", id, "error", err)
+			}
+		}
+		return false
+	}
+	if len(n.cfg.RetryJoin) == 0 {
+		return false
+	}
+	var fresh []PeerInfo
+	for _, addr := range n.cfg.RetryJoin {
+		p, err := n.peerInfo(ctx, addr)
+		if err != nil {
+			n.log.Trace("peer not reachable", "addr", addr, "error", err)
+			continue
+		}
+		if p.ID == n.cfg.NodeID {
+			continue
+		}
+		if p.LeaderID != "" {
+			if err := n.requestJoin(ctx, addr); err != nil {
+				n.log.Debug("join via peer", "peer", addr, "error", err)
+			}
+			return false
+		}
+		if !p.HasState {
+			fresh = append(fresh, p)
+		}
+	}
+	hasState, _ := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+	if !hasState && n.cfg.BootstrapExpect > 1 && len(fresh)+1 >= n.cfg.BootstrapExpect {
+		n.bootstrap(append(fresh, self))
+	}
+	return false
+}
+
+func (n *Node) self(withState bool) PeerInfo {
+	return PeerInfo{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr, HasState: withState}
+}
+
+// bootstrap starts a new cluster with the given servers. Every server of a
+// new cluster calls it with the same configuration, which raft allows.
+func (n *Node) bootstrap(peers []PeerInfo) {
+	sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
+	var servers []raft.Server
+	for _, p := range peers {
+		servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
+	}
+	n.log.Info("bootstrapping cluster", "servers", len(servers))
+	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && err != raft.ErrCantBootstrap {
+		n.log.Error("bootstrap", "error", err)
+	}
+}
+
+func (n *Node) peerInfo(ctx context.Context, addr string) (PeerInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/internal/node", nil)
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	n.authorize(req)
+	resp, err := n.http.Do(req)
+	if err != nil {
+		return PeerInfo{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return PeerInfo{}, fmt.Errorf("peer %s: %s", addr, resp.Status)
+	}
+	var p PeerInfo
+	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&p)
+	return p, err
+}
+
+func (n *Node) requestJoin(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(n.self(false))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/internal/join", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	n.authorize(req)
+	resp, err := n.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("join via %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}
+
+// Join adds (or updates) a server: called on the leader for a join request.
+func (n *Node) Join(ctx context.Context, p PeerInfo) error {
+	if p.ID == "" || p.RaftAddr == "" || p.HTTPAddr == "" {
+		return fmt.Errorf("join: id, raft_addr and http_addr are required")
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return fmt.Errorf("join %s: %w", p.ID, err)
+	}
+	member := false
+	for _, s := range cf.Configuration().Servers {
+		if s.ID == raft.ServerID(p.ID) && s.Address == raft.ServerAddress(p.RaftAddr) {
+			member = true
+		} else if s.ID == raft.ServerID(p.ID) || s.Address == raft.ServerAddress(p.RaftAddr) {
+			if err := n.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
+				return fmt.Errorf("join %s: remove stale entry: %w", p.ID, err)
+			}
+		}
+	}
+	if !member {
+		if err := n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, 0).Error(); err != nil {
+			return fmt.Errorf("join %s: %w", p.ID, err)
+		}
+		n.log.Info("server joined", "id", p.ID, "raft_addr", p.RaftAddr)
+	}
+	res, err := n.Apply(ctx, state.CmdRegisterNode, &state.RegisterNodeBody{Node: state.NodeInfo{ID: p.ID, RaftAddr: p.RaftAddr, HTTPAddr: p.HTTPAddr}})
+	if err != nil {
+		return err
+	}
+	return res.Err
+}
+
+// LocalInfo describes this node for peers.
+func (n *Node) LocalInfo() PeerInfo {
+	hasState, _ := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+	p := n.self(hasState)
+	p.LeaderID, _ = n.Leader()
+	return p
+}

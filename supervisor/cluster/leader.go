@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// monitorLeadership starts the leader loop when this node gains leadership
+// and cancels it when leadership is lost. Only one leader loop ever runs: the
+// previous one has fully stopped before the next starts (Nomad's pattern).
+func (n *Node) monitorLeadership(ctx context.Context) {
+	var run *leaderRun
+	stop := func() {
+		if run != nil {
+			run.stop()
+			run = nil
+		}
+	}
+	defer stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case isLeader := <-n.notifyCh:
+			if isLeader && run == nil {
+				run = n.startLeaderLoop(ctx)
+			} else if !isLeader {
+				stop()
+			}
+		}
+	}
+}
+
+// leaderRun is one running leader loop.
+type leaderRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *leaderRun) stop() {
+	r.cancel()
+	<-r.done
+}
+
+func (n *Node) startLeaderLoop(ctx context.Context) *leaderRun {
+	lctx, cancel := context.WithCancel(ctx)
+	r := &leaderRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		n.leaderLoop(lctx)
+	}()
+	return r
+}
+
+// leaderLoop runs while this node leads: a barrier so the FSM holds every
+// committed entry, registration of this node's addresses, then every
+// registered LeaderFunc until the context ends.
+func (n *Node) leaderLoop(ctx context.Context) {
+	n.log.Info("gained leadership")
+	defer n.log.Info("leader loop stopped")
+	for {
+		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err == nil {
+			break
+		} else {
+			n.log.Warn("barrier failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	n.registerSelf(ctx)
+	n.mu.Lock()
+	funcs := append([]LeaderFunc(nil), n.leaderFuncs...)
+	n.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, f := range funcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(ctx)
+		}()
+	}
+	wg.Wait()
+	<-ctx.Done()
+}
+
+// registerSelf records this node's addresses in replicated state so that
+// followers can forward to it.
+func (n *Node) registerSelf(ctx context.Context) {
+	self := state.NodeInfo{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
+	if n.store.Nodes()[self.ID] == self {
+		return
+	}
+	if _, err := n.Apply(ctx, state.CmdRegisterNode, &state.RegisterNodeBody{Node: self}); err != nil {
+		n.log.Warn("register leader address", "error", err)
+	}
+}

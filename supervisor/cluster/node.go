@@ -1,0 +1,305 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Sentinel errors of the cluster layer.
+var (
+	// ErrNoLeader means no leader was known within the wait bound.
+	ErrNoLeader = errors.New("no cluster leader")
+	// ErrDataDir means data_dir cannot be used by this node.
+	ErrDataDir = errors.New("unusable data_dir")
+)
+
+// Config is what a node needs to run.
+type Config struct {
+	NodeID   string
+	DataDir  string
+	RaftAddr string // host:port raft binds to and advertises
+	HTTPAddr string // host:port of this node's HTTP API
+	// BootstrapExpect is the number of servers that form a new cluster.
+	BootstrapExpect int
+	// RetryJoin lists peers' HTTP addresses (host:port).
+	RetryJoin          []string
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// Token authenticates calls to peers' internal endpoints.
+	Token string
+	// ApplyTimeout bounds one raft apply (default 10s).
+	ApplyTimeout time.Duration
+	// LeaderWait bounds how long a write waits for a leader (default 5s).
+	LeaderWait time.Duration
+	Logger     hclog.Logger
+}
+
+// LeaderFunc is leader-only work. It runs when this node becomes leader
+// (after a barrier) and its context is cancelled when leadership is lost.
+type LeaderFunc func(ctx context.Context)
+
+// Node is one server's raft node.
+type Node struct {
+	cfg       Config
+	log       hclog.Logger
+	raft      *raft.Raft
+	store     *state.Store
+	bolt      *raftboltdb.BoltStore
+	snaps     raft.SnapshotStore
+	transport *raft.NetworkTransport
+	http      *http.Client
+	notifyCh  chan bool
+
+	mu          sync.Mutex
+	leaderFuncs []LeaderFunc
+
+	applied *sync.Cond
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// identity is the node's record in data_dir.
+type identity struct {
+	NodeID string `json:"node_id"`
+}
+
+// New opens data_dir and starts raft. It does not bootstrap or join: Start
+// does that in the background.
+func New(cfg Config, store *state.Store) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.ApplyTimeout == 0 {
+		cfg.ApplyTimeout = 10 * time.Second
+	}
+	if cfg.LeaderWait == 0 {
+		cfg.LeaderWait = 5 * time.Second
+	}
+	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, store: store, notifyCh: make(chan bool, 16),
+		http: &http.Client{Timeout: 5 * time.Second}}
+	n.applied = sync.NewCond(&sync.Mutex{})
+
+	raftDir := filepath.Join(cfg.DataDir, "raft")
+	if err := os.MkdirAll(raftDir, 0o700); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(raftDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: open raft log %s: %v (is another server using this data_dir, or is the file corrupt?)",
+			ErrDataDir, filepath.Join(raftDir, "raft.db"), err)
+	}
+	n.bolt = bolt
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, n.log.Named("snapshots"))
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("%w: snapshots: %v", ErrDataDir, err)
+	}
+	n.snaps = snaps
+	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
+	}
+	transport, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 5, 5*time.Second, n.log.Named("transport"))
+	if err != nil {
+		bolt.Close()
+		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	n.transport = transport
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.NodeID)
+	rc.Logger = n.log.Named("raft")
+	rc.NotifyCh = n.notifyCh
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 512
+	if cfg.HeartbeatTimeout > 0 {
+		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	}
+	if cfg.ElectionTimeout > 0 {
+		rc.ElectionTimeout = cfg.ElectionTimeout
+	}
+	if cfg.LeaderLeaseTimeout > 0 {
+		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	}
+	fsm := &notifyingFSM{FSM: state.NewFSM(store), cond: n.applied}
+	r, err := raft.NewRaft(rc, fsm, bolt, bolt, snaps, transport)
+	if err != nil {
+		transport.Close()
+		bolt.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	n.raft = r
+	return n, nil
+}
+
+// claimDataDir creates data_dir and checks that it belongs to nodeID.
+func claimDataDir(dir, nodeID string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	path := filepath.Join(dir, "node.json")
+	buf, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		buf, _ = json.Marshal(identity{NodeID: nodeID})
+		if err := os.WriteFile(path, buf, 0o600); err != nil {
+			return fmt.Errorf("%w: %v", ErrDataDir, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	var id identity
+	if err := json.Unmarshal(buf, &id); err != nil || id.NodeID == "" {
+		return fmt.Errorf("%w: %s is not a Paddock node identity file", ErrDataDir, path)
+	}
+	if id.NodeID != nodeID {
+		return fmt.Errorf("%w: %s belongs to node %q, not %q", ErrDataDir, dir, id.NodeID, nodeID)
+	}
+	return nil
+}
+
+// notifyingFSM wakes WaitApplied callers after each apply.
+type notifyingFSM struct {
+	*state.FSM
+	cond *sync.Cond
+}
+
+func (f *notifyingFSM) Apply(l *raft.Log) any {
+	r := f.FSM.Apply(l)
+	f.cond.L.Lock()
+	f.cond.Broadcast()
+	f.cond.L.Unlock()
+	return r
+}
+
+// OnLeader registers leader-only work. Register before Start.
+func (n *Node) OnLeader(f LeaderFunc) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.leaderFuncs = append(n.leaderFuncs, f)
+}
+
+// Start bootstraps or joins the cluster in the background and runs the
+// leadership monitor until Shutdown.
+func (n *Node) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.wg.Add(2)
+	go func() {
+		defer n.wg.Done()
+		n.monitorLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.joinLoop(ctx)
+	}()
+}
+
+// Shutdown stops raft and the node's goroutines.
+func (n *Node) Shutdown() error {
+	if n.cancel != nil {
+		n.cancel()
+	}
+	err := n.raft.Shutdown().Error()
+	n.applied.L.Lock()
+	n.applied.Broadcast()
+	n.applied.L.Unlock()
+	n.wg.Wait()
+	n.transport.Close()
+	n.bolt.Close()
+	return err
+}
+
+// ID is this node's id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Store is the node's local state.
+func (n *Node) Store() *state.Store { return n.store }
+
+// IsLeader reports whether this node is the leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the leader's id and its HTTP address as registered in state
+// (empty when unknown).
+func (n *Node) Leader() (id, httpAddr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	if string(lid) == n.cfg.NodeID {
+		return n.cfg.NodeID, n.cfg.HTTPAddr
+	}
+	return string(lid), n.store.Nodes()[string(lid)].HTTPAddr
+}
+
+// WaitForLeader waits until a leader with a known HTTP address exists.
+func (n *Node) WaitForLeader(ctx context.Context) (id, httpAddr string, err error) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if id, addr := n.Leader(); id != "" && addr != "" {
+			return id, addr, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", "", ErrNoLeader
+		case <-t.C:
+		}
+	}
+}
+
+// WaitApplied waits until the local store has applied index.
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	stop := context.AfterFunc(ctx, func() {
+		n.applied.L.Lock()
+		n.applied.Broadcast()
+		n.applied.L.Unlock()
+	})
+	defer stop()
+	n.applied.L.Lock()
+	defer n.applied.L.Unlock()
+	for n.store.LastIndex() < index {
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for index %d: %w", index, ctx.Err())
+		}
+		n.applied.Wait()
+	}
+	return nil
+}
+
+// Raft exposes the raft node for status and operator endpoints.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// NewKey returns a fresh idempotency key.
+func NewKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,100 @@
+// Package server wires one Paddock server together: replicated state, the
+// raft node, the HTTP API and the leader-only work, and runs it until its
+// context ends. It is the only place that knows every supervisor package.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/supervisor/api"
+	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Server is a running Paddock server.
+type Server struct {
+	Config *config.Config
+	Node   *cluster.Node
+	API    *api.Server
+
+	log      hclog.Logger
+	listener net.Listener
+	http     *http.Server
+	done     chan error
+}
+
+// Start opens the data dir, starts raft and serves the HTTP API. The HTTP
+// listener is bound before raft starts so peers can reach this node at once.
+func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
+	ln, err := net.Listen("tcp", cfg.HTTPAddr())
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr(), err)
+	}
+	node, err := cluster.New(cluster.Config{
+		NodeID:             cfg.NodeName,
+		DataDir:            cfg.DataDir,
+		RaftAddr:           cfg.RaftAddr(),
+		HTTPAddr:           ln.Addr().String(),
+		BootstrapExpect:    cfg.Server.BootstrapExpect,
+		RetryJoin:          cfg.Server.RetryJoin,
+		HeartbeatTimeout:   cfg.Server.HeartbeatTimeout,
+		ElectionTimeout:    cfg.Server.ElectionTimeout,
+		LeaderLeaseTimeout: cfg.Server.LeaderLeaseTimeout,
+		Token:              cfg.ACL.Token,
+		Logger:             log.Named("cluster"),
+	}, state.NewStore())
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s := &Server{Config: cfg, Node: node, log: log, listener: ln, done: make(chan error, 1)}
+	s.API = api.New(api.Options{Cluster: node, Config: cfg, Logger: log.Named("api")})
+	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+	if cfg.ACL.Token == "" {
+		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())
+	}
+	go func() {
+		err := s.http.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.done <- err
+	}()
+	node.Start()
+	log.Info("server started", "node", cfg.NodeName, "http", ln.Addr().String(), "raft", cfg.RaftAddr(), "data_dir", cfg.DataDir)
+	return s, nil
+}
+
+// HTTPAddr is the address the API listens on.
+func (s *Server) HTTPAddr() string { return s.listener.Addr().String() }
+
+// Wait blocks until ctx ends or the HTTP server fails, then shuts down.
+func (s *Server) Wait(ctx context.Context) error {
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-s.done:
+	}
+	if serr := s.Shutdown(); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// Shutdown stops the API and raft.
+func (s *Server) Shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.http.Shutdown(ctx)
+	err := s.Node.Shutdown()
+	s.log.Info("server stopped")
+	return err
+}
