@@ -1,8 +1,8 @@
 package api
 
 import (
-	"context"
 	"bufio"
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -78,9 +78,9 @@ const (
 
 // route options.
 const (
-	local     = 1 << iota // served by any node, never forwarded
-	open                  // no token needed
-	bigBody               // exempt from api.max_body (snapshots)
+	local   = 1 << iota // served by any node, never forwarded
+	open                // no token needed
+	bigBody             // exempt from api.max_body (snapshots)
 )
 
 // New builds the API server.
