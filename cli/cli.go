@@ -1,0 +1,304 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/paddockhq/paddock/client"
+)
+
+// Environment variables read for the global flags' defaults.
+const (
+	EnvAddress = "PADDOCK_ADDR"
+	EnvToken   = "PADDOCK_TOKEN"
+)
+
+// Run dispatches one paddock subcommand (everything except `server`) with its
+// arguments (os.Args[1:]) and returns the exit code: 0 on success, 1 on any
+// error, after printing one line to stderr.
+func Run(args []string, stdout, stderr io.Writer) int {
+	return run(args, stdout, stderr, os.Getenv)
+}
+
+// globals are the flags every subcommand accepts.
+type globals struct {
+	address string
+	token   string
+	json    bool
+	stale   bool
+}
+
+// env is the state of one invocation.
+type env struct {
+	stdout io.Writer
+	stderr io.Writer
+	g      globals
+}
+
+// command is one leaf subcommand.
+type command struct {
+	path    string // words after "paddock", e.g. "session list"
+	args    string // usage after the path, e.g. "[-task ID] [-state S]"
+	summary string
+	flags   func(fs *flag.FlagSet) any
+	run     func(e *env, fl any, pos []string) error
+}
+
+func (c *command) usage() string {
+	s := "paddock " + c.path
+	if c.args != "" {
+		s += " " + c.args
+	}
+	return s
+}
+
+// usageError is an error in how the command was called.
+type usageError struct {
+	msg   string
+	usage string
+}
+
+func (u *usageError) Error() string {
+	if u.usage == "" {
+		return u.msg
+	}
+	return fmt.Sprintf("%s. Usage: %s", u.msg, u.usage)
+}
+
+// errNotAvailable marks commands that later issues add.
+var errNotAvailable = errors.New("not yet available")
+
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{stdout: stdout, stderr: stderr}
+	e.g.address = getenv(EnvAddress)
+	if e.g.address == "" {
+		e.g.address = client.DefaultAddress
+	}
+	e.g.token = getenv(EnvToken)
+
+	top := flag.NewFlagSet("paddock", flag.ContinueOnError)
+	top.SetOutput(io.Discard)
+	registerGlobals(top, &e.g)
+	if err := top.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printHelp(stdout)
+			return 0
+		}
+		return e.fail(&usageError{msg: err.Error(), usage: "paddock [global flags] COMMAND [args]"})
+	}
+	rest := top.Args()
+	if len(rest) == 0 {
+		printHelp(stderr)
+		return 1
+	}
+	switch rest[0] {
+	case "help", "-help", "--help":
+		printHelp(stdout)
+		return 0
+	case "attach", "resume":
+		return e.fail(fmt.Errorf("paddock %s is %w", rest[0], errNotAvailable))
+	case "server":
+		return e.fail(errors.New(`"paddock server" is not handled by the CLI dispatcher`))
+	}
+	cmd, n := lookup(rest)
+	if cmd == nil {
+		return e.fail(unknownCommand(rest))
+	}
+	return e.runCommand(cmd, rest[n:])
+}
+
+// registerGlobals adds the global flags to fs, bound to g.
+func registerGlobals(fs *flag.FlagSet, g *globals) {
+	fs.StringVar(&g.address, "address", g.address, "supervisor HTTP address (env "+EnvAddress+")")
+	fs.StringVar(&g.token, "token", g.token, "ACL token (env "+EnvToken+")")
+	fs.BoolVar(&g.json, "json", g.json, "print the server's JSON")
+	fs.BoolVar(&g.stale, "stale", g.stale, "read the local node's state instead of the leader's")
+}
+
+func (e *env) runCommand(cmd *command, args []string) int {
+	fs := flag.NewFlagSet(cmd.path, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	registerGlobals(fs, &e.g)
+	var fl any
+	if cmd.flags != nil {
+		fl = cmd.flags(fs)
+	}
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(e.stdout, "Usage: %s\n\n%s\n\nFlags:\n", cmd.usage(), cmd.summary)
+			fs.SetOutput(e.stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		return e.fail(&usageError{msg: err.Error(), usage: cmd.usage()})
+	}
+	if err := cmd.run(e, fl, pos); err != nil {
+		var ue *usageError
+		if errors.As(err, &ue) && ue.usage == "" {
+			ue.usage = cmd.usage()
+		}
+		return e.fail(err)
+	}
+	return 0
+}
+
+// fail prints err as one line on stderr and returns the error exit code.
+func (e *env) fail(err error) int {
+	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	fmt.Fprintf(e.stderr, "Error: %s\n", msg)
+	return 1
+}
+
+// client builds an API client from the global flags.
+func (e *env) client() (*client.Client, error) {
+	return client.New(e.g.address, e.g.token, client.WithStaleReads(e.g.stale))
+}
+
+// ctx is the context of one API call; the client applies its default timeout.
+func (e *env) ctx() context.Context { return context.Background() }
+
+// parseInterspersed parses flags that may appear before, between and after
+// positional arguments; "--" ends flag parsing.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// lookup finds the longest command path that prefixes args and returns it with
+// the number of words it used.
+func lookup(args []string) (*command, int) {
+	for n := min(3, len(args)); n > 0; n-- {
+		if c, ok := commandIndex[strings.Join(args[:n], " ")]; ok {
+			return c, n
+		}
+	}
+	return nil, 0
+}
+
+// unknownCommand explains an unmatched command line, listing the subcommands of
+// the deepest group it named.
+func unknownCommand(args []string) error {
+	group := ""
+	for i, a := range args {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		p := strings.TrimSpace(group + " " + a)
+		if len(subcommands(p)) == 0 {
+			if group == "" {
+				return fmt.Errorf("unknown command %q; run \"paddock help\" for the list", a)
+			}
+			return &usageError{msg: fmt.Sprintf("unknown subcommand %q", strings.Join(args[:i+1], " ")),
+				usage: "paddock " + group + " " + strings.Join(subcommands(group), "|")}
+		}
+		group = p
+	}
+	return &usageError{msg: fmt.Sprintf("%q needs a subcommand", group),
+		usage: "paddock " + group + " " + strings.Join(subcommands(group), "|")}
+}
+
+// subcommands lists the next words after the group prefix.
+func subcommands(group string) []string {
+	seen := map[string]bool{}
+	var out []string
+	prefix := group + " "
+	for _, c := range commands {
+		if !strings.HasPrefix(c.path, prefix) {
+			continue
+		}
+		w := strings.Fields(strings.TrimPrefix(c.path, prefix))[0]
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprintln(w, "Usage: paddock [global flags] COMMAND [args]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	tw := newTable(w)
+	fmt.Fprintln(tw, "  paddock server -config FILE…\tstart a supervisor node")
+	for _, c := range commands {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.usage(), c.summary)
+	}
+	fmt.Fprintln(tw, "  paddock attach SESSION [-name shell]\tattach to a session's terminal (not yet available)")
+	fmt.Fprintln(tw, "  paddock help\tshow this help")
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Global flags (before or after the command):")
+	fmt.Fprintln(w, "  -address ADDR  supervisor HTTP address (env PADDOCK_ADDR, default "+client.DefaultAddress+")")
+	fmt.Fprintln(w, "  -token TOKEN   ACL token (env PADDOCK_TOKEN)")
+	fmt.Fprintln(w, "  -json          print the server's JSON instead of a table")
+	fmt.Fprintln(w, "  -stale         read the local node's state instead of the leader's")
+}
+
+// commandIndex maps each command path to its command.
+var commandIndex = func() map[string]*command {
+	m := make(map[string]*command, len(commands))
+	for i := range commands {
+		m[commands[i].path] = &commands[i]
+	}
+	return m
+}()
+
+// sortedKeys returns the keys of m whose value is true, sorted.
+func sortedTrueKeys(m map[string]bool) []string {
+	var out []string
+	for k, v := range m {
+		if v {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// age renders how long ago t was, "-" for the zero time.
+func age(t time.Time, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return t.UTC().Format(time.RFC3339)
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	default:
+		return t.UTC().Format("2006-01-02")
+	}
+}
+
+// contextWithTimeout returns a context for a long call (snapshots) that the
+// client's default timeout must not cut short.
+func contextWithTimeout(e *env, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(e.ctx(), d)
+}

@@ -1,0 +1,608 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// snapshotTimeout bounds a snapshot save or restore.
+const snapshotTimeout = 10 * time.Minute
+
+// commands is the table of every leaf subcommand; it is never modified.
+var commands = []command{
+	{path: "status", summary: "show the cluster's leader, term, indexes and nodes", run: runStatus},
+	{path: "operator raft list-peers", summary: "list the raft peers", run: runListPeers},
+	{path: "operator raft remove-peer", args: "ID", summary: "remove a raft peer", run: runRemovePeer},
+	{path: "operator raft transfer-leadership", args: "[-id ID]", summary: "hand leadership to another voter", flags: transferFlags, run: runTransferLeadership},
+	{path: "operator snapshot save", args: "FILE", summary: "save the cluster state to FILE", run: runSnapshotSave},
+	{path: "operator snapshot restore", args: "FILE", summary: "restore the cluster state from FILE", run: runSnapshotRestore},
+	{path: "task create", args: "-title T [-workspace PATH] [-branch B]", summary: "create a task", flags: taskCreateFlags, run: runTaskCreate},
+	{path: "task list", summary: "list tasks", run: runTaskList},
+	{path: "session create", args: "-task ID -agent NAME -runtime NAME [-option K=V]…", summary: "create and start a session", flags: sessionCreateFlags, run: runSessionCreate},
+	{path: "session list", args: "[-task ID] [-state S]", summary: "list sessions", flags: sessionListFlags, run: runSessionList},
+	{path: "session status", args: "ID", summary: "show a session's status", run: runSessionStatus},
+	{path: "session prompt", args: "ID [--] TEXT…", summary: "send a prompt to the session's agent", run: runSessionPrompt},
+	{path: "session messages", args: "ID", summary: "print the session's conversation", run: runSessionMessages},
+	{path: "session resume", args: "ID", summary: "resume a stopped or failed session", run: runSessionResume},
+	{path: "session stop", args: "ID", summary: "stop a session", run: runSessionStop},
+	{path: "session delete", args: "ID", summary: "end a session for good", run: runSessionDelete},
+	{path: "plugin list", summary: "list runtime plugins", run: runPluginList},
+	{path: "executor list", args: "[-session ID]", summary: "list executors", flags: executorListFlags, run: runExecutorList},
+	{path: "agent list", summary: "list agent profiles", run: runAgentList},
+}
+
+// exactArgs checks the number of positional arguments, naming what is missing.
+func exactArgs(pos []string, names ...string) error {
+	if len(pos) < len(names) {
+		return &usageError{msg: "missing " + strings.Join(names[len(pos):], " and ")}
+	}
+	if len(pos) > len(names) {
+		return &usageError{msg: fmt.Sprintf("unexpected argument %q", pos[len(names)])}
+	}
+	for i, p := range pos {
+		if strings.TrimSpace(p) == "" {
+			return &usageError{msg: "empty " + names[i]}
+		}
+	}
+	return nil
+}
+
+// call runs fn with a client, capturing the raw body when -json is set. When
+// -json is set the raw body is printed and human is skipped.
+func (e *env) call(fn func(c *client.Client, opts []client.CallOption) error, human func() error) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	var raw []byte
+	var opts []client.CallOption
+	if e.g.json {
+		opts = append(opts, client.CaptureBody(&raw))
+	}
+	if err := fn(c, opts); err != nil {
+		return err
+	}
+	if e.g.json {
+		return printJSON(e.stdout, raw)
+	}
+	return human()
+}
+
+func runStatus(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	var st *client.ClusterStatus
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		st, err = c.Status(e.ctx(), o...)
+		return err
+	}, func() error {
+		leader := st.LeaderID
+		if leader == "" {
+			leader = "(none)"
+		} else if st.LeaderAddress != "" || st.LeaderHTTP != "" {
+			leader = fmt.Sprintf("%s (raft %s, http %s)", st.LeaderID, cell(st.LeaderAddress), cell(st.LeaderHTTP))
+		}
+		if err := kv(e.stdout, [][2]string{
+			{"Leader", leader},
+			{"Term", strconv.FormatUint(st.Term, 10)},
+			{"Commit index", strconv.FormatUint(st.CommitIndex, 10)},
+			{"Applied index", strconv.FormatUint(st.AppliedIndex, 10)},
+		}); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout)
+		return peerTable(e, st.Nodes)
+	})
+}
+
+func peerTable(e *env, peers []client.Peer) error {
+	rows := make([][]string, 0, len(peers))
+	for _, p := range peers {
+		rows = append(rows, []string{p.ID, p.Address, p.Suffrage, strconv.FormatBool(p.Leader)})
+	}
+	return table(e.stdout, []string{"ID", "ADDRESS", "SUFFRAGE", "LEADER"}, rows)
+}
+
+func runListPeers(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	var peers []client.Peer
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		peers, err = c.RaftPeers(e.ctx(), o...)
+		return err
+	}, func() error { return peerTable(e, peers) })
+}
+
+func runRemovePeer(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "peer ID"); err != nil {
+		return err
+	}
+	return e.call(func(c *client.Client, o []client.CallOption) error {
+		return c.RemovePeer(e.ctx(), pos[0], o...)
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Removed peer %s\n", pos[0])
+		return nil
+	})
+}
+
+func transferFlags(fs *flag.FlagSet) any {
+	return fs.String("id", "", "the voter to hand leadership to (default: any)")
+}
+
+func runTransferLeadership(e *env, fl any, pos []string) error {
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	target := *fl.(*string)
+	var leader string
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		leader, err = c.TransferLeadership(e.ctx(), target, o...)
+		return err
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Leadership transferred to %s\n", cell(leader))
+		return nil
+	})
+}
+
+func runSnapshotSave(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "FILE"); err != nil {
+		return err
+	}
+	path := pos[0]
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	// Write next to the destination and rename, so a failed save never leaves
+	// a truncated snapshot under the requested name.
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save snapshot: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	ctx, cancel := contextWithTimeout(e, snapshotTimeout)
+	defer cancel()
+	n, err := c.SnapshotSave(ctx, tmp)
+	if cerr := tmp.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("save snapshot: %w", cerr)
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("save snapshot: %w", err)
+	}
+	if e.g.json {
+		return printJSON(e.stdout, fmt.Appendf(nil, `{"file":%q,"bytes":%d}`, path, n))
+	}
+	fmt.Fprintf(e.stdout, "Saved snapshot to %s (%d bytes)\n", path, n)
+	return nil
+}
+
+func runSnapshotRestore(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "FILE"); err != nil {
+		return err
+	}
+	f, err := os.Open(pos[0])
+	if err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	defer f.Close()
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := contextWithTimeout(e, snapshotTimeout)
+	defer cancel()
+	var raw []byte
+	res, err := c.SnapshotRestore(ctx, f, client.CaptureBody(&raw))
+	if err != nil {
+		return err
+	}
+	if e.g.json {
+		return printJSON(e.stdout, raw)
+	}
+	fmt.Fprintf(e.stdout, "Restored snapshot %s (index %d)\n", pos[0], res.Index)
+	return nil
+}
+
+type taskCreateOpts struct{ title, workspace, branch *string }
+
+func taskCreateFlags(fs *flag.FlagSet) any {
+	return &taskCreateOpts{
+		title:     fs.String("title", "", "task title (required)"),
+		workspace: fs.String("workspace", "", "workspace directory or repository path"),
+		branch:    fs.String("branch", "", "git branch to work on"),
+	}
+}
+
+func runTaskCreate(e *env, fl any, pos []string) error {
+	o := fl.(*taskCreateOpts)
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	if strings.TrimSpace(*o.title) == "" {
+		return &usageError{msg: "missing -title"}
+	}
+	ws := *o.workspace
+	if ws != "" && !filepath.IsAbs(ws) {
+		abs, err := filepath.Abs(ws)
+		if err != nil {
+			return fmt.Errorf("workspace %q: %w", ws, err)
+		}
+		ws = abs
+	}
+	req := client.CreateTaskRequest{Title: *o.title, Workspace: state.Workspace{Path: ws, Branch: *o.branch}}
+	var task *state.Task
+	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
+		task, err = c.CreateTask(e.ctx(), req, opts...)
+		return err
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Created task %s (%s)\n", task.ID, cell(string(task.State)))
+		return nil
+	})
+}
+
+func runTaskList(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	var tasks []state.Task
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		tasks, err = c.ListTasks(e.ctx(), o...)
+		return err
+	}, func() error {
+		if len(tasks) == 0 {
+			fmt.Fprintln(e.stdout, "No tasks")
+			return nil
+		}
+		now := time.Now()
+		rows := make([][]string, 0, len(tasks))
+		for _, t := range tasks {
+			rows = append(rows, []string{t.ID, t.Title, string(t.State), t.Workspace.Path, t.Workspace.Branch, age(t.CreatedAt, now)})
+		}
+		return table(e.stdout, []string{"ID", "TITLE", "STATE", "WORKSPACE", "BRANCH", "CREATED"}, rows)
+	})
+}
+
+// kvFlag collects repeated K=V flags.
+type kvFlag map[string]string
+
+func (k kvFlag) String() string { return "" }
+
+func (k kvFlag) Set(s string) error {
+	key, val, ok := strings.Cut(s, "=")
+	if !ok || key == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", s)
+	}
+	k[key] = val
+	return nil
+}
+
+type sessionCreateOpts struct {
+	task, agent, runtime *string
+	options              kvFlag
+}
+
+func sessionCreateFlags(fs *flag.FlagSet) any {
+	o := &sessionCreateOpts{
+		task:    fs.String("task", "", "task ID (required)"),
+		agent:   fs.String("agent", "", "agent profile name (required)"),
+		runtime: fs.String("runtime", "", "runtime plugin name (required)"),
+		options: kvFlag{},
+	}
+	fs.Var(o.options, "option", "runtime option KEY=VALUE (repeatable)")
+	return o
+}
+
+func runSessionCreate(e *env, fl any, pos []string) error {
+	o := fl.(*sessionCreateOpts)
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	var missing []string
+	for _, f := range []struct{ name, val string }{{"-task", *o.task}, {"-agent", *o.agent}, {"-runtime", *o.runtime}} {
+		if strings.TrimSpace(f.val) == "" {
+			missing = append(missing, f.name)
+		}
+	}
+	if len(missing) > 0 {
+		return &usageError{msg: "missing " + strings.Join(missing, ", ")}
+	}
+	req := client.CreateSessionRequest{Agent: *o.agent, Runtime: *o.runtime}
+	if len(o.options) > 0 {
+		req.RuntimeOptions = o.options
+	}
+	var s *state.Session
+	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
+		s, err = c.CreateSession(e.ctx(), *o.task, req, opts...)
+		return err
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Created session %s (task %s, agent %s, runtime %s, state %s)\n",
+			s.ID, cell(s.TaskID), cell(s.Agent), cell(s.Runtime), cell(string(s.State)))
+		return nil
+	})
+}
+
+type sessionListOpts struct{ task, state *string }
+
+func sessionListFlags(fs *flag.FlagSet) any {
+	return &sessionListOpts{
+		task:  fs.String("task", "", "only sessions of this task"),
+		state: fs.String("state", "", "only sessions in this state (e.g. RUNNING)"),
+	}
+}
+
+func runSessionList(e *env, fl any, pos []string) error {
+	o := fl.(*sessionListOpts)
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	var sessions []state.Session
+	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
+		sessions, err = c.ListSessions(e.ctx(), *o.task, strings.ToUpper(*o.state), opts...)
+		return err
+	}, func() error {
+		if len(sessions) == 0 {
+			fmt.Fprintln(e.stdout, "No sessions")
+			return nil
+		}
+		now := time.Now()
+		rows := make([][]string, 0, len(sessions))
+		for _, s := range sessions {
+			rows = append(rows, []string{s.ID, s.TaskID, string(s.State), s.Agent, s.Runtime, s.ExecutorID,
+				strconv.FormatBool(s.HasResumeToken), age(s.LastActivityAt, now)})
+		}
+		return table(e.stdout, []string{"ID", "TASK", "STATE", "AGENT", "RUNTIME", "EXECUTOR", "RESUME TOKEN", "LAST ACTIVITY"}, rows)
+	})
+}
+
+func runSessionStatus(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "session ID"); err != nil {
+		return err
+	}
+	var st *state.Status
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		st, err = c.SessionStatus(e.ctx(), pos[0], o...)
+		return err
+	}, func() error {
+		worktree := strOr(st.WorktreePath, "-")
+		if st.WorktreeBranch != nil && *st.WorktreeBranch != "" {
+			worktree += " (" + *st.WorktreeBranch + ")"
+		}
+		if err := kv(e.stdout, [][2]string{
+			{"Session", st.SessionID},
+			{"Task", st.TaskID},
+			{"State", string(st.State)},
+			{"Agent", strOr(st.AgentProfileID, "-")},
+			{"Runtime", strOr(st.Runtime, "-")},
+			{"Executor status", strOr(st.ExecutorStatus, "-")},
+			{"Agent execution", strOr(st.AgentExecutionID, "-")},
+			{"Agent running", strconv.FormatBool(st.IsAgentRunning)},
+			{"Resumable", strconv.FormatBool(st.IsResumable)},
+			{"Needs resume", strconv.FormatBool(st.NeedsResume)},
+			{"Resume reason", strOr(st.ResumeReason, "-")},
+			{"Worktree", worktree},
+		}); err != nil {
+			return err
+		}
+		if msg := strOr(st.ResumeMessage, ""); msg != "" {
+			fmt.Fprintf(e.stdout, "\n%s\n", cell(msg))
+		}
+		return nil
+	})
+}
+
+func runSessionPrompt(e *env, _ any, pos []string) error {
+	if len(pos) == 0 {
+		return &usageError{msg: "missing session ID and prompt text"}
+	}
+	if len(pos) == 1 {
+		return &usageError{msg: "missing prompt text"}
+	}
+	id, text := pos[0], strings.Join(pos[1:], " ")
+	if strings.TrimSpace(text) == "" {
+		return &usageError{msg: "empty prompt text"}
+	}
+	return e.call(func(c *client.Client, o []client.CallOption) error {
+		return c.Prompt(e.ctx(), id, text, o...)
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Prompt sent to session %s\n", id)
+		return nil
+	})
+}
+
+func runSessionMessages(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "session ID"); err != nil {
+		return err
+	}
+	var msgs []state.Message
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		msgs, err = c.Messages(e.ctx(), pos[0], o...)
+		return err
+	}, func() error {
+		if len(msgs) == 0 {
+			fmt.Fprintln(e.stdout, "No messages")
+			return nil
+		}
+		for _, m := range msgs {
+			text := strings.TrimRight(m.Text, "\n")
+			if !m.Complete {
+				text += " …"
+			}
+			prefix := "[" + string(m.Role) + "] "
+			lines := strings.Split(text, "\n")
+			fmt.Fprintf(e.stdout, "%s%s\n", prefix, lines[0])
+			for _, l := range lines[1:] {
+				fmt.Fprintf(e.stdout, "%s%s\n", strings.Repeat(" ", len(prefix)), l)
+			}
+		}
+		return nil
+	})
+}
+
+func runSessionResume(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "session ID"); err != nil {
+		return err
+	}
+	id := pos[0]
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	var raw []byte
+	s, err := c.Resume(e.ctx(), id, client.CaptureBody(&raw))
+	if err != nil {
+		// Explain a refused resume with the sentence the status carries (e.g.
+		// "This agent cannot resume previous sessions. Create a new session.").
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Code != "not_found" && ae.Code != "unauthorized" {
+			if st, serr := c.SessionStatus(e.ctx(), id); serr == nil {
+				if msg := strOr(st.ResumeMessage, ""); msg != "" {
+					return fmt.Errorf("cannot resume session %s: %s (%s)", id, msg, ae.Code)
+				}
+			}
+		}
+		return err
+	}
+	if e.g.json {
+		return printJSON(e.stdout, raw)
+	}
+	fmt.Fprintf(e.stdout, "Resuming session %s (state %s)\n", s.ID, cell(string(s.State)))
+	return nil
+}
+
+func runSessionStop(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "session ID"); err != nil {
+		return err
+	}
+	id := pos[0]
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	var raw []byte
+	s, err := c.Stop(e.ctx(), id, client.CaptureBody(&raw))
+	if err != nil {
+		return err
+	}
+	if e.g.json {
+		return printJSON(e.stdout, raw)
+	}
+	fmt.Fprintf(e.stdout, "Stopping session %s (state %s)\n", s.ID, cell(string(s.State)))
+	// Warn now if this session will not be resumable later.
+	if st, err := c.SessionStatus(e.ctx(), id); err == nil && !st.IsResumable {
+		if msg := strOr(st.ResumeMessage, ""); msg != "" {
+			fmt.Fprintln(e.stdout, cell(msg))
+		}
+	}
+	return nil
+}
+
+func runSessionDelete(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "session ID"); err != nil {
+		return err
+	}
+	var s *state.Session
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		s, err = c.DeleteSession(e.ctx(), pos[0], o...)
+		return err
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Deleted session %s (state %s)\n", s.ID, cell(string(s.State)))
+		return nil
+	})
+}
+
+func runPluginList(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	var plugins []client.Plugin
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		plugins, err = c.Plugins(e.ctx(), o...)
+		return err
+	}, func() error {
+		if len(plugins) == 0 {
+			fmt.Fprintln(e.stdout, "No plugins")
+			return nil
+		}
+		rows := make([][]string, 0, len(plugins))
+		for _, p := range plugins {
+			api := ""
+			if p.APIVersion != nil {
+				api = fmt.Sprint(p.APIVersion)
+			}
+			rows = append(rows, []string{p.Name, p.Version, api, strconv.FormatBool(p.Healthy),
+				strings.Join(sortedTrueKeys(p.Capabilities), ","), p.Error})
+		}
+		return table(e.stdout, []string{"NAME", "VERSION", "API", "HEALTHY", "CAPABILITIES", "ERROR"}, rows)
+	})
+}
+
+func executorListFlags(fs *flag.FlagSet) any {
+	return fs.String("session", "", "only executors of this session")
+}
+
+func runExecutorList(e *env, fl any, pos []string) error {
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	session := *fl.(*string)
+	var execs []state.Executor
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		execs, err = c.Executors(e.ctx(), session, o...)
+		return err
+	}, func() error {
+		if len(execs) == 0 {
+			fmt.Fprintln(e.stdout, "No executors")
+			return nil
+		}
+		now := time.Now()
+		rows := make([][]string, 0, len(execs))
+		for _, x := range execs {
+			pid := "-"
+			if x.PID > 0 {
+				pid = strconv.Itoa(x.PID)
+			}
+			rows = append(rows, []string{x.ID, x.SessionID, x.Runtime, x.Node, string(x.Status), pid,
+				age(x.LastSeenAt, now), x.ErrorMessage})
+		}
+		return table(e.stdout, []string{"ID", "SESSION", "RUNTIME", "NODE", "STATUS", "PID", "LAST SEEN", "ERROR"}, rows)
+	})
+}
+
+func runAgentList(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	var agents []client.Agent
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		agents, err = c.Agents(e.ctx(), o...)
+		return err
+	}, func() error {
+		if len(agents) == 0 {
+			fmt.Fprintln(e.stdout, "No agents")
+			return nil
+		}
+		rows := make([][]string, 0, len(agents))
+		for _, a := range agents {
+			resume := "unknown"
+			if a.SupportsSessionResume != nil {
+				resume = map[bool]string{true: "yes", false: "no"}[*a.SupportsSessionResume]
+			}
+			rows = append(rows, []string{a.Name, a.Protocol, resume, a.ResumeSupport, strings.Join(a.Command, " ")})
+		}
+		return table(e.stdout, []string{"NAME", "PROTOCOL", "RESUME", "SOURCE", "COMMAND"}, rows)
+	})
+}

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// newTable returns a tabwriter for aligned columns.
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// table prints header and rows as aligned columns. Cells are sanitized so a
+// tab or newline in server data cannot break the layout.
+func table(w io.Writer, header []string, rows [][]string) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		cells := make([]string, len(r))
+		for i, c := range r {
+			cells[i] = cell(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// kv prints label/value pairs as two aligned columns.
+func kv(w io.Writer, pairs [][2]string) error {
+	tw := newTable(w)
+	for _, p := range pairs {
+		fmt.Fprintf(tw, "%s\t%s\n", p[0], cell(p[1]))
+	}
+	return tw.Flush()
+}
+
+// cell makes s safe for one table cell: control characters become spaces and
+// an empty value shows as "-".
+func cell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+// printJSON writes the server's raw JSON body indented, or "{}" when the
+// server sent no body.
+func printJSON(w io.Writer, raw []byte) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return fmt.Errorf("server sent malformed JSON: %w", err)
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// strOr returns *p, or def when p is nil or empty.
+func strOr[T ~string](p *T, def string) string {
+	if p == nil || *p == "" {
+		return def
+	}
+	return string(*p)
+}
