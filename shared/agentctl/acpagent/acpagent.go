@@ -193,10 +193,16 @@ func (a *Agent) call(ctx context.Context, what string, fn func(ctx context.Conte
 	select {
 	case err := <-res:
 		if err != nil {
+			// A closed connection usually means the process is exiting: give
+			// it a moment so the error names the exit code.
+			t := time.NewTimer(time.Second)
+			defer t.Stop()
 			select {
 			case <-a.done:
 				return a.exitedErr(what)
-			default:
+			case g := <-a.garbage:
+				return fmt.Errorf("%s: %w: %q", what, ErrGarbage, g)
+			case <-t.C:
 			}
 			if ctx.Err() != nil {
 				return fmt.Errorf("%s: %w (after %s)", what, ErrInitTimeout, a.cfg.InitTimeout)
