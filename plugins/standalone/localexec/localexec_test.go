@@ -1,0 +1,299 @@
+package localexec_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
+	"github.com/paddockhq/paddock/shared/runtime/conformance"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+)
+
+var (
+	pluginPath   string
+	agentctlPath string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "standalone-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	var fake bool
+	agentctlPath, fake, err = runtimetest.Agentctl(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if fake {
+		fmt.Fprintln(os.Stderr, "NOTE: cmd/agentctl does not exist yet; using the fake agentctl")
+	}
+	if bin := os.Getenv("PADDOCK_BIN"); bin != "" {
+		if p := filepath.Join(bin, "plugins", "paddock-runtime-standalone"); fileExists(p) {
+			pluginPath = p
+		}
+	}
+	if pluginPath == "" {
+		if pluginPath, err = runtimetest.GoBuild(dir, "paddock-runtime-standalone", "github.com/paddockhq/paddock/plugins/standalone"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return m.Run()
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+func TestConformance(t *testing.T) {
+	conformance.Run(t, conformance.Config{
+		PluginPath:   pluginPath,
+		AgentctlPath: agentctlPath,
+		PluginConfig: `agentctl_path = "{{agentctl_path}}"
+workspace_root = "{{temp_dir}}"`,
+	})
+}
+
+func TestConformanceGitWorktree(t *testing.T) {
+	repo := newGitRepo(t)
+	conformance.Run(t, conformance.Config{
+		PluginPath:   pluginPath,
+		AgentctlPath: agentctlPath,
+		PluginConfig: `agentctl_path = "{{agentctl_path}}"
+workspace_root = "{{temp_dir}}"`,
+		Workspace: runtime.Workspace{Path: repo},
+	})
+}
+
+func newGitRepo(t *testing.T) string {
+	t.Helper()
+	repo := t.TempDir()
+	gitRun(t, repo, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, repo, "add", "README")
+	gitRun(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "init")
+	return repo
+}
+
+func gitRun(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// load starts the plugin binary and configures it with root as workspace_root.
+func load(t *testing.T, root string) *runtime.Client {
+	t.Helper()
+	ctx := context.Background()
+	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: pluginPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Kill)
+	src := fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\n", agentctlPath, root)
+	diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "t.hcl", Source: []byte(src), Start: hcl.Pos{Line: 1, Column: 1}})
+	if err != nil || diags.HasErrors() {
+		t.Fatalf("SetConfig: %v %s", err, diags.Error())
+	}
+	return c
+}
+
+func TestGitWorktreeOnSessionBranch(t *testing.T) {
+	repo := newGitRepo(t)
+	root := t.TempDir()
+	c := load(t, root)
+	ctx := context.Background()
+	for _, tc := range []struct{ name, branch, want string }{
+		{"default_branch", "", "paddock/s-default"},
+		{"requested_branch", "feature/x", "feature/x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sid := "s-" + strings.Split(tc.name, "_")[0]
+			resp, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: sid, AgentctlSecret: "sec", Workspace: runtime.Workspace{Path: repo, Branch: tc.branch}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Destroy(ctx, resp.Handle) })
+			if resp.WorktreeBranch != tc.want {
+				t.Errorf("worktree_branch = %q, want %q", resp.WorktreeBranch, tc.want)
+			}
+			if !strings.HasPrefix(resp.WorktreePath, root+string(filepath.Separator)) {
+				t.Errorf("worktree_path %q not under workspace_root %q", resp.WorktreePath, root)
+			}
+			if got := gitRun(t, resp.WorktreePath, "rev-parse", "--abbrev-ref", "HEAD"); got != tc.want {
+				t.Errorf("worktree HEAD = %q, want %q", got, tc.want)
+			}
+			if !fileExists(filepath.Join(resp.WorktreePath, "README")) {
+				t.Error("worktree has no README")
+			}
+			if st := gitRun(t, resp.WorktreePath, "status", "--porcelain"); st != "" {
+				t.Errorf("worktree is dirty after launch (state must live outside it): %q", st)
+			}
+			if err := c.Destroy(ctx, resp.Handle); err != nil {
+				t.Fatal(err)
+			}
+			if fileExists(resp.WorktreePath) {
+				t.Error("worktree still exists after Destroy")
+			}
+			if gitRun(t, repo, "branch", "--list", tc.want) == "" {
+				t.Errorf("branch %s was deleted by Destroy; it holds the session's work", tc.want)
+			}
+		})
+	}
+}
+
+func TestRecoverRestartsDeadAgentctlAndKeepsWorkspace(t *testing.T) {
+	root := t.TempDir()
+	c := load(t, root)
+	ctx := context.Background()
+	resp, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: "s1", AgentctlSecret: "sec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy(ctx, resp.Handle) })
+	marker := filepath.Join(resp.WorkspacePath, "work.txt")
+	if err := os.WriteFile(marker, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// agentctl dies (kill -9 of its process group).
+	if err := killGroup(resp.PID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "agentctl to die", func() bool { return !agentctlproc.Alive(resp.PID) })
+	if ins, err := c.Inspect(ctx, resp.Handle); err != nil || ins.State != runtime.StateExited {
+		t.Fatalf("Inspect after kill = %+v, %v; want exited", ins, err)
+	}
+	rec, err := c.Recover(ctx, resp.Handle, "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Nonce == resp.Nonce || rec.PID == resp.PID {
+		t.Errorf("Recover did not start a new agentctl: %+v", rec)
+	}
+	if h, err := agentctlproc.CheckHealth(ctx, rec.AgentctlURL, "sec"); err != nil || h.Nonce != rec.Nonce {
+		t.Fatalf("health after restart: %+v %v", h, err)
+	}
+	if !fileExists(marker) {
+		t.Error("workspace content lost across recover")
+	}
+	logData, err := os.ReadFile(filepath.Join(root, "s1", "state", "agentctl.log"))
+	if err != nil {
+		t.Fatalf("agentctl log file: %v", err)
+	}
+	if strings.Contains(string(logData), "sec\n") {
+		t.Error("secret appears in the agentctl log")
+	}
+	// The workspace is removed: Recover reports not-found.
+	if err := c.Stop(ctx, rec.Handle, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(rec.WorkspacePath); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Recover(ctx, rec.Handle, "sec"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("Recover without workspace: %v, want ErrNotFound", err)
+	}
+}
+
+func TestHandleOutsideWorkspaceRootIsNotFound(t *testing.T) {
+	root := t.TempDir()
+	c := load(t, root)
+	ctx := context.Background()
+	victim := t.TempDir()
+	forged := fmt.Sprintf(`{"v":1,"session_id":"s1","session_dir":%q,"workspace":%q,"owns_workspace":true,"state_dir":%q}`,
+		victim, victim, filepath.Join(victim, "state"))
+	if err := c.Destroy(ctx, []byte(forged)); !errors.Is(err, runtime.ErrNotFound) {
+		t.Fatalf("Destroy(forged handle) = %v, want ErrNotFound", err)
+	}
+	if !fileExists(victim) {
+		t.Fatal("Destroy removed a directory outside workspace_root")
+	}
+}
+
+func TestInvalidWorkspaceRequests(t *testing.T) {
+	root := t.TempDir()
+	c := load(t, root)
+	for name, ws := range map[string]runtime.Workspace{
+		"missing_path":      {Path: filepath.Join(root, "does-not-exist")},
+		"relative_escape":   {Path: "../../etc"},
+		"option_as_branch":  {Path: newGitRepo(t), Branch: "-D"},
+		"invalid_ref_chars": {Path: newGitRepo(t), Branch: "a..b"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := c.Launch(context.Background(), runtime.LaunchRequest{SessionID: "bad-" + strings.ReplaceAll(name, "_", "-"), AgentctlSecret: "s", Workspace: ws})
+			if !errors.Is(err, runtime.ErrInvalidRequest) {
+				t.Fatalf("Launch = %v, want ErrInvalidRequest", err)
+			}
+		})
+	}
+}
+
+func TestConfigDiagnostics(t *testing.T) {
+	c, err := runtime.NewClient(context.Background(), runtime.ClientConfig{Path: pluginPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Kill)
+	for _, tc := range []struct {
+		name, src, summary string
+		line                int
+	}{
+		{"bad_timeout", "\nstart_timeout = \"soon\"\n", "Invalid start_timeout", 11},
+		{"not_a_string", "workspace_root = 42\n", "Invalid workspace_root", 10},
+		{"missing_agentctl", "agentctl_path = \"/nonexistent/agentctl\"\n", "Invalid agentctl_path", 10},
+		{"unknown", "nope = 1\n", "Unsupported argument", 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			diags, err := c.SetConfig(context.Background(), runtime.ConfigSource{Filename: "paddock.hcl", Source: []byte(tc.src), Start: hcl.Pos{Line: 10, Column: 5, Byte: 100}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !diags.HasErrors() || diags[0].Summary != tc.summary {
+				t.Fatalf("diags = %v, want %q", diags, tc.summary)
+			}
+			if s := diags[0].Subject; s == nil || s.Filename != "paddock.hcl" || s.Start.Line != tc.line {
+				t.Fatalf("subject = %v, want paddock.hcl line %d", s, tc.line)
+			}
+		})
+	}
+}
+
+func killGroup(pid int) error {
+	p, err := os.FindProcess(-pid)
+	if err != nil {
+		return err
+	}
+	_ = p
+	return exec.Command("kill", "-9", fmt.Sprint(pid)).Run()
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval
+	}
+}
