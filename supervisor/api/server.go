@@ -2,6 +2,7 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -14,7 +15,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -66,8 +66,7 @@ type Server struct {
 	metrics    *metrics
 	registry   *prometheus.Registry
 	leaderWait time.Duration
-	proxyMu    sync.Mutex
-	proxies    map[string]*httputil.ReverseProxy
+	transport  http.RoundTripper
 }
 
 // Forwarding headers: the hop count bounds forwarding loops.
@@ -96,7 +95,7 @@ func New(opts Options) *Server {
 	}
 	s := &Server{cluster: opts.Cluster, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
 		mux: http.NewServeMux(), registry: opts.Registry, leaderWait: opts.LeaderWait,
-		proxies: map[string]*httputil.ReverseProxy{}}
+		transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	s.metrics = newMetrics(opts.Registry, opts.Cluster)
 	s.routes()
 	return s
@@ -218,48 +217,78 @@ func isWebSocket(r *http.Request) bool {
 	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
-// forward proxies a request to the leader, waiting a bounded time for one.
+// forward proxies a request to the leader. It waits a bounded time for a
+// leader and retries while the leader it knew cannot be dialled (a request
+// that never reached a server is safe to send again); the body is buffered
+// for that, and is already bounded by api.max_body.
 func (s *Server) forward(w http.ResponseWriter, r *http.Request) error {
 	hops, _ := strconv.Atoi(r.Header.Get(hopsHeader))
 	if hops >= maxHops {
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "request forwarded %d times without reaching the leader", hops)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), s.leaderWait)
-	id, addr, err := s.cluster.WaitForLeader(ctx)
-	cancel()
+	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "no cluster leader elected within %s; retry later", s.leaderWait)
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds api.max_body (%d bytes)", tooBig.Limit)
+		}
+		return badRequest("read request body: %v", err)
 	}
-	if id == s.cluster.ID() {
-		return errRetryLocal
+	deadline := time.Now().Add(s.leaderWait)
+	for {
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		id, addr, err := s.cluster.WaitForLeader(ctx)
+		cancel()
+		if err != nil {
+			return errorf(http.StatusServiceUnavailable, CodeUnavailable, "no cluster leader elected within %s; retry later", s.leaderWait)
+		}
+		if id == s.cluster.ID() {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			return errRetryLocal
+		}
+		out := r.Clone(r.Context())
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.ContentLength = int64(len(body))
+		out.Header.Set(hopsHeader, strconv.Itoa(hops+1))
+		var proxyErr error
+		s.proxy(addr, &proxyErr).ServeHTTP(w, out)
+		if proxyErr == nil {
+			return nil
+		}
+		if !notDialled(proxyErr) || time.Now().After(deadline) {
+			return errorf(http.StatusServiceUnavailable, CodeUnavailable, "forward to leader %s at %s: %v", id, addr, proxyErr)
+		}
+		select {
+		case <-r.Context().Done():
+			return r.Context().Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	r.Header.Set(hopsHeader, strconv.Itoa(hops+1))
-	s.proxy(addr).ServeHTTP(w, r)
-	return nil
+}
+
+// notDialled reports whether a proxy error happened before the request
+// reached the other server.
+func notDialled(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // errRetryLocal is returned by forward when this node became leader while
-// waiting; ServeHTTP then serves the request itself.
+// waiting; the request is then served here.
 var errRetryLocal = errors.New("this node is now the leader")
 
-func (s *Server) proxy(addr string) *httputil.ReverseProxy {
-	s.proxyMu.Lock()
-	defer s.proxyMu.Unlock()
-	if p, ok := s.proxies[addr]; ok {
-		return p
-	}
+// proxy returns a reverse proxy to the leader that records a transport error
+// in *errp instead of answering, so forward can retry.
+func (s *Server) proxy(addr string, errp *error) *httputil.ReverseProxy {
 	target := &url.URL{Scheme: "http", Host: addr}
-	p := &httputil.ReverseProxy{
+	return &httputil.ReverseProxy{
+		Transport: s.transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = pr.In.Host
 		},
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, errorf(http.StatusServiceUnavailable, CodeUnavailable, "forward to leader %s: %v", addr, err))
-		},
+		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { *errp = err },
 	}
-	s.proxies[addr] = p
-	return p
 }
 
 // ServeHTTP implements http.Handler.

@@ -94,7 +94,8 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	if cfg.LeaderWait == 0 {
 		cfg.LeaderWait = 5 * time.Second
 	}
-	if err := claimDataDir(cfg.DataDir, cfg.NodeID); err != nil {
+	writeIdentity, err := checkDataDir(cfg.DataDir, cfg.NodeID)
+	if err != nil {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, store: store, notifyCh: make(chan bool, 16),
@@ -114,6 +115,10 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 			ErrDataDir, filepath.Join(raftDir, "raft.db"), err)
 	}
 	n.bolt = bolt
+	if err := writeIdentity(); err != nil {
+		bolt.Close()
+		return nil, err
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, n.log.Named("snapshots"))
 	if err != nil {
 		bolt.Close()
@@ -158,31 +163,36 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	return n, nil
 }
 
-// claimDataDir creates data_dir and checks that it belongs to nodeID.
-func claimDataDir(dir, nodeID string) error {
+// checkDataDir creates data_dir and checks that it belongs to nodeID. A new
+// data_dir gets its identity file only once the raft store has opened (the
+// returned func), so a refused start leaves nothing behind.
+func checkDataDir(dir, nodeID string) (func() error, error) {
+	nothing := func() error { return nil }
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("%w: %v", ErrDataDir, err)
+		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
 	}
 	path := filepath.Join(dir, "node.json")
 	buf, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		buf, _ = json.Marshal(identity{NodeID: nodeID})
-		if err := os.WriteFile(path, buf, 0o600); err != nil {
-			return fmt.Errorf("%w: %v", ErrDataDir, err)
-		}
-		return nil
+		return func() error {
+			buf, _ := json.Marshal(identity{NodeID: nodeID})
+			if err := os.WriteFile(path, buf, 0o600); err != nil {
+				return fmt.Errorf("%w: %v", ErrDataDir, err)
+			}
+			return nil
+		}, nil
 	case err != nil:
-		return fmt.Errorf("%w: %v", ErrDataDir, err)
+		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
 	}
 	var id identity
 	if err := json.Unmarshal(buf, &id); err != nil || id.NodeID == "" {
-		return fmt.Errorf("%w: %s is not a Paddock node identity file", ErrDataDir, path)
+		return nil, fmt.Errorf("%w: %s is not a Paddock node identity file", ErrDataDir, path)
 	}
 	if id.NodeID != nodeID {
-		return fmt.Errorf("%w: %s belongs to node %q, not %q", ErrDataDir, dir, id.NodeID, nodeID)
+		return nil, fmt.Errorf("%w: %s belongs to node %q, not %q", ErrDataDir, dir, id.NodeID, nodeID)
 	}
-	return nil
+	return nothing, nil
 }
 
 // notifyingFSM wakes WaitApplied callers after each apply.

@@ -38,6 +38,9 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr(), err)
 	}
+	// Requests wait this long for a leader before answering 503: long enough
+	// for several elections with the configured timing.
+	leaderWait := max(3*time.Second, 10*cfg.Server.ElectionTimeout)
 	node, err := cluster.New(cluster.Config{
 		NodeID:             cfg.NodeName,
 		DataDir:            cfg.DataDir,
@@ -49,6 +52,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		ElectionTimeout:    cfg.Server.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Server.LeaderLeaseTimeout,
 		Token:              cfg.ACL.Token,
+		LeaderWait:         leaderWait,
 		Logger:             log.Named("cluster"),
 	}, state.NewStore())
 	if err != nil {
@@ -56,7 +60,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Config: cfg, Node: node, log: log, listener: ln, done: make(chan error, 1)}
-	s.API = api.New(api.Options{Cluster: node, Config: cfg, Logger: log.Named("api")})
+	s.API = api.New(api.Options{Cluster: node, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {
 		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())

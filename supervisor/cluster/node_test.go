@@ -1,0 +1,59 @@
+package cluster
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+func TestUnusableDataDirIsRefused(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(dir string)
+	}{
+		{"foreign node", func(dir string) {
+			_ = os.WriteFile(filepath.Join(dir, "node.json"), []byte(`{"node_id":"someone-else"}`), 0o600)
+		}},
+		{"garbage identity", func(dir string) {
+			_ = os.WriteFile(filepath.Join(dir, "node.json"), []byte("\x00\x01 not json"), 0o600)
+		}},
+		{"corrupt raft log", func(dir string) {
+			_ = os.MkdirAll(filepath.Join(dir, "raft"), 0o700)
+			_ = os.WriteFile(filepath.Join(dir, "raft", "raft.db"), []byte("this is not a bolt database, just text padded out"), 0o600)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tc.setup(dir)
+			before := snapshotDir(t, dir)
+			n, err := New(Config{NodeID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:1"}, state.NewStore())
+			if err == nil {
+				n.Shutdown()
+				t.Fatal("New succeeded on an unusable data_dir")
+			}
+			if !errors.Is(err, ErrDataDir) {
+				t.Fatalf("error %v does not wrap ErrDataDir", err)
+			}
+			if after := snapshotDir(t, dir); after != before {
+				t.Fatalf("data_dir changed by a refused start:\n%s\nvs\n%s", before, after)
+			}
+		})
+	}
+}
+
+func snapshotDir(t *testing.T, dir string) string {
+	t.Helper()
+	var out string
+	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			b, _ := os.ReadFile(p)
+			out += p + "=" + string(b) + "\n"
+		}
+		return nil
+	})
+	return out
+}

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/config"
+)
+
+// testCluster is a cluster of in-process servers with real raft over
+// loopback TCP and real HTTP APIs.
+type testCluster struct {
+	t       *testing.T
+	cfgs    []*config.Config
+	servers []*Server
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// testConfig returns a config for node i of a cluster of n with the given
+// HTTP ports of every node.
+func testConfig(t *testing.T, i int, httpPorts []int, token string) *config.Config {
+	src := fmt.Sprintf(`
+node_name = "n%d"
+data_dir  = %q
+bind_addr = "127.0.0.1"
+log_level = "warn"
+ports {
+  http = %d
+  raft = %d
+}
+server {
+  bootstrap_expect     = %d
+  retry_join           = [%s]
+  heartbeat_timeout    = "200ms"
+  election_timeout     = "200ms"
+  leader_lease_timeout = "100ms"
+}
+plugin "standalone" {}
+agent "demo" {
+  protocol = "acp"
+  command  = ["paddock-demo-agent"]
+}
+`, i+1, t.TempDir(), httpPorts[i], freePort(t), len(httpPorts), joinList(httpPorts, i))
+	if token != "" {
+		src += fmt.Sprintf("acl {\n  token = %q\n}\n", token)
+	}
+	cfg, err := config.Parse([]byte(src), "test.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func joinList(ports []int, self int) string {
+	var out []string
+	for i, p := range ports {
+		if i != self {
+			out = append(out, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", p)))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func newTestCluster(t *testing.T, n int, token string) *testCluster {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		ports[i] = freePort(t)
+	}
+	c := &testCluster{t: t, servers: make([]*Server, n)}
+	for i := 0; i < n; i++ {
+		c.cfgs = append(c.cfgs, testConfig(t, i, ports, token))
+	}
+	for i := range c.cfgs {
+		c.start(i)
+	}
+	t.Cleanup(c.stopAll)
+	c.waitLeader(-1)
+	return c
+}
+
+func (c *testCluster) start(i int) {
+	c.t.Helper()
+	log := hclog.New(&hclog.LoggerOptions{Name: c.cfgs[i].NodeName, Level: hclog.Warn, Output: testWriter{c.t}})
+	s, err := Start(c.cfgs[i], log)
+	if err != nil {
+		c.t.Fatalf("start n%d: %v", i+1, err)
+	}
+	c.servers[i] = s
+}
+
+func (c *testCluster) stop(i int) {
+	if c.servers[i] != nil {
+		_ = c.servers[i].Shutdown()
+		c.servers[i] = nil
+	}
+}
+
+func (c *testCluster) stopAll() {
+	for i := range c.servers {
+		c.stop(i)
+	}
+}
+
+// waitLeader waits until every running node agrees on a leader other than
+// node `not`, and returns its index.
+func (c *testCluster) waitLeader(not int) int {
+	c.t.Helper()
+	leader := -1
+	waitFor(c.t, 15*time.Second, "a leader known to every node", func() bool {
+		leader = -1
+		var id string
+		for i, s := range c.servers {
+			if s == nil {
+				continue
+			}
+			lid, addr := s.Node.Leader()
+			if lid == "" || addr == "" || (id != "" && lid != id) {
+				return false
+			}
+			id = lid
+			if s.Node.IsLeader() {
+				leader = i
+			}
+		}
+		return leader >= 0 && leader != not
+	})
+	return leader
+}
+
+func (c *testCluster) client(i int, opts ...client.Option) *client.Client {
+	c.t.Helper()
+	cl, err := client.New("http://"+c.servers[i].HTTPAddr(), c.cfgs[i].ACL.Token, opts...)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+func (c *testCluster) follower() int {
+	for i, s := range c.servers {
+		if s != nil && !s.Node.IsLeader() {
+			return i
+		}
+	}
+	c.t.Fatal("no follower")
+	return -1
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
