@@ -25,6 +25,11 @@ var (
 	ErrInvalidRequest = errors.New("invalid request")
 )
 
+// ErrHandshake is returned by NewClient when the executable does not complete
+// the go-plugin handshake with Handshake (wrong cookie, wrong protocol
+// version, not a plugin, or exited at start).
+var ErrHandshake = errors.New("plugin handshake failed")
+
 // ErrIncompatibleAPIVersion is returned by NewClient when the plugin's API
 // version is not one the host supports.
 var ErrIncompatibleAPIVersion = errors.New("incompatible plugin API version")

@@ -98,7 +98,7 @@ func NewClient(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	}
 	proto, err := pc.Client()
 	if err != nil {
-		return fail(fmt.Errorf("load runtime plugin %s: %w", name, err))
+		return fail(fmt.Errorf("load runtime plugin %s: %w (not a Paddock runtime plugin, a plugin built for another protocol version, or it exited at start): %w", name, ErrHandshake, err))
 	}
 	raw, err := proto.Dispense(PluginName)
 	if err != nil {
