@@ -341,14 +341,14 @@ func parseAPIError(status int, body []byte) *APIError {
 	return ae
 }
 
-// oneLine trims s to its first non-empty line, at most 200 bytes.
+// oneLine trims s to its first line, at most 200 characters of valid UTF-8.
 func oneLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
 		s = strings.TrimSpace(s[:i])
 	}
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
 	}
-	return s
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -538,6 +539,9 @@ func FuzzParseAPIError(f *testing.F) {
 		ae := parseAPIError(status, body)
 		if ae == nil || ae.Code == "" || ae.Status != status {
 			t.Fatalf("parseAPIError(%d, %q) = %+v", status, body, ae)
+		}
+		if !utf8.ValidString(ae.Error()) {
+			t.Fatalf("invalid UTF-8 in %q", ae.Error())
 		}
 		if strings.ContainsAny(ae.Error(), "\r\n") {
 			t.Fatalf("multi-line error %q", ae.Error())
