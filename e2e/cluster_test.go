@@ -9,122 +9,38 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 )
-
-// writeClusterConfigs writes one config per node, bound to 127.0.0.1..n.
-func writeClusterConfigs(t *testing.T, n int) (dirs, cfgs, https []string) {
-	t.Helper()
-	type addr struct {
-		ip         string
-		http, raft int
-	}
-	var addrs []addr
-	for i := 1; i <= n; i++ {
-		ip := fmt.Sprintf("127.0.0.%d", i)
-		addrs = append(addrs, addr{ip, freePortOn(t, ip), freePortOn(t, ip)})
-	}
-	for i, a := range addrs {
-		var join []string
-		for j, b := range addrs {
-			if j != i {
-				join = append(join, fmt.Sprintf("%q", fmt.Sprintf("%s:%d", b.ip, b.http)))
-			}
-		}
-		dir := t.TempDir()
-		cfg := fmt.Sprintf(`node_name = "node%d"
-data_dir  = "./data"
-bind_addr = %q
-log_level = "info"
-ports {
-  http = %d
-  raft = %d
-}
-server {
-  bootstrap_expect = %d
-  retry_join       = [%s]
-}
-`, i+1, a.ip, a.http, a.raft, n, strings.Join(join, ", "))
-		path := filepath.Join(dir, "config.hcl")
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		dirs, cfgs, https = append(dirs, dir), append(cfgs, path), append(https, fmt.Sprintf("%s:%d", a.ip, a.http))
-	}
-	return dirs, cfgs, https
-}
-
-// leaderOf waits until exactly one running process reports leadership and
-// every running process agrees on it.
-func leaderOf(t *testing.T, procs []*proc, exclude *proc) *proc {
-	t.Helper()
-	var leader *proc
-	waitFor(t, 20*time.Second, "a leader", func() bool {
-		leader = nil
-		for _, p := range procs {
-			if p == exclude {
-				continue
-			}
-			isLeader, ok := healthy(p.http)
-			if !ok {
-				return false
-			}
-			if isLeader {
-				if leader != nil {
-					return false
-				}
-				leader = p
-			}
-		}
-		if leader == nil {
-			return false
-		}
-		for _, p := range procs {
-			if p == exclude {
-				continue
-			}
-			st, err := p.client(client.WithStaleReads(true)).Status(testCtx(t), client.Stale())
-			if err != nil || st.LeaderHTTP != "http://"+leader.http {
-				return false
-			}
-		}
-		return true
-	})
-	return leader
-}
 
 func TestThreeProcessClusterSurvivesLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process cluster")
 	}
-	dirs, cfgs, https := writeClusterConfigs(t, 3)
-	var procs []*proc
-	for i := range cfgs {
-		procs = append(procs, startServer(t, fmt.Sprintf("node%d", i+1), dirs[i], cfgs[i], https[i]))
-	}
-	leader := leaderOf(t, procs, nil)
-	var follower *proc
-	for _, p := range procs {
-		if p != leader {
-			follower = p
+	c := startCluster(t, 3, true, "")
+	leader := leaderOf(t, c)
+	var follower *harness.Node
+	for _, n := range c.Nodes {
+		if n != leader {
+			follower = n
 			break
 		}
 	}
 	// A write sent to a follower is visible in every node's own state.
-	first, err := follower.client().CreateTask(testCtx(t), client.CreateTaskRequest{Title: "via follower"})
+	first, err := apiClient(t, follower).CreateTask(testCtx(t), client.CreateTaskRequest{Title: "via follower"})
 	if err != nil {
 		t.Fatalf("write via follower: %v", err)
 	}
-	for _, p := range procs {
-		stale := p.client()
-		waitFor(t, 5*time.Second, p.name+" to see the write with ?stale=true", func() bool {
+	for _, n := range c.Nodes {
+		stale := apiClient(t, n)
+		waitFor(t, 5*time.Second, n.Name+" to see the write with ?stale=true", func() bool {
 			_, err := stale.GetTask(testCtx(t), first.ID, client.Stale())
 			return err == nil
 		})
 	}
 	acked := []string{first.ID}
 	for i := 0; i < 10; i++ {
-		task, err := procs[i%3].client().CreateTask(testCtx(t), client.CreateTaskRequest{Title: fmt.Sprintf("t%d", i)})
+		task, err := apiClient(t, c.Nodes[i%3]).CreateTask(testCtx(t), client.CreateTaskRequest{Title: fmt.Sprintf("t%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,26 +48,31 @@ func TestThreeProcessClusterSurvivesLeaderKill(t *testing.T) {
 	}
 
 	// kill -9 the leader: a new leader accepts writes and has every acked write.
-	leader.kill()
-	newLeader := leaderOf(t, procs, leader)
-	after, err := newLeader.client().CreateTask(testCtx(t), client.CreateTaskRequest{Title: "after failover"})
+	leader.Kill()
+	newLeader := leaderOf(t, c)
+	if newLeader == leader {
+		t.Fatal("killed node still reported as leader")
+	}
+	after, err := apiClient(t, newLeader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: "after failover"})
 	if err != nil {
 		t.Fatalf("write after failover: %v", err)
 	}
 	acked = append(acked, after.ID)
 	for _, id := range acked {
-		if _, err := newLeader.client().GetTask(testCtx(t), id); err != nil {
+		if _, err := apiClient(t, newLeader).GetTask(testCtx(t), id); err != nil {
 			t.Fatalf("acknowledged write %s lost: %v", id, err)
 		}
 	}
 
 	// The killed node restarts from its data_dir and catches up.
-	leader.start()
+	if err := leader.Start(); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, 15*time.Second, "restarted node to catch up", func() bool {
-		_, err := leader.client().GetTask(testCtx(t), after.ID, client.Stale())
+		_, err := apiClient(t, leader).GetTask(testCtx(t), after.ID, client.Stale())
 		return err == nil
 	})
-	tasks, err := leader.client().ListTasks(testCtx(t), client.Stale())
+	tasks, err := apiClient(t, leader).ListTasks(testCtx(t), client.Stale())
 	if err != nil || len(tasks) != len(acked) {
 		t.Fatalf("restarted node has %d tasks (%v), want %d", len(tasks), err, len(acked))
 	}
@@ -163,15 +84,12 @@ func TestRunConfigAnswersStatus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	repoCfg, err := filepath.Abs("../config.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	p := startServer(t, "make-run", dir, repoCfg, "127.0.0.1:7700")
+	n := startNode(t, "make-run", dir, repoFile(t, "config.hcl"), "127.0.0.1:7700")
 	var out []byte
+	var err error
 	waitFor(t, 20*time.Second, "paddock status to succeed", func() bool {
-		out, err = exec.Command(filepath.Join(binDir, "paddock"), "status", "-address", "http://"+p.http).CombinedOutput()
+		out, err = exec.Command(filepath.Join(binDir, "paddock"), "status", "-address", n.URL()).CombinedOutput()
 		return err == nil
 	})
 	if !strings.Contains(string(out), "Leader") {

@@ -1,20 +1,16 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 )
 
@@ -38,7 +34,7 @@ func run(m *testing.M) int {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		cmd := exec.Command("make", "-C", "..", "build", "BIN="+dir, "PLUGINS="+filepath.Join(dir, "plugins"))
+		cmd := exec.Command("make", "-C", "..", "build", "BIN="+dir)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "build binaries:", err)
@@ -49,75 +45,55 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// proc is a running paddock server process.
-type proc struct {
-	t       *testing.T
-	name    string
-	cfgPath string
-	dir     string
-	http    string
-	cmd     *exec.Cmd
-	log     *bytes.Buffer
-	exited  chan struct{}
-}
-
-// freePortOn returns a free port on a loopback address.
-func freePortOn(t *testing.T, ip string) int {
+// startCluster starts n server processes and stops them (printing their
+// logs on failure) when the test ends.
+func startCluster(t *testing.T, n int, separateIPs bool, extra string) *harness.Cluster {
 	t.Helper()
-	ln, err := net.Listen("tcp", ip+":0")
+	c, err := harness.Start(harness.Options{Bin: binDir, Dir: t.TempDir(), Size: n, SeparateIPs: separateIPs, Extra: extra})
 	if err != nil {
-		t.Fatalf("listen on %s: %v", ip, err)
+		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("--- log of %s ---\n%s", n.Name, n.Log())
+			}
+		}
+	})
+	return c
 }
 
-// startServer runs `paddock server -config cfgPath` in dir.
-func startServer(t *testing.T, name, dir, cfgPath, httpAddr string) *proc {
+// startNode runs one server process from a given config file.
+func startNode(t *testing.T, name, dir, cfg, httpAddr string) *harness.Node {
 	t.Helper()
-	p := &proc{t: t, name: name, cfgPath: cfgPath, dir: dir, http: httpAddr}
-	p.start()
-	t.Cleanup(p.kill)
-	return p
+	n := harness.NewNode(binDir, name, dir, cfg, httpAddr)
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n.Kill()
+		if t.Failed() {
+			t.Logf("--- log of %s ---\n%s", n.Name, n.Log())
+		}
+	})
+	return n
 }
 
-func (p *proc) start() {
-	p.t.Helper()
-	p.log = &bytes.Buffer{}
-	p.cmd = exec.Command(filepath.Join(binDir, "paddock"), "server", "-config", p.cfgPath)
-	p.cmd.Dir = p.dir
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatalf("start %s: %v", p.name, err)
-	}
-	p.exited = make(chan struct{})
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill() {
-	if p.cmd == nil || p.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-p.exited:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.exited
-	}
-	if p.t.Failed() {
-		p.t.Logf("--- log of %s ---\n%s", p.name, p.log.String())
-	}
-}
-
-func (p *proc) client(opts ...client.Option) *client.Client {
-	c, err := client.New("http://"+p.http, "", opts...)
+func leaderOf(t *testing.T, c *harness.Cluster) *harness.Node {
+	t.Helper()
+	l, err := c.Leader(20 * time.Second)
 	if err != nil {
-		p.t.Fatal(err)
+		t.Fatal(err)
+	}
+	return l
+}
+
+func apiClient(t *testing.T, n *harness.Node) *client.Client {
+	t.Helper()
+	c, err := client.New(n.URL(), "")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return c
 }
@@ -140,14 +116,12 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// healthy reports whether addr answers /v1/health.
-func healthy(addr string) (leader bool, ok bool) {
-	resp, err := http.Get("http://" + addr + "/v1/health")
+// repoFile is a path in the repository.
+func repoFile(t *testing.T, rel string) string {
+	t.Helper()
+	p, err := filepath.Abs(filepath.Join("..", rel))
 	if err != nil {
-		return false, false
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	return strings.Contains(buf.String(), `"leader": true`), resp.StatusCode == 200
+	return p
 }

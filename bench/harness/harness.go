@@ -1,0 +1,298 @@
+// Package harness starts real Paddock server processes on loopback addresses
+// for end-to-end tests and benchmarks: configs from a template, kill -9,
+// restart from the same data_dir, and waiting for an agreed leader.
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Node is one `paddock server` process.
+type Node struct {
+	Name   string
+	Dir    string // working directory; data lives in Dir/data
+	Config string // path of its config file
+	HTTP   string // host:port of its API
+	bin    string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *os.File
+}
+
+// Cluster is a set of server processes that form one raft cluster.
+type Cluster struct {
+	Nodes []*Node
+}
+
+// Options shape a cluster's configs.
+type Options struct {
+	// Bin is the directory holding the paddock binary.
+	Bin string
+	// Dir is where node directories are created.
+	Dir string
+	// Size is 1, 3 or 5.
+	Size int
+	// Extra is HCL appended to every node's config.
+	Extra string
+	// SeparateIPs puts node i on 127.0.0.i (else all on 127.0.0.1).
+	SeparateIPs bool
+}
+
+// FreePort returns a port that was free on ip a moment ago.
+func FreePort(ip string) (int, error) {
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Start writes configs and starts every node.
+func Start(o Options) (*Cluster, error) {
+	type addr struct {
+		ip         string
+		http, raft int
+	}
+	var addrs []addr
+	for i := 1; i <= o.Size; i++ {
+		ip := "127.0.0.1"
+		if o.SeparateIPs {
+			ip = fmt.Sprintf("127.0.0.%d", i)
+		}
+		h, err := FreePort(ip)
+		if err != nil {
+			return nil, err
+		}
+		r, err := FreePort(ip)
+		if err != nil {
+			return nil, err
+		}
+		addrs = append(addrs, addr{ip, h, r})
+	}
+	c := &Cluster{}
+	for i, a := range addrs {
+		var join []string
+		for j, b := range addrs {
+			if j != i {
+				join = append(join, fmt.Sprintf("%q", fmt.Sprintf("%s:%d", b.ip, b.http)))
+			}
+		}
+		name := fmt.Sprintf("node%d", i+1)
+		dir := filepath.Join(o.Dir, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+		cfg := fmt.Sprintf(`node_name = %q
+data_dir  = "./data"
+bind_addr = %q
+log_level = "info"
+ports {
+  http = %d
+  raft = %d
+}
+server {
+  bootstrap_expect = %d
+  retry_join       = [%s]
+}
+%s
+`, name, a.ip, a.http, a.raft, o.Size, strings.Join(join, ", "), o.Extra)
+		path := filepath.Join(dir, "config.hcl")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			return nil, err
+		}
+		n := &Node{Name: name, Dir: dir, Config: path, HTTP: fmt.Sprintf("%s:%d", a.ip, a.http), bin: o.Bin}
+		c.Nodes = append(c.Nodes, n)
+	}
+	for _, n := range c.Nodes {
+		if err := n.Start(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// NewNode describes a server process run from its own config file in dir;
+// httpAddr is the API address that config sets. Call Start to run it.
+func NewNode(bin, name, dir, config, httpAddr string) *Node {
+	return &Node{Name: name, Dir: dir, Config: config, HTTP: httpAddr, bin: bin}
+}
+
+// Start runs the node's process (again, after Kill: same data_dir).
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	logf, err := os.OpenFile(filepath.Join(n.Dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(filepath.Join(n.bin, "paddock"), "server", "-config", n.Config)
+	cmd.Dir = n.Dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	n.cmd, n.exited, n.log = cmd, exited, logf
+	return nil
+}
+
+// Kill sends SIGKILL and waits until the process is gone.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-exited:
+	default:
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// Running reports whether the process is alive.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Log returns the node's server log.
+func (n *Node) Log() string {
+	b, _ := os.ReadFile(filepath.Join(n.Dir, "server.log"))
+	return string(b)
+}
+
+// URL is the node's API base URL.
+func (n *Node) URL() string { return "http://" + n.HTTP }
+
+// Stop kills every node.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
+}
+
+var quick = &http.Client{Timeout: time.Second}
+
+// health is GET /v1/health of a node.
+func (n *Node) health() (leader bool, err error) {
+	resp, err := quick.Get(n.URL() + "/v1/health")
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	var h struct {
+		Leader bool `json:"leader"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return false, err
+	}
+	return h.Leader, nil
+}
+
+// leaderHTTP is what a node believes the leader's API is (stale read).
+func (n *Node) leaderHTTP() string {
+	resp, err := quick.Get(n.URL() + "/v1/status?stale=true")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var st struct {
+		LeaderHTTP string `json:"leader_http"`
+	}
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	_ = json.Unmarshal(buf.Bytes(), &st)
+	return st.LeaderHTTP
+}
+
+// ErrTimeout is returned when a wait ends without its condition.
+var ErrTimeout = errors.New("timed out")
+
+// Leader waits until exactly one running node leads and every running node
+// agrees on it.
+func (c *Cluster) Leader(timeout time.Duration) (*Node, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if l := c.agreedLeader(); l != nil {
+			return l, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no agreed leader after %s: %w", timeout, ErrTimeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (c *Cluster) agreedLeader() *Node {
+	var leader *Node
+	for _, n := range c.Nodes {
+		if !n.Running() {
+			continue
+		}
+		isLeader, err := n.health()
+		if err != nil {
+			return nil
+		}
+		if isLeader {
+			if leader != nil {
+				return nil
+			}
+			leader = n
+		}
+	}
+	if leader == nil {
+		return nil
+	}
+	for _, n := range c.Nodes {
+		if n.Running() && n.leaderHTTP() != leader.URL() {
+			return nil
+		}
+	}
+	return leader
+}
+
+// Running returns the nodes whose process is alive.
+func (c *Cluster) Running() []*Node {
+	var out []*Node
+	for _, n := range c.Nodes {
+		if n.Running() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
