@@ -58,7 +58,7 @@
 // # Host API
 //
 //	GET    /v1/health                 {"status":"ok","pid","instances"}
-//	POST   /v1/instances {"session_id"} → 201 {"session_id","url","secret","pid","nonce","workspace","healthy"}
+//	POST   /v1/instances {"session_id","secret"?} → 201 {"session_id","url","secret","pid","nonce","workspace","healthy"}
 //	GET    /v1/instances              {"instances":[...]} each re-verified (pid + nonce via health)
 //	DELETE /v1/instances/{session_id} stops it (only if pid and nonce check out) and forgets it
 //

@@ -46,6 +46,9 @@ type Instance struct {
 // CreateInstanceRequest is the body of POST /v1/instances.
 type CreateInstanceRequest struct {
 	SessionID string `json:"session_id"`
+	// Secret, when set, becomes the instance's secret instead of a generated
+	// one (the remote runtime passes the secret the supervisor chose).
+	Secret string `json:"secret,omitempty"`
 }
 
 // Host starts, lists and stops per-session agentctl serve instances.
@@ -136,7 +139,7 @@ func (h *Host) routes() {
 		if !decodeJSON(w, r, &req) {
 			return
 		}
-		inst, err := h.Create(r.Context(), req.SessionID)
+		inst, err := h.CreateWithSecret(r.Context(), req.SessionID, req.Secret)
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -168,8 +171,17 @@ var ErrNoInstance = errors.New("no instance for this session")
 // Create starts an agentctl serve instance for sessionID (detached: it
 // survives the host daemon) and waits until it is healthy.
 func (h *Host) Create(ctx context.Context, sessionID string) (Instance, error) {
+	return h.CreateWithSecret(ctx, sessionID, "")
+}
+
+// CreateWithSecret is Create with a caller-chosen instance secret (16 to 256
+// printable, non-space ASCII characters); empty means generate one.
+func (h *Host) CreateWithSecret(ctx context.Context, sessionID, secret string) (Instance, error) {
 	if err := CheckToken("session_id", sessionID); err != nil {
 		return Instance{}, fmt.Errorf("%w: %v", errBadRequest, err)
+	}
+	if secret != "" && !validInstanceSecret(secret) {
+		return Instance{}, fmt.Errorf("%w: secret must be 16 to 256 printable non-space ASCII characters", errBadRequest)
 	}
 	h.mu.Lock()
 	if old, ok := h.reg[sessionID]; ok {
@@ -187,11 +199,13 @@ func (h *Host) Create(ctx context.Context, sessionID string) (Instance, error) {
 			return Instance{}, fmt.Errorf("create instance dir: %w", err)
 		}
 	}
-	var sb [24]byte
-	if _, err := rand.Read(sb[:]); err != nil {
-		return Instance{}, err
+	if secret == "" {
+		var sb [24]byte
+		if _, err := rand.Read(sb[:]); err != nil {
+			return Instance{}, err
+		}
+		secret = hex.EncodeToString(sb[:])
 	}
-	secret := hex.EncodeToString(sb[:])
 	secretPath := filepath.Join(dir, "secret")
 	if err := writeFileSync(secretPath, []byte(secret)); err != nil {
 		return Instance{}, fmt.Errorf("write instance secret: %w", err)
@@ -319,4 +333,16 @@ func isZombie(stat []byte) bool {
 		}
 	}
 	return false
+}
+
+func validInstanceSecret(s string) bool {
+	if len(s) < 16 || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

@@ -67,6 +67,13 @@ func (c *HostClient) CreateInstance(ctx context.Context, sessionID string) (Inst
 	return v, c.do(ctx, "POST", "/v1/instances", CreateInstanceRequest{SessionID: sessionID}, &v)
 }
 
+// CreateInstanceWithSecret calls POST /v1/instances with a caller-chosen
+// instance secret (see Host.CreateWithSecret).
+func (c *HostClient) CreateInstanceWithSecret(ctx context.Context, sessionID, secret string) (Instance, error) {
+	var v Instance
+	return v, c.do(ctx, "POST", "/v1/instances", CreateInstanceRequest{SessionID: sessionID, Secret: secret}, &v)
+}
+
 // Instances calls GET /v1/instances.
 func (c *HostClient) Instances(ctx context.Context) ([]Instance, error) {
 	var v struct {
