@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/paddockhq/paddock/plugins/standalone/localexec"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
@@ -256,7 +257,7 @@ func TestConfigDiagnostics(t *testing.T) {
 	t.Cleanup(c.Kill)
 	for _, tc := range []struct {
 		name, src, summary string
-		line                int
+		line               int
 	}{
 		{"bad_timeout", "\nstart_timeout = \"soon\"\n", "Invalid start_timeout", 11},
 		{"not_a_string", "workspace_root = 42\n", "Invalid workspace_root", 10},
@@ -296,4 +297,20 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval
 	}
+}
+
+// FuzzParseConfig: any config body yields a config or diagnostics, never a
+// panic, and error diagnostics carry a range in the given file.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("workspace_root = \"/tmp/x\"\nstart_timeout = \"3s\"\n"))
+	f.Add([]byte("listen = 5\n"))
+	f.Add([]byte("a = = {"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		_, diags := localexec.ParseConfig(runtime.ConfigSource{Filename: "f.hcl", Source: src, Start: hcl.Pos{Line: 1, Column: 1}})
+		for _, d := range diags {
+			if d.Severity == hcl.DiagError && d.Subject != nil && d.Subject.Filename != "f.hcl" {
+				t.Fatalf("diagnostic range in %q", d.Subject.Filename)
+			}
+		}
+	})
 }
