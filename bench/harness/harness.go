@@ -50,6 +50,8 @@ type Options struct {
 	Extra string
 	// SeparateIPs puts node i on 127.0.0.i (else all on 127.0.0.1).
 	SeparateIPs bool
+	// LogLevel of the servers (default info).
+	LogLevel string
 }
 
 // FreePort returns a port that was free on ip a moment ago.
@@ -84,6 +86,9 @@ func Start(o Options) (*Cluster, error) {
 		}
 		addrs = append(addrs, addr{ip, h, r})
 	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
 	c := &Cluster{}
 	for i, a := range addrs {
 		var join []string
@@ -100,7 +105,7 @@ func Start(o Options) (*Cluster, error) {
 		cfg := fmt.Sprintf(`node_name = %q
 data_dir  = "./data"
 bind_addr = %q
-log_level = "info"
+log_level = %q
 ports {
   http = %d
   raft = %d
@@ -110,7 +115,7 @@ server {
   retry_join       = [%s]
 }
 %s
-`, name, a.ip, a.http, a.raft, o.Size, strings.Join(join, ", "), o.Extra)
+`, name, a.ip, o.LogLevel, a.http, a.raft, o.Size, strings.Join(join, ", "), o.Extra)
 		path := filepath.Join(dir, "config.hcl")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			return nil, err

@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/bench/harness"
+)
+
+// Writer performs one small write against a store (Paddock or a peer).
+type Writer func(ctx context.Context, client *http.Client, i int) error
+
+// WriteLoad is the result of one closed-loop write trial.
+type WriteLoad struct {
+	Rate      float64   // writes per second
+	Latencies []float64 // milliseconds
+	Errors    int
+}
+
+// RunWrites runs `clients` closed-loop writers for d and measures the rate
+// and per-write latency.
+func RunWrites(ctx context.Context, clients int, d time.Duration, write Writer) WriteLoad {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients}}
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		lats   []float64
+		errs   int
+		wg     sync.WaitGroup
+		start  = time.Now()
+		counts = make([]int, clients)
+	)
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var local []float64
+			for i := 0; ctx.Err() == nil; i++ {
+				t0 := time.Now()
+				err := write(ctx, hc, c*1_000_000+i)
+				if ctx.Err() != nil {
+					break
+				}
+				if err != nil {
+					mu.Lock()
+					errs++
+					mu.Unlock()
+					continue
+				}
+				local = append(local, float64(time.Since(t0).Microseconds())/1000)
+				counts[c]++
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	return WriteLoad{Rate: float64(total) / time.Since(start).Seconds(), Latencies: lats, Errors: errs}
+}
+
+// PaddockWriter writes a small task record through the HTTP API of url.
+func PaddockWriter(url string) Writer {
+	return func(ctx context.Context, hc *http.Client, i int) error {
+		body := fmt.Sprintf(`{"title":"bench-%d"}`, i)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/tasks", bytes.NewBufferString(body))
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	}
+}
+
+// Failover kills the leader `kills` times and measures the time from the
+// kill until a write succeeds through a surviving node. The killed node is
+// restarted (from its data_dir) and the cluster settles before the next kill.
+func Failover(ctx context.Context, c *harness.Cluster, kills int, writerFor func(*harness.Node) Writer) ([]float64, error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	var out []float64
+	for k := 0; k < kills; k++ {
+		leader, err := c.Leader(30 * time.Second)
+		if err != nil {
+			return out, err
+		}
+		start := time.Now()
+		leader.Kill()
+		for i := 0; ; i++ {
+			alive := c.Running()
+			if err := writerFor(alive[i%len(alive)])(ctx, hc, i); err == nil {
+				break
+			}
+			if time.Since(start) > 60*time.Second {
+				return out, fmt.Errorf("no write succeeded within 60s after kill %d", k)
+			}
+		}
+		out = append(out, float64(time.Since(start).Microseconds())/1000)
+		if err := leader.Start(); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,82 @@
+// Command bench runs Paddock's benchmark suites and writes the report
+// (docs/BENCHMARKS.md and bench/results.json). `make bench` and
+// `make bench-quick` call it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/paddockhq/paddock/bench"
+)
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+type suite struct {
+	name string
+	run  func(context.Context, bench.Env) ([]bench.Result, error)
+}
+
+var suites = []suite{
+	{"cluster", bench.ClusterSuite},
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	quick := fs.Bool("quick", false, "reduced run (under 5 minutes)")
+	out := fs.String("out", "docs/BENCHMARKS.md", "markdown report")
+	jsonOut := fs.String("json", "bench/results.json", "JSON results")
+	only := fs.String("only", "", "comma-separated suites to run (default all)")
+	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	bin := os.Getenv("PADDOCK_BIN")
+	if bin == "" {
+		bin = "bin"
+	}
+	bin, _ = filepath.Abs(bin)
+	scratch, err := os.MkdirTemp("", "paddock-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(scratch)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	env := bench.Env{Bin: bin, Quick: *quick, Dir: scratch, Logf: func(f string, a ...any) {
+		fmt.Fprintf(os.Stderr, "%s  "+f+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
+	}}
+	report := bench.NewReport(*quick)
+	failed := false
+	for _, s := range suites {
+		if *only != "" && !strings.Contains(","+*only+",", ","+s.name+",") {
+			continue
+		}
+		env.Logf("suite %s", s.name)
+		res, err := s.run(ctx, env)
+		report.Add(res...)
+		if err != nil {
+			env.Logf("suite %s failed: %v", s.name, err)
+			failed = true
+		}
+	}
+	if err := report.WriteMarkdown(*out, nil); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := report.WriteJSON(*jsonOut); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env.Logf("wrote %s and %s", *out, *jsonOut)
+	if failed {
+		return 1
+	}
+	return 0
+}
