@@ -41,6 +41,9 @@ lint: ## go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
 
+image: build ## Build the local executor image paddock-executor:dev (FROM scratch; needs docker and busybox-static)
+	deploy/image/build.sh -b $(BIN)
+
 proto: ## Regenerate gRPC code from shared/runtime/proto
 	$(MAKE) -C shared/runtime/proto
 
