@@ -26,6 +26,14 @@ const (
 	DefaultHelloTimeout = 10 * time.Second
 )
 
+// Output coalescing during floods: after a frame of at least coalesceTrigger bytes, a
+// writer that finds fewer than coalesceMin bytes waits coalesceDelay for more.
+const (
+	coalesceTrigger = 4 << 10
+	coalesceMin     = 16 << 10
+	coalesceDelay   = time.Millisecond
+)
+
 // CloseUnauthorized closes a connection whose hello token was refused.
 const CloseUnauthorized = 4003
 
@@ -498,9 +506,30 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 	}
 	epoch, ring := st.Epoch, st.Ring
 	c.acked.Store(pos)
-	announced := false
+	// Hold the shell back so this client never falls a ring behind (and, once it acks,
+	// never more than the credit window ahead of its acks).
 	window := int64(c.m.opts.CreditWindow)
+	ringLimit := max(int64(ring.Size()-MaxChunk), int64(ring.Size()/2))
+	pacer := NewPacer(pos, ringLimit)
+	t.SetPacer(epoch, pacer)
+	defer func() {
+		t.SetPacerIf(pacer, nil)
+		pacer.Release()
+	}()
+	advance := func() {
+		if c.acking.Load() {
+			pacer.SetLimit(min(window, ringLimit))
+			pacer.Advance(min(c.acked.Load(), pos))
+		} else {
+			pacer.Advance(pos)
+		}
+	}
+	announced := false
 	buf := make([]byte, 9+MaxChunk)
+	lastFrame, lastSend := 0, time.Time{}
+	coalesce := time.NewTimer(time.Hour)
+	coalesce.Stop()
+	defer coalesce.Stop()
 
 	for {
 		if c.takenOver.Load() {
@@ -526,6 +555,9 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 		if st.Epoch != epoch {
 			epoch, ring, pos, announced = st.Epoch, st.Ring, 0, false
 			c.acked.Store(0)
+			pacer.Release()
+			pacer = NewPacer(0, ringLimit)
+			t.SetPacer(epoch, pacer)
 			if err := c.writeJSON(ResetDone{Epoch: epoch, Pid: st.Pid}); err != nil {
 				return fmt.Errorf("write reset: %w", err)
 			}
@@ -537,6 +569,18 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 		limit := MaxChunk
 		if c.acking.Load() {
 			limit = int(min(int64(MaxChunk), window-max(0, pos-c.acked.Load())))
+		}
+		if limit >= coalesceMin && lastFrame >= coalesceTrigger && time.Since(lastSend) < 5*time.Millisecond {
+			// During a flood the PTY hands over ~4 KiB per read; wait a moment so frames
+			// carry tens of KiB instead (interactive echo never gets here).
+			if avail := ring.Next() - pos; avail > 0 && avail < coalesceMin {
+				coalesce.Reset(coalesceDelay)
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-coalesce.C:
+				}
+			}
 		}
 		if limit > 0 {
 			n, err := ring.ReadAt(buf[9:9+limit], pos)
@@ -553,6 +597,7 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 				}
 				pos = end
 				c.acked.Store(pos)
+				advance()
 				continue
 			}
 			if err != nil {
@@ -564,6 +609,8 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 					return fmt.Errorf("write output: %w", err)
 				}
 				pos += int64(n)
+				lastFrame, lastSend = n, time.Now()
+				advance()
 				continue
 			}
 		}
@@ -579,6 +626,7 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 			return nil
 		case <-st.Changed:
 		case <-c.wake:
+			advance()
 		case msg := <-c.ctrl:
 			if err := c.writeJSON(msg); err != nil {
 				return fmt.Errorf("write %s: %w", msg.MessageType(), err)

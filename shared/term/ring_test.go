@@ -97,7 +97,7 @@ func TestRingSkipsPartialSequences(t *testing.T) {
 	}
 	_, _ = r.Write([]byte("e"))
 	_, _ = r.Write([]byte("f"))
-	_, _ = r.Write([]byte("g")) // window = 5..14: "ab世cdefg" minus nothing
+	_, _ = r.Write([]byte("g"))  // window = 5..14: "ab世cdefg" minus nothing
 	_, _ = r.Write([]byte("hi")) // window = 7..16: starts at E4
 	if got := r.SafeStart(); got != 7 {
 		t.Fatalf("safe start %d, want 7", got)

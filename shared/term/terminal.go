@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,6 +67,8 @@ type Terminal struct {
 	log hclog.Logger
 	wg  sync.WaitGroup
 
+	pacer atomic.Pointer[pacerFor]
+
 	mu         sync.Mutex
 	cur        *shell
 	cols, rows int
@@ -73,7 +76,43 @@ type Terminal struct {
 	closed     bool
 }
 
+// Pacer is how a connected reader holds a shell back so it never loses output: the PTY
+// is not read while Next minus the reader's position reaches the limit. With no pacer set the shell never waits.
+type Pacer struct {
+	limit   atomic.Int64
+	allowed atomic.Int64
+	moved   chan struct{}
+	gone    chan struct{}
+	once    sync.Once
+}
+
+// NewPacer returns a pacer that lets the stream run limit bytes past from.
+func NewPacer(from, limit int64) *Pacer {
+	p := &Pacer{moved: make(chan struct{}, 1), gone: make(chan struct{})}
+	p.allowed.Store(from)
+	p.limit.Store(limit)
+	return p
+}
+
+// Advance records that the reader has taken (or acknowledged) the stream up to pos.
+func (p *Pacer) Advance(pos int64) {
+	p.allowed.Store(pos)
+	select {
+	case p.moved <- struct{}{}:
+	default:
+	}
+}
+
+// SetLimit changes how far the stream may run ahead of the reader's position.
+func (p *Pacer) SetLimit(limit int64) { p.limit.Store(limit) }
+
+// Release lets the shell run freely for good (the reader left).
+func (p *Pacer) Release() { p.once.Do(func() { close(p.gone) }) }
+
 type shell struct {
+	stop     chan struct{} // closed when the shell is being killed
+	paused   atomic.Bool
+	stopOnce sync.Once
 	epoch    string
 	cmd      *exec.Cmd
 	ptmx     *os.File
@@ -81,6 +120,44 @@ type shell struct {
 	pid      int
 	exited   bool
 	exitCode int
+}
+
+type pacerFor struct {
+	epoch string
+	p     *Pacer
+}
+
+// SetPacer makes the shell of the given epoch wait for p (nil: run freely). A pacer
+// for another epoch is ignored.
+func (t *Terminal) SetPacer(epoch string, p *Pacer) {
+	if p == nil {
+		t.pacer.Store(nil)
+		return
+	}
+	t.pacer.Store(&pacerFor{epoch: epoch, p: p})
+}
+
+// hold blocks while the shell's pacer says the reader is too far behind.
+func (t *Terminal) hold(s *shell) {
+	for {
+		pf := t.pacer.Load()
+		if pf == nil || pf.epoch != s.epoch {
+			return
+		}
+		p := pf.p
+		if s.ring.Next()-p.allowed.Load() < p.limit.Load() {
+			return
+		}
+		s.paused.Store(true)
+		select {
+		case <-p.moved:
+		case <-p.gone:
+		case <-s.stop:
+			s.paused.Store(false)
+			return
+		}
+		s.paused.Store(false)
+	}
 }
 
 // NewTerminal starts cfg.Argv in a new PTY.
@@ -135,7 +212,7 @@ func (t *Terminal) startLocked() error {
 	if err != nil {
 		return fmt.Errorf("start %q in pty: %w", t.cfg.Argv[0], err)
 	}
-	s := &shell{epoch: newEpoch(), cmd: cmd, ptmx: ptmx, ring: NewRing(t.cfg.ReplayBytes), pid: cmd.Process.Pid}
+	s := &shell{stop: make(chan struct{}), epoch: newEpoch(), cmd: cmd, ptmx: ptmx, ring: NewRing(t.cfg.ReplayBytes), pid: cmd.Process.Pid}
 	t.cur = s
 	t.log.Debug("shell started", "pid", s.pid, "epoch", s.epoch)
 	readerDone := make(chan struct{})
@@ -157,6 +234,7 @@ func (t *Terminal) startLocked() error {
 func (t *Terminal) readLoop(s *shell) {
 	buf := make([]byte, ReadBufferBytes)
 	for {
+		t.hold(s)
 		n, err := s.ptmx.Read(buf)
 		if n > 0 {
 			_, _ = s.ring.Write(buf[:n])
@@ -187,10 +265,25 @@ func (t *Terminal) waitLoop(s *shell, readerDone <-chan struct{}) {
 		}
 	}
 	killSession(s.pid)
-	select {
-	case <-readerDone:
-	case <-time.After(exitDrain):
-		t.log.Warn("pty still open after shell exit", "pid", s.pid)
+	// Let the reader drain what is left; give up only if the PTY stays open without the
+	// reader being held back by a slow client (a stray process outside the session).
+	timer := time.NewTimer(exitDrain)
+	defer timer.Stop()
+drain:
+	for {
+		select {
+		case <-readerDone:
+			break drain
+		case <-s.stop:
+			break drain
+		case <-timer.C:
+			if s.paused.Load() {
+				timer.Reset(exitDrain)
+				continue
+			}
+			t.log.Warn("pty still open after shell exit", "pid", s.pid)
+			break drain
+		}
 	}
 	_ = s.ptmx.Close()
 	t.mu.Lock()
@@ -227,6 +320,12 @@ func killSession(sid int) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// kill ends the shell's session and unblocks its reader.
+func (s *shell) kill() {
+	s.stopOnce.Do(func() { close(s.stop) })
+	killSession(s.pid)
 }
 
 func (t *Terminal) signalLocked() {
@@ -312,7 +411,7 @@ func (t *Terminal) Reset() error {
 	}
 	old := t.cur
 	t.mu.Unlock()
-	killSession(old.pid)
+	old.kill()
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -338,10 +437,23 @@ func (t *Terminal) Close() error {
 		return nil
 	}
 	t.closed = true
-	pid := t.cur.pid
+	cur := t.cur
 	t.signalLocked()
 	t.mu.Unlock()
-	killSession(pid)
+	cur.kill()
 	t.wg.Wait()
 	return nil
+}
+
+// SetPacerIf replaces the pacer with next only if old is still the one installed.
+func (t *Terminal) SetPacerIf(old *Pacer, next *Pacer) {
+	cur := t.pacer.Load()
+	if cur == nil || cur.p != old {
+		return
+	}
+	if next == nil {
+		t.pacer.CompareAndSwap(cur, nil)
+		return
+	}
+	t.pacer.CompareAndSwap(cur, &pacerFor{epoch: cur.epoch, p: next})
 }
