@@ -1,0 +1,845 @@
+// Package dockerexec is the docker runtime: each session's agentctl runs as
+// the entry process (pid 1) of its own container, created through the Docker
+// Engine API (github.com/moby/moby/client, version negotiated). Containers
+// outlive the plugin and the supervisor; Recover finds them again by id or,
+// failing that, by the paddock.session_id label.
+//
+// A session's host files live under workspace_root/<session-id>/: workspace/
+// (a plain directory, or a git worktree on the session's branch when the
+// task's workspace is a git repository), bind-mounted at /workspace, and
+// state/ (agentctl's durable state), bind-mounted at /paddock/state. The
+// agentctl port (7800/tcp) is published on publish_addr with a host port the
+// engine picks; the secret reaches agentctl as PADDOCK_AGENTCTL_SECRET. No
+// image is ever pulled. It imports only shared/, never supervisor/.
+package dockerexec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime"
+)
+
+// Name and Version identify the plugin.
+const (
+	Name    = "docker"
+	Version = "0.1.0"
+)
+
+// Labels every container of this runtime carries.
+const (
+	LabelSession  = "paddock.session_id"
+	LabelTask     = "paddock.task_id"
+	LabelExecutor = "paddock.executor_id"
+	LabelCluster  = "paddock.cluster"
+)
+
+// Paths and port inside the container.
+const (
+	ContainerWorkspace = "/workspace"
+	ContainerStateDir  = "/paddock/state"
+	ContainerAgentctl  = "/paddock/bin/agentctl"
+	AgentctlPort       = 7800
+)
+
+var agentctlPort = network.MustParsePort(strconv.Itoa(AgentctlPort) + "/tcp")
+
+// Runtime implements runtime.Runtime on a Docker engine.
+type Runtime struct {
+	logger hclog.Logger
+
+	mu     sync.Mutex
+	cfg    Config
+	cli    *client.Client // for cfg; nil until first use
+	cliErr error
+
+	locksMu sync.Mutex
+	locks   map[string]*sync.Mutex
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// New returns a docker runtime with the default configuration.
+func New(logger hclog.Logger) *Runtime {
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	cfg, _ := ParseConfig(runtime.ConfigSource{Filename: "default"})
+	return &Runtime{logger: logger, cfg: cfg, locks: map[string]*sync.Mutex{}}
+}
+
+// Close releases the engine client.
+func (r *Runtime) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cli != nil {
+		err := r.cli.Close()
+		r.cli = nil
+		return err
+	}
+	return nil
+}
+
+func (r *Runtime) lock(session string) func() {
+	r.locksMu.Lock()
+	l, ok := r.locks[session]
+	if !ok {
+		l = &sync.Mutex{}
+		r.locks[session] = l
+	}
+	r.locksMu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// engine returns the configuration in force and its engine client.
+func (r *Runtime) engine() (Config, *client.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cli == nil && r.cliErr == nil {
+		opts := []client.Opt{client.WithHostFromEnv(), client.WithAPIVersionNegotiation()}
+		if r.cfg.Host != "" {
+			opts = append(opts, client.WithHost(r.cfg.Host))
+		}
+		r.cli, r.cliErr = client.New(opts...)
+		if r.cliErr != nil {
+			r.cliErr = fmt.Errorf("docker client for %q: %v: %w", r.cfg.Host, r.cliErr, runtime.ErrInvalidConfig)
+		}
+	}
+	return r.cfg, r.cli, r.cliErr
+}
+
+// Info implements runtime.Runtime.
+func (r *Runtime) Info(context.Context) (runtime.Info, error) {
+	return runtime.Info{Name: Name, Version: Version, APIVersion: runtime.APIVersion}, nil
+}
+
+// ConfigSchema implements runtime.Runtime.
+func (r *Runtime) ConfigSchema(context.Context) (runtime.Schema, error) { return schemaDoc, nil }
+
+// SetConfig implements runtime.Runtime. The engine is not contacted: a down
+// engine is a runtime condition (unavailable), not a config error.
+func (r *Runtime) SetConfig(_ context.Context, src runtime.ConfigSource) (hcl.Diagnostics, error) {
+	cfg, diags := ParseConfig(src)
+	if diags.HasErrors() {
+		return diags, nil
+	}
+	r.mu.Lock()
+	if r.cli != nil {
+		_ = r.cli.Close()
+	}
+	r.cfg, r.cli, r.cliErr = cfg, nil, nil
+	r.mu.Unlock()
+	r.logger.Info("configured", "image", cfg.Image, "host", cfg.Host, "workspace_root", cfg.WorkspaceRoot, "publish_addr", cfg.PublishAddr)
+	return diags, nil
+}
+
+// Capabilities implements runtime.Runtime.
+func (r *Runtime) Capabilities(context.Context) (runtime.Capabilities, error) {
+	r.mu.Lock()
+	local := r.cfg.nodeLocal()
+	r.mu.Unlock()
+	return runtime.Capabilities{SupportsWorkspaceOnly: true, SurvivesSupervisorRestart: true, NodeLocal: local}, nil
+}
+
+// handle is what the host stores for an executor. It never holds the secret.
+type handle struct {
+	V              int    `json:"v"`
+	ContainerID    string `json:"container_id"`
+	SessionID      string `json:"session_id"`
+	ExecutorID     string `json:"executor_id,omitempty"`
+	Cluster        string `json:"cluster,omitempty"`
+	URL            string `json:"url"`
+	Nonce          string `json:"nonce"`
+	PID            int    `json:"pid"`
+	SessionDir     string `json:"session_dir"`
+	Workspace      string `json:"workspace"`
+	OwnsWorkspace  bool   `json:"owns_workspace"`
+	Repo           string `json:"repo,omitempty"`
+	WorktreeBranch string `json:"worktree_branch,omitempty"`
+}
+
+const handleVersion = 1
+
+// decodeHandle decodes and checks a handle; anything unusable is ErrNotFound.
+func decodeHandle(b []byte, root string) (handle, error) {
+	var h handle
+	if len(b) == 0 {
+		return h, fmt.Errorf("handle is empty: %w", runtime.ErrInvalidRequest)
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		return h, fmt.Errorf("decode handle: %v: %w", err, runtime.ErrNotFound)
+	}
+	if h.V != handleVersion || !runtime.ValidID(h.SessionID) || !validContainerID(h.ContainerID) || h.SessionDir == "" || h.Workspace == "" {
+		return h, fmt.Errorf("handle is not a docker executor handle: %w", runtime.ErrNotFound)
+	}
+	if h.SessionDir != filepath.Join(root, h.SessionID) || (h.OwnsWorkspace && !within(h.SessionDir, h.Workspace)) {
+		return h, fmt.Errorf("handle paths are outside workspace_root %s: %w", root, runtime.ErrNotFound)
+	}
+	return h, nil
+}
+
+func validContainerID(id string) bool {
+	if len(id) < 12 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (h handle) response() runtime.LaunchResponse {
+	b, _ := json.Marshal(h)
+	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, ContainerID: h.ContainerID, WorkspacePath: h.Workspace}
+	if h.Repo != "" {
+		resp.WorktreePath, resp.WorktreeBranch = h.Workspace, h.WorktreeBranch
+	}
+	return resp
+}
+
+// within reports whether path is dir or inside it (both cleaned, absolute).
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && filepath.IsAbs(path) && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// engineErr classifies an engine error: unreachable → ErrUnavailable.
+func engineErr(cfg Config, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("docker %s: %w", op, err)
+	}
+	if client.IsErrConnectionFailed(err) || cerrdefs.IsUnavailable(err) {
+		host := cfg.Host
+		if host == "" {
+			host = "the local engine"
+		}
+		return fmt.Errorf("docker %s: engine %s is unreachable: %v: %w", op, host, err, runtime.ErrUnavailable)
+	}
+	if cerrdefs.IsInvalidArgument(err) {
+		return fmt.Errorf("docker %s: the engine refused the request: %v: %w", op, err, runtime.ErrInvalidConfig)
+	}
+	return fmt.Errorf("docker %s: %w", op, err)
+}
+
+// Launch implements runtime.Runtime: check engine and image, prepare the
+// workspace, remove any earlier container of this session, create and start
+// a fresh one, and wait until its agentctl is healthy. Any failure after the
+// container was created removes it.
+func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtime.LaunchResponse, error) {
+	if err := req.Validate(); err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	defer r.lock(req.SessionID)()
+	cfg, cli, err := r.engine()
+	if err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return runtime.LaunchResponse{}, engineErr(cfg, "ping", err)
+	}
+	if _, err := cli.ImageInspect(ctx, cfg.Image); err != nil {
+		if cerrdefs.IsNotFound(err) {
+			return runtime.LaunchResponse{}, fmt.Errorf("image %s does not exist on the engine (images are never pulled; build it, e.g. make image): %w", cfg.Image, runtime.ErrInvalidConfig)
+		}
+		return runtime.LaunchResponse{}, engineErr(cfg, "image inspect "+cfg.Image, err)
+	}
+	h := handle{
+		V:          handleVersion,
+		SessionID:  req.SessionID,
+		ExecutorID: req.ExecutorID,
+		Cluster:    cfg.Cluster,
+		SessionDir: filepath.Join(cfg.WorkspaceRoot, req.SessionID),
+	}
+	if h.Cluster == "" {
+		h.Cluster = req.Cluster
+	}
+	if h.Cluster != "" && !runtime.ValidID(h.Cluster) {
+		return runtime.LaunchResponse{}, fmt.Errorf("cluster %q is not a valid label value: %w", h.Cluster, runtime.ErrInvalidRequest)
+	}
+	_, statErr := os.Stat(h.SessionDir)
+	freshDir := os.IsNotExist(statErr)
+	gitDir, err := r.prepareWorkspace(ctx, cfg, req, &h)
+	if err != nil {
+		if freshDir {
+			r.removeSessionDir(ctx, h)
+		}
+		return runtime.LaunchResponse{}, err
+	}
+	if err := r.removeSessionContainers(ctx, cli, cfg, h.SessionID, h.Cluster); err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	id, err := r.create(ctx, cli, cfg, req, h, gitDir)
+	if err != nil {
+		if freshDir {
+			r.removeSessionDir(ctx, h)
+		}
+		return runtime.LaunchResponse{}, err
+	}
+	h.ContainerID = id
+	if err := r.startAndWait(ctx, cli, cfg, req.AgentctlSecret, &h, true); err != nil {
+		r.removeContainer(cli, id)
+		if freshDir {
+			r.removeSessionDir(ctx, h)
+		}
+		return runtime.LaunchResponse{}, fmt.Errorf("session %s: %w", req.SessionID, err)
+	}
+	r.logger.Info("launched container", "session_id", h.SessionID, "container_id", shortID(id), "url", h.URL, "workspace", h.Workspace)
+	return h.response(), nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// prepareWorkspace resolves the session's workspace and returns the git
+// common dir to mount when the workspace is a worktree.
+func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.LaunchRequest, h *handle) (string, error) {
+	if err := os.MkdirAll(cfg.WorkspaceRoot, 0o755); err != nil {
+		return "", fmt.Errorf("create workspace_root: %w", err)
+	}
+	root, err := filepath.EvalSymlinks(cfg.WorkspaceRoot)
+	if err != nil {
+		return "", fmt.Errorf("workspace_root %s: %w", cfg.WorkspaceRoot, err)
+	}
+	src := req.Workspace.Path
+	if src != "" {
+		if !filepath.IsAbs(src) {
+			src = filepath.Join(cfg.WorkspaceRoot, src)
+		}
+		real, err := filepath.EvalSymlinks(src)
+		if err != nil {
+			return "", fmt.Errorf("workspace path %s: %v: %w", req.Workspace.Path, err, runtime.ErrInvalidRequest)
+		}
+		if !within(root, real) {
+			return "", fmt.Errorf("workspace path %s is outside workspace_root %s: %w", req.Workspace.Path, cfg.WorkspaceRoot, runtime.ErrInvalidRequest)
+		}
+		if st, err := os.Stat(real); err != nil || !st.IsDir() {
+			return "", fmt.Errorf("workspace path %s is not a directory: %w", req.Workspace.Path, runtime.ErrInvalidRequest)
+		}
+		src = real
+	}
+	if err := os.MkdirAll(filepath.Join(h.SessionDir, "state"), 0o755); err != nil {
+		return "", fmt.Errorf("create session dir: %w", err)
+	}
+	if src == "" {
+		h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
+		if err := os.MkdirAll(h.Workspace, 0o755); err != nil {
+			return "", fmt.Errorf("create workspace: %w", err)
+		}
+		return "", nil
+	}
+	repo, isGit := gitOutput(ctx, src, "rev-parse", "--show-toplevel")
+	if !isGit {
+		h.Workspace = src // a plain directory, used in place and never deleted
+		return "", nil
+	}
+	commonDir, _ := gitOutput(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
+	branch := req.Workspace.Branch
+	if branch == "" {
+		branch = "paddock/" + req.SessionID
+	}
+	if strings.HasPrefix(branch, "-") || git(ctx, repo, "check-ref-format", "--branch", branch) != nil {
+		return "", fmt.Errorf("branch %q is not a valid branch name: %w", branch, runtime.ErrInvalidRequest)
+	}
+	h.Repo, h.WorktreeBranch = repo, branch
+	h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
+	if _, err := os.Stat(h.Workspace); err == nil {
+		return commonDir, nil // the worktree of an earlier launch of this session
+	}
+	if git(ctx, repo, "show-ref", "--verify", "--quiet", "refs/heads/"+branch) == nil {
+		err = git(ctx, repo, "worktree", "add", h.Workspace, branch)
+	} else {
+		err = git(ctx, repo, "worktree", "add", "-b", branch, h.Workspace)
+	}
+	if err != nil {
+		return "", fmt.Errorf("create worktree for branch %s: %w", branch, err)
+	}
+	return commonDir, nil
+}
+
+// hostname derives a valid host name from the session id.
+func hostname(session string) string {
+	b := []byte(strings.ToLower(session))
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			b[i] = '-'
+		}
+	}
+	s := strings.Trim(string(b), "-")
+	if len(s) > 54 {
+		s = strings.TrimRight(s[:54], "-")
+	}
+	return "paddock-" + s
+}
+
+// create creates (not starts) the session's container.
+func (r *Runtime) create(ctx context.Context, cli *client.Client, cfg Config, req runtime.LaunchRequest, h handle, gitDir string) (string, error) {
+	entry := "agentctl"
+	binds := []string{
+		h.Workspace + ":" + ContainerWorkspace,
+		filepath.Join(h.SessionDir, "state") + ":" + ContainerStateDir,
+	}
+	if cfg.AgentctlPath != "" {
+		entry = ContainerAgentctl
+		binds = append(binds, cfg.AgentctlPath+":"+ContainerAgentctl+":ro")
+	}
+	if gitDir != "" && filepath.IsAbs(gitDir) {
+		// The worktree's .git file names the repository's git dir by its
+		// host path: mount it at the same path so git works inside.
+		binds = append(binds, gitDir+":"+gitDir)
+	}
+	env := []string{agentctlSecretEnv + "=" + req.AgentctlSecret, "PADDOCK_SESSION_ID=" + req.SessionID}
+	for k, v := range req.Env {
+		if k != agentctlSecretEnv {
+			env = append(env, k+"="+v)
+		}
+	}
+	user := cfg.User
+	if user == "" {
+		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
+	}
+	hostIP, err := netip.ParseAddr(cfg.PublishAddr)
+	if err != nil {
+		return "", fmt.Errorf("publish_addr %q: %v: %w", cfg.PublishAddr, err, runtime.ErrInvalidConfig)
+	}
+	restart := container.RestartPolicy{Name: container.RestartPolicyDisabled}
+	if cfg.RestartStopped {
+		// The engine itself brings the container back after it restarts.
+		restart.Name = container.RestartPolicyUnlessStopped
+	}
+	resources := container.Resources{Memory: cfg.Memory, NanoCPUs: cfg.NanoCPUs}
+	if cfg.Pids > 0 {
+		p := cfg.Pids
+		resources.PidsLimit = &p
+	}
+	stopTimeout := 10
+	res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: "paddock-" + req.SessionID + "-" + randHex(3),
+		Config: &container.Config{
+			Image:      cfg.Image,
+			Hostname:   hostname(req.SessionID),
+			User:       user,
+			Env:        env,
+			Entrypoint: []string{entry},
+			Cmd: []string{"serve",
+				"-session", req.SessionID,
+				"-workspace", ContainerWorkspace,
+				"-state-dir", ContainerStateDir,
+				"-listen", "0.0.0.0:" + strconv.Itoa(AgentctlPort),
+				"-advertise", cfg.advertiseHost(),
+				"-info-file", ContainerStateDir + "/agentctl.json",
+			},
+			WorkingDir:   ContainerWorkspace,
+			ExposedPorts: network.PortSet{agentctlPort: {}},
+			Labels: map[string]string{
+				LabelSession:  req.SessionID,
+				LabelTask:     req.TaskID,
+				LabelExecutor: req.ExecutorID,
+				LabelCluster:  h.Cluster,
+			},
+			StopTimeout: &stopTimeout,
+		},
+		HostConfig: &container.HostConfig{
+			Binds:         binds,
+			PortBindings:  network.PortMap{agentctlPort: {{HostIP: hostIP, HostPort: ""}}},
+			RestartPolicy: restart,
+			Privileged:    false,
+			Resources:     resources,
+		},
+	})
+	if err != nil {
+		// A create that failed half-way may still have left a container.
+		r.removeLabelled(cli, h.SessionID, h.Cluster)
+		return "", engineErr(cfg, "create container", err)
+	}
+	return res.ID, nil
+}
+
+const agentctlSecretEnv = "PADDOCK_AGENTCTL_SECRET"
+
+// startAndWait starts the container when needed and waits (bounded by
+// StartTimeout) until its agentctl is healthy for h's session; it records
+// URL, nonce and pid in h.
+func (r *Runtime) startAndWait(ctx context.Context, cli *client.Client, cfg Config, secret string, h *handle, start bool) error {
+	if start {
+		if _, err := cli.ContainerStart(ctx, h.ContainerID, client.ContainerStartOptions{}); err != nil {
+			return engineErr(cfg, "start container "+shortID(h.ContainerID), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+	defer cancel()
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		ins, err := cli.ContainerInspect(ctx, h.ContainerID, client.ContainerInspectOptions{})
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return engineErr(cfg, "inspect container "+shortID(h.ContainerID), err)
+		}
+		c := ins.Container
+		if c.State != nil && !c.State.Running && !c.State.Restarting && attempt > 0 {
+			return fmt.Errorf("container %s exited (code %d) before agentctl was healthy: %s", shortID(h.ContainerID), c.State.ExitCode, r.logsTail(cli, h.ContainerID))
+		}
+		if url, ok := endpoint(cfg, c); ok {
+			h.URL = url
+			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
+			health, err := agentctl.NewClient(url, secret, 2*time.Second).Health(hctx)
+			hcancel()
+			if err == nil {
+				if health.SessionID != h.SessionID {
+					return fmt.Errorf("agentctl at %s serves session %q, want %q", url, health.SessionID, h.SessionID)
+				}
+				h.Nonce, h.PID = health.Nonce, health.PID
+				return nil
+			}
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond): // polling interval
+			continue
+		}
+		break
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	return fmt.Errorf("agentctl in container %s was not healthy within %s: %v; logs: %s: %w", shortID(h.ContainerID), cfg.StartTimeout, lastErr, r.logsTail(cli, h.ContainerID), runtime.ErrUnavailable)
+}
+
+// endpoint is agentctl's URL from the container's published port.
+func endpoint(cfg Config, c container.InspectResponse) (string, bool) {
+	if c.NetworkSettings == nil {
+		return "", false
+	}
+	for _, b := range c.NetworkSettings.Ports[agentctlPort] {
+		if b.HostPort != "" && b.HostPort != "0" {
+			return "http://" + hostPort(cfg.advertiseHost(), b.HostPort), true
+		}
+	}
+	return "", false
+}
+
+func hostPort(host, port string) string {
+	if strings.Contains(host, ":") {
+		return "[" + host + "]:" + port
+	}
+	return host + ":" + port
+}
+
+// logsTail returns the last lines of a container's output for messages.
+func (r *Runtime) logsTail(cli *client.Client, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	rc, err := cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "8"})
+	if err != nil {
+		return "(no logs: " + err.Error() + ")"
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(ioLimit(rc, 8192))
+	return strings.TrimSpace(demux(buf.Bytes()))
+}
+
+// demux strips the engine's 8-byte stream frame headers from a non-tty log.
+func demux(b []byte) string {
+	var out strings.Builder
+	for len(b) >= 8 && (b[0] == 1 || b[0] == 2) && b[1] == 0 && b[2] == 0 && b[3] == 0 {
+		n := int(b[4])<<24 | int(b[5])<<16 | int(b[6])<<8 | int(b[7])
+		b = b[8:]
+		if n > len(b) {
+			n = len(b)
+		}
+		out.Write(b[:n])
+		b = b[n:]
+	}
+	out.Write(b)
+	return out.String()
+}
+
+// removeContainer force-removes a container with a fresh bounded context
+// (the caller's may already be cancelled).
+func (r *Runtime) removeContainer(cli *client.Client, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		r.logger.Warn("could not remove container", "container_id", shortID(id), "error", err)
+	}
+}
+
+// removeLabelled force-removes every container of a session (best effort).
+func (r *Runtime) removeLabelled(cli *client.Client, session, cluster string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	list, err := listSession(ctx, cli, session, cluster)
+	if err != nil {
+		return
+	}
+	for _, c := range list {
+		r.removeContainer(cli, c.ID)
+	}
+}
+
+// removeSessionContainers removes the containers of earlier launches.
+func (r *Runtime) removeSessionContainers(ctx context.Context, cli *client.Client, cfg Config, session, cluster string) error {
+	list, err := listSession(ctx, cli, session, cluster)
+	if err != nil {
+		return engineErr(cfg, "list containers", err)
+	}
+	for _, c := range list {
+		r.logger.Info("removing the container of an earlier launch", "session_id", session, "container_id", shortID(c.ID))
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return engineErr(cfg, "remove container "+shortID(c.ID), err)
+		}
+	}
+	return nil
+}
+
+// listSession lists all containers (running or not) labelled with session
+// (and cluster, when not empty), newest first.
+func listSession(ctx context.Context, cli *client.Client, session, cluster string) ([]container.Summary, error) {
+	f := client.Filters{}.Add("label", LabelSession+"="+session)
+	if cluster != "" {
+		f = f.Add("label", LabelCluster+"="+cluster)
+	}
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	if err != nil {
+		return nil, err
+	}
+	return res.Items, nil
+}
+
+// find inspects the handle's container, else the newest container carrying
+// its session label (preferring a running one). ok=false: none exists.
+func (r *Runtime) find(ctx context.Context, cli *client.Client, cfg Config, h handle) (container.InspectResponse, bool, error) {
+	ins, err := cli.ContainerInspect(ctx, h.ContainerID, client.ContainerInspectOptions{})
+	if err == nil {
+		return ins.Container, true, nil
+	}
+	if !cerrdefs.IsNotFound(err) {
+		return container.InspectResponse{}, false, engineErr(cfg, "inspect container "+shortID(h.ContainerID), err)
+	}
+	list, err := listSession(ctx, cli, h.SessionID, h.Cluster)
+	if err != nil {
+		return container.InspectResponse{}, false, engineErr(cfg, "list containers", err)
+	}
+	var pick *container.Summary
+	for i := range list {
+		c := &list[i]
+		if pick == nil || (c.State == container.StateRunning && pick.State != container.StateRunning) ||
+			(c.State == pick.State && c.Created > pick.Created) {
+			pick = c
+		}
+	}
+	if pick == nil {
+		return container.InspectResponse{}, false, nil
+	}
+	ins, err = cli.ContainerInspect(ctx, pick.ID, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return container.InspectResponse{}, false, nil
+	}
+	if err != nil {
+		return container.InspectResponse{}, false, engineErr(cfg, "inspect container "+shortID(pick.ID), err)
+	}
+	r.logger.Info("found the session's container by label", "session_id", h.SessionID, "old_container_id", shortID(h.ContainerID), "container_id", shortID(pick.ID))
+	return ins.Container, true, nil
+}
+
+// Recover implements runtime.Runtime: find the container (by id, else by
+// label), start it when stopped and restart_stopped allows, and check its
+// agentctl. A container that restarted has a new nonce (and possibly a new
+// host port); the response carries both.
+func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtime.LaunchResponse, error) {
+	cfg, cli, err := r.engine()
+	if err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	if err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	if secret == "" {
+		return runtime.LaunchResponse{}, fmt.Errorf("agentctl secret is empty: %w", runtime.ErrInvalidRequest)
+	}
+	defer r.lock(h.SessionID)()
+	c, ok, err := r.find(ctx, cli, cfg, h)
+	if err != nil {
+		return runtime.LaunchResponse{}, err
+	}
+	if !ok {
+		return runtime.LaunchResponse{}, fmt.Errorf("session %s: container %s is gone and no container carries its label: %w", h.SessionID, shortID(h.ContainerID), runtime.ErrNotFound)
+	}
+	h.ContainerID = c.ID
+	running := c.State != nil && (c.State.Running || c.State.Restarting)
+	if c.State != nil && (c.State.Dead || c.State.Status == container.StateRemoving) {
+		return runtime.LaunchResponse{}, fmt.Errorf("session %s: container %s is %s: %w", h.SessionID, shortID(c.ID), c.State.Status, runtime.ErrNotFound)
+	}
+	if !running && !cfg.RestartStopped {
+		return runtime.LaunchResponse{}, fmt.Errorf("session %s: container %s is stopped and restart_stopped is false: %w", h.SessionID, shortID(c.ID), runtime.ErrNotFound)
+	}
+	oldNonce := h.Nonce
+	if err := r.startAndWait(ctx, cli, cfg, secret, &h, !running); err != nil {
+		return runtime.LaunchResponse{}, fmt.Errorf("session %s: %w", h.SessionID, err)
+	}
+	if running && h.Nonce == oldNonce {
+		r.logger.Info("reattached container", "session_id", h.SessionID, "container_id", shortID(h.ContainerID))
+	} else {
+		r.logger.Info("recovered container with a new agentctl", "session_id", h.SessionID, "container_id", shortID(h.ContainerID), "started", !running)
+	}
+	return h.response(), nil
+}
+
+// Inspect implements runtime.Runtime.
+func (r *Runtime) Inspect(ctx context.Context, hb []byte) (runtime.InspectResponse, error) {
+	cfg, cli, err := r.engine()
+	if err != nil {
+		return runtime.InspectResponse{}, err
+	}
+	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	if err != nil {
+		return runtime.InspectResponse{}, err
+	}
+	c, ok, err := r.find(ctx, cli, cfg, h)
+	if err != nil {
+		return runtime.InspectResponse{}, err
+	}
+	if !ok {
+		return runtime.InspectResponse{}, fmt.Errorf("session %s: container %s is gone: %w", h.SessionID, shortID(h.ContainerID), runtime.ErrNotFound)
+	}
+	details := map[string]string{"container_id": c.ID, "workspace": h.Workspace}
+	if c.Config != nil {
+		details["image"] = c.Config.Image
+		details["hostname"] = c.Config.Hostname
+	}
+	resp := runtime.InspectResponse{State: runtime.StateExited, Details: details}
+	if c.State != nil {
+		details["status"] = string(c.State.Status)
+		details["host_pid"] = strconv.Itoa(c.State.Pid)
+		if c.State.Running {
+			resp.State, resp.PID = runtime.StateRunning, 1
+			resp.AgentctlURL, _ = endpoint(cfg, c)
+		} else {
+			resp.Message = fmt.Sprintf("container is %s (exit code %d)", c.State.Status, c.State.ExitCode)
+		}
+	}
+	return resp, nil
+}
+
+// Stop implements runtime.Runtime: stop the container (SIGTERM, then
+// SIGKILL after timeout). A missing container is no error.
+func (r *Runtime) Stop(ctx context.Context, hb []byte, timeout time.Duration) error {
+	cfg, cli, err := r.engine()
+	if err != nil {
+		return err
+	}
+	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	if err != nil {
+		return err
+	}
+	defer r.lock(h.SessionID)()
+	c, ok, err := r.find(ctx, cli, cfg, h)
+	if err != nil || !ok {
+		return err
+	}
+	secs := int((timeout + time.Second - 1) / time.Second)
+	if _, err := cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr(cfg, "stop container "+shortID(c.ID), err)
+	}
+	r.logger.Info("stopped container", "session_id", h.SessionID, "container_id", shortID(c.ID))
+	return nil
+}
+
+// Destroy implements runtime.Runtime: remove the session's containers, its
+// worktree (the branch stays: it holds the session's commits) and its
+// session dir. A plain task directory used in place is never deleted.
+func (r *Runtime) Destroy(ctx context.Context, hb []byte) error {
+	cfg, cli, err := r.engine()
+	if err != nil {
+		return err
+	}
+	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	if err != nil {
+		return err
+	}
+	defer r.lock(h.SessionID)()
+	if _, err := cli.ContainerRemove(ctx, h.ContainerID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		return engineErr(cfg, "remove container "+shortID(h.ContainerID), err)
+	}
+	if err := r.removeSessionContainers(ctx, cli, cfg, h.SessionID, h.Cluster); err != nil {
+		return err
+	}
+	r.removeSessionDir(ctx, h)
+	if _, err := os.Stat(h.SessionDir); err == nil {
+		return fmt.Errorf("session %s: could not remove %s", h.SessionID, h.SessionDir)
+	}
+	r.logger.Info("destroyed executor", "session_id", h.SessionID, "container_id", shortID(h.ContainerID))
+	return nil
+}
+
+// removeSessionDir removes the session's worktree and directory.
+func (r *Runtime) removeSessionDir(ctx context.Context, h handle) {
+	if h.Repo != "" {
+		if _, err := os.Stat(h.Workspace); err == nil {
+			if err := git(ctx, h.Repo, "worktree", "remove", "--force", h.Workspace); err != nil {
+				r.logger.Warn("git worktree remove failed; removing the directory", "session_id", h.SessionID, "error", err)
+			}
+		}
+	}
+	if err := os.RemoveAll(h.SessionDir); err != nil {
+		r.logger.Warn("could not remove session dir", "session_id", h.SessionID, "error", err)
+	}
+	if h.Repo != "" {
+		_ = git(ctx, h.Repo, "worktree", "prune")
+	}
+}
+
+func gitOutput(ctx context.Context, dir string, args ...string) (string, bool) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", false
+	}
+	return strings.TrimSpace(string(out)), true
+}
+
+// git runs one git command in repo (argv only, never a shell).
+func git(ctx context.Context, repo string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", repo}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}

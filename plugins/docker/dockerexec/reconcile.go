@@ -1,0 +1,71 @@
+package dockerexec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/client"
+
+	"github.com/paddockhq/paddock/shared/runtime"
+)
+
+// Reconcile removes the containers of the configured cluster (the `cluster`
+// attribute) that no executor owns; see ReconcileCluster.
+func (r *Runtime) Reconcile(ctx context.Context, owned func(executorID string) bool, grace time.Duration) ([]string, error) {
+	return r.ReconcileCluster(ctx, "", owned, grace)
+}
+
+// ReconcileCluster removes (force) every container labelled
+// paddock.cluster=cluster (empty: the configured cluster) whose
+// paddock.executor_id owned reports false and that was created more than
+// grace ago (so a launch whose executor record is not written yet is left
+// alone). Containers without the label, or with another cluster's, are never
+// touched; neither are workspaces. It returns the removed container ids.
+func (r *Runtime) ReconcileCluster(ctx context.Context, cluster string, owned func(executorID string) bool, grace time.Duration) ([]string, error) {
+	cfg, cli, err := r.engine()
+	if err != nil {
+		return nil, err
+	}
+	if cluster == "" {
+		cluster = cfg.Cluster
+	}
+	if cluster == "" || !runtime.ValidID(cluster) {
+		return nil, fmt.Errorf("reconcile needs a cluster name (set the cluster attribute): %w", runtime.ErrInvalidConfig)
+	}
+	if owned == nil {
+		return nil, fmt.Errorf("reconcile needs an owned function: %w", runtime.ErrInvalidRequest)
+	}
+	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelCluster+"="+cluster)})
+	if err != nil {
+		return nil, engineErr(cfg, "list containers", err)
+	}
+	cutoff := time.Now().Add(-grace)
+	var removed []string
+	for _, c := range res.Items {
+		if c.Labels[LabelCluster] != cluster || c.Labels[LabelSession] == "" {
+			continue // never anything that is not certainly ours
+		}
+		if owned(c.Labels[LabelExecutor]) || time.Unix(c.Created, 0).After(cutoff) {
+			continue
+		}
+		r.logger.Info("reconcile: removing an orphaned container", "container_id", shortID(c.ID), "session_id", c.Labels[LabelSession], "executor_id", c.Labels[LabelExecutor])
+		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return removed, engineErr(cfg, "remove container "+shortID(c.ID), err)
+		}
+		removed = append(removed, c.ID)
+	}
+	return removed, nil
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func ioLimit(r io.Reader, n int64) io.Reader { return io.LimitReader(r, n) }
