@@ -437,6 +437,9 @@ func TestLaunchHostSelection(t *testing.T) {
 	if err != nil || ins.Details["host"] != "box" {
 		t.Errorf("default launch went to %v (%v), want box, the first healthy host", ins.Details["host"], err)
 	}
+	if !strings.HasPrefix(resp.AgentctlURL, "http://"+hostIP+":") {
+		t.Errorf("agentctl url %s is not on the host's address %s", resp.AgentctlURL, hostIP)
+	}
 	for _, secret := range []string{h.secret, req.AgentctlSecret} {
 		if bytes.Contains(resp.Handle, []byte(secret)) {
 			t.Errorf("the handle %s holds a secret", resp.Handle)
