@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/plugins"
+	"github.com/paddockhq/paddock/supervisor/sessions"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -51,8 +55,25 @@ func classify(err error) (int, string) {
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, state.ErrInvalid):
 		return http.StatusBadRequest, CodeBadRequest
-	case errors.Is(err, cluster.ErrNoLeader):
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, sessions.ErrNotLeader), errors.Is(err, sessions.ErrUnavailable),
+		errors.Is(err, plugins.ErrUnhealthy), errors.Is(err, runtime.ErrUnavailable):
 		return http.StatusServiceUnavailable, CodeUnavailable
+	case errors.Is(err, sessions.ErrNotRunning), errors.Is(err, sessions.ErrNotResumable):
+		return http.StatusConflict, CodeConflict
+	case errors.Is(err, plugins.ErrUnknownRuntime):
+		return http.StatusBadRequest, CodeBadRequest
+	}
+	var agentErr *agentctl.APIError
+	if errors.As(err, &agentErr) {
+		switch agentErr.Status {
+		case http.StatusBadRequest, http.StatusForbidden:
+			return http.StatusBadRequest, CodeBadRequest
+		case http.StatusNotFound:
+			return http.StatusNotFound, CodeNotFound
+		case http.StatusConflict:
+			return http.StatusConflict, CodeConflict
+		}
+		return http.StatusBadGateway, CodeUnavailable
 	}
 	return http.StatusInternalServerError, CodeInternal
 }

@@ -20,8 +20,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/plugins"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -45,9 +48,29 @@ type Cluster interface {
 	LocalInfo() cluster.PeerInfo
 }
 
+// Sessions drives session lifecycles on the leader (supervisor/sessions).
+type Sessions interface {
+	Start(ctx context.Context, sessionID string) error
+	Resume(ctx context.Context, sessionID string) error
+	Stop(ctx context.Context, sessionID string) error
+	Delete(ctx context.Context, sessionID string) error
+	Prompt(ctx context.Context, sessionID, text string) error
+	Cancel(ctx context.Context, sessionID string) error
+	IsRunning(sessionID string) bool
+	Agentctl(sessionID string) (*agentctl.Client, error)
+}
+
+// Plugins lists and checks the loaded runtime plugins (supervisor/plugins).
+type Plugins interface {
+	List() []plugins.Status
+	Get(name string) (runtime.Runtime, error)
+}
+
 // Options configure the API server.
 type Options struct {
-	Cluster Cluster
+	Cluster  Cluster
+	Sessions Sessions
+	Plugins  Plugins
 	Config  *config.Config
 	Logger  hclog.Logger
 	// Registry receives the API's metrics (a new one when nil).
@@ -59,6 +82,8 @@ type Options struct {
 // Server is the HTTP handler of one node.
 type Server struct {
 	cluster    Cluster
+	sessions   Sessions
+	plugins    Plugins
 	store      *state.Store
 	cfg        *config.Config
 	log        hclog.Logger
@@ -93,7 +118,7 @@ func New(opts Options) *Server {
 	if opts.LeaderWait == 0 {
 		opts.LeaderWait = 5 * time.Second
 	}
-	s := &Server{cluster: opts.Cluster, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
+	s := &Server{cluster: opts.Cluster, sessions: opts.Sessions, plugins: opts.Plugins, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
 		mux: http.NewServeMux(), registry: opts.Registry, leaderWait: opts.LeaderWait,
 		transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	s.metrics = newMetrics(opts.Registry, opts.Cluster)
@@ -122,6 +147,15 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/lease", 0, s.lease)
 	s.handle("POST /v1/sessions/{id}/stop", 0, s.stopSession)
 	s.handle("DELETE /v1/sessions/{id}", 0, s.deleteSession)
+	s.handle("POST /v1/sessions/{id}/resume", 0, s.resumeSession)
+	s.handle("POST /v1/sessions/{id}/prompt", 0, s.prompt)
+	s.handle("POST /v1/sessions/{id}/cancel", 0, s.cancel)
+	s.handle("GET /v1/sessions/{id}/files", 0, s.listFiles)
+	s.handle("GET /v1/sessions/{id}/files/content", 0, s.readFile)
+	s.handle("PUT /v1/sessions/{id}/files/content", 0, s.writeFile)
+	s.handle("GET /v1/sessions/{id}/git/status", 0, s.gitStatus)
+	s.handle("GET /v1/sessions/{id}/git/diff", 0, s.gitDiff)
+	s.handle("GET /v1/plugins", 0, s.listPlugins)
 	s.handle("GET /v1/executors", 0, s.listExecutors)
 	s.handle("GET /v1/executors/{id}", 0, s.getExecutor)
 	s.handle("GET /v1/agents", 0, s.agents)

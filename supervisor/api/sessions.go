@@ -75,9 +75,20 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if task.State == state.TaskDone {
 		return errorf(http.StatusConflict, CodeConflict, "task %q is done; reopen it or create a new task", taskID)
 	}
+	if s.plugins != nil {
+		// Refuse at once rather than leave a session that can never start.
+		if _, err := s.plugins.Get(req.Runtime); err != nil {
+			return err
+		}
+	}
 	sess := state.Session{ID: newID(), TaskID: taskID, Agent: req.Agent, Runtime: req.Runtime, RuntimeOptions: req.RuntimeOptions}
 	if err := s.apply(r, state.CmdCreateSession, &state.CreateSessionBody{Session: sess}); err != nil {
 		return err
+	}
+	if s.sessions != nil {
+		if err := s.sessions.Start(r.Context(), sess.ID); err != nil {
+			return err
+		}
 	}
 	out, _ := s.store.Session(sess.ID)
 	writeJSON(w, http.StatusCreated, out)
@@ -138,10 +149,14 @@ func (s *Server) statusOf(sess state.Session) state.Status {
 	in := state.StatusInput{Session: sess}
 	if e, ok := s.store.Executor(sess.ExecutorID); ok {
 		in.Executor = &e
-		if e.Status == state.ExecutorReady {
+		if e.Nonce != "" {
 			probed := e.SupportsSessionResume
 			in.SupportsResume = &probed
-			in.AgentRunning = sess.State == state.SessionWaitingForInput || sess.State == state.SessionRunning
+		}
+		if s.sessions != nil && s.cluster.IsLeader() {
+			in.AgentRunning = s.sessions.IsRunning(sess.ID)
+		} else {
+			in.AgentRunning = e.Status == state.ExecutorReady && (sess.State == state.SessionWaitingForInput || sess.State == state.SessionRunning)
 		}
 	}
 	if in.SupportsResume == nil {
@@ -179,9 +194,13 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body := &state.SetSessionStateBody{SessionID: sess.ID, State: state.SessionStopped,
-		From: []state.SessionState{state.SessionCreated, state.SessionStarting, state.SessionWaitingForInput, state.SessionRunning}}
-	if err := s.apply(r, state.CmdSetSessionState, body); err != nil {
+	if s.sessions != nil {
+		err = s.sessions.Stop(r.Context(), sess.ID)
+	} else {
+		err = s.apply(r, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sess.ID, State: state.SessionStopped,
+			From: []state.SessionState{state.SessionCreated, state.SessionStarting, state.SessionWaitingForInput, state.SessionRunning}})
+	}
+	if err != nil {
 		return err
 	}
 	out, _ := s.store.Session(sess.ID)
@@ -194,11 +213,85 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := s.apply(r, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sess.ID}); err != nil {
+	if s.sessions != nil {
+		err = s.sessions.Delete(r.Context(), sess.ID)
+	} else {
+		err = s.apply(r, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sess.ID})
+	}
+	if err != nil {
 		return err
 	}
 	out, _ := s.store.Session(sess.ID)
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// lifecycle returns the session manager or a clear error when this server
+// runs without one.
+func (s *Server) lifecycle() (Sessions, error) {
+	if s.sessions == nil {
+		return nil, errorf(http.StatusServiceUnavailable, CodeUnavailable, "session lifecycle is not available on this server")
+	}
+	return s.sessions, nil
+}
+
+func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	lc, err := s.lifecycle()
+	if err != nil {
+		return err
+	}
+	if err := lc.Resume(r.Context(), sess.ID); err != nil {
+		return err
+	}
+	out, _ := s.store.Session(sess.ID)
+	writeJSON(w, http.StatusAccepted, out)
+	return nil
+}
+
+type promptRequest struct {
+	Text string `json:"text"`
+}
+
+func (s *Server) prompt(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	var req promptRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if strings.TrimSpace(req.Text) == "" {
+		return badRequest("text is required")
+	}
+	lc, err := s.lifecycle()
+	if err != nil {
+		return err
+	}
+	if err := lc.Prompt(r.Context(), sess.ID, req.Text); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]bool{"accepted": true})
+	return nil
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	lc, err := s.lifecycle()
+	if err != nil {
+		return err
+	}
+	if err := lc.Cancel(r.Context(), sess.ID); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusAccepted, map[string]bool{"accepted": true})
 	return nil
 }
 

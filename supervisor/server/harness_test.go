@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,12 +53,17 @@ server {
   election_timeout     = "200ms"
   leader_lease_timeout = "100ms"
 }
-plugin "standalone" {}
+plugin_dir = %q
+plugin "standalone" {
+  config {
+    workspace_root = %q
+  }
+}
 agent "demo" {
   protocol = "acp"
   command  = ["paddock-demo-agent"]
 }
-`, i+1, t.TempDir(), httpPorts[i], freePort(t), len(httpPorts), joinList(httpPorts, i))
+`, i+1, t.TempDir(), httpPorts[i], freePort(t), len(httpPorts), joinList(httpPorts, i), filepath.Join(binDir, "plugins"), t.TempDir())
 	if token != "" {
 		src += fmt.Sprintf("acl {\n  token = %q\n}\n", token)
 	}

@@ -16,14 +16,18 @@ import (
 	"github.com/paddockhq/paddock/supervisor/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/plugins"
+	"github.com/paddockhq/paddock/supervisor/sessions"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // Server is a running Paddock server.
 type Server struct {
-	Config *config.Config
-	Node   *cluster.Node
-	API    *api.Server
+	Config   *config.Config
+	Node     *cluster.Node
+	API      *api.Server
+	Plugins  *plugins.Manager
+	Sessions *sessions.Manager
 
 	log      hclog.Logger
 	listener net.Listener
@@ -34,8 +38,18 @@ type Server struct {
 // Start opens the data dir, starts raft and serves the HTTP API. The HTTP
 // listener is bound before raft starts so peers can reach this node at once.
 func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
+	// Plugins first: a plugin that refuses its config block stops the start
+	// before anything else happens (exit 1 with HCL diagnostics).
+	pm, err := plugins.New(plugins.Options{Dir: cfg.PluginDir, DataDir: cfg.DataDir, Plugins: cfg.Plugins, Logger: log.Named("plugins")})
+	if err != nil {
+		return nil, err
+	}
+	if err := pm.Start(context.Background()); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr())
 	if err != nil {
+		pm.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr(), err)
 	}
 	// Requests wait this long for a leader before answering 503: long enough
@@ -57,10 +71,13 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	}, state.NewStore())
 	if err != nil {
 		ln.Close()
+		pm.Close()
 		return nil, err
 	}
-	s := &Server{Config: cfg, Node: node, log: log, listener: ln, done: make(chan error, 1)}
-	s.API = api.New(api.Options{Cluster: node, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait})
+	s := &Server{Config: cfg, Node: node, Plugins: pm, log: log, listener: ln, done: make(chan error, 1)}
+	s.Sessions = sessions.New(sessions.Options{Cluster: node, Runtimes: pm, Config: cfg, Logger: log.Named("sessions")})
+	node.OnLeader(s.Sessions.Run)
+	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {
 		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())
@@ -99,6 +116,9 @@ func (s *Server) Shutdown() error {
 	defer cancel()
 	_ = s.http.Shutdown(ctx)
 	err := s.Node.Shutdown()
+	// Plugin processes stop with the server; the executors they launched
+	// are detached and keep running for the next start to recover.
+	s.Plugins.Close()
 	s.log.Info("server stopped")
 	return err
 }

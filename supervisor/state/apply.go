@@ -108,10 +108,11 @@ func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event
 	}
 	from := s.State
 	s.State, s.UpdatedAt, s.LastActivityAt = b.State, now, now
-	if b.State == SessionError {
-		s.ErrorMessage = b.ErrorMessage
-	} else if b.State == SessionStarting || b.State == SessionWaitingForInput || b.State == SessionRunning {
-		s.ErrorMessage = ""
+	switch b.State {
+	case SessionError, SessionStopped:
+		s.ErrorMessage, s.StateReason = b.ErrorMessage, b.Reason
+	case SessionStarting, SessionWaitingForInput, SessionRunning:
+		s.ErrorMessage, s.StateReason = "", ""
 	}
 	deriveTaskState(d, s.TaskID, now)
 	data := map[string]any{"from": string(from), "to": string(b.State)}

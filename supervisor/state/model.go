@@ -77,9 +77,12 @@ type Session struct {
 	HasResumeToken bool              `json:"has_resume_token"`
 	ResumeToken    string            `json:"-"`
 	ErrorMessage   string            `json:"error_message"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
-	LastActivityAt time.Time         `json:"last_activity_at"`
+	// StateReason says why the session last entered ERROR or STOPPED (a
+	// resume reason such as agent_not_running or executor_lost).
+	StateReason    string    `json:"state_reason,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	LastActivityAt time.Time `json:"last_activity_at"`
 }
 
 // Executor is where a session runs. Secret and Handle never leave the cluster.

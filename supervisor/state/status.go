@@ -60,6 +60,8 @@ func ComputeStatus(in StatusInput) Status {
 		reason = ReasonNotResumable
 	case !s.HasResumeToken:
 		reason = ReasonMissingResumeToken
+	case s.StateReason == ReasonExecutorLost || s.StateReason == ReasonAgentNotRunning:
+		reason = s.StateReason
 	case in.Executor != nil && in.Executor.Status == ExecutorError:
 		reason = ReasonExecutorLost
 	default:

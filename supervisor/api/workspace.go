@@ -1,0 +1,108 @@
+package api
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+)
+
+// Workspace access is proxied to the session's agentctl, which confines every
+// path to the workspace; it works whether or not the agent runs.
+
+// workspaceClient returns the agentctl client of the session in the path.
+func (s *Server) workspaceClient(r *http.Request) (*agentctl.Client, error) {
+	sess, err := s.session(r)
+	if err != nil {
+		return nil, err
+	}
+	lc, err := s.lifecycle()
+	if err != nil {
+		return nil, err
+	}
+	return lc.Agentctl(sess.ID)
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.workspaceClient(r)
+	if err != nil {
+		return err
+	}
+	entries, err := c.ListFiles(r.Context(), r.URL.Query().Get("path"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	return nil
+}
+
+func (s *Server) readFile(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.workspaceClient(r)
+	if err != nil {
+		return err
+	}
+	data, err := c.ReadFile(r.Context(), r.URL.Query().Get("path"))
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	_, err = w.Write(data)
+	return err
+}
+
+func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.workspaceClient(r)
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "file body: %v", err)
+	}
+	path := r.URL.Query().Get("path")
+	if err := c.WriteFile(r.Context(), path, data); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"path": path, "size": len(data)})
+	return nil
+}
+
+func (s *Server) gitStatus(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.workspaceClient(r)
+	if err != nil {
+		return err
+	}
+	st, err := c.GitStatus(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+func (s *Server) gitDiff(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.workspaceClient(r)
+	if err != nil {
+		return err
+	}
+	staged, _ := strconv.ParseBool(r.URL.Query().Get("staged"))
+	diff, err := c.GitDiff(r.Context(), staged)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"diff": diff})
+	return nil
+}
+
+func (s *Server) listPlugins(w http.ResponseWriter, _ *http.Request) error {
+	list := []any{}
+	if s.plugins != nil {
+		for _, p := range s.plugins.List() {
+			list = append(list, p)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"plugins": list})
+	return nil
+}

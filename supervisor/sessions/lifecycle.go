@@ -1,0 +1,430 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Bounds of the lifecycle steps.
+const (
+	launchTimeout = 2 * time.Minute
+	stopTimeout   = 10 * time.Second
+)
+
+// ErrNotResumable is returned by Resume for a session that cannot resume; its
+// message is the status object's resume_message.
+var ErrNotResumable = errors.New("session cannot be resumed")
+
+// Start launches a newly created session: the lease is claimed and the
+// session moves to STARTING before Start returns; the executor and agent
+// come up in the background.
+func (m *Manager) Start(ctx context.Context, sessionID string) error {
+	return m.begin(ctx, sessionID, false, state.SessionCreated)
+}
+
+// Resume restarts a STOPPED or ERROR session's agent from its resume token
+// (PRODUCT.md requirement 4). Validation and the lease claim happen before
+// it returns, so a session with a live owner gets state.ErrConflict.
+func (m *Manager) Resume(ctx context.Context, sessionID string) error {
+	sess, ok := m.store.Session(sessionID)
+	if !ok {
+		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	if sess.State != state.SessionStopped && sess.State != state.SessionError {
+		return fmt.Errorf("%w: session %s is %s; only STOPPED or ERROR sessions can be resumed", state.ErrConflict, sess.ID, sess.State)
+	}
+	if _, ok := m.store.Task(sess.TaskID); !ok {
+		return fmt.Errorf("task %q of session %s %w", sess.TaskID, sess.ID, state.ErrNotFound)
+	}
+	if m.cfg.Agent(sess.Agent) == nil {
+		return fmt.Errorf("%w: agent profile %q of session %s is no longer configured; the session is intact but its agent is unavailable", ErrNotResumable, sess.Agent, sess.ID)
+	}
+	if reason := m.resumeBlocker(sess); reason != "" {
+		return fmt.Errorf("%w: %s", ErrNotResumable, state.ResumeMessage(reason))
+	}
+	return m.begin(ctx, sessionID, true, state.SessionStopped, state.SessionError)
+}
+
+// resumeBlocker returns the reason a session cannot resume, or "".
+func (m *Manager) resumeBlocker(sess state.Session) string {
+	supports := m.supportsResume(sess)
+	switch {
+	case supports != nil && !*supports:
+		return state.ReasonNotResumable
+	case !sess.HasResumeToken:
+		return state.ReasonMissingResumeToken
+	}
+	return ""
+}
+
+// supportsResume is the agent's resume capability: probed by agentctl when an
+// executor has run, else the profile's declaration (nil when unknown).
+func (m *Manager) supportsResume(sess state.Session) *bool {
+	if e, ok := m.store.Executor(sess.ExecutorID); ok && e.Nonce != "" {
+		v := e.SupportsSessionResume
+		return &v
+	}
+	if a := m.cfg.Agent(sess.Agent); a != nil {
+		return a.SupportsSessionResume
+	}
+	return nil
+}
+
+// begin claims the lease, moves the session to STARTING and launches in the
+// background under the leader context.
+func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from ...state.SessionState) error {
+	lctx, err := m.leaderCtx()
+	if err != nil {
+		return err
+	}
+	lock := m.sessionLock(sessionID)
+	lock.Lock()
+	sess, ok := m.store.Session(sessionID)
+	if !ok {
+		lock.Unlock()
+		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	executorID := sess.ExecutorID
+	if executorID == "" {
+		executorID = newExecutorID()
+	}
+	// The claim comes first: no gap between the ownership check and the start.
+	res, err := m.apply(ctx, state.CmdClaimLease, &state.ClaimLeaseBody{SessionID: sess.ID, ExecutorID: executorID, TTL: m.cfg.Lease.TTL})
+	if err != nil {
+		lock.Unlock()
+		return err
+	}
+	token := res.FencingToken
+	if err := m.setState(ctx, sess.ID, state.SessionStarting, "", "", from...); err != nil {
+		lock.Unlock()
+		m.releaseLease(ctx, sess.ID, token)
+		return err
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer lock.Unlock()
+		ctx, cancel := context.WithTimeout(lctx, launchTimeout)
+		defer cancel()
+		sess, _ := m.store.Session(sessionID)
+		m.launch(ctx, lctx, sess, executorID, token, resume)
+	}()
+	return nil
+}
+
+// launch brings up the executor and the agent (PRODUCT.md requirements 2–4).
+func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executorID string, token uint64, resume bool) {
+	agentCfg := m.cfg.Agent(sess.Agent)
+	if agentCfg == nil {
+		m.fail(ctx, sess, "", "", "", fmt.Errorf("agent profile %q is not configured", sess.Agent))
+		return
+	}
+	rt, err := m.runtimes.Get(sess.Runtime)
+	if err != nil {
+		m.fail(ctx, sess, "", "", state.ReasonExecutorLost, fmt.Errorf("runtime %q: %w", sess.Runtime, err))
+		return
+	}
+	task, _ := m.store.Task(sess.TaskID)
+	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": executorID, "runtime": sess.Runtime})
+
+	ex, resp, err := m.bringUpExecutor(ctx, rt, sess, task, executorID, token)
+	if err != nil {
+		m.fail(ctx, sess, executorID, state.ExecutorError, state.ReasonExecutorLost, err)
+		return
+	}
+	client := clientFor(ex, token)
+	health, err := m.waitHealthy(ctx, client)
+	if err != nil {
+		m.fail(ctx, sess, executorID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("agentctl at %s never became healthy: %w", resp.AgentctlURL, err))
+		return
+	}
+	ex.Nonce, ex.PID = health.Nonce, max(ex.PID, 0)
+	prof := profile(agentCfg)
+	caps, err := client.Probe(ctx, prof)
+	if err != nil {
+		m.fail(ctx, sess, executorID, state.ExecutorError, "", fmt.Errorf("probe agent %q: %w", sess.Agent, err))
+		return
+	}
+	ex.SupportsWorkspaceOnly = caps.SupportsWorkspaceOnly
+	ex.SupportsSessionResume = caps.SupportsSessionResume != nil && *caps.SupportsSessionResume
+	ex.Status = state.ExecutorReady
+	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
+		m.fail(ctx, sess, executorID, state.ExecutorError, "", err)
+		return
+	}
+	m.publish(ctx, sess.ID, state.EventAgentctlReady, map[string]any{"executor_id": executorID, "agentctl_url": ex.AgentctlURL,
+		"supports_session_resume": ex.SupportsSessionResume, "supports_workspace_only": ex.SupportsWorkspaceOnly})
+
+	resumeToken := ""
+	if resume {
+		resumeToken = sess.ResumeToken
+		if !ex.SupportsSessionResume {
+			m.fail(ctx, sess, "", "", state.ReasonNotResumable, errors.New(state.ResumeMessage(state.ReasonNotResumable)))
+			return
+		}
+	}
+	if err := m.startAgent(ctx, lctx, sess, ex, client, prof, resumeToken); err != nil {
+		m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, err)
+	}
+}
+
+// bringUpExecutor reuses the session's previous executor when its runtime can
+// recover it (same workspace, agentctl reattached or restarted), else
+// launches a new one; the executor row is recorded either way.
+func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, sess state.Session, task state.Task, executorID string, token uint64) (state.Executor, runtime.LaunchResponse, error) {
+	ex := state.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: m.cluster.ID(), Status: state.ExecutorStarting}
+	var resp runtime.LaunchResponse
+	var err error
+	if old, ok := m.store.Executor(executorID); ok && len(old.Handle) > 0 {
+		ex.Secret = old.Secret
+		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: state.ExecutorStarting}); err != nil {
+			return ex, resp, err
+		}
+		resp, err = rt.Recover(ctx, old.Handle, old.Secret)
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return ex, resp, fmt.Errorf("recover executor %s: %w", executorID, err)
+		}
+	}
+	if ex.Secret == "" || errors.Is(err, runtime.ErrNotFound) || resp.AgentctlURL == "" {
+		ex.Secret = newSecret()
+		if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
+			return ex, resp, err
+		}
+		resp, err = rt.Launch(ctx, runtime.LaunchRequest{
+			SessionID: sess.ID, TaskID: sess.TaskID, ExecutorID: executorID, Cluster: m.name,
+			Workspace:      runtime.Workspace{Path: task.Workspace.Path, Branch: task.Workspace.Branch},
+			AgentctlSecret: ex.Secret, FencingToken: token, Options: sess.RuntimeOptions,
+		})
+		if err != nil {
+			return ex, resp, fmt.Errorf("launch executor on runtime %q: %w", sess.Runtime, err)
+		}
+	}
+	ex.Handle, ex.AgentctlURL, ex.PID, ex.Nonce, ex.ContainerID = resp.Handle, resp.AgentctlURL, resp.PID, resp.Nonce, resp.ContainerID
+	ex.WorkspacePath, ex.WorktreePath, ex.WorktreeBranch = resp.WorkspacePath, resp.WorktreePath, resp.WorktreeBranch
+	_, err = m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex))
+	return ex, resp, err
+}
+
+// waitHealthy polls agentctl's health until it answers or the bound passes.
+func (m *Manager) waitHealthy(ctx context.Context, c *agentctl.Client) (agentctl.Health, error) {
+	deadline := time.Now().Add(max(5*m.cfg.Recovery.HealthTimeout, 10*time.Second))
+	var last error
+	for time.Now().Before(deadline) {
+		hctx, cancel := context.WithTimeout(ctx, m.cfg.Recovery.HealthTimeout)
+		h, err := c.Health(hctx)
+		cancel()
+		if err == nil {
+			return h, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return h, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return agentctl.Health{}, last
+}
+
+// startAgent starts (or resumes) the agent in a healthy agentctl, stores the
+// resume token, registers the live execution with its event pump and moves
+// the session to WAITING_FOR_INPUT.
+func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, prof agentctl.Profile, resumeToken string) error {
+	st, err := client.StartAgent(ctx, prof, resumeToken)
+	if err != nil {
+		if resumeToken != "" {
+			return fmt.Errorf("resume agent %q with its token: %w", sess.Agent, err)
+		}
+		return fmt.Errorf("start agent %q: %w", sess.Agent, err)
+	}
+	if st.ResumeToken != "" && st.ResumeToken != sess.ResumeToken {
+		if _, err := m.apply(ctx, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: sess.ID, ResumeToken: st.ResumeToken}); err != nil {
+			return err
+		}
+	}
+	ex.AgentExecutionID = fmt.Sprintf("%s/%s/%d", ex.ID, ex.Nonce, st.PID)
+	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
+		return err
+	}
+	m.attach(lctx, sess.ID, ex, client)
+	return m.setState(ctx, sess.ID, state.SessionWaitingForInput, "", "", state.SessionStarting)
+}
+
+// attach registers a live execution and starts its event pump.
+func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Executor, client *agentctl.Client) {
+	pctx, cancel := context.WithCancel(lctx)
+	e := &execution{sessionID: sessionID, executorID: ex.ID, client: client, nonce: ex.Nonce, cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	if old := m.live[sessionID]; old != nil {
+		old.cancel()
+	}
+	m.live[sessionID] = e
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(e.done)
+		m.pump(pctx, e)
+	}()
+}
+
+// detach forgets a live execution and waits for its pump to stop.
+func (m *Manager) detach(sessionID string) *execution {
+	m.mu.Lock()
+	e := m.live[sessionID]
+	delete(m.live, sessionID)
+	m.mu.Unlock()
+	if e != nil {
+		e.cancel()
+		<-e.done
+	}
+	return e
+}
+
+// Prompt sends a prompt to the session's agent: WAITING_FOR_INPUT → RUNNING.
+// A prompt while a turn runs is a conflict.
+func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
+	sess, ok := m.store.Session(sessionID)
+	if !ok {
+		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	switch sess.State {
+	case state.SessionWaitingForInput:
+	case state.SessionRunning:
+		return fmt.Errorf("%w: session %s is running a turn; wait for it or cancel it", state.ErrConflict, sess.ID)
+	default:
+		return fmt.Errorf("%w: session %s is %s; it takes prompts when WAITING_FOR_INPUT", state.ErrConflict, sess.ID, sess.State)
+	}
+	e := m.live1(sessionID)
+	if e == nil {
+		return fmt.Errorf("%w: session %s", ErrNotRunning, sess.ID)
+	}
+	if err := m.setState(ctx, sess.ID, state.SessionRunning, "", "", state.SessionWaitingForInput); err != nil {
+		return err
+	}
+	if _, err := e.client.Prompt(ctx, text); err != nil {
+		_ = m.setState(ctx, sess.ID, state.SessionWaitingForInput, "", "", state.SessionRunning)
+		var apiErr *agentctl.APIError
+		if errors.As(err, &apiErr) && apiErr.Status == 409 {
+			return fmt.Errorf("%w: %s", state.ErrConflict, apiErr.Message)
+		}
+		return fmt.Errorf("prompt session %s: %w", sess.ID, err)
+	}
+	return nil
+}
+
+// Cancel cancels the running turn.
+func (m *Manager) Cancel(ctx context.Context, sessionID string) error {
+	if _, ok := m.store.Session(sessionID); !ok {
+		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	e := m.live1(sessionID)
+	if e == nil {
+		return fmt.Errorf("%w: session %s", ErrNotRunning, sessionID)
+	}
+	return e.client.Cancel(ctx)
+}
+
+// Stop drains a session in the background: the agent stops, the executor is
+// stopped, the lease is released, and only then the session is STOPPED.
+func (m *Manager) Stop(ctx context.Context, sessionID string) error {
+	lctx, err := m.leaderCtx()
+	if err != nil {
+		return err
+	}
+	sess, ok := m.store.Session(sessionID)
+	if !ok {
+		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	switch sess.State {
+	case state.SessionCreated, state.SessionStarting, state.SessionWaitingForInput, state.SessionRunning:
+	default:
+		return fmt.Errorf("%w: session %s is %s; only a starting or running session can be stopped", state.ErrConflict, sess.ID, sess.State)
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		lock := m.sessionLock(sessionID)
+		lock.Lock()
+		defer lock.Unlock()
+		ctx, cancel := context.WithTimeout(lctx, launchTimeout)
+		defer cancel()
+		if err := m.drain(ctx, sessionID, false); err != nil {
+			m.log.Warn("stop session", "session", sessionID, "error", err)
+			sess, _ := m.store.Session(sessionID)
+			m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, fmt.Errorf("stop: %w", err))
+			return
+		}
+		if err := m.setState(ctx, sessionID, state.SessionStopped, "", state.ReasonAgentNotRunning); err != nil {
+			m.log.Warn("record stop", "session", sessionID, "error", err)
+		}
+	}()
+	return nil
+}
+
+// drain stops the agent and the executor (or destroys it) and releases the
+// lease. It runs under the session lock.
+func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) error {
+	sess, _ := m.store.Session(sessionID)
+	if e := m.live1(sessionID); e != nil {
+		m.mu.Lock()
+		e.stopping = true
+		m.mu.Unlock()
+		if _, err := e.client.StopAgent(ctx); err != nil {
+			m.log.Warn("stop agent", "session", sessionID, "error", err)
+		}
+		m.detach(sessionID)
+	}
+	if ex, ok := m.store.Executor(sess.ExecutorID); ok && len(ex.Handle) > 0 {
+		rt, err := m.runtimes.Get(ex.Runtime)
+		if err != nil {
+			return fmt.Errorf("runtime %q: %w", ex.Runtime, err)
+		}
+		if destroy {
+			err = rt.Destroy(ctx, ex.Handle)
+		} else {
+			err = rt.Stop(ctx, ex.Handle, stopTimeout)
+		}
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			return fmt.Errorf("stop executor %s: %w", ex.ID, err)
+		}
+		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: ex.ID, Status: state.ExecutorStopped}); err != nil {
+			return err
+		}
+	}
+	if l, ok := m.store.Lease(sessionID); ok && l.State == state.LeaseHeld {
+		m.releaseLease(ctx, sessionID, l.FencingToken)
+	}
+	return nil
+}
+
+func (m *Manager) releaseLease(ctx context.Context, sessionID string, token uint64) {
+	if _, err := m.apply(ctx, state.CmdReleaseLease, &state.ReleaseLeaseBody{SessionID: sessionID, FencingToken: token}); err != nil {
+		m.log.Warn("release lease", "session", sessionID, "error", err)
+	}
+}
+
+// Delete ends a session for good: the agent stops, the executor is destroyed
+// and the session is COMPLETED.
+func (m *Manager) Delete(ctx context.Context, sessionID string) error {
+	if _, err := m.leaderCtx(); err != nil {
+		return err
+	}
+	if _, ok := m.store.Session(sessionID); !ok {
+		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	lock := m.sessionLock(sessionID)
+	lock.Lock()
+	defer lock.Unlock()
+	if err := m.drain(ctx, sessionID, true); err != nil {
+		return err
+	}
+	_, err := m.apply(ctx, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sessionID})
+	return err
+}

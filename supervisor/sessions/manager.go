@@ -1,0 +1,233 @@
+package sessions
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Sentinel errors; the API maps them to HTTP statuses.
+var (
+	// ErrNotLeader: session work runs on the leader only.
+	ErrNotLeader = errors.New("this node is not the leader")
+	// ErrNotRunning: the session has no live agent execution.
+	ErrNotRunning = errors.New("session has no running agent")
+	// ErrUnavailable: the runtime or agentctl cannot be reached.
+	ErrUnavailable = errors.New("unavailable")
+)
+
+// Cluster is what the manager needs from the raft node.
+type Cluster interface {
+	ID() string
+	Apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error)
+	Store() *state.Store
+}
+
+// Runtimes gives access to loaded runtime plugins by name.
+type Runtimes interface {
+	Get(name string) (runtime.Runtime, error)
+}
+
+// Options configure a Manager.
+type Options struct {
+	Cluster  Cluster
+	Runtimes Runtimes
+	Config   *config.Config
+	Logger   hclog.Logger
+	// ClusterName labels executors (e.g. Docker containers) of this cluster.
+	ClusterName string
+}
+
+// Manager runs sessions on the leader.
+type Manager struct {
+	cluster  Cluster
+	store    *state.Store
+	runtimes Runtimes
+	cfg      *config.Config
+	log      hclog.Logger
+	name     string
+
+	mu    sync.Mutex
+	ctx   context.Context // the leader context; nil when not leading
+	live  map[string]*execution
+	wg    sync.WaitGroup
+	locks map[string]*sync.Mutex
+}
+
+// execution is one live agent execution: its agentctl client and the pump
+// that mirrors its events.
+type execution struct {
+	sessionID  string
+	executorID string
+	client     *agentctl.Client
+	nonce      string
+	cancel     context.CancelFunc
+	done       chan struct{}
+	// stopping is set while a user stop drains the agent, so its exit is not
+	// reported as a failure.
+	stopping bool
+}
+
+// New returns a manager; it does nothing until Run is called on the leader.
+func New(o Options) *Manager {
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.ClusterName == "" {
+		o.ClusterName = "paddock"
+	}
+	return &Manager{cluster: o.Cluster, store: o.Cluster.Store(), runtimes: o.Runtimes, cfg: o.Config, log: o.Logger,
+		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sync.Mutex{}}
+}
+
+// Run is the manager's leader work: it serves until ctx (leadership) ends,
+// then stops every pump and forgets the live cache (agents keep running in
+// their agentctl; the next leader's recovery picks them up).
+func (m *Manager) Run(ctx context.Context) {
+	m.mu.Lock()
+	m.ctx = ctx
+	m.mu.Unlock()
+	<-ctx.Done()
+	m.mu.Lock()
+	m.ctx = nil
+	live := m.live
+	m.live = map[string]*execution{}
+	m.mu.Unlock()
+	for _, e := range live {
+		e.cancel()
+	}
+	m.wg.Wait()
+}
+
+// leaderCtx returns the leader context, or ErrNotLeader.
+func (m *Manager) leaderCtx() (context.Context, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx == nil || m.ctx.Err() != nil {
+		return nil, ErrNotLeader
+	}
+	return m.ctx, nil
+}
+
+// sessionLock serialises lifecycle operations of one session on this leader.
+func (m *Manager) sessionLock(id string) *sync.Mutex {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.locks[id]
+	if !ok {
+		l = &sync.Mutex{}
+		m.locks[id] = l
+	}
+	return l
+}
+
+// Live returns the live execution of a session, if any.
+func (m *Manager) live1(id string) *execution {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.live[id]
+}
+
+// IsRunning reports whether the session has a live agent execution here.
+func (m *Manager) IsRunning(sessionID string) bool { return m.live1(sessionID) != nil }
+
+// apply commits a command and returns its domain error, if any.
+func (m *Manager) apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error) {
+	res, err := m.cluster.Apply(ctx, typ, body)
+	if err != nil {
+		return nil, err
+	}
+	return res, res.Err
+}
+
+// setState moves a session; from (optional) makes it a compare-and-set.
+func (m *Manager) setState(ctx context.Context, id string, to state.SessionState, msg, reason string, from ...state.SessionState) error {
+	_, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: to, ErrorMessage: msg, Reason: reason, From: from})
+	return err
+}
+
+// publish records a session event that is not a state change.
+func (m *Manager) publish(ctx context.Context, id, typ string, data map[string]any) {
+	if _, err := m.apply(ctx, state.CmdPublishEvent, &state.PublishEventBody{SessionID: id, Type: typ, Data: data}); err != nil {
+		m.log.Warn("publish event", "session", id, "type", typ, "error", err)
+	}
+}
+
+// fail records a lifecycle failure: session ERROR with a message and reason,
+// an agentctl_error event, and the executor's status when given.
+func (m *Manager) fail(ctx context.Context, sess state.Session, executorID string, exStatus state.ExecutorStatus, reason string, err error) {
+	msg := err.Error()
+	m.log.Warn("session failed", "session", sess.ID, "reason", reason, "error", msg)
+	if executorID != "" && exStatus != "" {
+		if _, aerr := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: exStatus, ErrorMessage: msg}); aerr != nil {
+			m.log.Warn("record executor failure", "executor", executorID, "error", aerr)
+		}
+	}
+	m.publish(ctx, sess.ID, state.EventAgentctlError, map[string]any{"message": msg, "reason": reason})
+	if err := m.setState(ctx, sess.ID, state.SessionError, msg, reason); err != nil {
+		m.log.Warn("record session error", "session", sess.ID, "error", err)
+	}
+}
+
+// profile converts a configured agent into agentctl's profile.
+func profile(a *config.Agent) agentctl.Profile {
+	p := agentctl.Profile{Protocol: a.Protocol, Command: a.Command, NewArgs: a.NewArgs, ResumeArgs: a.ResumeArgs, Permission: a.Permission}
+	if a.SupportsSessionResume != nil {
+		p.SupportsSessionResume = *a.SupportsSessionResume
+	}
+	return p
+}
+
+func newSecret() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func newExecutorID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "ex-" + hex.EncodeToString(b[:])
+}
+
+// agentctlTimeout bounds one agentctl call.
+const agentctlTimeout = 15 * time.Second
+
+// clientFor builds an agentctl client for an executor row.
+func clientFor(e state.Executor, token uint64) *agentctl.Client {
+	c := agentctl.NewClient(e.AgentctlURL, e.Secret, agentctlTimeout)
+	c.SetFencingToken(token)
+	return c
+}
+
+// Agentctl returns a client for the agentctl of a session's executor, for
+// workspace access from any node (works with no agent running).
+func (m *Manager) Agentctl(sessionID string) (*agentctl.Client, error) {
+	sess, ok := m.store.Session(sessionID)
+	if !ok {
+		return nil, fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	e, ok := m.store.Executor(sess.ExecutorID)
+	if !ok || e.AgentctlURL == "" {
+		return nil, fmt.Errorf("session %s has no executor yet: %w", sessionID, ErrUnavailable)
+	}
+	if e.Status != state.ExecutorReady && e.Status != state.ExecutorStarting {
+		return nil, fmt.Errorf("executor of session %s is %s: %w", sessionID, e.Status, ErrUnavailable)
+	}
+	var token uint64
+	if l, ok := m.store.Lease(sessionID); ok {
+		token = l.FencingToken
+	}
+	return clientFor(e, token), nil
+}

@@ -1,0 +1,193 @@
+package sessions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Pump timing.
+const (
+	// flushInterval coalesces streamed message chunks: at most ~10 writes a
+	// second per session.
+	flushInterval = 100 * time.Millisecond
+	// pollWait is the long-poll wait of one events call.
+	pollWait = 20 * time.Second
+)
+
+// pump mirrors one execution's agentctl events into replicated state until
+// ctx ends or the execution ends. Message chunks are coalesced; a turn's end
+// flushes them before the session returns to WAITING_FOR_INPUT.
+func (m *Manager) pump(ctx context.Context, e *execution) {
+	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}}
+	events := make(chan agentctl.EventsResponse)
+	errs := make(chan error, 1)
+	go p.poll(ctx, events, errs)
+	flush := time.NewTicker(flushInterval)
+	defer flush.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.flush(context.WithoutCancel(ctx))
+			return
+		case <-flush.C:
+			p.flush(ctx)
+		case resp := <-events:
+			for _, ev := range resp.Events {
+				if done := p.handle(ctx, ev); done {
+					return
+				}
+			}
+		case err := <-errs:
+			p.flush(ctx)
+			m.lost(ctx, e, err)
+			return
+		}
+	}
+}
+
+type pumper struct {
+	m       *Manager
+	e       *execution
+	pending map[string]agentctl.Message
+	order   []string
+}
+
+// poll long-polls agentctl's events. It reports an error when agentctl stays
+// unreachable past the health bound, or restarted (its nonce changed).
+func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, errs chan<- error) {
+	var since uint64
+	var failingSince time.Time
+	bound := max(3*p.m.cfg.Recovery.HealthTimeout, 3*time.Second)
+	for ctx.Err() == nil {
+		resp, err := p.e.client.Events(ctx, since, pollWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+			}
+			if time.Since(failingSince) > bound {
+				errs <- fmt.Errorf("agentctl unreachable for %s: %w", bound.Round(time.Millisecond), err)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			continue
+		}
+		failingSince = time.Time{}
+		if resp.Nonce != "" && p.e.nonce != "" && resp.Nonce != p.e.nonce {
+			errs <- fmt.Errorf("agentctl restarted (nonce %s, was %s): the agent it ran is gone", resp.Nonce, p.e.nonce)
+			return
+		}
+		since = resp.Next
+		if len(resp.Events) == 0 {
+			continue
+		}
+		select {
+		case out <- resp:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// handle applies one agentctl event; it returns true when the execution ended.
+func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
+	m, id := p.m, p.e.sessionID
+	switch ev.Type {
+	case agentctl.EventMessageAdded, agentctl.EventMessageUpdated:
+		var d agentctl.MessageData
+		if json.Unmarshal(ev.Data, &d) != nil || d.Message.ID == "" {
+			m.log.Warn("malformed message event from agentctl", "session", id)
+			return false
+		}
+		if _, ok := p.pending[d.Message.ID]; !ok {
+			p.order = append(p.order, d.Message.ID)
+		}
+		p.pending[d.Message.ID] = d.Message
+	case agentctl.EventTurnFinished:
+		var d agentctl.TurnFinishedData
+		_ = json.Unmarshal(ev.Data, &d)
+		p.flush(ctx)
+		if err := m.setState(ctx, id, state.SessionWaitingForInput, "", "", state.SessionRunning); err != nil && !errors.Is(err, state.ErrConflict) {
+			m.log.Warn("turn finished", "session", id, "error", err)
+		}
+	case agentctl.EventAgentStarted:
+		var d agentctl.AgentStartedData
+		if json.Unmarshal(ev.Data, &d) == nil && d.ResumeToken != "" {
+			if sess, ok := m.store.Session(id); ok && sess.ResumeToken != d.ResumeToken {
+				_, _ = m.apply(ctx, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: id, ResumeToken: d.ResumeToken})
+			}
+		}
+	case agentctl.EventPermissionRequested, agentctl.EventAgentError:
+		var data map[string]any
+		_ = json.Unmarshal(ev.Data, &data)
+		if data == nil {
+			data = map[string]any{}
+		}
+		data["agent_event"] = ev.Type
+		m.publish(ctx, id, state.EventAgentctlError, data)
+	case agentctl.EventAgentStopped:
+		p.flush(ctx)
+		var d agentctl.AgentStoppedData
+		_ = json.Unmarshal(ev.Data, &d)
+		m.agentExited(ctx, p.e, d.ExitCode)
+		return true
+	}
+	return false
+}
+
+// flush writes coalesced messages, one raft write per changed message.
+func (p *pumper) flush(ctx context.Context) {
+	for _, mid := range p.order {
+		msg := p.pending[mid]
+		body := &state.PutMessageBody{SessionID: p.e.sessionID, Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete}}
+		if _, err := p.m.apply(ctx, state.CmdPutMessage, body); err != nil {
+			p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
+		}
+	}
+	p.pending, p.order = map[string]agentctl.Message{}, p.order[:0]
+}
+
+// agentExited handles an agent that stopped on its own (not a user stop):
+// the session is ERROR with agent_not_running; agentctl still serves the
+// workspace, so the executor stays ready.
+func (m *Manager) agentExited(ctx context.Context, e *execution, code int) {
+	m.mu.Lock()
+	stopping := e.stopping
+	if m.live[e.sessionID] == e {
+		delete(m.live, e.sessionID)
+	}
+	m.mu.Unlock()
+	if stopping {
+		return
+	}
+	sess, _ := m.store.Session(e.sessionID)
+	m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, fmt.Errorf("the agent exited with code %d", code))
+}
+
+// lost handles an agentctl that died or restarted under a live leader:
+// executor error, session ERROR with agent_not_running (CONTRACT.md "Model").
+func (m *Manager) lost(ctx context.Context, e *execution, err error) {
+	m.mu.Lock()
+	stopping := e.stopping
+	if m.live[e.sessionID] == e {
+		delete(m.live, e.sessionID)
+	}
+	m.mu.Unlock()
+	if stopping || ctx.Err() != nil {
+		return
+	}
+	sess, _ := m.store.Session(e.sessionID)
+	m.fail(ctx, sess, e.executorID, state.ExecutorError, state.ReasonAgentNotRunning, err)
+}
