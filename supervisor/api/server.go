@@ -71,8 +71,8 @@ type Options struct {
 	Cluster  Cluster
 	Sessions Sessions
 	Plugins  Plugins
-	Config  *config.Config
-	Logger  hclog.Logger
+	Config   *config.Config
+	Logger   hclog.Logger
 	// Registry receives the API's metrics (a new one when nil).
 	Registry *prometheus.Registry
 	// LeaderWait bounds how long a request waits for a leader (default 5s).
