@@ -89,7 +89,11 @@ func (m *Manager) load(ctx context.Context, inst *instance, tryReattach bool) (h
 		}
 	}
 	fail := func(err error) (hcl.Diagnostics, error) {
-		c.Kill()
+		pid := 0
+		if rc := c.ReattachConfig(); rc != nil {
+			pid = rc.Pid
+		}
+		m.killClient(c, pid)
 		m.removeReattach(inst.name)
 		if lctx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("plugin did not finish loading within %s: %w", m.opts.LoadTimeout, err)

@@ -232,8 +232,9 @@ func (m *Manager) Start(ctx context.Context) error {
 				dmu.Unlock()
 			}
 			if err != nil {
-				m.setUnhealthy(inst, err.Error())
-				m.logger.Error("runtime plugin refused", "plugin", inst.name, "path", inst.path, "error", err)
+				m.setUnhealthy(inst, condense(err))
+				m.logger.Error("runtime plugin refused", "plugin", inst.name, "path", inst.path, "error", condense(err))
+				m.logger.Debug("runtime plugin refused (full error)", "plugin", inst.name, "error", err)
 			}
 		}()
 	}
@@ -298,11 +299,11 @@ func (m *Manager) closeAll(kill bool) {
 		go func() {
 			defer wg.Done()
 			m.mu.Lock()
-			c := inst.client
+			c, pid := inst.client, inst.pid
 			inst.client, inst.healthy, inst.err = nil, false, "plugin manager closed"
 			m.mu.Unlock()
 			if c != nil && kill {
-				c.Kill()
+				m.killClient(c, pid)
 				m.removeReattach(inst.name)
 				m.logger.Info("runtime plugin stopped", "plugin", inst.name)
 			}
@@ -375,6 +376,22 @@ func copyCaps(c runtime.Capabilities) runtime.Capabilities {
 		c.Extra = extra
 	}
 	return c
+}
+
+// condense makes one line of an error for Status.Error and log lines:
+// go-plugin's handshake errors carry a multi-line troubleshooting essay.
+func condense(err error) string {
+	var parts []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "This usually means") || strings.HasPrefix(line, "Additional notes about plugin") {
+			break
+		}
+		if line != "" {
+			parts = append(parts, line)
+		}
+	}
+	return strings.Join(parts, " ")
 }
 
 func (m *Manager) setUnhealthy(inst *instance, reason string) {

@@ -15,10 +15,10 @@ func (m *Manager) supervise(inst *instance) {
 	backoff := m.opts.RestartBackoffMin
 	for {
 		m.mu.Lock()
-		c := inst.client
+		c, pid := inst.client, inst.pid
 		m.mu.Unlock()
 		up := time.Now()
-		reason := m.watch(c)
+		reason := m.watch(c, pid)
 		if m.ctx.Err() != nil {
 			return
 		}
@@ -26,7 +26,7 @@ func (m *Manager) supervise(inst *instance) {
 			backoff = m.opts.RestartBackoffMin
 		}
 		// Make sure a hung process is gone before starting another.
-		c.Kill()
+		m.killClient(c, pid)
 		m.removeReattach(inst.name)
 		m.mu.Lock()
 		inst.client, inst.pid = nil, 0
@@ -50,14 +50,14 @@ func (m *Manager) supervise(inst *instance) {
 			if m.ctx.Err() != nil {
 				return
 			}
-			reason = "restart failed: " + err.Error()
+			reason = "restart failed: " + condense(err)
 		}
 	}
 }
 
 // watch returns why c is lost: its process exited, or it failed two health
 // checks in a row. It returns "" when the Manager closes.
-func (m *Manager) watch(c *runtime.Client) string {
+func (m *Manager) watch(c *runtime.Client, pid int) string {
 	poll := time.NewTicker(exitPollInterval)
 	defer poll.Stop()
 	health := time.NewTicker(m.opts.HealthInterval)
@@ -68,7 +68,7 @@ func (m *Manager) watch(c *runtime.Client) string {
 		case <-m.ctx.Done():
 			return ""
 		case <-poll.C:
-			if c.Exited() {
+			if c.Exited() || pid > 0 && processGone(pid) {
 				return "plugin process exited"
 			}
 		case <-health.C:
