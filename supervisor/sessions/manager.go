@@ -110,14 +110,26 @@ func (m *Manager) Run(ctx context.Context) {
 	m.wg.Wait()
 }
 
-// leaderCtx returns the leader context, or ErrNotLeader.
+// leaderWait bounds how long a request waits for the leader loop to start
+// the manager (a node that just won an election runs its barrier first).
+const leaderWait = 5 * time.Second
+
+// leaderCtx returns the leader context, waiting briefly for a new leader's
+// loop to start; ErrNotLeader when this node does not lead.
 func (m *Manager) leaderCtx() (context.Context, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ctx == nil || m.ctx.Err() != nil {
-		return nil, ErrNotLeader
+	deadline := time.Now().Add(leaderWait)
+	for {
+		m.mu.Lock()
+		ctx := m.ctx
+		m.mu.Unlock()
+		if ctx != nil && ctx.Err() == nil {
+			return ctx, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, ErrNotLeader
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return m.ctx, nil
 }
 
 // sessionLock serialises lifecycle operations of one session on this leader.

@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// standaloneConfig is HCL for the standalone runtime and the demo agents,
+// with plugins from the built binaries.
+func standaloneConfig(t *testing.T) string {
+	return fmt.Sprintf(`
+plugin_dir = %q
+plugin "standalone" {
+  config {
+    workspace_root = %q
+  }
+}
+agent "demo" {
+  protocol = "acp"
+  command  = ["paddock-demo-agent"]
+}
+agent "demo-tty" {
+  protocol                = "pty"
+  command                 = ["paddock-demo-agent", "--tty"]
+  new_args                = ["--session-id", "{{resume_token}}"]
+  resume_args             = ["--resume", "{{resume_token}}"]
+  supports_session_resume = true
+}
+agent "demo-noresume" {
+  protocol = "acp"
+  command  = ["paddock-demo-agent", "--no-resume"]
+}
+`, filepath.Join(binDir, "plugins"), t.TempDir())
+}
+
+// waitState waits until a session reaches want (failing fast on ERROR).
+func waitState(t *testing.T, c *client.Client, id string, want state.SessionState) state.Session {
+	t.Helper()
+	var s *state.Session
+	waitFor(t, 60*time.Second, fmt.Sprintf("session %s to be %s", id, want), func() bool {
+		var err error
+		s, err = c.GetSession(testCtx(t), id)
+		if err == nil && s.State == state.SessionError && want != state.SessionError {
+			t.Fatalf("session %s is ERROR: %s", id, s.ErrorMessage)
+		}
+		return err == nil && s.State == want
+	})
+	return *s
+}
+
+// lastAgentText returns the text of the last complete agent message.
+func lastAgentText(t *testing.T, c *client.Client, id string) string {
+	t.Helper()
+	msgs, err := c.Messages(testCtx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == state.RoleAgent && msgs[i].Complete {
+			return msgs[i].Text
+		}
+	}
+	return ""
+}
+
+// promptAndWait prompts a waiting session and returns the agent's reply.
+func promptAndWait(t *testing.T, c *client.Client, id, text string) string {
+	t.Helper()
+	if err := c.Prompt(testCtx(t), id, text); err != nil {
+		t.Fatalf("prompt %q: %v", text, err)
+	}
+	var reply string
+	waitFor(t, 60*time.Second, "the reply to "+text, func() bool {
+		s, err := c.GetSession(testCtx(t), id)
+		if err != nil || s.State != state.SessionWaitingForInput {
+			return false
+		}
+		reply = lastAgentText(t, c, id)
+		return reply != ""
+	})
+	return reply
+}
+
+func TestSessionsOnStandaloneRuntime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	api := apiClient(t, leaderOf(t, c))
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "two sessions"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each session's subscriber sees only its own events.
+	evCtx, stopEvents := context.WithCancel(context.Background())
+	defer stopEvents()
+	streamA, err := api.Events(evCtx, client.EventFilter{SessionID: a.ID}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer streamA.Close()
+	waitState(t, api, a.ID, state.SessionWaitingForInput)
+	waitState(t, api, b.ID, state.SessionWaitingForInput)
+
+	if got := promptAndWait(t, api, a.ID, "remember apple banana"); got != "ok, remembering apple banana" {
+		t.Fatalf("reply %q", got)
+	}
+	if got := promptAndWait(t, api, b.ID, "hello b"); got != "turn 1: hello b" {
+		t.Fatalf("reply %q", got)
+	}
+	// Session a's stream carried its streamed message (added, then updated)
+	// and none of b's.
+	var added, updated bool
+	for !(added && updated) {
+		e, err := streamA.Next()
+		if err != nil {
+			t.Fatalf("events: %v", err)
+		}
+		if e.SessionID != a.ID {
+			t.Fatalf("session a's stream got %+v", e)
+		}
+		added = added || e.Type == state.EventMessageAdded
+		updated = updated || e.Type == state.EventMessageUpdated
+	}
+
+	// A prompt while a turn runs is a conflict.
+	if err := api.Prompt(testCtx(t), b.ID, "sleep 3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Prompt(testCtx(t), b.ID, "again"); !client.IsCode(err, "conflict") {
+		t.Fatalf("prompt during a turn: %v, want conflict", err)
+	}
+	if err := api.Cancel(testCtx(t), b.ID); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	waitState(t, api, b.ID, state.SessionWaitingForInput)
+
+	// Stop a, then resume it: the agent remembers the conversation.
+	if _, err := api.Stop(testCtx(t), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, a.ID, state.SessionStopped)
+	if l, err := api.Lease(testCtx(t), a.ID); err != nil || l.State != state.LeaseReleased {
+		t.Fatalf("lease after stop: %+v %v, want released", l, err)
+	}
+	st, err := api.SessionStatus(testCtx(t), a.ID)
+	if err != nil || !st.NeedsResume || st.IsAgentRunning {
+		t.Fatalf("status after stop: %+v %v", st, err)
+	}
+	if _, err := api.Resume(testCtx(t), a.ID); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	waitState(t, api, a.ID, state.SessionWaitingForInput)
+	if got := promptAndWait(t, api, a.ID, "recall"); got != "you asked me to remember: apple, banana" {
+		t.Fatalf("after resume, recall = %q", got)
+	}
+	if tk, _ := api.GetTask(testCtx(t), task.ID); tk.State != state.TaskReview {
+		t.Fatalf("task state after resume: %s, want REVIEW", tk.State)
+	}
+}
+
+func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	api := apiClient(t, leaderOf(t, c))
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.email=t@e", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "init"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "ws", Workspace: state.Workspace{Path: repo}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	if _, err := api.Stop(testCtx(t), sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, sess.ID, state.SessionStopped)
+	// agentctl is stopped with the session; resuming brings the workspace back.
+	// Workspace access itself must not need the agent, so check it on a
+	// session whose agent exited but whose agentctl runs: stop the agent only.
+	if _, err := api.Resume(testCtx(t), sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	st, err := api.SessionStatus(testCtx(t), sess.ID)
+	if err != nil || st.WorktreeBranch == nil || st.WorktreePath == nil {
+		t.Fatalf("status of a git task: %+v %v", st, err)
+	}
+
+	if err := api.WriteFile(testCtx(t), sess.ID, "notes/hello.txt", strings.NewReader("hi there\n")); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	data, err := api.ReadFile(testCtx(t), sess.ID, "notes/hello.txt")
+	if err != nil || string(data) != "hi there\n" {
+		t.Fatalf("read: %q %v", data, err)
+	}
+	entries, err := api.Files(testCtx(t), sess.ID, "notes")
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("list: %+v %v", entries, err)
+	}
+	gs, err := api.GitStatus(testCtx(t), sess.ID)
+	if err != nil || !strings.Contains(string(gs), "notes/") {
+		t.Fatalf("git status: %s %v", gs, err)
+	}
+	if _, err := api.GitDiff(testCtx(t), sess.ID); err != nil {
+		t.Fatalf("git diff: %v", err)
+	}
+	for _, bad := range []string{"../escape", "/etc/passwd"} {
+		if _, err := api.ReadFile(testCtx(t), sess.ID, bad); !client.IsCode(err, "bad_request") {
+			t.Fatalf("read %q: %v, want bad_request", bad, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(repo, "notes")); !os.IsNotExist(err) {
+		t.Fatalf("the session wrote into the task's repository instead of its worktree")
+	}
+}
