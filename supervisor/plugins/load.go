@@ -73,17 +73,21 @@ func (m *Manager) load(ctx context.Context, inst *instance, tryReattach bool) (h
 			return nil, err
 		}
 		var err error
+		stderr := &tailWriter{out: inst.logFile}
 		c, err = runtime.NewClient(lctx, runtime.ClientConfig{
 			Path:                 inst.path,
 			Env:                  []string{runtime.PluginLogFileEnv + "=" + inst.logPath},
 			Logger:               m.logger,
-			Stderr:               inst.logFile,
+			Stderr:               stderr,
 			SupportedAPIVersions: m.opts.SupportedAPIVersions,
 			StartTimeout:         m.opts.LoadTimeout,
 		})
 		if err != nil {
 			if lctx.Err() != nil && ctx.Err() == nil {
-				return nil, fmt.Errorf("plugin did not finish loading within %s: %w", m.opts.LoadTimeout, err)
+				err = fmt.Errorf("plugin did not finish loading within %s: %w", m.opts.LoadTimeout, err)
+			}
+			if said := stderr.tail(); said != "" && errors.Is(err, runtime.ErrHandshake) {
+				err = &saidError{msg: condense(err) + "; plugin stderr: " + said, err: err}
 			}
 			return nil, err
 		}
@@ -142,6 +146,15 @@ func (m *Manager) load(ctx context.Context, inst *instance, tryReattach bool) (h
 		"api_version", info.APIVersion, "pid", pid)
 	return nil, nil
 }
+
+// saidError is a load error with what the plugin printed before it failed.
+type saidError struct {
+	msg string
+	err error
+}
+
+func (e *saidError) Error() string { return e.msg }
+func (e *saidError) Unwrap() error { return e.err }
 
 // diagString formats one diagnostic as FILE:LINE:COL: summary: detail.
 func diagString(d *hcl.Diagnostic) string {

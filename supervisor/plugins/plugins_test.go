@@ -502,11 +502,11 @@ func TestBadPlugins(t *testing.T) {
 		{"junk", "not a Paddock runtime plugin"},
 		{"text", "not a Paddock runtime plugin"},
 		{"noexec", "is not executable"},
-		{"exitstart", "exited at start"},
+		{"exitstart", "plugin stderr: testplugin: cannot start: missing everything"},
 		{"hang", "timeout while waiting for plugin to start"},
 		{"hanginfo", "did not finish loading within 2s"},
 		{"api99", `speaks API version "99", this host supports 1`},
-		{"badcookie", "not a Paddock runtime plugin"},
+		{"badcookie", "plugin stderr: This binary is a plugin"},
 		{"missing", "no executable paddock-runtime-missing in plugin_dir"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
