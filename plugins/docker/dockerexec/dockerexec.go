@@ -334,6 +334,10 @@ func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.
 		if !filepath.IsAbs(src) {
 			src = filepath.Join(cfg.WorkspaceRoot, src)
 		}
+		src = filepath.Clean(src)
+		if !within(cfg.WorkspaceRoot, src) && !within(root, src) {
+			return "", fmt.Errorf("workspace path %s is outside workspace_root %s: %w", req.Workspace.Path, cfg.WorkspaceRoot, runtime.ErrInvalidRequest)
+		}
 		real, err := filepath.EvalSymlinks(src)
 		if err != nil {
 			return "", fmt.Errorf("workspace path %s: %v: %w", req.Workspace.Path, err, runtime.ErrInvalidRequest)
