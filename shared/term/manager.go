@@ -59,6 +59,11 @@ type Options struct {
 	CreditWindow int
 	// MaxTerminals bounds the number of named terminals (DefaultMaxTerminals).
 	MaxTerminals int
+	// External maps terminal names to PTYs owned by someone else (agentctl serves its
+	// pty agent as "agent"): attaching such a name shows that PTY instead of starting a
+	// shell; reset is refused while its program runs. The func is called on first
+	// attach and, once the program has exited, on the next attach to pick up a new one.
+	External map[string]func() (External, error)
 	// Names, when set, lists the only terminal names that may be attached; others get 404.
 	Names []string
 	// HelloTimeout bounds the wait for the client's hello (DefaultHelloTimeout).
@@ -245,7 +250,8 @@ func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
 		t, err := NewTerminal(TerminalConfig{
 			Argv: m.opts.Shell, Dir: m.opts.Dir, Env: m.opts.Env,
 			Cols: h.Cols, Rows: h.Rows, ReplayBytes: m.opts.ReplayBytes,
-			Logger: m.log.Named(c.name),
+			External: m.opts.External[c.name],
+			Logger:   m.log.Named(c.name),
 		})
 		if err != nil {
 			return nil, "", fmt.Errorf("start terminal %q: %w", c.name, err)
@@ -255,10 +261,18 @@ func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
 	}
 	notice := ""
 	if exited, code := e.term.Exited(); exited {
-		if err := e.term.Reset(); err != nil {
+		err := e.term.Reset()
+		switch {
+		case err == nil && e.term.cfg.External != nil:
+			notice = fmt.Sprintf("the previous program exited with code %d; showing the new one", code)
+		case err == nil:
+			notice = fmt.Sprintf("the previous shell exited with code %d; a new shell was started", code)
+		case e.term.cfg.External != nil:
+			// Nothing new to show: attach to the exited program's output.
+			notice = fmt.Sprintf("the program exited with code %d", code)
+		default:
 			return nil, "", fmt.Errorf("restart terminal %q: %w", c.name, err)
 		}
-		notice = fmt.Sprintf("the previous shell exited with code %d; a new shell was started", code)
 	}
 	if e.idle != nil {
 		e.idle.Stop()

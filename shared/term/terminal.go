@@ -33,8 +33,13 @@ const exitDrain = 2 * time.Second
 
 // TerminalConfig describes the program a Terminal runs.
 type TerminalConfig struct {
-	// Argv is the program and its arguments (required; never run through a shell).
+	// Argv is the program and its arguments (required unless External is set; never run
+	// through a shell).
 	Argv []string
+	// External, when set, makes the terminal show a PTY owned by someone else instead of
+	// running Argv: it is called for the first generation and by Reset once the program
+	// has exited. Such a terminal cannot be reset while its program runs.
+	External func() (External, error)
 	// Dir is the working directory ("" = the current one).
 	Dir string
 	// Env is the environment (nil = this process's); TERM defaults to xterm-256color.
@@ -116,6 +121,7 @@ type shell struct {
 	epoch    string
 	cmd      *exec.Cmd
 	ptmx     *os.File
+	ext      External // set for a PTY owned by someone else (cmd and ptmx are nil)
 	ring     *Ring
 	pid      int
 	exited   bool
@@ -162,7 +168,7 @@ func (t *Terminal) hold(s *shell) {
 
 // NewTerminal starts cfg.Argv in a new PTY.
 func NewTerminal(cfg TerminalConfig) (*Terminal, error) {
-	if len(cfg.Argv) == 0 || cfg.Argv[0] == "" {
+	if cfg.External == nil && (len(cfg.Argv) == 0 || cfg.Argv[0] == "") {
 		return nil, errors.New("new terminal: empty argv")
 	}
 	if cfg.Cols == 0 && cfg.Rows == 0 {
@@ -205,6 +211,14 @@ func (t *Terminal) env() []string {
 
 // startLocked starts a new shell generation; t.mu is held.
 func (t *Terminal) startLocked() error {
+	if t.cfg.External != nil {
+		src, err := t.cfg.External()
+		if err != nil {
+			return fmt.Errorf("new terminal: %w", err)
+		}
+		t.startExternalLocked(src)
+		return nil
+	}
 	cmd := exec.Command(t.cfg.Argv[0], t.cfg.Argv[1:]...)
 	cmd.Dir = t.cfg.Dir
 	cmd.Env = t.env()
@@ -322,10 +336,13 @@ func killSession(sid int) {
 	}
 }
 
-// kill ends the shell's session and unblocks its reader.
+// kill ends the shell's session and unblocks its reader. A PTY owned by someone else
+// is only no longer watched.
 func (s *shell) kill() {
 	s.stopOnce.Do(func() { close(s.stop) })
-	killSession(s.pid)
+	if s.ext == nil {
+		killSession(s.pid)
+	}
 }
 
 func (t *Terminal) signalLocked() {
@@ -377,6 +394,12 @@ func (t *Terminal) Resize(cols, rows int) error {
 	if t.cur.exited {
 		return nil
 	}
+	if t.cur.ext != nil {
+		if err := t.cur.ext.Resize(cols, rows); err != nil {
+			return fmt.Errorf("resize external pty to %dx%d: %w", cols, rows, err)
+		}
+		return nil
+	}
 	if err := pty.Setsize(t.cur.ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		return fmt.Errorf("resize pty to %dx%d: %w", cols, rows, err)
 	}
@@ -394,6 +417,13 @@ func (t *Terminal) Write(p []byte) (int, error) {
 	if s.exited {
 		return 0, ErrExited
 	}
+	if s.ext != nil {
+		n, err := s.ext.Write(p)
+		if err != nil {
+			return n, fmt.Errorf("write to external pty of pid %d: %w", s.pid, err)
+		}
+		return n, nil
+	}
 	n, err := s.ptmx.Write(p)
 	if err != nil {
 		return n, fmt.Errorf("write to pty of pid %d: %w", s.pid, err)
@@ -402,8 +432,13 @@ func (t *Terminal) Write(p []byte) (int, error) {
 }
 
 // Reset kills the current shell with its whole session and starts a fresh one under a
-// new epoch (with a new, empty ring). It also revives a shell that has exited.
+// new epoch (with a new, empty ring). It also revives a shell that has exited. A
+// terminal showing an External PTY fails with ErrNotResettable while its program runs,
+// and moves to its owner's new program once it has exited (ErrNoNewProgram if none).
 func (t *Terminal) Reset() error {
+	if t.cfg.External != nil {
+		return t.resetExternal()
+	}
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
