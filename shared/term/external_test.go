@@ -74,6 +74,8 @@ func TestExternalAgentTerminal(t *testing.T) {
 	_ = c.ws.Close()
 	c.waitClosed()
 	_, _ = a.Write([]byte("echo WHILE-AWAY\r"))
+	at1, _ := m.Terminal("agent")
+	waitFor(t, 5*time.Second, "output while away", func() bool { return strings.Count(ringText(at1.Ring()), "WHILE-AWAY") >= 2 })
 	c2, at2 := attach(t, srv, "agent", Hello{Epoch: at.Epoch, Offset: &pos})
 	if at2.Replay != ReplayDelta || at2.Epoch != at.Epoch {
 		t.Fatalf("reattach %+v", at2)
