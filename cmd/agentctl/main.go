@@ -22,6 +22,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
+	"github.com/paddockhq/paddock/shared/term"
 )
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -102,7 +104,15 @@ func serve(args []string) int {
 	secretFile := fs.String("secret-file", "", "file holding the secret (else env PADDOCK_AGENTCTL_SECRET)")
 	level := fs.String("log-level", "info", "trace|debug|info|warn|error")
 	logFile := fs.String("log-file", "", "log to this file instead of stderr")
+	var shell shellFlag
+	fs.Var(&shell, "shell", "terminal program: repeat for each argv word, or one JSON array (default $SHELL, else /bin/sh)")
+	replayBytes := fs.Int("replay-bytes", term.DefaultReplayBytes, "replay buffer per terminal, in bytes")
+	idleTimeout := fs.Duration("idle-timeout", term.DefaultIdleTimeout, "end a terminal with no connection for this long")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *replayBytes < 4096 || *idleTimeout <= 0 {
+		fmt.Fprintln(os.Stderr, "agentctl serve: -replay-bytes must be at least 4096 and -idle-timeout positive")
 		return 2
 	}
 	if *session == "" || *ws == "" {
@@ -129,7 +139,20 @@ func serve(args []string) int {
 		}
 		opts.InitTimeout = d
 	}
-	srv, err := agentctl.NewServer(opts)
+	// Terminals run in the workspace; "agent" shows the pty agent's own PTY. srv is
+	// set before the first request can reach the lookup.
+	var srv *agentctl.Server
+	absWS, _ := filepath.Abs(*ws)
+	terms := term.NewManager(term.Options{
+		Shell: shell.argv, Dir: absWS, ReplayBytes: *replayBytes, IdleTimeout: *idleTimeout,
+		// Requests carry the agentctl secret; Origin is the supervisor's to check.
+		CheckOrigin: func(*http.Request) bool { return true },
+		External:    map[string]func() (term.External, error){"agent": func() (term.External, error) { return agentPTY(srv) }},
+		Logger:      log.Named("terminals"),
+	})
+	defer terms.Close()
+	opts.Terminals = terms
+	srv, err = agentctl.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentctl serve:", err)
 		return 1
@@ -156,6 +179,49 @@ func serve(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// shellFlag collects -shell: repeated words, or one JSON array.
+type shellFlag struct{ argv []string }
+
+func (f *shellFlag) String() string { return strings.Join(f.argv, " ") }
+
+func (f *shellFlag) Set(v string) error {
+	if strings.HasPrefix(strings.TrimSpace(v), "[") {
+		var argv []string
+		if err := json.Unmarshal([]byte(v), &argv); err != nil {
+			return fmt.Errorf("-shell JSON array: %w", err)
+		}
+		if len(argv) == 0 || argv[0] == "" {
+			return errors.New("-shell JSON array is empty")
+		}
+		f.argv = append(f.argv, argv...)
+		return nil
+	}
+	if v == "" {
+		return errors.New("-shell word is empty")
+	}
+	f.argv = append(f.argv, v)
+	return nil
+}
+
+// ptyAgentTerminal adapts the pty agent to term.External (Resize takes ints).
+type ptyAgentTerminal struct{ *ptyagent.Agent }
+
+func (a ptyAgentTerminal) Resize(cols, rows int) error {
+	return a.Agent.Resize(uint16(cols), uint16(rows))
+}
+
+// agentPTY is the running pty agent's PTY, for the terminal named "agent".
+func agentPTY(srv *agentctl.Server) (term.External, error) {
+	if srv == nil {
+		return nil, errors.New("agentctl is starting")
+	}
+	a := srv.AgentTerminal()
+	if a == nil {
+		return nil, errors.New("no pty agent is running in this session (the agent's protocol is not pty, or it has not started)")
+	}
+	return ptyAgentTerminal{a}, nil
 }
 
 func host(args []string) int {
