@@ -141,7 +141,9 @@ func (h *agentHost) log() string {
 	return string(b)
 }
 
-func (h *agentHost) client() *agentctl.HostClient { return agentctl.NewHostClient(h.url, h.secret, 30*time.Second) }
+func (h *agentHost) client() *agentctl.HostClient {
+	return agentctl.NewHostClient(h.url, h.secret, 30*time.Second)
+}
 
 // cleanup stops every instance the host started, then the host.
 func (h *agentHost) cleanup() {
@@ -249,7 +251,37 @@ func makeUnreachable(t *testing.T, h *agentHost, pid int) {
 		t.Fatalf("SIGSTOP instance: %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	// SIGSTOP takes effect asynchronously: wait until the kernel reports
+	// every thread of the process stopped.
+	waitFor(t, 10*time.Second, "the instance to be stopped", func() bool { return allStopped(pid) })
 	h.kill()
+}
+
+// allStopped reports whether every thread of pid is in state T.
+func allStopped(pid int) bool {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		return false
+	}
+	for _, p := range stats {
+		if procState(p) != 'T' {
+			return false
+		}
+	}
+	return true
+}
+
+// procState is the state letter of a /proc/…/stat file (R, S, T, Z, …), or 0.
+func procState(statPath string) byte {
+	b, err := os.ReadFile(statPath)
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0
+	}
+	return b[i+2]
 }
 
 func TestRecoverWhenHostComesBackWithinBackoff(t *testing.T) {
