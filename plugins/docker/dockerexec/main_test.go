@@ -2,10 +2,10 @@ package dockerexec_test
 
 import (
 	"context"
-	"flag"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
