@@ -1,0 +1,323 @@
+// Package terminal is the supervisor's side of terminal WebSockets: it accepts a
+// client's paddock.terminal.v1 connection for GET /v1/sessions/{id}/terminal, checks
+// a browser's hello token when asked to, dials the session's agentctl terminal with the
+// executor's secret and relays frames both ways without buffering beyond one message
+// (so agentctl's credit-based flow control reaches the client), propagating close codes
+// (4001 taken_over, …).
+//
+// The API checks the Origin and the header token before calling Serve. This package
+// may import shared/term (the codec) but nothing else of the supervisor.
+package terminal
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/shared/term"
+)
+
+// Close codes sent by the relay itself (agentctl's own codes pass through unchanged).
+const (
+	// CloseUnauthorized ends a connection whose hello token was refused.
+	CloseUnauthorized = term.CloseUnauthorized
+	// CloseUnavailable ends a connection when agentctl cannot be reached; clients retry.
+	CloseUnavailable = websocket.CloseTryAgainLater
+)
+
+// Timeouts of the relay.
+const (
+	helloTimeout     = 10 * time.Second
+	handshakeTimeout = 10 * time.Second
+	closeGrace       = time.Second
+)
+
+// Target says where to relay one client connection.
+type Target struct {
+	// URL is agentctl's base URL (http://host:port), state.Executor.AgentctlURL.
+	URL string
+	// Secret is the executor's agentctl secret (sent as Authorization: Bearer).
+	Secret string
+	// Name is the terminal name (the request's ?name=, "shell" if empty).
+	Name string
+	// HelloToken, when not empty, is the acl.token the client's hello must carry: set it
+	// when the request came without a token header (browsers). Compared in constant time;
+	// never forwarded.
+	HelloToken string
+	// Logger receives diagnostics (a null logger if nil). Secrets are never logged.
+	Logger hclog.Logger
+}
+
+var upgrader = websocket.Upgrader{
+	ReadBufferSize:  16 << 10,
+	WriteBufferSize: 64 << 10,
+	Subprotocols:    []string{term.Subprotocol},
+	// The API has checked the Origin before calling Serve.
+	CheckOrigin: func(*http.Request) bool { return true },
+}
+
+// Serve upgrades r (which must ask for subprotocol paddock.terminal.v1), reads the
+// client's hello, checks its token if t.HelloToken is set, dials agentctl's
+// /v1/terminals/{name}, forwards the hello without its token and relays until either
+// side closes. Query parameters cols and rows fill a hello that omits its size.
+// Refusals before the upgrade are JSON errors (400); after it, an error frame and a
+// close code: 4000 bad hello, 4003 unauthorized, 1013 agentctl unreachable.
+// It returns when both directions have ended.
+func Serve(w http.ResponseWriter, r *http.Request, t Target) {
+	log := t.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	if t.Name == "" {
+		t.Name = "shell"
+	}
+	log = log.With("terminal", t.Name)
+	if !websocket.IsWebSocketUpgrade(r) {
+		httpError(w, http.StatusBadRequest, "this endpoint is a WebSocket (subprotocol "+term.Subprotocol+")")
+		return
+	}
+	hasProto := false
+	for _, p := range websocket.Subprotocols(r) {
+		hasProto = hasProto || p == term.Subprotocol
+	}
+	if !hasProto {
+		httpError(w, http.StatusBadRequest, "WebSocket subprotocol "+term.Subprotocol+" required")
+		return
+	}
+	target, err := terminalURL(t.URL, t.Name)
+	if err != nil {
+		httpError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	client, err := upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		log.Debug("terminal upgrade failed", "error", err)
+		return // the upgrader has answered
+	}
+	defer client.Close()
+	client.SetReadLimit(term.MaxFrameBytes)
+
+	hello, ok := readHello(client, r, t.HelloToken)
+	if !ok {
+		return
+	}
+	d := websocket.Dialer{
+		Proxy:            nil,
+		HandshakeTimeout: handshakeTimeout,
+		Subprotocols:     []string{term.Subprotocol},
+		ReadBufferSize:   64 << 10,
+		WriteBufferSize:  16 << 10,
+	}
+	hdr := http.Header{"Authorization": []string{"Bearer " + t.Secret}}
+	upstream, resp, err := d.DialContext(r.Context(), target, hdr)
+	if err != nil {
+		msg := fmt.Sprintf("cannot reach the session's terminal %q: %v", t.Name, err)
+		if resp != nil {
+			msg = fmt.Sprintf("the session's agentctl refused terminal %q: %s", t.Name, upstreamError(resp))
+		}
+		log.Warn("dial agentctl terminal", "status", statusOf(resp), "error", err)
+		failClient(client, "unavailable", msg, CloseUnavailable)
+		return
+	}
+	defer upstream.Close()
+	upstream.SetReadLimit(term.MaxFrameBytes + 64)
+	if err := upstream.WriteMessage(websocket.TextMessage, hello); err != nil {
+		failClient(client, "unavailable", "forward hello to agentctl: "+err.Error(), CloseUnavailable)
+		return
+	}
+	relay(client, upstream, log)
+}
+
+// readHello reads and checks the client's first message and returns it re-encoded
+// without the token.
+func readHello(c *websocket.Conn, r *http.Request, token string) ([]byte, bool) {
+	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
+	typ, b, err := c.ReadMessage()
+	_ = c.SetReadDeadline(time.Time{})
+	if err != nil {
+		return nil, false
+	}
+	if typ != websocket.TextMessage {
+		failClient(c, term.CodeBadRequest, "the first message must be a JSON hello", term.CloseBadHello)
+		return nil, false
+	}
+	// A hello without a size takes it from the query (?cols=&rows=).
+	fillSize(&b, r.URL.Query())
+	msg, err := term.DecodeClientMessage(b)
+	if err != nil {
+		failClient(c, term.CodeBadRequest, "hello: "+err.Error(), term.CloseBadHello)
+		return nil, false
+	}
+	h, ok := msg.(term.Hello)
+	if !ok {
+		failClient(c, term.CodeBadRequest, "the first message must be a hello, got "+msg.MessageType(), term.CloseBadHello)
+		return nil, false
+	}
+	if token != "" && subtle.ConstantTimeCompare([]byte(h.Token), []byte(token)) != 1 {
+		failClient(c, term.CodeUnauth, "unauthorized: send the token in the hello or a header", CloseUnauthorized)
+		return nil, false
+	}
+	h.Token = ""
+	out, err := term.EncodeMessage(h)
+	if err != nil {
+		failClient(c, term.CodeInternal, err.Error(), websocket.CloseInternalServerErr)
+		return nil, false
+	}
+	return out, true
+}
+
+// fillSize adds cols and rows from the query to a hello object that lacks them.
+func fillSize(b *[]byte, q url.Values) {
+	cols, errC := strconv.Atoi(q.Get("cols"))
+	rows, errR := strconv.Atoi(q.Get("rows"))
+	if errC != nil || errR != nil || len(*b) > term.MaxControlBytes {
+		return
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(*b, &obj) != nil {
+		return // the decoder reports it
+	}
+	if _, ok := obj["cols"]; ok {
+		return
+	}
+	if _, ok := obj["rows"]; ok {
+		return
+	}
+	obj["cols"], _ = json.Marshal(cols)
+	obj["rows"], _ = json.Marshal(rows)
+	if out, err := json.Marshal(obj); err == nil {
+		*b = out
+	}
+}
+
+// relay copies messages both ways, one goroutine per direction, each the only writer
+// of its destination socket, until one side ends; then it closes the other with the
+// same close code.
+func relay(client, upstream *websocket.Conn, log hclog.Logger) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		err := pump(upstream, client)
+		log.Trace("client → agentctl ended", "error", err)
+		forwardClose(upstream, err)
+		// Let agentctl answer the close, then end the other direction's read.
+		_ = upstream.SetReadDeadline(time.Now().Add(closeGrace))
+	}()
+	go func() {
+		defer wg.Done()
+		err := pump(client, upstream)
+		log.Trace("agentctl → client ended", "error", err)
+		forwardClose(client, err)
+		_ = client.SetReadDeadline(time.Now().Add(closeGrace))
+	}()
+	wg.Wait()
+}
+
+// pump copies whole messages from src to dst (streaming each, type untouched) until
+// reading or writing fails, and returns that error.
+func pump(dst, src *websocket.Conn) error {
+	buf := make([]byte, 32<<10)
+	for {
+		typ, r, err := src.NextReader()
+		if err != nil {
+			return err
+		}
+		w, err := dst.NextWriter(typ)
+		if err != nil {
+			return err
+		}
+		if _, err := io.CopyBuffer(w, r, buf); err != nil {
+			_ = w.Close()
+			return err
+		}
+		if err := w.Close(); err != nil {
+			return err
+		}
+	}
+}
+
+// forwardClose sends dst the close code that ended the other side (1001 going away
+// when it just dropped).
+func forwardClose(dst *websocket.Conn, cause error) {
+	code, text := websocket.CloseGoingAway, "the other side went away"
+	var ce *websocket.CloseError
+	if errors.As(cause, &ce) {
+		code, text = ce.Code, ce.Text
+		if code == websocket.CloseNoStatusReceived || code == websocket.CloseAbnormalClosure {
+			code, text = websocket.CloseGoingAway, "the other side went away"
+		}
+	}
+	msg := websocket.FormatCloseMessage(code, text)
+	_ = dst.WriteControl(websocket.CloseMessage, msg, time.Now().Add(closeGrace))
+}
+
+func failClient(c *websocket.Conn, code, msg string, closeCode int) {
+	if b, err := term.EncodeMessage(term.Error{Code: code, Message: msg}); err == nil {
+		_ = c.SetWriteDeadline(time.Now().Add(closeGrace))
+		_ = c.WriteMessage(websocket.TextMessage, b)
+	}
+	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(closeCode, truncate(msg, 120)), time.Now().Add(closeGrace))
+}
+
+// truncate keeps a close reason within the 123 bytes a close frame allows.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// terminalURL turns agentctl's http(s) base URL into the terminal's ws(s) URL.
+func terminalURL(base, name string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("invalid agentctl URL %q", base)
+	}
+	switch u.Scheme {
+	case "http":
+		u.Scheme = "ws"
+	case "https":
+		u.Scheme = "wss"
+	case "ws", "wss":
+	default:
+		return "", fmt.Errorf("invalid agentctl URL scheme %q", u.Scheme)
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/terminals/" + url.PathEscape(name)
+	u.RawQuery = ""
+	return u.String(), nil
+}
+
+func upstreamError(resp *http.Response) string {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return resp.Status
+	}
+	return resp.Status + ": " + s
+}
+
+func statusOf(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+func httpError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": term.CodeBadRequest, "message": msg}})
+}
