@@ -240,3 +240,5 @@ func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
 		t.Fatalf("the session wrote into the task's repository instead of its worktree")
 	}
 }
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }

@@ -55,7 +55,7 @@ func classify(err error) (int, string) {
 		return http.StatusConflict, CodeConflict
 	case errors.Is(err, state.ErrInvalid):
 		return http.StatusBadRequest, CodeBadRequest
-	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, sessions.ErrNotLeader), errors.Is(err, sessions.ErrUnavailable),
+	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, sessions.ErrNotLeader), errors.Is(err, sessions.ErrUnavailable),
 		errors.Is(err, plugins.ErrUnhealthy), errors.Is(err, runtime.ErrUnavailable):
 		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, sessions.ErrNotRunning), errors.Is(err, sessions.ErrNotResumable):

@@ -110,3 +110,35 @@ func (n *Node) authorize(req *http.Request) {
 		req.Header.Set("Authorization", "Bearer "+n.cfg.Token)
 	}
 }
+
+// ErrNotLeader is returned by LeaderApply on a node that does not lead.
+var ErrNotLeader = errors.New("not the leader")
+
+// LeaderApply commits a command only while this node leads: leader-only work
+// (recovery, session lifecycles) must never act through a newer leader after
+// it lost leadership. A retry after raft.ErrLeadershipLost keeps the same
+// key, so it cannot apply twice.
+func (n *Node) LeaderApply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error) {
+	data, err := state.Command{Type: typ, Key: NewKey(), Now: time.Now(), Body: body}.Encode()
+	if err != nil {
+		return nil, err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("apply: %w", err)
+		}
+		if !n.IsLeader() {
+			return nil, ErrNotLeader
+		}
+		res, err := n.applyLocal(data)
+		if err == nil {
+			return res, nil
+		}
+		if !errors.Is(err, raft.ErrLeadershipLost) {
+			if errors.Is(err, raft.ErrNotLeader) {
+				return nil, ErrNotLeader
+			}
+			return nil, err
+		}
+	}
+}

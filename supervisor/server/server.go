@@ -17,6 +17,7 @@ import (
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/plugins"
+	"github.com/paddockhq/paddock/supervisor/recovery"
 	"github.com/paddockhq/paddock/supervisor/sessions"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -28,6 +29,7 @@ type Server struct {
 	API      *api.Server
 	Plugins  *plugins.Manager
 	Sessions *sessions.Manager
+	Recovery *recovery.Recovery
 
 	log      hclog.Logger
 	listener net.Listener
@@ -77,6 +79,8 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s := &Server{Config: cfg, Node: node, Plugins: pm, log: log, listener: ln, done: make(chan error, 1)}
 	s.Sessions = sessions.New(sessions.Options{Cluster: node, Runtimes: pm, Config: cfg, Logger: log.Named("sessions")})
 	node.OnLeader(s.Sessions.Run)
+	s.Recovery = recovery.New(node.Store(), s.Sessions, cfg, log.Named("recovery"))
+	node.OnLeader(s.Recovery.Run)
 	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {

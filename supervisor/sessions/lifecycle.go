@@ -301,7 +301,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	default:
 		return fmt.Errorf("%w: session %s is %s; it takes prompts when WAITING_FOR_INPUT", state.ErrConflict, sess.ID, sess.State)
 	}
-	e := m.live1(sessionID)
+	e := m.waitLive(ctx, sessionID)
 	if e == nil {
 		return fmt.Errorf("%w: session %s", ErrNotRunning, sess.ID)
 	}
@@ -317,6 +317,27 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 		return fmt.Errorf("prompt session %s: %w", sess.ID, err)
 	}
 	return nil
+}
+
+// liveWait bounds how long a prompt waits for a session that recovery is
+// still bringing back after a leader change.
+const liveWait = 10 * time.Second
+
+// waitLive returns the session's live execution, waiting up to liveWait while
+// its executor is being recovered (status starting, or ready but not yet
+// attached on this new leader).
+func (m *Manager) waitLive(ctx context.Context, sessionID string) *execution {
+	deadline := time.Now().Add(liveWait)
+	for {
+		if e := m.live1(sessionID); e != nil {
+			return e
+		}
+		sess, _ := m.store.Session(sessionID)
+		if sess.State != state.SessionWaitingForInput || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // Cancel cancels the running turn.

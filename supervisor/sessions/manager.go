@@ -27,10 +27,11 @@ var (
 	ErrUnavailable = errors.New("unavailable")
 )
 
-// Cluster is what the manager needs from the raft node.
+// Cluster is what the manager needs from the raft node. LeaderApply fails
+// instead of forwarding when this node no longer leads.
 type Cluster interface {
 	ID() string
-	Apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error)
+	LeaderApply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error)
 	Store() *state.Store
 }
 
@@ -156,7 +157,7 @@ func (m *Manager) IsRunning(sessionID string) bool { return m.live1(sessionID) !
 
 // apply commits a command and returns its domain error, if any.
 func (m *Manager) apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error) {
-	res, err := m.cluster.Apply(ctx, typ, body)
+	res, err := m.cluster.LeaderApply(ctx, typ, body)
 	if err != nil {
 		return nil, err
 	}

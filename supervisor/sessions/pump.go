@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -63,7 +64,7 @@ type pumper struct {
 func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, errs chan<- error) {
 	var since uint64
 	var failingSince time.Time
-	bound := max(3*p.m.cfg.Recovery.HealthTimeout, 3*time.Second)
+	bound := max(p.m.cfg.Recovery.HealthTimeout, time.Second)
 	for ctx.Err() == nil {
 		resp, err := p.e.client.Events(ctx, since, pollWait)
 		if err != nil {
@@ -190,4 +191,11 @@ func (m *Manager) lost(ctx context.Context, e *execution, err error) {
 	}
 	sess, _ := m.store.Session(e.sessionID)
 	m.fail(ctx, sess, e.executorID, state.ExecutorError, state.ReasonAgentNotRunning, err)
+	if m.cfg.Recovery.AutoResume == config.AutoResumeNone {
+		return
+	}
+	// auto_resume: relaunch agentctl through the runtime and resume at once.
+	if rerr := m.Resume(ctx, e.sessionID); rerr != nil {
+		m.log.Info("not auto-resuming session", "session", e.sessionID, "reason", rerr)
+	}
 }

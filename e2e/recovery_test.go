@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// liveSession is a session created for a recovery test with what it was told.
+type liveSession struct {
+	id, agent, word string
+}
+
+// startSessions creates n sessions (agents cycled from agents) and has each
+// remember a word.
+func startSessions(t *testing.T, api *client.Client, taskID string, n int, agents ...string) []liveSession {
+	t.Helper()
+	var out []liveSession
+	for i := 0; i < n; i++ {
+		agent := agents[i%len(agents)]
+		s, err := api.CreateSession(testCtx(t), taskID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, liveSession{id: s.ID, agent: agent, word: fmt.Sprintf("word%d", i)})
+	}
+	for _, s := range out {
+		waitState(t, api, s.id, state.SessionWaitingForInput)
+		if got := promptAndWait(t, api, s.id, "remember "+s.word); got != "ok, remembering "+s.word {
+			t.Fatalf("session %s: %q", s.id, got)
+		}
+	}
+	return out
+}
+
+// agentctlPID is the host pid of a session's agentctl.
+func agentctlPID(t *testing.T, api *client.Client, sessionID string) int {
+	t.Helper()
+	exs, err := api.Executors(testCtx(t), sessionID)
+	if err != nil || len(exs) == 0 || exs[0].PID == 0 {
+		t.Fatalf("executor of %s: %+v %v", sessionID, exs, err)
+	}
+	return exs[0].PID
+}
+
+func killPID(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill %d: %v", pid, err)
+	}
+	waitFor(t, 10*time.Second, fmt.Sprintf("pid %d to die", pid), func() bool {
+		return syscall.Kill(pid, 0) != nil || isZombie(pid)
+	})
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	for i := len(b) - 1; i > 0; i-- {
+		if b[i] == ')' && i+2 < len(b) {
+			return b[i+2] == 'Z'
+		}
+	}
+	return false
+}
+
+// checkRecovered verifies every session after a recovery: resumable ones
+// answer recall with their word; the non-resumable one whose agent died is
+// ERROR/not_resumable with its workspace usable; other live ones continue.
+func checkRecovered(t *testing.T, api *client.Client, sessions []liveSession, deadNonResumable string) {
+	t.Helper()
+	for _, s := range sessions {
+		if s.id == deadNonResumable {
+			waitFor(t, 60*time.Second, "the non-resumable session to be ERROR", func() bool {
+				st, err := api.SessionStatus(testCtx(t), s.id)
+				return err == nil && st.State == state.SessionError && st.ResumeReason != nil && *st.ResumeReason == state.ReasonNotResumable
+			})
+			if err := api.WriteFile(testCtx(t), s.id, "still-usable.txt", stringsReader("yes")); err != nil {
+				t.Fatalf("workspace of the non-resumable session: %v", err)
+			}
+			continue
+		}
+		waitFor(t, 60*time.Second, "session "+s.id+" to run again", func() bool {
+			st, err := api.SessionStatus(testCtx(t), s.id)
+			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		})
+		want := "you asked me to remember: " + s.word
+		if got := promptAndWait(t, api, s.id, "recall"); got != want {
+			t.Fatalf("session %s (%s) after recovery: recall = %q, want %q", s.id, s.agent, got, want)
+		}
+	}
+}
+
+func TestRestartSingleNodeRecoversSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	node := leaderOf(t, c)
+	api := apiClient(t, node)
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := startSessions(t, api, task.ID, 4, "demo", "demo", "demo-noresume", "demo-tty")
+	resumable, nonResumable := sessions[1], sessions[2]
+	pids := map[string]int{}
+	for _, s := range sessions {
+		pids[s.id] = agentctlPID(t, api, s.id)
+	}
+	node.Kill()
+	killPID(t, pids[resumable.id])
+	killPID(t, pids[nonResumable.id])
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, c)
+	checkRecovered(t, api, sessions, nonResumable.id)
+	// Untouched sessions continued with the same agentctl.
+	for _, s := range []liveSession{sessions[0], sessions[3]} {
+		if got := agentctlPID(t, api, s.id); got != pids[s.id] {
+			t.Errorf("session %s: agentctl pid %d, want the same %d", s.id, got, pids[s.id])
+		}
+	}
+}
+
+func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := startCluster(t, 3, true, standaloneConfig(t))
+	leader := leaderOf(t, c)
+	api := apiClient(t, leader)
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "failover"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := startSessions(t, api, task.ID, 10, "demo", "demo-noresume", "demo-tty", "demo", "demo")
+	resumable, nonResumable := sessions[0], sessions[1]
+	rPID, nPID := agentctlPID(t, api, resumable.id), agentctlPID(t, api, nonResumable.id)
+	leader.Kill()
+	killPID(t, rPID)
+	killPID(t, nPID)
+	newLeader := leaderOf(t, c)
+	if newLeader == leader {
+		t.Fatal("the killed node still leads")
+	}
+	checkRecovered(t, apiClient(t, newLeader), sessions, nonResumable.id)
+}
+
+func TestRecoveryFailurePaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	node := leaderOf(t, c)
+	api := apiClient(t, node)
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "failures"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions := startSessions(t, api, task.ID, 2, "demo")
+	gone, killed := sessions[0], sessions[1]
+
+	// agentctl killed while the leader lives: ERROR agent_not_running, then
+	// auto_resume relaunches it and the conversation continues.
+	events, err := api.Events(testCtx(t), client.EventFilter{SessionID: killed.id}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Close()
+	killPID(t, agentctlPID(t, api, killed.id))
+	sawError := false
+	for !sawError {
+		e, err := events.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sawError = e.Type == state.EventStateChanged && e.Data["to"] == string(state.SessionError) && e.Data["reason"] == state.ReasonAgentNotRunning
+	}
+	waitFor(t, 60*time.Second, "auto-resume of the session whose agentctl died", func() bool {
+		st, err := api.SessionStatus(testCtx(t), killed.id)
+		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+	})
+	if got := promptAndWait(t, api, killed.id, "recall"); got != "you asked me to remember: "+killed.word {
+		t.Fatalf("after auto-resume: %q", got)
+	}
+
+	// Workspace deleted during a restart: executor error, session ERROR
+	// executor_lost with a message.
+	exs, err := api.Executors(testCtx(t), gone.id)
+	if err != nil || len(exs) == 0 {
+		t.Fatal(err)
+	}
+	node.Kill()
+	killPID(t, exs[0].PID)
+	if err := os.RemoveAll(filepath.Dir(exs[0].WorkspacePath)); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, c)
+	waitFor(t, 60*time.Second, "the session without workspace to be ERROR executor_lost", func() bool {
+		st, err := api.SessionStatus(testCtx(t), gone.id)
+		return err == nil && st.State == state.SessionError && st.ResumeReason != nil && *st.ResumeReason == state.ReasonExecutorLost
+	})
+	ex, err := api.Executor(testCtx(t), exs[0].ID)
+	if err != nil || ex.Status != state.ExecutorError || ex.ErrorMessage == "" {
+		t.Fatalf("executor after losing its workspace: %+v %v", ex, err)
+	}
+}

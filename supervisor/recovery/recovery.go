@@ -1,0 +1,142 @@
+// Package recovery is the leader's startup recovery: when a node becomes
+// leader (after a restart or a failover) it brings every recorded executor
+// and session back without waiting for a user (PRODUCT.md requirement 2).
+// It runs inside the leader loop, whose context is cancelled when
+// leadership is lost, so two recoveries never run at once.
+//
+// The per-session steps live in supervisor/sessions (Manager.Recover); this
+// package picks the sessions, applies the auto_resume policy, bounds the
+// concurrency and reports what happened.
+package recovery
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/sessions"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// workers bounds how many sessions recover at once.
+const workers = 32
+
+// Sessions is what recovery needs from the session manager.
+type Sessions interface {
+	Recover(ctx context.Context, sessionID string, autoResume bool) (sessions.Outcome, error)
+}
+
+// Report summarises one recovery run.
+type Report struct {
+	Started  time.Time
+	Duration time.Duration
+	Outcomes map[sessions.Outcome]int
+	Errors   int
+}
+
+// Recovery runs startup recovery on the leader.
+type Recovery struct {
+	store    *state.Store
+	sessions Sessions
+	policy   string
+	log      hclog.Logger
+
+	mu   sync.Mutex
+	last *Report
+}
+
+// New returns a Recovery over the local store.
+func New(store *state.Store, s Sessions, cfg *config.Config, log hclog.Logger) *Recovery {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Recovery{store: store, sessions: s, policy: cfg.Recovery.AutoResume, log: log}
+}
+
+// candidate is a session to recover and whether its agent may be resumed.
+type candidate struct {
+	sessionID  string
+	autoResume bool
+}
+
+// candidates are the sessions whose current executor is starting or ready.
+func (r *Recovery) candidates() []candidate {
+	var out []candidate
+	for _, sess := range r.store.Sessions(state.SessionFilter{}) {
+		if sess.State == state.SessionCompleted || sess.ExecutorID == "" {
+			continue
+		}
+		ex, ok := r.store.Executor(sess.ExecutorID)
+		if !ok || (ex.Status != state.ExecutorStarting && ex.Status != state.ExecutorReady) {
+			continue
+		}
+		out = append(out, candidate{sessionID: sess.ID, autoResume: r.allows(sess.State)})
+	}
+	return out
+}
+
+// allows applies recovery.auto_resume: "all" resumes every recovered session
+// whose agent is gone, "active" only those that were starting or running
+// (not ones a user left in ERROR), "none" never.
+func (r *Recovery) allows(s state.SessionState) bool {
+	switch r.policy {
+	case config.AutoResumeAll:
+		return true
+	case config.AutoResumeNone:
+		return false
+	}
+	return s == state.SessionStarting || s == state.SessionWaitingForInput || s == state.SessionRunning
+}
+
+// Run recovers every candidate once; it is a cluster.LeaderFunc.
+func (r *Recovery) Run(ctx context.Context) {
+	rep := &Report{Started: time.Now(), Outcomes: map[sessions.Outcome]int{}}
+	list := r.candidates()
+	r.log.Info("recovery started", "sessions", len(list), "auto_resume", r.policy)
+	work := make(chan candidate)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := 0; i < min(workers, len(list)); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range work {
+				out, err := r.sessions.Recover(ctx, c.sessionID, c.autoResume)
+				mu.Lock()
+				rep.Outcomes[out]++
+				if err != nil {
+					rep.Errors++
+					r.log.Warn("recover session", "session", c.sessionID, "outcome", out, "error", err)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+feed:
+	for _, c := range list {
+		select {
+		case work <- c:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	rep.Duration = time.Since(rep.Started)
+	r.mu.Lock()
+	r.last = rep
+	r.mu.Unlock()
+	r.log.Info("recovery finished", "duration", rep.Duration, "continued", rep.Outcomes[sessions.OutcomeContinued],
+		"resumed", rep.Outcomes[sessions.OutcomeResumed], "workspace_only", rep.Outcomes[sessions.OutcomeWorkspace],
+		"lost", rep.Outcomes[sessions.OutcomeLost], "errors", rep.Errors, "cancelled", ctx.Err() != nil)
+}
+
+// Last returns the report of the last completed run (nil before one).
+func (r *Recovery) Last() *Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}

@@ -1,0 +1,174 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Outcome says what recovery did with one session.
+type Outcome string
+
+// Recovery outcomes.
+const (
+	OutcomeContinued Outcome = "continued" // the agent was alive: same execution
+	OutcomeResumed   Outcome = "resumed"   // the agent was gone and resumed from its token
+	OutcomeWorkspace Outcome = "workspace" // agentctl is back, the agent is not (ERROR with a reason)
+	OutcomeLost      Outcome = "lost"      // the executor is gone (ERROR executor_lost)
+	OutcomeSkipped   Outcome = "skipped"   // nothing to recover
+)
+
+// runtimeRetries bounds retries of a runtime that is temporarily unavailable
+// (a plugin restarting, a Docker engine coming back).
+const runtimeRetries = 8
+
+// Recover brings one recorded session back on a new leader (PRODUCT.md
+// requirement 2): recover its executor through the runtime, health-check
+// agentctl, enable workspace access, then continue a live agent, resume a
+// gone one from its token (when autoResume), or record why it cannot.
+func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool) (Outcome, error) {
+	lctx, err := m.leaderCtx()
+	if err != nil {
+		return OutcomeSkipped, err
+	}
+	lock := m.sessionLock(sessionID)
+	lock.Lock()
+	defer lock.Unlock()
+	if m.live1(sessionID) != nil {
+		return OutcomeSkipped, nil // recovered already (never twice)
+	}
+	sess, ok := m.store.Session(sessionID)
+	if !ok {
+		return OutcomeSkipped, fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	ex, ok := m.store.Executor(sess.ExecutorID)
+	if !ok || (ex.Status != state.ExecutorStarting && ex.Status != state.ExecutorReady) {
+		return OutcomeSkipped, nil
+	}
+	if len(ex.Handle) == 0 {
+		// The launch was cut off before the runtime answered: nothing to
+		// reattach to. Start over when the session was still starting.
+		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, errors.New("the executor's launch was interrupted by a leader change"))
+		return OutcomeLost, nil
+	}
+	rt, err := m.runtimes.Get(ex.Runtime)
+	for i := 0; err != nil && i < runtimeRetries && ctx.Err() == nil; i++ {
+		time.Sleep(backoff(i))
+		rt, err = m.runtimes.Get(ex.Runtime)
+	}
+	if err != nil {
+		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("runtime %q: %w", ex.Runtime, err))
+		return OutcomeLost, err
+	}
+	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": ex.ID, "recovery": true})
+	resp, err := m.recoverExecutor(ctx, rt, ex)
+	if err != nil {
+		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("recover executor %s: %w", ex.ID, err))
+		return OutcomeLost, nil
+	}
+	prevNonce := ex.Nonce
+	ex.AgentctlURL, ex.PID, ex.ContainerID = resp.AgentctlURL, resp.PID, resp.ContainerID
+	if len(resp.Handle) > 0 {
+		ex.Handle = resp.Handle
+	}
+	if resp.WorkspacePath != "" {
+		ex.WorkspacePath, ex.WorktreePath, ex.WorktreeBranch = resp.WorkspacePath, resp.WorktreePath, resp.WorktreeBranch
+	}
+	var token uint64
+	if l, ok := m.store.Lease(sess.ID); ok && l.State == state.LeaseHeld {
+		token = l.FencingToken
+	}
+	client := clientFor(ex, token)
+	health, err := m.waitHealthy(ctx, client)
+	if err != nil {
+		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("agentctl at %s is not healthy: %w", ex.AgentctlURL, err))
+		return OutcomeLost, nil
+	}
+	ex.Nonce, ex.Status, ex.ErrorMessage = health.Nonce, state.ExecutorReady, ""
+	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
+		return OutcomeSkipped, err
+	}
+	// Workspace access (shell, files) is on from here, agent or not.
+	m.publish(ctx, sess.ID, state.EventAgentctlReady, map[string]any{"executor_id": ex.ID, "recovery": true, "nonce_changed": prevNonce != health.Nonce})
+
+	agent, err := client.AgentState(ctx)
+	alive := err == nil && prevNonce == health.Nonce && (agent.Status == agentctl.StatusWaitingForInput || agent.Status == agentctl.StatusRunning)
+	if alive {
+		m.attach(lctx, sess.ID, ex, client)
+		want := state.SessionWaitingForInput
+		if agent.TurnRunning {
+			want = state.SessionRunning
+		}
+		if sess.State != want {
+			if err := m.setState(ctx, sess.ID, want, "", ""); err != nil {
+				m.log.Warn("recovered session state", "session", sess.ID, "error", err)
+			}
+		}
+		return OutcomeContinued, nil
+	}
+	// The agent is gone: resumability decides.
+	switch {
+	case !ex.SupportsSessionResume:
+		m.failAgent(ctx, sess, state.ReasonNotResumable, state.ResumeMessage(state.ReasonNotResumable))
+		return OutcomeWorkspace, nil
+	case !sess.HasResumeToken:
+		m.failAgent(ctx, sess, state.ReasonMissingResumeToken, state.ResumeMessage(state.ReasonMissingResumeToken))
+		return OutcomeWorkspace, nil
+	case !autoResume:
+		m.failAgent(ctx, sess, state.ReasonAgentNotRunning, "the agent stopped while the supervisor was away; resume the session to continue")
+		return OutcomeWorkspace, nil
+	}
+	if sess.State != state.SessionStarting {
+		if err := m.setState(ctx, sess.ID, state.SessionStarting, "", ""); err != nil {
+			return OutcomeSkipped, err
+		}
+	}
+	agentCfg := m.cfg.Agent(sess.Agent)
+	if agentCfg == nil {
+		m.failAgent(ctx, sess, state.ReasonAgentNotRunning, fmt.Sprintf("agent profile %q is no longer configured", sess.Agent))
+		return OutcomeWorkspace, nil
+	}
+	sess, _ = m.store.Session(sess.ID)
+	if err := m.startAgent(ctx, lctx, sess, ex, client, profile(agentCfg), sess.ResumeToken); err != nil {
+		m.failAgent(ctx, sess, state.ReasonAgentNotRunning, err.Error())
+		return OutcomeWorkspace, nil
+	}
+	return OutcomeResumed, nil
+}
+
+// recoverExecutor asks the runtime to recover an executor, retrying while
+// the runtime is temporarily unavailable.
+func (m *Manager) recoverExecutor(ctx context.Context, rt runtime.Runtime, ex state.Executor) (runtime.LaunchResponse, error) {
+	var resp runtime.LaunchResponse
+	var err error
+	for i := 0; ; i++ {
+		rctx, cancel := context.WithTimeout(ctx, launchTimeout)
+		resp, err = rt.Recover(rctx, ex.Handle, ex.Secret)
+		cancel()
+		if err == nil || !errors.Is(err, runtime.ErrUnavailable) || i >= runtimeRetries || ctx.Err() != nil {
+			return resp, err
+		}
+		m.log.Info("runtime unavailable during recovery; retrying", "executor", ex.ID, "attempt", i+1, "error", err)
+		select {
+		case <-ctx.Done():
+			return resp, ctx.Err()
+		case <-time.After(backoff(i)):
+		}
+	}
+}
+
+// failAgent records a session whose agent is not running while its agentctl
+// is healthy: ERROR with the reason; the executor stays ready.
+func (m *Manager) failAgent(ctx context.Context, sess state.Session, reason, msg string) {
+	m.fail(ctx, sess, "", "", reason, errors.New(msg))
+}
+
+func backoff(attempt int) time.Duration {
+	d := 250 * time.Millisecond << min(attempt, 4)
+	return min(d, 4*time.Second)
+}
