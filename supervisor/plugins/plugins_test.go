@@ -28,6 +28,7 @@ import (
 var (
 	testPluginBin string // supervisor/plugins/testdata/testplugin
 	standaloneBin string // plugins/standalone
+	exampleBin    string // examples/runtime-subprocess
 )
 
 const helperEnv = "PLUGINS_TEST_HELPER" // set: this process is a helper supervisor
@@ -56,6 +57,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	standaloneBin, err = runtimetest.GoBuild(dir, "standalone", "github.com/paddockhq/paddock/plugins/standalone")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	exampleBin, err = runtimetest.GoBuild(dir, "subprocess", "github.com/paddockhq/paddock/examples/runtime-subprocess")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -352,6 +358,66 @@ func TestRestartAfterKill(t *testing.T) {
 	}
 }
 
+// Executors a plugin launched are detached: a plugin crash leaves them
+// running and the restarted plugin recovers them from their handles.
+func TestExecutorSurvivesPluginCrash(t *testing.T) {
+	agentctl, _, err := runtimetest.Agentctl(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t)
+	e.install(standaloneBin, "standalone")
+	m := e.manager(fmt.Sprintf(`plugin "standalone" {
+  config {
+    workspace_root = %q
+    agentctl_path  = %q
+  }
+}`, filepath.Join(e.dataD, "ws"), agentctl))
+	start(t, m)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rt, err := m.Get("standalone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	launched, err := rt.Launch(ctx, runtime.LaunchRequest{SessionID: "s1", TaskID: "t1", ExecutorID: "e1", AgentctlSecret: "sekrit", FencingToken: 1})
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	t.Cleanup(func() {
+		if rt, err := m.Get("standalone"); err == nil {
+			_ = rt.Destroy(context.Background(), launched.Handle)
+		}
+	})
+	if launched.PID <= 0 || !alive(launched.PID) {
+		t.Fatalf("launched %+v: agentctl not running", launched)
+	}
+
+	old := status(t, m, "standalone").PID
+	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "plugin restarted", 15*time.Second, func() bool {
+		s := status(t, m, "standalone")
+		return s.Healthy && s.PID != old
+	})
+	if !alive(launched.PID) {
+		t.Fatal("agentctl died with its plugin")
+	}
+	rt, err = m.Get("standalone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	insp, err := rt.Inspect(ctx, launched.Handle)
+	if err != nil || insp.State != runtime.StateRunning {
+		t.Fatalf("Inspect after plugin restart: %+v, %v", insp, err)
+	}
+	rec, err := rt.Recover(ctx, launched.Handle, "sekrit")
+	if err != nil || rec.PID != launched.PID || rec.Nonce != launched.Nonce {
+		t.Fatalf("Recover after plugin restart: %+v, %v (launched pid %d nonce %s)", rec, err, launched.PID, launched.Nonce)
+	}
+}
+
 // A crash is noticed while the plugin is being waited for as unhealthy.
 func TestUnhealthyWhileRestarting(t *testing.T) {
 	e := newEnv(t)
@@ -572,6 +638,33 @@ plugin "standalone" {
 	waitFor(t, "plugins stopped after invalid config", 10*time.Second, func() bool {
 		return len(pidsOf(t, bin)) == 0 && len(pidsOf(t, sbin)) == 0
 	})
+}
+
+// The example third-party plugin loads like ours; its required attributes are
+// enforced with diagnostics at their true position.
+func TestExamplePlugin(t *testing.T) {
+	e := newEnv(t)
+	e.install(exampleBin, "subprocess")
+	bad := e.manager(`plugin "subprocess" {
+  config {
+    workspace_root = "/tmp/x"
+  }
+}`)
+	err := bad.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "plugins.hcl:") || !strings.Contains(err.Error(), "agentctl_path") {
+		t.Fatalf("Start without agentctl_path: %v", err)
+	}
+	m := e.manager(fmt.Sprintf(`plugin "subprocess" {
+  config {
+    workspace_root = %q
+    agentctl_path  = "/nonexistent/agentctl"
+  }
+}`, filepath.Join(e.dataD, "ws")))
+	start(t, m)
+	if s := status(t, m, "subprocess"); !s.Healthy || s.Version != "0.1.0" || !s.Capabilities.NodeLocal {
+		t.Fatalf("status %+v", s)
+	}
+	checkGet(t, m, "subprocess")
 }
 
 func TestGetUnknownRuntime(t *testing.T) {
