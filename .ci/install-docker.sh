@@ -45,9 +45,10 @@ if ! pgrep -x dockerd >/dev/null 2>&1; then
 	setsid dockerd >>"$log" 2>&1 </dev/null &
 fi
 
-for ((i = 0; i < wait_s * 4; i++)); do
+start=$SECONDS
+while ((SECONDS - start < wait_s)); do
 	if engine_up; then
-		echo "install-docker: engine answers after ~$((i / 4))s"
+		echo "install-docker: engine answers after ~$((SECONDS - start))s"
 		exit 0
 	fi
 	sleep 0.25
