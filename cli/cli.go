@@ -102,7 +102,9 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	case "help", "-help", "--help":
 		printHelp(stdout)
 		return 0
-	case "attach", "resume":
+	case "attach":
+		return e.runCommand(&attachCommand, rest[1:])
+	case "resume":
 		return e.fail(fmt.Errorf("paddock %s is %w", rest[0], errNotAvailable))
 	case "server":
 		return e.fail(errors.New(`"paddock server" is not handled by the CLI dispatcher`))
@@ -245,7 +247,7 @@ func printHelp(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.usage(), c.summary)
 	}
-	fmt.Fprintln(tw, "  paddock attach SESSION [-name shell]\tattach to a session's terminal (not yet available)")
+	fmt.Fprintf(tw, "  %s\t%s\n", attachCommand.usage(), attachCommand.summary)
 	fmt.Fprintln(tw, "  paddock help\tshow this help")
 	_ = tw.Flush()
 	fmt.Fprintln(w)

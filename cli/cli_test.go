@@ -281,7 +281,8 @@ func TestErrors(t *testing.T) {
 		{"api not found", []string{"session", "status", "nope"}, "no route GET /v1/sessions/nope/status (not_found)"},
 		{"api conflict", []string{"session", "prompt", "busy", "hello"}, "a turn is already running (conflict)"},
 		{"resume not resumable", []string{"session", "resume", "s2"}, "cannot resume session s2: This agent cannot resume previous sessions. Create a new session. (conflict)"},
-		{"attach not available", []string{"attach", "s1"}, "paddock attach is not yet available"},
+		{"attach without session", []string{"attach"}, "missing SESSION. Usage: paddock attach SESSION [-name shell]"},
+		{"attach unknown session", []string{"attach", "nope"}, "attach refused: 404 Not Found"},
 		{"bad address", []string{"-address", "ftp://x", "status"}, "scheme must be http or https"},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,365 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+	xterm "golang.org/x/term"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/term"
+)
+
+// detachKey is ctrl-]: it ends `paddock attach` and leaves the shell running.
+const detachKey = 0x1d
+
+// Timing of attach connections.
+const (
+	attachPingEvery   = 10 * time.Second
+	attachReadTimeout = 30 * time.Second
+	attachBackoffMin  = 100 * time.Millisecond
+	attachBackoffMax  = 2 * time.Second
+	attachDialTimeout = 10 * time.Second
+)
+
+var attachCommand = command{
+	path:    "attach",
+	args:    "SESSION [-name shell]",
+	summary: "attach to a session's terminal (detach with ctrl-])",
+	flags:   attachFlags,
+	run:     runAttach,
+}
+
+func attachFlags(fs *flag.FlagSet) any {
+	return fs.String("name", "shell", "terminal name (\"agent\" is a pty agent's own terminal)")
+}
+
+func runAttach(e *env, fl any, pos []string) error {
+	if err := exactArgs(pos, "SESSION"); err != nil {
+		return err
+	}
+	name := *fl.(*string)
+	base, err := client.ParseAddress(e.g.address)
+	if err != nil {
+		return err
+	}
+	u := *base
+	u.Scheme = map[string]string{"http": "ws", "https": "wss"}[u.Scheme]
+	u.Path += "/v1/sessions/" + url.PathEscape(pos[0]) + "/terminal"
+	u.RawQuery = url.Values{"name": {name}}.Encode()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	a := &attacher{url: u.String(), token: e.g.token, in: os.Stdin, out: e.stdout, errOut: e.stderr, fd: -1}
+	if fd := int(os.Stdin.Fd()); xterm.IsTerminal(fd) {
+		a.fd = fd
+	}
+	return a.run(ctx)
+}
+
+// attacher is one `paddock attach`: a terminal (raw mode) or pipes (tests, scripts)
+// connected to a session terminal, reconnecting with delta replay until detached.
+type attacher struct {
+	url    string
+	token  string
+	in     io.Reader
+	out    io.Writer
+	errOut io.Writer
+	fd     int // stdin's fd when it is a terminal, else -1
+
+	epoch   string
+	pos     int64
+	hasPos  bool
+	pending string // a notice to print after the next out-of-band frame
+}
+
+// errDetached ends the attach without an error.
+var errDetached = errors.New("detached")
+
+// permanentError is a refusal that reconnecting cannot fix.
+type permanentError struct{ msg string }
+
+func (p *permanentError) Error() string { return p.msg }
+
+func (a *attacher) notice(format string, args ...any) {
+	fmt.Fprintf(a.errOut, "\r\n[paddock] "+format+"\r\n", args...)
+}
+
+func (a *attacher) size() (int, int) {
+	if a.fd >= 0 {
+		if c, r, err := xterm.GetSize(a.fd); err == nil && c > 0 && r > 0 {
+			return min(c, term.MaxSize), min(r, term.MaxSize)
+		}
+	}
+	return 80, 24
+}
+
+func (a *attacher) run(ctx context.Context) error {
+	if a.fd >= 0 {
+		old, err := xterm.MakeRaw(a.fd)
+		if err != nil {
+			return fmt.Errorf("raw mode: %w", err)
+		}
+		defer func() { _ = xterm.Restore(a.fd, old) }()
+	}
+	winch := make(chan os.Signal, 1)
+	if a.fd >= 0 {
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+	}
+	// The stdin reader cannot be interrupted (a blocked read on a terminal); it ends
+	// with the process, which exits right after run returns.
+	input := make(chan []byte)
+	detach := make(chan struct{})
+	go readInput(a.in, input, detach)
+
+	// The first connection must succeed; once attached, drops are retried until the
+	// user detaches.
+	everAttached := false
+	backoff := attachBackoffMin
+	for {
+		err := a.session(ctx, input, detach, winch)
+		var perm *permanentError
+		switch {
+		case errors.Is(err, errDetached), ctx.Err() != nil:
+			return nil
+		case errors.As(err, &perm):
+			return err
+		case errors.Is(err, errConnected):
+			everAttached = true
+			backoff = attachBackoffMin
+			a.notice("connection lost; reconnecting… (ctrl-] detaches)")
+		case !everAttached:
+			return err
+		default:
+			backoff = min(backoff*2, attachBackoffMax)
+		}
+		select {
+		case <-detach:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// errConnected marks a session that was attached before it dropped.
+var errConnected = errors.New("connection dropped")
+
+// readInput forwards stdin to input, cutting at the detach key (or EOF), which closes detach.
+func readInput(in io.Reader, input chan<- []byte, detach chan<- struct{}) {
+	defer close(detach)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			p := buf[:n]
+			i := bytes.IndexByte(p, detachKey)
+			if i >= 0 {
+				p = p[:i]
+			}
+			if len(p) > 0 {
+				input <- append([]byte(nil), p...)
+			}
+			if i >= 0 {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// session runs one connection: it returns errDetached, a permanentError, errConnected
+// when an attached connection dropped, or the dial error.
+func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-chan struct{}, winch <-chan os.Signal) error {
+	d := websocket.Dialer{Proxy: nil, HandshakeTimeout: attachDialTimeout, Subprotocols: []string{term.Subprotocol}, ReadBufferSize: 64 << 10}
+	hdr := http.Header{}
+	if a.token != "" {
+		hdr.Set("Authorization", "Bearer "+a.token)
+	}
+	ws, resp, err := d.DialContext(ctx, a.url, hdr)
+	if err != nil {
+		if resp != nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			_ = resp.Body.Close()
+			msg := fmt.Sprintf("attach refused: %s %s", resp.Status, apiMessage(b))
+			if resp.StatusCode < 500 {
+				return &permanentError{msg: msg}
+			}
+			return errors.New(msg)
+		}
+		return fmt.Errorf("dial %s: %w", a.url, err)
+	}
+	defer ws.Close()
+	ws.SetReadLimit(term.MaxFrameBytes + 64)
+
+	cols, rows := a.size()
+	h := term.Hello{Cols: cols, Rows: rows}
+	if a.hasPos {
+		pos := a.pos
+		h.Epoch, h.Offset = a.epoch, &pos
+	}
+	hello, _ := term.EncodeMessage(h)
+	if err := ws.WriteMessage(websocket.TextMessage, hello); err != nil {
+		return fmt.Errorf("send hello: %w", err)
+	}
+
+	// The writer is the socket's only writer: input, resizes, acks, pings, detach.
+	acks := make(chan int64, 1)
+	done := make(chan struct{})
+	writerErr := make(chan error, 1)
+	go func() { writerErr <- a.writeLoop(ws, input, detach, winch, acks, done) }()
+	err = a.readLoop(ws, acks)
+	close(done)
+	werr := <-writerErr
+	if errors.Is(werr, errDetached) {
+		return errDetached
+	}
+	return err
+}
+
+func (a *attacher) writeLoop(ws *websocket.Conn, input <-chan []byte, detach <-chan struct{}, winch <-chan os.Signal, acks <-chan int64, done <-chan struct{}) error {
+	ping := time.NewTicker(attachPingEvery)
+	defer ping.Stop()
+	send := func(m term.Message) error {
+		b, _ := term.EncodeMessage(m)
+		return ws.WriteMessage(websocket.TextMessage, b)
+	}
+	for {
+		var err error
+		select {
+		case <-done:
+			return nil
+		case p := <-input:
+			err = ws.WriteMessage(websocket.BinaryMessage, term.EncodeInput(p))
+		case <-detach:
+			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "detached"), time.Now().Add(time.Second))
+			_ = ws.Close()
+			return errDetached
+		case <-winch:
+			c, r := a.size()
+			err = send(term.Resize{Cols: c, Rows: r})
+		case off := <-acks:
+			err = send(term.Ack{Offset: off})
+		case <-ping.C:
+			err = send(term.Ping{})
+		}
+		if err != nil {
+			_ = ws.Close() // unblocks the reader
+			return err
+		}
+	}
+}
+
+// readLoop prints the stream and handles control messages until the connection ends.
+func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
+	attached := false
+	for {
+		_ = ws.SetReadDeadline(time.Now().Add(attachReadTimeout))
+		typ, b, err := ws.ReadMessage()
+		if err != nil {
+			return a.closed(err, attached)
+		}
+		if typ == websocket.BinaryMessage {
+			f, err := term.DecodeFrame(b)
+			if err != nil {
+				continue // not ours to die on
+			}
+			if _, err := a.out.Write(f.Data); err != nil {
+				return &permanentError{msg: fmt.Sprintf("write output: %v", err)}
+			}
+			switch f.Type {
+			case term.FrameOutput:
+				a.pos, a.hasPos = f.Offset+int64(len(f.Data)), a.epoch != ""
+				select { // credit flow control: the latest position wins
+				case acks <- a.pos:
+				default:
+					select {
+					case <-acks:
+					default:
+					}
+					acks <- a.pos
+				}
+			case term.FrameOutOfBand:
+				if a.pending != "" {
+					a.notice("%s", a.pending)
+					a.pending = ""
+				}
+			}
+			continue
+		}
+		msg, err := term.DecodeServerMessage(b)
+		if err != nil {
+			continue
+		}
+		switch m := msg.(type) {
+		case term.Attached:
+			attached = true
+			a.epoch, a.pos, a.hasPos = m.Epoch, m.Offset, true
+		case term.ResetDone:
+			a.epoch, a.pos = m.Epoch, 0
+			a.pending = "the terminal was reset: a new shell started"
+		case term.Exited:
+			a.notice("the shell exited with code %d; the next attach starts a new one", m.Code)
+			return errDetached
+		case term.TakenOver:
+			a.notice("another client took over this terminal")
+			return errDetached
+		case term.Error:
+			if m.Code == term.CodeUnauth {
+				return &permanentError{msg: "attach refused: " + m.Message}
+			}
+			a.notice("error: %s", m.Message)
+		}
+	}
+}
+
+// closed turns a read error into the session's outcome.
+func (a *attacher) closed(err error, attached bool) error {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) {
+		switch ce.Code {
+		case term.CloseTakenOver:
+			a.notice("another client took over this terminal")
+			return errDetached
+		case term.CloseUnauthorized, term.CloseBadHello:
+			return &permanentError{msg: fmt.Sprintf("attach refused: %s (close %d)", ce.Text, ce.Code)}
+		case term.CloseTerminalGone:
+			a.hasPos = false // a fresh terminal next time
+		}
+	}
+	if attached {
+		return errConnected
+	}
+	return fmt.Errorf("connection ended: %w", err)
+}
+
+// apiMessage extracts the message of an API error body.
+func apiMessage(b []byte) string {
+	var body struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &body) == nil && body.Error.Message != "" {
+		return fmt.Sprintf("%s (%s)", body.Error.Message, body.Error.Code)
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/term"
+)
+
+// syncBuffer is a goroutine-safe bytes.Buffer.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// dropProxy forwards TCP connections to target and can sever them all, like a network
+// drop or a supervisor that died.
+type dropProxy struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func newDropProxy(t *testing.T, target string) *dropProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{l: l}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(u, c); _ = u.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(c, u); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { _ = l.Close(); p.drop(); p.wg.Wait() })
+	return p
+}
+
+func (p *dropProxy) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+// runningAttach is an attacher in pipe mode running in the background.
+type runningAttach struct {
+	stdin  *io.PipeWriter
+	out    *syncBuffer
+	errOut *syncBuffer
+	done   chan error
+}
+
+func startAttach(t *testing.T, url string) *runningAttach {
+	t.Helper()
+	r, w := io.Pipe()
+	ra := &runningAttach{stdin: w, out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan error, 1)}
+	a := &attacher{url: url, in: r, out: ra.out, errOut: ra.errOut, fd: -1}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { ra.done <- a.run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		_ = w.Close()
+		select {
+		case <-ra.done:
+		case <-time.After(10 * time.Second):
+			t.Error("attach did not end")
+		}
+	})
+	return ra
+}
+
+func (ra *runningAttach) typeText(t *testing.T, s string) {
+	t.Helper()
+	if _, err := ra.stdin.Write([]byte(s)); err != nil {
+		t.Fatalf("type %q: %v", s, err)
+	}
+}
+
+func (ra *runningAttach) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-ra.done:
+		ra.done <- err // for the cleanup
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("attach did not end")
+		return nil
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// marker makes the shell print a random marker that the typed line does not contain.
+func (ra *runningAttach) marker(t *testing.T) string {
+	t.Helper()
+	n := rand.IntN(1_000_000)
+	ra.typeText(t, fmt.Sprintf("echo \"MK$((%d+1))\"\n", n))
+	m := fmt.Sprintf("MK%d", n+1)
+	waitUntil(t, "marker "+m, func() bool { return strings.Contains(ra.out.String(), m) })
+	return m
+}
+
+var pidLine = regexp.MustCompile(`PID(\d+):`)
+
+func (ra *runningAttach) pid(t *testing.T) string {
+	t.Helper()
+	before := len(pidLine.FindAllString(ra.out.String(), -1))
+	ra.typeText(t, "echo \"PID$$:\"\n")
+	var pid string
+	waitUntil(t, "echo $$", func() bool {
+		all := pidLine.FindAllStringSubmatch(ra.out.String(), -1)
+		if len(all) <= before {
+			return false
+		}
+		pid = all[len(all)-1][1]
+		return true
+	})
+	return pid
+}
+
+// startTerminals serves a real term.Manager (real PTYs) behind a proxy that can drop
+// connections.
+func startTerminals(t *testing.T) (*term.Manager, *dropProxy, string) {
+	t.Helper()
+	m := term.NewManager(term.Options{Shell: []string{"/bin/sh"}, Dir: t.TempDir(), Env: append(os.Environ(), "PS1=$ ")})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m.ServeTerminal(w, r, r.URL.Query().Get("name"))
+	}))
+	t.Cleanup(func() { srv.Close(); _ = m.Close() })
+	p := newDropProxy(t, strings.TrimPrefix(srv.URL, "http://"))
+	return m, p, "ws://" + p.l.Addr().String() + "/v1/sessions/s1/terminal?name=shell"
+}
+
+func TestAttachReconnectsWithDeltaAndDetaches(t *testing.T) {
+	m, proxy, url := startTerminals(t)
+	ra := startAttach(t, url)
+	mark := ra.marker(t)
+	pid := ra.pid(t)
+
+	// The connection drops: attach reconnects by itself with only what it missed.
+	proxy.drop()
+	waitUntil(t, "reconnect notice", func() bool { return strings.Contains(ra.errOut.String(), "reconnecting") })
+	waitUntil(t, "shell answers after reconnect", func() bool {
+		ra.typeText(t, "\n")
+		return strings.Count(ra.out.String(), "$ ") > 4
+	})
+	if p := ra.pid(t); p != pid {
+		t.Fatalf("pid after reconnect %s, want %s", p, pid)
+	}
+	if n := strings.Count(ra.out.String(), mark); n != 1 {
+		t.Fatalf("marker printed %d times: the reconnect replayed more than the delta", n)
+	}
+
+	// ctrl-] detaches; the shell keeps running.
+	ra.typeText(t, "echo bye\n\x1d")
+	if err := ra.wait(t); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	sh, ok := m.Terminal("shell")
+	if !ok || fmt.Sprint(sh.Pid()) != pid {
+		t.Fatal("detach ended the shell")
+	}
+
+	// A new attach (fresh screen) gets the full replay with the marker.
+	rb := startAttach(t, url)
+	waitUntil(t, "replayed marker", func() bool { return strings.Contains(rb.out.String(), mark) })
+
+	// A second client takes over: the first says so and ends without an error.
+	rc := startAttach(t, url)
+	rc.marker(t)
+	if err := rb.wait(t); err != nil {
+		t.Fatalf("taken over: %v", err)
+	}
+	if !strings.Contains(rb.errOut.String(), "took over") {
+		t.Fatalf("no takeover notice: %q", rb.errOut.String())
+	}
+
+	// The shell exits: the notice says the next attach starts a new one.
+	rc.typeText(t, "exit 3\n")
+	if err := rc.wait(t); err != nil {
+		t.Fatalf("after exit: %v", err)
+	}
+	if !strings.Contains(rc.errOut.String(), "exited with code 3") {
+		t.Fatalf("no exit notice: %q", rc.errOut.String())
+	}
+	rd := startAttach(t, url)
+	waitUntil(t, "new shell notice", func() bool { return strings.Contains(rd.out.String(), "previous shell exited with code 3") })
+	if p := rd.pid(t); p == pid {
+		t.Fatal("exited shell was not replaced")
+	}
+}
+
+func TestAttachRefusals(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"session nope not found"}}`)
+	}))
+	defer srv.Close()
+	ra := startAttach(t, "ws"+strings.TrimPrefix(srv.URL, "http")+"/v1/sessions/nope/terminal")
+	err := ra.wait(t)
+	if err == nil || !strings.Contains(err.Error(), "session nope not found (not_found)") {
+		t.Fatalf("refusal: %v", err)
+	}
+
+	// Nothing listening: the first connection must succeed, so it fails at once.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	_ = l.Close()
+	rb := startAttach(t, "ws://"+addr+"/v1/sessions/s1/terminal")
+	if err := rb.wait(t); err == nil || !strings.Contains(err.Error(), "dial") {
+		t.Fatalf("no server: %v", err)
+	}
+}
