@@ -93,6 +93,18 @@ server {
 				t.Fatalf("server %+v", c.Server)
 			}
 		}},
+		{"literals", `
+data_dir  = "/srv/$${HOME}/%%{x}"
+plugin_dir = <<EOT
+/opt/plugins
+EOT
+ports { http = (8080) }
+log_json = true
+`, func(t *testing.T, c *Config) {
+			if c.DataDir != "/srv/${HOME}/%{x}" || c.PluginDir != "/opt/plugins\n" || c.Ports.HTTP != 8080 || !c.LogJSON {
+				t.Fatalf("got %q %q %d %v", c.DataDir, c.PluginDir, c.Ports.HTTP, c.LogJSON)
+			}
+		}},
 		{"durations and sizes", `
 api { max_body = "64KB" }
 terminal {
@@ -408,8 +420,14 @@ func TestErrors(t *testing.T) {
 		{"bool as supports_session_resume", "agent \"a\" {\n  protocol = \"acp\"\n  command = [\"a\"]\n  supports_session_resume = \"perhaps\"\n}\n", `4:29: Incorrect attribute value type`},
 		{"bad auto_resume", "recovery {\n  auto_resume = \"some\"\n}\n", `2:17: Invalid recovery.auto_resume`},
 		{"empty shell", "terminal {\n  shell = []\n}\n", `2:11: Invalid terminal.shell`},
-		{"variable reference", "data_dir = var.dir\n", `1:12: Variables not allowed`},
-		{"function call", "data_dir = upper(\"x\")\n", `1:12: Function calls not allowed`},
+		{"variable reference", "data_dir = var.dir\n", `1:12: Expression not allowed`},
+		{"function call", "data_dir = upper(\"x\")\n", `1:12: Expression not allowed`},
+		{"interpolation", "data_dir = \"/a/${1e100000000}\"\n", `1:18: Expression not allowed`},
+		{"arithmetic", "ports {\n  http = 7000 + 700\n}\n", `2:10: Expression not allowed`},
+		{"number as string", "node_name = 1e100000000\n", `1:13: Incorrect attribute value type`},
+		{"huge port", "ports {\n  http = 1e100000000\n}\n", `2:10: Invalid number`},
+		{"huge size number", "api {\n  max_body = -1e100000000\n}\n", `2:14: Invalid size`},
+		{"number in list", "server {\n  retry_join = [1]\n}\n", `2:16: Invalid list element`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -347,6 +347,16 @@ func (l *loader) errorAt(a *hcl.Attribute, summary, detail, hint string) {
 
 // value evaluates a literal; ok is false on error or when the value is null (unset).
 func (l *loader) value(a *hcl.Attribute, key string) (cty.Value, bool) {
+	if e := nonLiteral(a.Expr); e != nil {
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Expression not allowed",
+			Detail:   joinHint("Configuration values must be literals.", `use a literal value such as "text", 7700, true or ["a", "b"]: configuration files have no variables, functions or interpolation`),
+			Subject:  e.Range().Ptr(),
+			Context:  a.Range.Ptr(),
+		})
+		return cty.NilVal, false
+	}
 	v, diags := a.Expr.Value(nil)
 	if diags.HasErrors() {
 		l.diags = append(l.diags, withHint(diags, "use a literal value: configuration files have no variables or functions")...)
@@ -357,6 +367,39 @@ func (l *loader) value(a *hcl.Attribute, key string) (cty.Value, bool) {
 	}
 	l.ranges[key] = a.Expr.Range()
 	return v, true
+}
+
+// nonLiteral returns the first part of e that is not a literal (a number, bool, null,
+// quoted string or heredoc without interpolation, or a list of those), or nil.
+func nonLiteral(e hcl.Expression) hcl.Expression {
+	switch e := e.(type) {
+	case *hclsyntax.LiteralValueExpr:
+		return nil
+	case *hclsyntax.TemplateExpr:
+		for _, p := range e.Parts {
+			// An interpolated literal ("${1e100000000}") is an expression too.
+			if lit, ok := p.(*hclsyntax.LiteralValueExpr); !ok || lit.Val.Type() != cty.String {
+				return p
+			}
+		}
+		return nil
+	case *hclsyntax.TupleConsExpr:
+		for _, x := range e.Exprs {
+			if bad := nonLiteral(x); bad != nil {
+				return bad
+			}
+		}
+		return nil
+	case *hclsyntax.UnaryOpExpr:
+		if e.Op == hclsyntax.OpNegate {
+			return nonLiteral(e.Val)
+		}
+		return e
+	case *hclsyntax.ParenthesesExpr:
+		return nonLiteral(e.Expression)
+	default:
+		return e
+	}
 }
 
 func (l *loader) convert(a *hcl.Attribute, key string, want cty.Type, what, example string) (cty.Value, bool) {
@@ -374,9 +417,16 @@ func (l *loader) convert(a *hcl.Attribute, key string, want cty.Type, what, exam
 
 func (l *loader) str(dst *string) setter {
 	return func(a *hcl.Attribute, key string) {
-		if v, ok := l.convert(a, key, cty.String, "a string", `"text"`); ok {
-			*dst = v.AsString()
+		v, ok := l.value(a, key)
+		if !ok {
+			return
 		}
+		if v.Type() != cty.String {
+			// No number-to-string conversion: formatting 1e100000000 takes minutes.
+			l.errorAt(a, "Incorrect attribute value type", fmt.Sprintf("%s must be a string, not %s.", a.Name, v.Type().FriendlyName()), `use a quoted string such as "text"`)
+			return
+		}
+		*dst = v.AsString()
 	}
 }
 
@@ -413,13 +463,14 @@ func (l *loader) integer(dst *int) setter {
 		}
 		n, ok := wholeNumber(v.AsBigFloat())
 		if !ok || n < -1<<31 || n > 1<<31-1 {
-			l.errorAt(a, "Invalid number", fmt.Sprintf("%s must be a whole number, not %s.", a.Name, v.AsBigFloat().Text('g', -1)), "use a value such as 7700")
+			l.errorAt(a, "Invalid number", fmt.Sprintf("%s must be a whole number within ±2^31.", a.Name), "use a value such as 7700")
 			return
 		}
 		*dst = int(n)
 	}
 }
 
+// wholeNumber returns f as an int64 when it is a whole number in int64's range.
 func wholeNumber(f *big.Float) (int64, bool) {
 	if !f.IsInt() {
 		return 0, false
@@ -428,17 +479,23 @@ func wholeNumber(f *big.Float) (int64, bool) {
 	return n, acc == big.Exact
 }
 
+// strings decodes a list of strings; elements must be strings (no conversion).
 func (l *loader) strings(dst *[]string) setter {
 	return func(a *hcl.Attribute, key string) {
-		v, ok := l.convert(a, key, cty.List(cty.String), "a list of strings", `["a", "b"]`)
+		v, ok := l.value(a, key)
 		if !ok {
+			return
+		}
+		ty := v.Type()
+		if !(ty.IsTupleType() || ty.IsListType()) {
+			l.errorAt(a, "Incorrect attribute value type", fmt.Sprintf("%s must be a list of strings, not %s.", a.Name, ty.FriendlyName()), `use a list such as ["a", "b"]`)
 			return
 		}
 		out := []string{}
 		for it := v.ElementIterator(); it.Next(); {
 			_, ev := it.Element()
-			if ev.IsNull() {
-				l.errorAt(a, "Invalid list element", fmt.Sprintf("%s must not contain null.", a.Name), `use only strings, such as ["a", "b"]`)
+			if ev.IsNull() || ev.Type() != cty.String {
+				l.errorAt(a, "Invalid list element", fmt.Sprintf("%s must contain only strings.", a.Name), `use quoted strings, such as ["a", "b"]`)
 				return
 			}
 			out = append(out, ev.AsString())
@@ -483,7 +540,7 @@ func (l *loader) size(dst *int64) setter {
 		case cty.Number:
 			n, ok := wholeNumber(v.AsBigFloat())
 			if !ok {
-				l.errorAt(a, "Invalid size", fmt.Sprintf("%s must be a whole number of bytes.", a.Name), hint)
+				l.errorAt(a, "Invalid size", fmt.Sprintf("%s must be a whole number of bytes within int64's range.", a.Name), hint)
 				return
 			}
 			*dst = n
