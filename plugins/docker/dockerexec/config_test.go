@@ -37,7 +37,7 @@ func TestParseConfigValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, diags := parse(t, `
+	_, diags := parse(t, `
 image = "my/img:1"
 host = "tcp://10.0.0.5:2375"
 agentctl_path = "`+exe+`"
@@ -54,7 +54,7 @@ start_timeout = "45s"
 	if !diags.HasErrors() {
 		t.Fatal("memory 1.5g must be refused (whole numbers only)")
 	}
-	cfg, diags = parse(t, strings.Replace(`
+	cfg, diags := parse(t, strings.Replace(`
 image = "my/img:1"
 host = "tcp://10.0.0.5:2375"
 agentctl_path = "EXE"

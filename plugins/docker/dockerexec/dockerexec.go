@@ -1,6 +1,6 @@
 // Package dockerexec is the docker runtime: each session's agentctl runs as
 // the entry process (pid 1) of its own container, created through the Docker
-// Engine API (github.com/moby/moby/client, version negotiated). Containers
+// Engine API (github.com/moby/moby/client, which negotiates the API version). Containers
 // outlive the plugin and the supervisor; Recover finds them again by id or,
 // failing that, by the paddock.session_id label.
 //
@@ -116,7 +116,10 @@ func (r *Runtime) engine() (Config, *client.Client, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cli == nil && r.cliErr == nil {
-		opts := []client.Opt{client.WithHostFromEnv(), client.WithAPIVersionNegotiation()}
+		// API version negotiation is on by default in this client (its
+		// WithAPIVersionNegotiation option is a deprecated no-op): it talks
+		// to any engine from API 1.40 on (Debian's docker.io speaks 1.41).
+		opts := []client.Opt{client.WithHostFromEnv()}
 		if r.cfg.Host != "" {
 			opts = append(opts, client.WithHost(r.cfg.Host))
 		}

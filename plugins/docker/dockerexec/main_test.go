@@ -61,7 +61,7 @@ func testMain(m *testing.M) int {
 }
 
 func pingEngine() error {
-	cli, err := client.New(client.WithHostFromEnv(), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHostFromEnv())
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func newSession(prefix string) string { return prefix + "-" + randHex(4) }
 // engine is a raw client for checks behind the plugin's back.
 func engine(t testing.TB) *client.Client {
 	t.Helper()
-	cli, err := client.New(client.WithHostFromEnv(), client.WithAPIVersionNegotiation())
+	cli, err := client.New(client.WithHostFromEnv())
 	if err != nil {
 		t.Fatal(err)
 	}
