@@ -485,9 +485,10 @@ func TestAllErrorsReported(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{"m.hcl:2:10:", "m.hcl:5:22:", "m.hcl:7:13:"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("missing %s in\n%s", want, err)
+	lines := strings.Split(err.Error(), "\n")
+	for i, want := range []string{"m.hcl:2:10:", "m.hcl:5:22:", "m.hcl:7:13:"} {
+		if len(lines) != 3 || !strings.HasPrefix(lines[i], want) {
+			t.Fatalf("line %d should start with %s (in file order):\n%s", i, want, err)
 		}
 	}
 	assertHints(t, err.Error())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -56,6 +57,7 @@ func (c *Config) Validate() error {
 type loader struct {
 	cfg    *Config
 	files  map[string]*hcl.File
+	order  []string             // file names in load order
 	ranges map[string]hcl.Range // value key ("ports.http", "agent.demo.command[0]") -> where it was last set
 	diags  hcl.Diagnostics
 }
@@ -66,14 +68,35 @@ func newLoader() *loader {
 
 func (l *loader) finish() (*Config, error) {
 	l.diags = append(l.diags, validate(l.cfg, l.ranges)...)
+	l.sortDiags()
 	if l.diags.HasErrors() {
 		return nil, &DiagError{Diags: l.diags, Files: l.files}
 	}
 	return l.cfg, nil
 }
 
+// sortDiags orders diagnostics by file (in load order) and position; those without a
+// range come first.
+func (l *loader) sortDiags() {
+	rank := func(d *hcl.Diagnostic) (int, int) {
+		if d.Subject == nil {
+			return -1, 0
+		}
+		return slices.Index(l.order, d.Subject.Filename), d.Subject.Start.Byte
+	}
+	sort.SliceStable(l.diags, func(i, j int) bool {
+		fi, bi := rank(l.diags[i])
+		fj, bj := rank(l.diags[j])
+		if fi != fj {
+			return fi < fj
+		}
+		return bi < bj
+	})
+}
+
 // file parses one file and applies it onto l.cfg.
 func (l *loader) file(src []byte, filename string) {
+	l.order = append(l.order, filename)
 	f, diags := hclsyntax.ParseConfig(src, filename, hcl.InitialPos)
 	if f != nil {
 		l.files[filename] = f

@@ -42,7 +42,7 @@ func ParseSize(s string) (int64, error) {
 	unit := strings.ToLower(strings.TrimLeftFunc(t[i:], unicode.IsSpace))
 	mult, ok := sizeUnits[unit]
 	if !ok {
-		return 0, fmt.Errorf("size %q has an unknown unit %q", s, t[i:])
+		return 0, fmt.Errorf("size %q has an unknown unit %q", s, strings.TrimSpace(t[i:]))
 	}
 	if n > math.MaxInt64/mult {
 		return 0, fmt.Errorf("size %q is too large", s)
