@@ -1,0 +1,428 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/paddockhq/paddock/bench/harness"
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/term"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+const (
+	termToken  = "e2e-terminal-token"
+	termOrigin = "http://ui.local:3000"
+)
+
+// termCluster starts one node with the standalone runtime, an ACL token and an allowed
+// browser origin, and a session of agent on it.
+func termCluster(t *testing.T, agent string) (*harness.Node, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	cfg := standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\napi {\n  allowed_origins = [%q]\n}\n", termToken, termOrigin)
+	c := startCluster(t, 1, false, cfg)
+	node := c.Nodes[0] // leaderOf reads /v1/status without the token
+	api, err := client.New(node.URL(), termToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the node to lead", func() bool {
+		h, err := api.Health(testCtx(t))
+		return err == nil && h.Leader
+	})
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "terminals"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	return node, s.ID
+}
+
+// termClient is a paddock.terminal.v1 client of the supervisor that records what it gets.
+type termClient struct {
+	t  *testing.T
+	ws *websocket.Conn
+
+	mu        sync.Mutex
+	out       bytes.Buffer
+	pos       int64
+	msgs      []term.Message
+	closeCode int
+	done      chan struct{}
+}
+
+func termURL(n *harness.Node, session, name string) string {
+	return "ws://" + n.HTTP + "/v1/sessions/" + session + "/terminal?name=" + name
+}
+
+// termDial opens a terminal WebSocket with the given headers and sends hello.
+func termDial(t *testing.T, url string, hdr http.Header, hello term.Hello) (*termClient, *http.Response, error) {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second}
+	ws, resp, err := d.Dial(url, hdr)
+	if err != nil {
+		return nil, resp, err
+	}
+	c := &termClient{t: t, ws: ws, done: make(chan struct{})}
+	t.Cleanup(func() { _ = ws.Close(); <-c.done })
+	if hello.Cols == 0 {
+		hello.Cols, hello.Rows = 80, 24
+	}
+	b, _ := term.EncodeMessage(hello)
+	if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		t.Fatal(err)
+	}
+	go c.readLoop()
+	return c, resp, nil
+}
+
+func authHeader() http.Header { return http.Header{"Authorization": {"Bearer " + termToken}} }
+
+// termAttach dials with the token header and waits for attached.
+func termAttach(t *testing.T, n *harness.Node, session, name string, hello term.Hello) (*termClient, term.Attached) {
+	t.Helper()
+	c, resp, err := termDial(t, termURL(n, session, name), authHeader(), hello)
+	if err != nil {
+		t.Fatalf("attach %s/%s: %v (%v)", session, name, err, resp)
+	}
+	return c, c.waitMsg("attached").(term.Attached)
+}
+
+func (c *termClient) readLoop() {
+	defer close(c.done)
+	for {
+		typ, b, err := c.ws.ReadMessage()
+		if err != nil {
+			c.mu.Lock()
+			var ce *websocket.CloseError
+			if errors.As(err, &ce) {
+				c.closeCode = ce.Code
+			} else {
+				c.closeCode = -1
+			}
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Lock()
+		if typ == websocket.TextMessage {
+			if m, err := term.DecodeServerMessage(b); err == nil {
+				if _, ok := m.(term.ResetDone); ok {
+					c.pos = 0
+				}
+				c.msgs = append(c.msgs, m)
+			} else {
+				c.t.Errorf("bad server message %s: %v", b, err)
+			}
+		} else if f, err := term.DecodeFrame(b); err == nil {
+			c.out.Write(f.Data)
+			if f.Type == term.FrameOutput {
+				c.pos = f.Offset + int64(len(f.Data))
+			}
+		} else {
+			c.t.Errorf("bad frame: %v", err)
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *termClient) input(s string) {
+	c.t.Helper()
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, term.EncodeInput([]byte(s))); err != nil {
+		c.t.Fatalf("input: %v", err)
+	}
+}
+
+func (c *termClient) send(m term.Message) {
+	c.t.Helper()
+	b, _ := term.EncodeMessage(m)
+	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		c.t.Fatalf("send: %v", err)
+	}
+}
+
+func (c *termClient) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+func (c *termClient) position() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pos
+}
+
+func (c *termClient) waitOutput(s string) {
+	c.t.Helper()
+	waitFor(c.t, 15*time.Second, "terminal output "+s, func() bool { return strings.Contains(c.output(), s) })
+}
+
+func (c *termClient) waitMsg(typ string) term.Message {
+	c.t.Helper()
+	var got term.Message
+	waitFor(c.t, 15*time.Second, "terminal message "+typ, func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, m := range c.msgs {
+			if m.MessageType() == typ {
+				got = m
+				c.msgs = append(c.msgs[:i], c.msgs[i+1:]...)
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func (c *termClient) waitClosed() int {
+	c.t.Helper()
+	select {
+	case <-c.done:
+	case <-time.After(15 * time.Second):
+		c.t.Fatal("terminal connection not closed")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeCode
+}
+
+// marker makes the shell print a random marker that the typed line does not contain.
+func (c *termClient) marker() string {
+	c.t.Helper()
+	n := rand.IntN(1_000_000)
+	c.input(fmt.Sprintf("echo \"MK$((%d+1))\"\r", n))
+	m := fmt.Sprintf("MK%d", n+1)
+	c.waitOutput(m)
+	return m
+}
+
+var termPidRE = regexp.MustCompile(`PID(\d+):`)
+
+func (c *termClient) shellPid() int {
+	c.t.Helper()
+	before := len(termPidRE.FindAllString(c.output(), -1))
+	c.input("echo \"PID$$:\"\r")
+	var pid int
+	waitFor(c.t, 15*time.Second, "echo $$", func() bool {
+		all := termPidRE.FindAllStringSubmatch(c.output(), -1)
+		if len(all) <= before {
+			return false
+		}
+		pid, _ = strconv.Atoi(all[len(all)-1][1])
+		return true
+	})
+	return pid
+}
+
+func TestTerminalOverSupervisor(t *testing.T) {
+	node, sid := termCluster(t, "demo")
+
+	c, a := termAttach(t, node, sid, "shell", term.Hello{})
+	mark := c.marker()
+	pid := c.shellPid()
+	if pid != a.Pid {
+		t.Fatalf("$$ %d, attached says %d", pid, a.Pid)
+	}
+	c.input("pwd\r")
+	c.waitOutput(sid) // the shell runs in the session's workspace
+
+	// Disconnect and come back with the position: only the delta, same shell.
+	pos := c.position()
+	_ = c.ws.Close()
+	c.waitClosed()
+	c2, a2 := termAttach(t, node, sid, "shell", term.Hello{Epoch: a.Epoch, Offset: &pos})
+	if a2.Epoch != a.Epoch || (a2.Replay != term.ReplayDelta && a2.Replay != term.ReplayNone) {
+		t.Fatalf("reattach %+v", a2)
+	}
+	if p := c2.shellPid(); p != pid {
+		t.Fatalf("pid after reconnect %d, want %d", p, pid)
+	}
+	if strings.Contains(c2.output(), mark) {
+		t.Fatal("delta replay repeated the marker")
+	}
+	_ = c2.ws.Close()
+	c2.waitClosed()
+
+	// A fresh screen gets the marker replayed.
+	c3, a3 := termAttach(t, node, sid, "shell", term.Hello{})
+	if a3.Replay != term.ReplayFull {
+		t.Fatalf("fresh attach %+v", a3)
+	}
+	c3.waitOutput(mark)
+
+	// Two clients: the first is taken over with close 4001.
+	c4, _ := termAttach(t, node, sid, "shell", term.Hello{})
+	c3.waitMsg("taken_over")
+	if code := c3.waitClosed(); code != term.CloseTakenOver {
+		t.Fatalf("takeover close code %d", code)
+	}
+
+	// Reset: a new pid and a new epoch.
+	c4.send(term.Reset{})
+	rd := c4.waitMsg("reset").(term.ResetDone)
+	if rd.Epoch == a.Epoch {
+		t.Fatal("reset kept the epoch")
+	}
+	if p := c4.shellPid(); p == pid || p != rd.Pid {
+		t.Fatalf("after reset $$ %d (old %d, announced %d)", p, pid, rd.Pid)
+	}
+
+	// exit: the next attach starts a fresh shell and says so.
+	c4.input("exit 6\r")
+	if ex := c4.waitMsg("exited").(term.Exited); ex.Code != 6 {
+		t.Fatalf("exit code %d", ex.Code)
+	}
+	_ = c4.ws.Close()
+	c4.waitClosed()
+	c5, a5 := termAttach(t, node, sid, "shell", term.Hello{})
+	if a5.Notice == "" || a5.Pid == rd.Pid {
+		t.Fatalf("attach after exit %+v", a5)
+	}
+	c5.waitOutput("exited with code 6")
+	c5.marker()
+}
+
+func TestTerminalAuthAndOrigin(t *testing.T) {
+	node, sid := termCluster(t, "demo")
+	url := termURL(node, sid, "shell")
+
+	// A wrong header token: 401 before the upgrade.
+	_, resp, err := termDial(t, url, http.Header{"Authorization": {"Bearer wrong"}}, term.Hello{})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %v %v", err, resp)
+	}
+	// A foreign Origin: 403 before the upgrade, even with the right token.
+	hdr := authHeader()
+	hdr.Set("Origin", "http://evil.local")
+	_, resp, err = termDial(t, url, hdr, term.Hello{})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("foreign origin: %v %v", err, resp)
+	}
+	// A browser (allowed origin, no header): the token goes in the hello.
+	browser := http.Header{"Origin": {termOrigin}}
+	bad, _, err := termDial(t, url, browser, term.Hello{Token: "wrong"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := bad.waitMsg("error").(term.Error); e.Code != term.CodeUnauth {
+		t.Fatalf("wrong hello token: %+v", e)
+	}
+	if code := bad.waitClosed(); code != term.CloseUnauthorized {
+		t.Fatalf("wrong hello token close %d", code)
+	}
+	good, _, err := termDial(t, url, browser, term.Hello{Token: termToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good.waitMsg("attached")
+	good.marker()
+
+	// An unknown session: 404 before the upgrade.
+	_, resp, err = termDial(t, termURL(node, "no-such-session", "shell"), authHeader(), term.Hello{})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown session: %v %v", err, resp)
+	}
+}
+
+func TestAgentTerminalOfPtyAgent(t *testing.T) {
+	node, sid := termCluster(t, "demo-tty")
+	c, a := termAttach(t, node, sid, "agent", term.Hello{})
+	if a.Pid == 0 || a.Replay != term.ReplayFull {
+		t.Fatalf("agent attach %+v", a)
+	}
+	c.waitOutput("demo> ") // the agent's own screen, from before the attach
+	c.send(term.Reset{})
+	if e := c.waitMsg("error").(term.Error); !strings.Contains(e.Message, "cannot be reset") {
+		t.Fatalf("reset of the agent terminal: %+v", e)
+	}
+	// The session's shell is a separate terminal.
+	sh, sa := termAttach(t, node, sid, "shell", term.Hello{})
+	if sa.Pid == a.Pid {
+		t.Fatal("shell and agent share a pid")
+	}
+	sh.marker()
+}
+
+func TestAttachCommandPipeMode(t *testing.T) {
+	node, sid := termCluster(t, "demo")
+	cmd := exec.Command(filepath.Join(binDir, "paddock"), "attach", "-address", node.URL(), "-token", termToken, sid)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr lockedBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("attach stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+		}
+	})
+	n := rand.IntN(1_000_000)
+	if _, err := io.WriteString(stdin, fmt.Sprintf("echo \"MARK$((%d+1))\"\n", n)); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("MARK%d", n+1)
+	waitFor(t, 15*time.Second, "marker on stdout", func() bool { return strings.Contains(stdout.String(), want) })
+	if _, err := stdin.Write([]byte{0x1d}); err != nil { // ctrl-]
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			t.Fatalf("attach after ctrl-]: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("ctrl-] did not detach")
+	}
+	// The shell outlived the detach: a new client sees the marker replayed.
+	c, _ := termAttach(t, node, sid, "shell", term.Hello{})
+	c.waitOutput(want)
+}
+
+// lockedBuffer is a goroutine-safe buffer for a child's output.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
