@@ -124,6 +124,9 @@ func TestResetGivesNewShellAndEpoch(t *testing.T) {
 	if c.position() == 0 {
 		t.Fatal("no output offsets in the new epoch")
 	}
+	if m := c.messages(); strings.Contains(m, "exited") {
+		t.Fatalf("the killed shell's exit was announced: %s", m)
+	}
 }
 
 func TestExitedShellIsReplacedWithNotice(t *testing.T) {

@@ -439,23 +439,14 @@ func (t *Terminal) Reset() error {
 	if t.cfg.External != nil {
 		return t.resetExternal()
 	}
-	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
-		return ErrClosed
-	}
-	old := t.cur
-	t.mu.Unlock()
-	old.kill()
-
+	// The lock is held from the kill to the new shell so nobody sees the killed shell
+	// as the current one that "exited" (its exit would be announced to the client).
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return ErrClosed
 	}
-	if t.cur != old { // a concurrent Reset won
-		return nil
-	}
+	t.cur.kill()
 	if err := t.startLocked(); err != nil {
 		return fmt.Errorf("reset: %w", err)
 	}
