@@ -13,8 +13,12 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/creack/pty"
+	xterm "golang.org/x/term"
 
 	"github.com/paddockhq/paddock/shared/term"
 )
@@ -264,5 +268,57 @@ func TestAttachRefusals(t *testing.T) {
 	rb := startAttach(t, "ws://"+addr+"/v1/sessions/s1/terminal")
 	if err := rb.wait(t); err == nil || !strings.Contains(err.Error(), "dial") {
 		t.Fatalf("no server: %v", err)
+	}
+}
+
+// TestAttachRawModeFollowsWindowSize runs attach on a real terminal (a PTY): raw mode,
+// the window size on start and after SIGWINCH, the terminal restored on detach.
+func TestAttachRawModeFollowsWindowSize(t *testing.T) {
+	_, _, url := startTerminals(t)
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	defer tty.Close()
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: 97, Rows: 29}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := xterm.GetState(int(tty.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	screen := &syncBuffer{}
+	go func() { _, _ = io.Copy(screen, ptmx) }()
+	a := &attacher{url: url, in: tty, out: tty, errOut: tty, fd: int(tty.Fd())}
+	done := make(chan error, 1)
+	go func() { done <- a.run(context.Background()) }()
+
+	_, _ = ptmx.Write([]byte("stty size\r"))
+	waitUntil(t, "initial size", func() bool { return strings.Contains(screen.String(), "29 97") })
+	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: 111, Rows: 33}); err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
+	waitUntil(t, "size after SIGWINCH", func() bool {
+		_, _ = ptmx.Write([]byte("stty size\r"))
+		time.Sleep(50 * time.Millisecond)
+		return strings.Contains(screen.String(), "33 111")
+	})
+	_, _ = ptmx.Write([]byte{0x1d})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("ctrl-] did not detach")
+	}
+	after, err := xterm.GetState(int(tty.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(*before) != fmt.Sprint(*after) {
+		t.Fatal("terminal mode not restored")
 	}
 }
