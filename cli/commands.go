@@ -539,11 +539,7 @@ func runPluginList(e *env, _ any, pos []string) error {
 		}
 		rows := make([][]string, 0, len(plugins))
 		for _, p := range plugins {
-			api := ""
-			if p.APIVersion != nil {
-				api = fmt.Sprint(p.APIVersion)
-			}
-			rows = append(rows, []string{p.Name, p.Version, api, strconv.FormatBool(p.Healthy),
+			rows = append(rows, []string{p.Name, p.Version, p.APIVersion, strconv.FormatBool(p.Healthy),
 				strings.Join(sortedTrueKeys(p.Capabilities), ","), p.Error})
 		}
 		return table(e.stdout, []string{"NAME", "VERSION", "API", "HEALTHY", "CAPABILITIES", "ERROR"}, rows)

@@ -55,10 +55,12 @@ type CreateSessionRequest struct {
 type Plugin struct {
 	Name         string          `json:"name"`
 	Version      string          `json:"version"`
-	APIVersion   any             `json:"api_version"`
+	APIVersion   string          `json:"api_version"`
 	Capabilities map[string]bool `json:"capabilities"`
 	Healthy      bool            `json:"healthy"`
 	Error        string          `json:"error"`
+	// PID is the plugin process id (0 when not running).
+	PID int `json:"pid"`
 }
 
 // Agent is one configured agent profile (GET /v1/agents).

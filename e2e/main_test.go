@@ -55,6 +55,9 @@ func startCluster(t *testing.T, n int, separateIPs bool, extra string) *harness.
 	}
 	t.Cleanup(func() {
 		c.Stop()
+		// Plugins and agentctl outlive their supervisor by design; the
+		// test's temporary root holds their data, workspaces and cwd.
+		harness.KillProcessesUnder(testRoot(t))
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				t.Logf("--- log of %s ---\n%s", n.Name, n.Log())
@@ -124,4 +127,9 @@ func repoFile(t *testing.T, rel string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// testRoot is the directory under which all of t's TempDirs live.
+func testRoot(t *testing.T) string {
+	return filepath.Dir(t.TempDir())
 }

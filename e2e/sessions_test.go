@@ -39,6 +39,10 @@ agent "demo-noresume" {
   protocol = "acp"
   command  = ["paddock-demo-agent", "--no-resume"]
 }
+agent "demo-slow" {
+  protocol = "acp"
+  command  = ["paddock-demo-agent", "--chunk-delay", "150ms"]
+}
 `, filepath.Join(binDir, "plugins"), t.TempDir())
 }
 
@@ -100,7 +104,9 @@ func TestSessionsOnStandaloneRuntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	// demo-slow streams its chunks 150ms apart, so a reply spans several
+	// coalescing windows: one message.added, then message.updated events.
+	a, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo-slow", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +115,7 @@ func TestSessionsOnStandaloneRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Each session's subscriber sees only its own events.
-	evCtx, stopEvents := context.WithCancel(context.Background())
+	evCtx, stopEvents := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stopEvents()
 	streamA, err := api.Events(evCtx, client.EventFilter{SessionID: a.ID}, 0)
 	if err != nil {

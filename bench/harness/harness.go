@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -297,6 +298,38 @@ func (c *Cluster) Running() []*Node {
 	for _, n := range c.Nodes {
 		if n.Running() {
 			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// KillProcessesUnder kills (SIGKILL) every process whose working directory,
+// executable or environment mentions one of dirs: the plugin and agentctl
+// processes a test cluster started, which outlive their supervisor by design.
+func KillProcessesUnder(dirs ...string) {
+	for _, pid := range ProcessesUnder(dirs...) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// ProcessesUnder lists the processes KillProcessesUnder would kill.
+func ProcessesUnder(dirs ...string) []int {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		for _, d := range dirs {
+			if d != "" && (strings.HasPrefix(cwd, d) || strings.HasPrefix(exe, d) || bytes.Contains(env, []byte(d))) {
+				out = append(out, pid)
+				break
+			}
 		}
 	}
 	return out

@@ -43,7 +43,12 @@ func run(args []string) int {
 	return 2
 }
 
+// readSecret reads the secret from a file or the environment. The variable
+// is removed from agentctl's environment at once, so no agent, shell or
+// child process ever inherits it.
 func readSecret(envName, file string) (string, error) {
+	env := os.Getenv(envName)
+	_ = os.Unsetenv(envName)
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
@@ -54,7 +59,7 @@ func readSecret(envName, file string) (string, error) {
 		}
 		return "", fmt.Errorf("secret file %s is empty", file)
 	}
-	if s := strings.TrimSpace(os.Getenv(envName)); s != "" {
+	if s := strings.TrimSpace(env); s != "" {
 		return s, nil
 	}
 	return "", fmt.Errorf("no secret: set %s or pass -secret-file", envName)

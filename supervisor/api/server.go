@@ -156,6 +156,9 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/git/status", 0, s.gitStatus)
 	s.handle("GET /v1/sessions/{id}/git/diff", 0, s.gitDiff)
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
+	// Terminals are served by any node: the executor's address and secret
+	// are replicated, and a WebSocket should not detour through the leader.
+	s.handle("GET /v1/sessions/{id}/terminal", local, s.terminal)
 	s.handle("GET /v1/executors", 0, s.listExecutors)
 	s.handle("GET /v1/executors/{id}", 0, s.getExecutor)
 	s.handle("GET /v1/agents", 0, s.agents)

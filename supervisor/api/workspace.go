@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/supervisor/terminal"
 )
 
 // Workspace access is proxied to the session's agentctl, which confines every
@@ -104,5 +106,29 @@ func (s *Server) listPlugins(w http.ResponseWriter, _ *http.Request) error {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"plugins": list})
+	return nil
+}
+
+// terminal relays a terminal WebSocket to the session's agentctl, where the
+// shell lives (so it survives client reconnects and supervisor failover).
+// A client that sent no token header authenticates in its hello frame.
+func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
+	sess, err := s.session(r)
+	if err != nil {
+		return err
+	}
+	ex, ok := s.store.Executor(sess.ExecutorID)
+	if !ok || ex.AgentctlURL == "" || ex.Status == state.ExecutorStopped {
+		return errorf(http.StatusConflict, CodeConflict, "session %q has no running executor; resume it first", sess.ID)
+	}
+	if !s.checkOrigin(r) {
+		return errorf(http.StatusForbidden, CodeForbidden, "origin %q is not in api.allowed_origins", r.Header.Get("Origin"))
+	}
+	helloToken := ""
+	if _, present := requestToken(r); !present {
+		helloToken = s.cfg.ACL.Token
+	}
+	terminal.Serve(w, r, terminal.Target{URL: ex.AgentctlURL, Secret: ex.Secret, Name: r.URL.Query().Get("name"),
+		HelloToken: helloToken, Logger: s.log.Named("terminal")})
 	return nil
 }
