@@ -260,6 +260,7 @@ func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex s
 func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Executor, client *agentctl.Client) {
 	pctx, cancel := context.WithCancel(lctx)
 	e := &execution{sessionID: sessionID, executorID: ex.ID, client: client, nonce: ex.Nonce, cancel: cancel, done: make(chan struct{})}
+	e.since = m.catchUp(pctx, e)
 	m.mu.Lock()
 	if old := m.live[sessionID]; old != nil {
 		old.cancel()

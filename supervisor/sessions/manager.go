@@ -73,6 +73,7 @@ type execution struct {
 	executorID string
 	client     *agentctl.Client
 	nonce      string
+	since      uint64 // agentctl event position the pump starts from
 	cancel     context.CancelFunc
 	done       chan struct{}
 	// stopping is set while a user stop drains the agent, so its exit is not

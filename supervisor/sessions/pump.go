@@ -25,7 +25,7 @@ const (
 // ctx ends or the execution ends. Message chunks are coalesced; a turn's end
 // flushes them before the session returns to WAITING_FOR_INPUT.
 func (m *Manager) pump(ctx context.Context, e *execution) {
-	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}}
+	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}, since: e.since}
 	events := make(chan agentctl.EventsResponse)
 	errs := make(chan error, 1)
 	go p.poll(ctx, events, errs)
@@ -57,12 +57,34 @@ type pumper struct {
 	e       *execution
 	pending map[string]agentctl.Message
 	order   []string
+	since   uint64
+}
+
+// catchUp mirrors the messages agentctl kept from before this leader
+// attached (a conversation may have moved while no leader watched) and
+// returns the event position the pump continues from. Older turn and state
+// events are not replayed: the caller sets the session state from the
+// agent's current state.
+func (m *Manager) catchUp(ctx context.Context, e *execution) uint64 {
+	resp, err := e.client.Events(ctx, 0, 0)
+	if err != nil {
+		m.log.Warn("catch up with agentctl events", "session", e.sessionID, "error", err)
+		return 0
+	}
+	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}}
+	for _, ev := range resp.Events {
+		if ev.Type == agentctl.EventMessageAdded || ev.Type == agentctl.EventMessageUpdated {
+			p.handle(ctx, ev)
+		}
+	}
+	p.flush(ctx)
+	return resp.Next
 }
 
 // poll long-polls agentctl's events. It reports an error when agentctl stays
 // unreachable past the health bound, or restarted (its nonce changed).
 func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, errs chan<- error) {
-	var since uint64
+	since := p.since
 	var failingSince time.Time
 	bound := max(p.m.cfg.Recovery.HealthTimeout, time.Second)
 	for ctx.Err() == nil {
