@@ -83,7 +83,7 @@ func defaultRoutes() map[string]route {
 		"POST /v1/sessions/s1/stop":                  {202, strings.Replace(sessionS1, "STARTING", "RUNNING", 1)},
 		"POST /v1/sessions/s2/stop":                  {202, `{"id":"s2","state":"RUNNING"}`},
 		"DELETE /v1/sessions/s1":                     {200, strings.Replace(sessionS1, "STARTING", "COMPLETED", 1)},
-		"GET /v1/plugins":                            {200, `{"plugins":[{"name":"standalone","version":"0.1.0","api_version":1,"capabilities":{"supports_workspace_only":true,"node_local":true,"survives_supervisor_restart":false},"healthy":true,"error":""}]}`},
+		"GET /v1/plugins":                            {200, `{"plugins":[{"name":"standalone","version":"0.1.0","api_version":"1","capabilities":{"supports_workspace_only":true,"node_local":true,"survives_supervisor_restart":false},"healthy":true,"error":""}]}`},
 		"GET /v1/executors":                          {200, `{"executors":[{"id":"e1","session_id":"s1","task_id":"t1","runtime":"standalone","node":"n1","status":"ready","pid":4242}]}`},
 		"GET /v1/agents":                             {200, `{"agents":[{"name":"demo","protocol":"acp","command":["paddock-demo-agent"],"supports_session_resume":true,"resume_support":"probed"},{"name":"claude-cli","protocol":"pty","command":["claude"],"supports_session_resume":null,"resume_support":"unknown"}]}`},
 	}

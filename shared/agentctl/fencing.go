@@ -49,10 +49,18 @@ func (f *fence) Highest() uint64 {
 }
 
 // Check admits tok when it is >= the highest seen, persisting a new highest
-// before it returns.
+// before it returns. The durable file is read again first: another agentctl
+// on the same state dir (a restarted or re-launched executor of the session)
+// may have seen a higher token.
 func (f *fence) Check(tok uint64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if b, err := os.ReadFile(f.path); err == nil {
+		var ff fenceFile
+		if json.Unmarshal(b, &ff) == nil && ff.Highest > f.highest {
+			f.highest = ff.Highest
+		}
+	}
 	if tok < f.highest {
 		return fmt.Errorf("fencing token %d is lower than %d already seen: %w", tok, f.highest, ErrStaleFencingToken)
 	}

@@ -60,6 +60,7 @@ type Server struct {
 	mgr     *manager
 	events  *eventLog
 	mux     *http.ServeMux
+	lease   *leaseWatch
 }
 
 // NewServer validates opts, prepares the state dir and loads durable state.
@@ -107,6 +108,7 @@ func NewServer(opts Options) (*Server, error) {
 	s.mgr = &manager{log: opts.Logger.Named("agent"), workspace: opts.Workspace, sessionID: opts.SessionID, stateDir: opts.StateDir,
 		initTimeout: opts.InitTimeout, events: ev, env: opts.Env, status: StatusNone}
 	s.mgr.loadResume()
+	s.lease = &leaseWatch{expire: s.selfFence}
 	s.routes()
 	return s, nil
 }
@@ -126,7 +128,10 @@ func (s *Server) AgentTerminal() *ptyagent.Agent {
 func (s *Server) Handler() http.Handler { return s.auth(s.mux) }
 
 // Close stops the agent and waits for background work.
-func (s *Server) Close() { s.mgr.shutdown() }
+func (s *Server) Close() {
+	s.lease.stop()
+	s.mgr.shutdown()
+}
 
 // Serve serves on l until ctx ends, then shuts down gracefully.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
@@ -156,6 +161,7 @@ func (s *Server) routes() {
 	mux.HandleFunc("POST /v1/agent/prompt", s.fenced(s.prompt))
 	mux.HandleFunc("POST /v1/agent/cancel", s.fenced(s.cancel))
 	mux.HandleFunc("POST /v1/agent/stop", s.fenced(s.stop))
+	mux.HandleFunc("POST /v1/lease", s.fenced(s.renewLease))
 	mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, MessagesResponse{Messages: s.mgr.messages()})
 	})

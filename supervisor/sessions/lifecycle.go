@@ -94,8 +94,10 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 	if executorID == "" {
 		executorID = newExecutorID()
 	}
-	// The claim comes first: no gap between the ownership check and the start.
-	res, err := m.apply(ctx, state.CmdClaimLease, &state.ClaimLeaseBody{SessionID: sess.ID, ExecutorID: executorID, TTL: m.cfg.Lease.TTL})
+	// The claim comes first: no gap between the ownership check and the
+	// start. The holder nonce is per launch until agentctl reports its own,
+	// so a second concurrent claim is refused.
+	res, err := m.apply(ctx, state.CmdClaimLease, &state.ClaimLeaseBody{SessionID: sess.ID, ExecutorID: executorID, Nonce: "launch-" + newSecret()[:16], TTL: m.cfg.Lease.TTL})
 	if err != nil {
 		lock.Unlock()
 		return err
@@ -145,6 +147,10 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 		return
 	}
 	ex.Nonce, ex.PID = health.Nonce, max(ex.PID, 0)
+	if _, err := m.apply(ctx, state.CmdSetLeaseNonce, &state.SetLeaseNonceBody{SessionID: sess.ID, FencingToken: token, Nonce: health.Nonce}); err != nil {
+		m.fail(ctx, sess, executorID, "", "", fmt.Errorf("record lease holder: %w", err))
+		return
+	}
 	prof := profile(agentCfg)
 	caps, err := client.Probe(ctx, prof)
 	if err != nil {
@@ -261,6 +267,7 @@ func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Execut
 	pctx, cancel := context.WithCancel(lctx)
 	e := &execution{sessionID: sessionID, executorID: ex.ID, client: client, nonce: ex.Nonce, cancel: cancel, done: make(chan struct{})}
 	e.since = m.catchUp(pctx, e)
+	m.leases.set(sessionID, time.Now().Add(m.cfg.Lease.TTL))
 	m.mu.Lock()
 	if old := m.live[sessionID]; old != nil {
 		old.cancel()
@@ -420,9 +427,7 @@ func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) err
 			return err
 		}
 	}
-	if l, ok := m.store.Lease(sessionID); ok && l.State == state.LeaseHeld {
-		m.releaseLease(ctx, sessionID, l.FencingToken)
-	}
+	m.endLease(ctx, sessionID, false)
 	return nil
 }
 

@@ -61,9 +61,10 @@ type Manager struct {
 
 	mu    sync.Mutex
 	ctx   context.Context // the leader context; nil when not leading
-	live  map[string]*execution
-	wg    sync.WaitGroup
-	locks map[string]*sync.Mutex
+	live   map[string]*execution
+	wg     sync.WaitGroup
+	locks  map[string]*sync.Mutex
+	leases leaseClock
 }
 
 // execution is one live agent execution: its agentctl client and the pump
@@ -90,16 +91,23 @@ func New(o Options) *Manager {
 		o.ClusterName = "paddock"
 	}
 	return &Manager{cluster: o.Cluster, store: o.Cluster.Store(), runtimes: o.Runtimes, cfg: o.Config, log: o.Logger,
-		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sync.Mutex{}}
+		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sync.Mutex{},
+		leases: leaseClock{expiry: map[string]time.Time{}}}
 }
 
 // Run is the manager's leader work: it serves until ctx (leadership) ends,
 // then stops every pump and forgets the live cache (agents keep running in
 // their agentctl; the next leader's recovery picks them up).
 func (m *Manager) Run(ctx context.Context) {
+	m.startLeaseClock()
 	m.mu.Lock()
 	m.ctx = ctx
 	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.keepLeases(ctx)
+	}()
 	<-ctx.Done()
 	m.mu.Lock()
 	m.ctx = nil
@@ -189,6 +197,9 @@ func (m *Manager) fail(ctx context.Context, sess state.Session, executorID strin
 		}
 	}
 	m.publish(ctx, sess.ID, state.EventAgentctlError, map[string]any{"message": msg, "reason": reason})
+	// The agent is not running: its lease ends (reclaimed when the holder
+	// died, released otherwise), so a resume gets a strictly higher token.
+	m.endLease(ctx, sess.ID, exStatus == state.ExecutorError)
 	if err := m.setState(ctx, sess.ID, state.SessionError, msg, reason); err != nil {
 		m.log.Warn("record session error", "session", sess.ID, "error", err)
 	}

@@ -152,7 +152,7 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 				_, _ = m.apply(ctx, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: id, ResumeToken: d.ResumeToken})
 			}
 		}
-	case agentctl.EventPermissionRequested, agentctl.EventAgentError:
+	case agentctl.EventPermissionRequested, agentctl.EventAgentError, agentctl.EventLeaseExpired:
 		var data map[string]any
 		_ = json.Unmarshal(ev.Data, &data)
 		if data == nil {
@@ -212,6 +212,7 @@ func (m *Manager) lost(ctx context.Context, e *execution, err error) {
 		return
 	}
 	sess, _ := m.store.Session(e.sessionID)
+	// A dead holder is proven: fail reclaims its lease at once.
 	m.fail(ctx, sess, e.executorID, state.ExecutorError, state.ReasonAgentNotRunning, err)
 	if m.cfg.Recovery.AutoResume == config.AutoResumeNone {
 		return

@@ -80,14 +80,23 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		ex.WorkspacePath, ex.WorktreePath, ex.WorktreeBranch = resp.WorkspacePath, resp.WorktreePath, resp.WorktreeBranch
 	}
 	var token uint64
-	if l, ok := m.store.Lease(sess.ID); ok && l.State == state.LeaseHeld {
-		token = l.FencingToken
+	lease, held := m.store.Lease(sess.ID)
+	if held && lease.State == state.LeaseHeld {
+		token = lease.FencingToken
 	}
 	client := clientFor(ex, token)
 	health, err := m.waitHealthy(ctx, client)
 	if err != nil {
 		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("agentctl at %s is not healthy: %w", ex.AgentctlURL, err))
 		return OutcomeLost, nil
+	}
+	if token == 0 || lease.HolderNonce != health.Nonce {
+		// The holder is dead (agentctl restarted: a new nonce) or there is no
+		// lease: reclaim it and claim afresh, with a strictly higher token.
+		if token, err = m.reclaimAndClaim(ctx, sess.ID, ex.ID, health.Nonce); err != nil {
+			return OutcomeSkipped, err
+		}
+		client.SetFencingToken(token)
 	}
 	ex.Nonce, ex.Status, ex.ErrorMessage = health.Nonce, state.ExecutorReady, ""
 	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
@@ -171,4 +180,15 @@ func (m *Manager) failAgent(ctx context.Context, sess state.Session, reason, msg
 func backoff(attempt int) time.Duration {
 	d := 250 * time.Millisecond << min(attempt, 4)
 	return min(d, 4*time.Second)
+}
+
+// reclaimAndClaim ends a session's held lease (its holder is dead) and claims
+// a new one for holder (executorID, nonce).
+func (m *Manager) reclaimAndClaim(ctx context.Context, sessionID, executorID, nonce string) (uint64, error) {
+	m.endLease(ctx, sessionID, true)
+	res, err := m.apply(ctx, state.CmdClaimLease, &state.ClaimLeaseBody{SessionID: sessionID, ExecutorID: executorID, Nonce: nonce, TTL: m.cfg.Lease.TTL})
+	if err != nil {
+		return 0, fmt.Errorf("claim lease of session %s: %w", sessionID, err)
+	}
+	return res.FencingToken, nil
 }

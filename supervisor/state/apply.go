@@ -248,8 +248,11 @@ func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uin
 }
 
 // applyClaimLease grants a session's lease. The fencing token is the raft
-// index of the grant, so it strictly increases across leaders. A lease held
-// by another holder is a conflict: expiry goes through a reclaim write.
+// index of the grant, so it strictly increases across leaders. The holder is
+// an executor plus a nonce (the agentctl boot nonce, or a per-launch nonce
+// until agentctl answers). A claim by the same holder renews; a lease held by
+// anyone else is a conflict: a dead holder's lease must first be reclaimed
+// (a compare-and-set write), so the next claim gets a higher token.
 func applyClaimLease(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*ClaimLeaseBody)
 	s, ok := d.Sessions[b.SessionID]
@@ -261,11 +264,24 @@ func applyClaimLease(d *data, idx uint64, now time.Time, body any) ([]Event, uin
 			l.ExpiresAt = now.Add(b.TTL)
 			return nil, l.FencingToken, nil
 		}
-		return nil, 0, conflictf("session %s is held by executor %s (nonce %s, token %d)", s.ID, l.HolderExecutorID, l.HolderNonce, l.FencingToken)
+		return nil, 0, conflictf("session %s has a live owner: executor %s (nonce %s, fencing token %d)", s.ID, l.HolderExecutorID, l.HolderNonce, l.FencingToken)
 	}
 	l := &Lease{SessionID: s.ID, HolderExecutorID: b.ExecutorID, HolderNonce: b.Nonce, FencingToken: idx, State: LeaseHeld, ExpiresAt: now.Add(b.TTL)}
 	d.Leases[s.ID] = l
 	return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, idx, nil
+}
+
+func applySetLeaseNonce(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*SetLeaseNonceBody)
+	l, ok := d.Leases[b.SessionID]
+	if !ok || l.State != LeaseHeld || l.FencingToken != b.FencingToken {
+		return nil, 0, conflictf("lease of session %s is not held with token %d", b.SessionID, b.FencingToken)
+	}
+	l.HolderNonce = b.Nonce
+	if s := d.Sessions[b.SessionID]; s != nil {
+		return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, l.FencingToken, nil
+	}
+	return nil, l.FencingToken, nil
 }
 
 func applyReleaseLease(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {

@@ -29,6 +29,7 @@ const (
 	CmdReclaimLease     CommandType = 12
 	CmdDeleteSession    CommandType = 13
 	CmdPublishEvent     CommandType = 14
+	CmdSetLeaseNonce    CommandType = 15
 )
 
 // bodyVersion is the version of every body encoded by this build.
@@ -150,6 +151,14 @@ type ReleaseLeaseBody struct {
 	FencingToken uint64 `json:"fencing_token"`
 }
 
+// SetLeaseNonceBody records the holder's agentctl boot nonce once it is
+// known, as a compare-and-set on the fencing token.
+type SetLeaseNonceBody struct {
+	SessionID    string `json:"session_id"`
+	FencingToken uint64 `json:"fencing_token"`
+	Nonce        string `json:"nonce"`
+}
+
 // DeleteSessionBody ends a session for good (COMPLETED).
 type DeleteSessionBody struct {
 	SessionID string `json:"session_id"`
@@ -199,6 +208,8 @@ func bodyFor(t CommandType) any {
 		return &DeleteSessionBody{}
 	case CmdPublishEvent:
 		return &PublishEventBody{}
+	case CmdSetLeaseNonce:
+		return &SetLeaseNonceBody{}
 	}
 	return nil
 }

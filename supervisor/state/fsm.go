@@ -39,6 +39,7 @@ var dispatch = map[CommandType]applyFunc{
 	CmdReclaimLease:     applyReclaimLease,
 	CmdDeleteSession:    applyDeleteSession,
 	CmdPublishEvent:     applyPublishEvent,
+	CmdSetLeaseNonce:    applySetLeaseNonce,
 }
 
 // Apply implements raft.FSM. A log entry that cannot be decoded panics: state

@@ -1,0 +1,184 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Lease keeping (issue "leases with fencing tokens"). The lease of a live
+// execution is renewed without a raft write: the leader renews it on the
+// holder's agentctl every renewInterval (agentctl self-fences when renewals
+// stop) and keeps the expiry in memory. Expiry is decided by a raft write,
+// ReclaimLease, a compare-and-set on the fencing token. A new leader gives
+// every held lease a grace period first, so a holder that was renewing
+// through the failover is never reclaimed.
+
+// leaseTimes returns the renewal interval and the failover grace.
+func (m *Manager) leaseTimes() (renew, grace time.Duration) {
+	renew = m.cfg.Lease.TTL / 3
+	grace = 2*m.cfg.Server.ElectionTimeout + renew
+	return renew, grace
+}
+
+// leaseClock is the leader's in-memory lease expiry per session.
+type leaseClock struct {
+	mu     sync.Mutex
+	expiry map[string]time.Time
+}
+
+func (c *leaseClock) set(sessionID string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expiry[sessionID] = t
+}
+
+func (c *leaseClock) forget(sessionID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.expiry, sessionID)
+}
+
+// get returns a session's expiry (zero when untracked).
+func (c *leaseClock) get(sessionID string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expiry[sessionID]
+}
+
+func (c *leaseClock) expired(now time.Time) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for id, t := range c.expiry {
+		if now.After(t) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// LeaseExpiry is the leader's current expiry of a session's lease.
+func (m *Manager) LeaseExpiry(sessionID string) (time.Time, bool) {
+	t := m.leases.get(sessionID)
+	return t, !t.IsZero()
+}
+
+// startLeaseClock gives every held lease the failover grace.
+func (m *Manager) startLeaseClock() {
+	_, grace := m.leaseTimes()
+	until := time.Now().Add(m.cfg.Lease.TTL + grace)
+	m.leases.mu.Lock()
+	m.leases.expiry = map[string]time.Time{}
+	m.leases.mu.Unlock()
+	for _, sess := range m.store.Sessions(state.SessionFilter{}) {
+		if l, ok := m.store.Lease(sess.ID); ok && l.State == state.LeaseHeld {
+			m.leases.set(sess.ID, until)
+		}
+	}
+}
+
+// keepLeases renews live executions' leases and reclaims expired ones until
+// ctx (leadership) ends.
+func (m *Manager) keepLeases(ctx context.Context) {
+	renew, _ := m.leaseTimes()
+	t := time.NewTicker(max(renew, 50*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.renewAll(ctx, renew)
+		for _, id := range m.leases.expired(time.Now()) {
+			m.reclaimExpired(ctx, id)
+		}
+	}
+}
+
+// renewAll renews the lease of every live execution on its agentctl.
+func (m *Manager) renewAll(ctx context.Context, timeout time.Duration) {
+	m.mu.Lock()
+	live := make([]*execution, 0, len(m.live))
+	for _, e := range m.live {
+		live = append(live, e)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range live {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			if _, err := e.client.RenewLease(rctx, m.cfg.Lease.TTL); err != nil {
+				m.log.Debug("lease renewal failed", "session", e.sessionID, "error", err)
+				return
+			}
+			// The expiry counts from the answer, which is later than
+			// agentctl's own deadline base: agentctl stops first.
+			m.leases.set(e.sessionID, time.Now().Add(m.cfg.Lease.TTL))
+		}()
+	}
+	wg.Wait()
+}
+
+// reclaimExpired ends a lease whose holder stopped renewing: a raft
+// compare-and-set on the token, then the session is ERROR (and resumed when
+// auto_resume allows, with a strictly higher token).
+func (m *Manager) reclaimExpired(ctx context.Context, sessionID string) {
+	lock := m.sessionLock(sessionID)
+	if !lock.TryLock() {
+		return // a lifecycle operation is running; check again next tick
+	}
+	l, ok := m.store.Lease(sessionID)
+	if !ok || l.State != state.LeaseHeld || !time.Now().After(m.leases.get(sessionID)) {
+		lock.Unlock()
+		m.leases.forget(sessionID)
+		return
+	}
+	m.log.Warn("lease expired; reclaiming", "session", sessionID, "holder", l.HolderExecutorID, "token", l.FencingToken)
+	if _, err := m.apply(ctx, state.CmdReclaimLease, &state.ReleaseLeaseBody{SessionID: sessionID, FencingToken: l.FencingToken}); err != nil {
+		lock.Unlock()
+		m.log.Warn("reclaim lease", "session", sessionID, "error", err)
+		return
+	}
+	m.leases.forget(sessionID)
+	if e := m.live1(sessionID); e != nil {
+		m.mu.Lock()
+		e.stopping = true // its exit is this reclaim, not a new failure
+		m.mu.Unlock()
+		m.detach(sessionID)
+	}
+	sess, _ := m.store.Session(sessionID)
+	err := fmt.Errorf("the lease of executor %s expired (no renewal for %s); the agent is considered gone", l.HolderExecutorID, m.cfg.Lease.TTL)
+	m.fail(ctx, sess, l.HolderExecutorID, state.ExecutorError, state.ReasonAgentNotRunning, err)
+	lock.Unlock()
+	if m.cfg.Recovery.AutoResume != config.AutoResumeNone && sess.State != state.SessionError {
+		if rerr := m.Resume(ctx, sessionID); rerr != nil {
+			m.log.Info("not auto-resuming session", "session", sessionID, "reason", rerr)
+		}
+	}
+}
+
+// endLease releases a held lease (when the agent is known not to run).
+func (m *Manager) endLease(ctx context.Context, sessionID string, reclaim bool) {
+	l, ok := m.store.Lease(sessionID)
+	if !ok || l.State != state.LeaseHeld {
+		return
+	}
+	typ := state.CmdReleaseLease
+	if reclaim {
+		typ = state.CmdReclaimLease
+	}
+	if _, err := m.apply(ctx, typ, &state.ReleaseLeaseBody{SessionID: sessionID, FencingToken: l.FencingToken}); err != nil && !errors.Is(err, state.ErrConflict) {
+		m.log.Warn("end lease", "session", sessionID, "error", err)
+	}
+	m.leases.forget(sessionID)
+}
