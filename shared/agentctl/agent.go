@@ -273,6 +273,7 @@ func (m *manager) start(ctx context.Context, req StartRequest) (AgentState, erro
 	m.current = nil
 	m.saveResume()
 	d := m.drv
+	m.journalStart(d.pid())
 	m.events.publish(EventAgentStarted, AgentStartedData{PID: d.pid(), Protocol: req.Profile.Protocol, ResumeToken: m.token, Resumed: req.ResumeToken != ""})
 	m.mu.Unlock()
 	m.wg.Add(1)
@@ -285,6 +286,7 @@ func (m *manager) watch(d driver) {
 	defer m.wg.Done()
 	<-d.done()
 	code := d.exitCode()
+	m.journalStop(d.pid(), code)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.drv != d {
