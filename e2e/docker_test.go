@@ -1,0 +1,440 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/bench/harness"
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/term"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// The docker runtime's supervisor-level tests (issue 8) run against the real
+// engine with an executor image built once per test binary FROM scratch by
+// deploy/image/build.sh from $PADDOCK_BIN (nothing is pulled). Without an
+// engine they skip, unless PADDOCK_REQUIRE_DOCKER=1 (CI) makes that a failure.
+
+const (
+	dockerRequireEnv = "PADDOCK_REQUIRE_DOCKER"
+	dockerTestImage  = "paddock-executor:e2e"
+)
+
+var (
+	dockerOnce sync.Once
+	dockerErr  error // why the engine or the image is unusable
+)
+
+// needDocker skips (or fails, with PADDOCK_REQUIRE_DOCKER=1) a test when the
+// engine does not answer or the test image cannot be built.
+func needDocker(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("docker tests are process tests")
+	}
+	dockerOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.Version}}").CombinedOutput(); err != nil {
+			dockerErr = fmt.Errorf("the Docker engine does not answer: %v: %s", err, strings.TrimSpace(string(out)))
+			return
+		}
+		script, err := filepath.Abs(filepath.Join("..", "deploy", "image", "build.sh"))
+		if err != nil {
+			dockerErr = err
+			return
+		}
+		if out, err := exec.CommandContext(ctx, script, "-b", binDir, "-t", dockerTestImage).CombinedOutput(); err != nil {
+			dockerErr = fmt.Errorf("build %s: %v: %s", dockerTestImage, err, out)
+		}
+	})
+	if dockerErr != nil {
+		if os.Getenv(dockerRequireEnv) == "1" {
+			t.Fatalf("%s=1: %v (run .ci/install-docker.sh)", dockerRequireEnv, dockerErr)
+		}
+		t.Skipf("no usable Docker engine (%v); run .ci/install-docker.sh, set %s=1 to make this a failure", dockerErr, dockerRequireEnv)
+	}
+}
+
+// dockerEnv is one test's docker setup: a cluster label of its own (so
+// cleanup never touches anything else) and a shared workspace root.
+type dockerEnv struct {
+	cluster, root, image string
+}
+
+// newDockerEnv prepares a docker test: its containers (by cluster label) are
+// force-removed when the test ends, after its servers were stopped.
+func newDockerEnv(t *testing.T, image string) dockerEnv {
+	t.Helper()
+	needDocker(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	e := dockerEnv{cluster: "e2e-docker-" + hex.EncodeToString(b), root: t.TempDir(), image: image}
+	t.Cleanup(func() {
+		for _, id := range e.containers(t, "") {
+			_ = exec.Command("docker", "rm", "-f", id).Run()
+		}
+	})
+	return e
+}
+
+// config is the HCL of every node: the docker plugin with this env's image,
+// workspace root and cluster label, and the demo agent.
+func (e dockerEnv) config() string {
+	return fmt.Sprintf(`
+plugin_dir = %q
+plugin "docker" {
+  config {
+    image          = %q
+    workspace_root = %q
+    cluster        = %q
+    start_timeout  = "30s"
+  }
+}
+agent "demo" {
+  protocol = "acp"
+  command  = ["paddock-demo-agent"]
+}
+`, filepath.Join(binDir, "plugins"), e.image, e.root, e.cluster)
+}
+
+// containers lists the ids of this env's containers in any state, only
+// session's when it is not empty.
+func (e dockerEnv) containers(t *testing.T, session string) []string {
+	t.Helper()
+	args := []string{"ps", "-aq", "--no-trunc", "--filter", "label=paddock.cluster=" + e.cluster}
+	if session != "" {
+		args = append(args, "--filter", "label=paddock.session_id="+session)
+	}
+	return strings.Fields(docker(t, args...))
+}
+
+// docker runs the docker CLI and returns its trimmed output.
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// dockerSession is a session on the docker runtime and what the test saw of it.
+type dockerSession struct {
+	id, containerID, executorID string
+	nonce, startedAt            string // agentctl's nonce, the container's start time
+	shellPid                    int
+	shellMark                   string // printed in the shell before the supervisor died
+}
+
+// startDockerSession creates a demo session on the docker runtime, waits for
+// it, and has it remember word.
+func startDockerSession(t *testing.T, api *client.Client, e dockerEnv, word string) dockerSession {
+	t.Helper()
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	if got := promptAndWait(t, api, s.ID, "remember "+word); got != "ok, remembering "+word {
+		t.Fatalf("reply %q", got)
+	}
+	ex := dockerExecutor(t, api, s.ID)
+	if ex.ContainerID == "" || ex.Runtime != "docker" || ex.Status != state.ExecutorReady {
+		t.Fatalf("executor of a docker session: %+v", ex)
+	}
+	// The executor row names the one running container labelled for the session.
+	if got := e.containers(t, s.ID); len(got) != 1 || got[0] != ex.ContainerID {
+		t.Fatalf("containers of session %s: %v, want [%s]", s.ID, got, ex.ContainerID)
+	}
+	if st := docker(t, "inspect", "-f", "{{.State.Running}}", ex.ContainerID); st != "true" {
+		t.Fatalf("container running: %s", st)
+	}
+	return dockerSession{id: s.ID, containerID: ex.ContainerID, executorID: ex.ID, nonce: ex.Nonce,
+		startedAt: docker(t, "inspect", "-f", "{{.State.StartedAt}}", ex.ContainerID)}
+}
+
+// dockerExecutor is the session's current executor row.
+func dockerExecutor(t *testing.T, api *client.Client, sessionID string) state.Executor {
+	t.Helper()
+	s, err := api.GetSession(testCtx(t), sessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := api.Executor(testCtx(t), s.ExecutorID)
+	if err != nil {
+		t.Fatalf("executor %s of %s: %v", s.ExecutorID, sessionID, err)
+	}
+	return *ex
+}
+
+// shellAttach attaches to the session's shell over the supervisor (no ACL).
+func shellAttach(t *testing.T, n *harness.Node, sessionID string) *termClient {
+	t.Helper()
+	c, resp, err := termDial(t, termURL(n, sessionID, "shell"), nil, term.Hello{Cols: 200, Rows: 50})
+	if err != nil {
+		t.Fatalf("attach to the shell of %s via %s: %v (%v)", sessionID, n.Name, err, resp)
+	}
+	c.waitMsg("attached")
+	return c
+}
+
+// run types cmd into the shell and returns what it printed, found between
+// two markers the typed line itself does not contain.
+func (c *termClient) run(cmd string) string {
+	c.t.Helper()
+	n := mrand.IntN(1_000_000)
+	begin, end := fmt.Sprintf("BEGIN%d", n+1), fmt.Sprintf("END%d", n+2)
+	c.input(fmt.Sprintf("echo \"BEGIN$((%d+1))\"; %s; echo \"END$((%d+2))\"\r", n, cmd, n))
+	var got string
+	waitFor(c.t, 15*time.Second, "the output of "+cmd, func() bool {
+		out := c.output()
+		i, j := strings.LastIndex(out, begin), strings.LastIndex(out, end)
+		if i < 0 || j < i {
+			return false
+		}
+		got = strings.TrimSpace(out[i+len(begin) : j])
+		return true
+	})
+	return got
+}
+
+// checkInsideContainer checks, over a terminal through the supervisor, that
+// the shell runs in the session's container, and returns the shell's pid
+// and a marker it printed.
+func checkInsideContainer(t *testing.T, n *harness.Node, s dockerSession) (int, string) {
+	t.Helper()
+	c := shellAttach(t, n, s.id)
+	cmdline := strings.Fields(c.run("tr '\\0' ' ' </proc/1/cmdline"))
+	if len(cmdline) < 2 || filepath.Base(cmdline[0]) != "agentctl" || cmdline[1] != "serve" {
+		t.Fatalf("pid 1 of the container runs %q, want agentctl serve", cmdline)
+	}
+	host := c.run("hostname")
+	want := docker(t, "inspect", "-f", "{{.Config.Hostname}}", s.containerID)
+	if host != want || !strings.HasPrefix(host, "paddock-") {
+		t.Fatalf("hostname in the shell %q, container's %q (want it, starting with paddock-)", host, want)
+	}
+	if pwd := c.run("pwd"); pwd != "/workspace" {
+		t.Fatalf("the shell's directory %q, want /workspace", pwd)
+	}
+	pid := c.shellPid()
+	mark := c.marker()
+	_ = c.ws.Close()
+	c.waitClosed()
+	return pid, mark
+}
+
+// checkSameShell re-attaches to the shell: the same pid, and a full replay
+// with what the shell printed before.
+func checkSameShell(t *testing.T, n *harness.Node, s dockerSession) {
+	t.Helper()
+	c := shellAttach(t, n, s.id)
+	c.waitOutput(s.shellMark)
+	if got := c.shellPid(); got != s.shellPid {
+		t.Fatalf("shell pid %d after recovery, want the same %d", got, s.shellPid)
+	}
+	_ = c.ws.Close()
+	c.waitClosed()
+}
+
+// checkRecoveredContainer waits until the session runs again and checks it
+// is served by the same container and that the agent remembers word.
+func checkRecoveredContainer(t *testing.T, api *client.Client, e dockerEnv, s dockerSession, word string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "session "+s.id+" to run again", func() bool {
+		st, err := api.SessionStatus(testCtx(t), s.id)
+		if err == nil && st.State == state.SessionError {
+			t.Fatalf("session %s is ERROR after recovery: %+v", s.id, st)
+		}
+		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+	})
+	ex := dockerExecutor(t, api, s.id)
+	if ex.ID != s.executorID || ex.ContainerID != s.containerID || ex.Status != state.ExecutorReady {
+		t.Fatalf("executor after recovery %s/%s (%s), want %s/%s ready", ex.ID, ex.ContainerID, ex.Status, s.executorID, s.containerID)
+	}
+	// Neither the container nor its agentctl was restarted.
+	if ex.Nonce != s.nonce {
+		t.Fatalf("agentctl nonce %q after recovery, want the same %q", ex.Nonce, s.nonce)
+	}
+	if got := docker(t, "inspect", "-f", "{{.State.StartedAt}}", s.containerID); got != s.startedAt {
+		t.Fatalf("container started at %s after recovery, want the same %s", got, s.startedAt)
+	}
+	if got := e.containers(t, s.id); len(got) != 1 || got[0] != s.containerID {
+		t.Fatalf("containers of session %s after recovery: %v, want only %s", s.id, got, s.containerID)
+	}
+	if got := promptAndWait(t, api, s.id, "recall"); got != "you asked me to remember: "+word {
+		t.Fatalf("after recovery, recall = %q", got)
+	}
+}
+
+func TestDockerSessionPromptTerminalMessages(t *testing.T) {
+	e := newDockerEnv(t, dockerTestImage)
+	c := startCluster(t, 1, false, e.config())
+	node := leaderOf(t, c)
+	api := apiClient(t, node)
+	s := startDockerSession(t, api, e, "apple")
+	if got := promptAndWait(t, api, s.id, "hello container"); got != "turn 2: hello container" {
+		t.Fatalf("reply %q", got)
+	}
+	checkInsideContainer(t, node, s)
+
+	msgs, err := api.Messages(testCtx(t), s.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, m := range msgs {
+		seen = append(seen, string(m.Role)+": "+m.Text)
+	}
+	for _, want := range []string{"user: remember apple", "agent: ok, remembering apple", "user: hello container", "agent: turn 2: hello container"} {
+		found := false
+		for _, s := range seen {
+			found = found || s == want
+		}
+		if !found {
+			t.Fatalf("messages %q lack %q", seen, want)
+		}
+	}
+
+	// Bad input on a working runtime: a task workspace outside workspace_root
+	// is a clear ERROR and leaves no container behind.
+	outside := t.TempDir()
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "outside", Workspace: state.Workspace{Path: outside}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := waitState(t, api, bad.ID, state.SessionError)
+	if !strings.Contains(st.ErrorMessage, "outside workspace_root") {
+		t.Fatalf("error of a session with a workspace outside the root: %q", st.ErrorMessage)
+	}
+	if got := e.containers(t, bad.ID); len(got) != 0 {
+		t.Fatalf("containers left by a refused launch: %v", got)
+	}
+}
+
+func TestDockerSingleNodeRestartKeepsContainer(t *testing.T) {
+	e := newDockerEnv(t, dockerTestImage)
+	c := startCluster(t, 1, false, e.config())
+	node := leaderOf(t, c)
+	api := apiClient(t, node)
+	s := startDockerSession(t, api, e, "banana")
+	s.shellPid, s.shellMark = checkInsideContainer(t, node, s)
+
+	node.Kill()
+	if st := docker(t, "inspect", "-f", "{{.State.Running}}", s.containerID); st != "true" {
+		t.Fatalf("the container stopped with the supervisor: running=%s", st)
+	}
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, c)
+	checkRecoveredContainer(t, api, e, s, "banana")
+	checkSameShell(t, node, s)
+}
+
+func TestDockerLeaderKillKeepsContainer(t *testing.T) {
+	e := newDockerEnv(t, dockerTestImage)
+	c := startCluster(t, 3, true, e.config())
+	leader := leaderOf(t, c)
+	api := apiClient(t, leader)
+	s := startDockerSession(t, api, e, "cherry")
+	s.shellPid, s.shellMark = checkInsideContainer(t, leader, s)
+
+	leader.Kill()
+	newLeader := leaderOf(t, c)
+	if newLeader == leader {
+		t.Fatal("the killed node still leads")
+	}
+	api = apiClient(t, newLeader)
+	checkRecoveredContainer(t, api, e, s, "cherry")
+	checkSameShell(t, newLeader, s)
+}
+
+func TestDockerContainerRemovedWhileSupervisorDown(t *testing.T) {
+	e := newDockerEnv(t, dockerTestImage)
+	c := startCluster(t, 1, false, e.config())
+	node := leaderOf(t, c)
+	api := apiClient(t, node)
+	s := startDockerSession(t, api, e, "damson")
+
+	node.Kill()
+	docker(t, "rm", "-f", s.containerID)
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, c)
+	var st *state.Status
+	waitFor(t, 60*time.Second, "the session whose container was removed to be ERROR executor_lost", func() bool {
+		var err error
+		st, err = api.SessionStatus(testCtx(t), s.id)
+		return err == nil && st.State == state.SessionError && st.ResumeReason != nil && *st.ResumeReason == state.ReasonExecutorLost
+	})
+	ex, err := api.Executor(testCtx(t), s.executorID)
+	if err != nil || ex.Status != state.ExecutorError {
+		t.Fatalf("executor after its container was removed: %+v %v", ex, err)
+	}
+	short := s.containerID[:12]
+	if !strings.Contains(ex.ErrorMessage, short) || !strings.Contains(ex.ErrorMessage, "gone") {
+		t.Fatalf("executor error %q does not say that container %s is gone", ex.ErrorMessage, short)
+	}
+	sess, err := api.GetSession(testCtx(t), s.id)
+	if err != nil || !strings.Contains(sess.ErrorMessage, short) {
+		t.Fatalf("session error %q (%v) does not name container %s", sess.ErrorMessage, err, short)
+	}
+	t.Logf("executor error: %s", ex.ErrorMessage)
+	if st.ResumeMessage == nil || *st.ResumeMessage == "" {
+		t.Fatalf("status without a resume message: %+v", st)
+	}
+	if got := e.containers(t, s.id); len(got) != 0 {
+		t.Fatalf("containers of the lost session: %v, want none", got)
+	}
+}
+
+var imageRefRE = regexp.MustCompile(`paddock-e2e-missing:[0-9a-f]+`)
+
+func TestDockerMissingImage(t *testing.T) {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	image := "paddock-e2e-missing:" + hex.EncodeToString(b)
+	e := newDockerEnv(t, image)
+	c := startCluster(t, 1, false, e.config())
+	api := apiClient(t, leaderOf(t, c))
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "no image"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	if err != nil {
+		t.Fatalf("create session: %v (the launch fails later, asynchronously)", err)
+	}
+	st := waitState(t, api, s.ID, state.SessionError)
+	t.Logf("session error: %s", st.ErrorMessage)
+	if got := imageRefRE.FindString(st.ErrorMessage); got != image || !strings.Contains(st.ErrorMessage, "does not exist") {
+		t.Fatalf("error of a session with a missing image: %q, want it to say %s does not exist", st.ErrorMessage, image)
+	}
+	if got := e.containers(t, ""); len(got) != 0 {
+		t.Fatalf("containers left by a launch with a missing image: %v", got)
+	}
+	if ex, err := api.Executor(testCtx(t), st.ExecutorID); err == nil && ex.Status != state.ExecutorError {
+		t.Fatalf("executor of the failed launch: %+v", ex)
+	}
+}
