@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
@@ -436,5 +437,95 @@ func TestDockerMissingImage(t *testing.T) {
 	}
 	if ex, err := api.Executor(testCtx(t), st.ExecutorID); err == nil && ex.Status != state.ExecutorError {
 		t.Fatalf("executor of the failed launch: %+v", ex)
+	}
+}
+
+// inspectedContainer is what recreateContainer copies from docker inspect.
+type inspectedContainer struct {
+	Config struct {
+		Hostname, User, WorkingDir, Image string
+		Env, Entrypoint, Cmd              []string
+		Labels                            map[string]string
+	}
+	HostConfig struct {
+		Binds []string
+	}
+}
+
+// recreateContainer replaces a container with a new one of the same image,
+// labels, environment, mounts and command (what an operator restoring it by
+// hand would do) and returns the new container's id.
+func recreateContainer(t *testing.T, id string) string {
+	t.Helper()
+	var ins []inspectedContainer
+	if err := json.Unmarshal([]byte(docker(t, "inspect", id)), &ins); err != nil || len(ins) != 1 {
+		t.Fatalf("inspect %s: %v", id, err)
+	}
+	c := ins[0].Config
+	if len(c.Entrypoint) != 1 {
+		t.Fatalf("entrypoint %q: want one element", c.Entrypoint)
+	}
+	// The environment holds agentctl's secret: pass it in a private file,
+	// not on the command line.
+	envFile := filepath.Join(t.TempDir(), "env")
+	if err := os.WriteFile(envFile, []byte(strings.Join(c.Env, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	docker(t, "rm", "-f", id)
+	args := []string{"run", "-d", "--name", "paddock-e2e-recreated-" + id[:12], "--hostname", c.Hostname, "--user", c.User,
+		"--workdir", c.WorkingDir, "--entrypoint", c.Entrypoint[0], "--env-file", envFile, "-p", "127.0.0.1::7800/tcp"}
+	for k, v := range c.Labels {
+		args = append(args, "--label", k+"="+v)
+	}
+	for _, b := range ins[0].HostConfig.Binds {
+		args = append(args, "-v", b)
+	}
+	args = append(append(args, c.Image), c.Cmd...)
+	return docker(t, args...)
+}
+
+func TestDockerStoppedOrRecreatedContainerRecovered(t *testing.T) {
+	e := newDockerEnv(t, dockerTestImage)
+	c := startCluster(t, 1, false, e.config())
+	node := leaderOf(t, c)
+	api := apiClient(t, node)
+	stopped := startDockerSession(t, api, e, "elder")
+	recreated := startDockerSession(t, api, e, "fig")
+
+	node.Kill()
+	docker(t, "stop", "-t", "1", stopped.containerID)
+	newID := recreateContainer(t, recreated.containerID)
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, c)
+
+	// Both agentctls were restarted (new nonces): the agents are resumed from
+	// their tokens and remember the conversation kept in the workspace.
+	for _, tc := range []struct {
+		s           dockerSession
+		containerID string
+		word        string
+	}{
+		{stopped, stopped.containerID, "elder"}, // started again in place
+		{recreated, newID, "fig"},               // found by its session label
+	} {
+		waitFor(t, 60*time.Second, "session "+tc.s.id+" to run again", func() bool {
+			st, err := api.SessionStatus(testCtx(t), tc.s.id)
+			if err == nil && st.State == state.SessionError {
+				t.Fatalf("session %s is ERROR after recovery: %+v", tc.s.id, st)
+			}
+			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		})
+		ex := dockerExecutor(t, api, tc.s.id)
+		if ex.ID != tc.s.executorID || ex.ContainerID != tc.containerID || ex.Status != state.ExecutorReady || ex.Nonce == tc.s.nonce {
+			t.Fatalf("executor after recovery %s/%s (%s, nonce %s), want %s/%s ready with a new nonce", ex.ID, ex.ContainerID, ex.Status, ex.Nonce, tc.s.executorID, tc.containerID)
+		}
+		if got := e.containers(t, tc.s.id); len(got) != 1 || got[0] != tc.containerID {
+			t.Fatalf("containers of session %s: %v, want only %s", tc.s.id, got, tc.containerID)
+		}
+		if got := promptAndWait(t, api, tc.s.id, "recall"); got != "you asked me to remember: "+tc.word {
+			t.Fatalf("after recovery, recall = %q", got)
+		}
 	}
 }
