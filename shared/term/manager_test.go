@@ -240,8 +240,10 @@ func TestCreditFlowControl(t *testing.T) {
 	_ = pos
 	// Acking moves the window; Ctrl-C stays responsive during the flood.
 	for range 5 {
-		c.sendJSON(Ack{Offset: c.position()})
+		// Ack exactly the position we then wait to pass: reading the position
+		// again after the ack could already be a full window past the ack.
 		p := c.position()
+		c.sendJSON(Ack{Offset: p})
 		waitFor(t, 10*time.Second, "more output after ack", func() bool { return c.position() > p })
 	}
 	c.input("\x03")
