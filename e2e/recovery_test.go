@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -146,6 +147,13 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	sessions := startSessions(t, api, task.ID, 10, "demo", "demo-noresume", "demo-tty", "demo", "demo")
 	resumable, nonResumable := sessions[0], sessions[1]
 	rPID, nPID := agentctlPID(t, api, resumable.id), agentctlPID(t, api, nonResumable.id)
+
+	// A terminal attached through the leader, with a shell that has state.
+	tc, att := termAttach(t, leader, sessions[3].id, "shell", term.Hello{})
+	tc.input("export X=kept42\r")
+	pid := tc.shellPid()
+	tc.input("(sleep 1; echo \"DURING$((40+2))\") &\r")
+	tc.waitOutput("$((40+2))")
 	leader.Kill()
 	killPID(t, rPID)
 	killPID(t, nPID)
@@ -153,6 +161,21 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	if newLeader == leader {
 		t.Fatal("the killed node still leads")
 	}
+	// The client lost its connection with the leader and reconnects through
+	// another node with its epoch and offset: same shell, state kept, and
+	// what the shell printed meanwhile replayed.
+	tc.waitClosed()
+	pos := tc.position()
+	tc2, att2 := termAttach(t, newLeader, sessions[3].id, "shell", term.Hello{Epoch: att.Epoch, Offset: &pos})
+	if att2.Epoch != att.Epoch || att2.Replay != term.ReplayDelta {
+		t.Fatalf("reattach: epoch %s replay %s, want the same epoch and a delta", att2.Epoch, att2.Replay)
+	}
+	tc2.waitOutput("DURING42")
+	if got := tc2.shellPid(); got != pid {
+		t.Fatalf("shell pid %d after failover, want %d", got, pid)
+	}
+	tc2.input("echo \"X=$X.\"\r")
+	tc2.waitOutput("X=kept42.")
 	checkRecovered(t, apiClient(t, newLeader), sessions, nonResumable.id)
 }
 
