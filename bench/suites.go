@@ -17,8 +17,13 @@ type Env struct {
 	Logf  func(format string, args ...any)
 }
 
-// ClusterSuite measures API writes on a 3-node cluster of real processes at
-// 1 and 64 clients, and leader failover (kill -9 until a write succeeds).
+const areaCluster = "Cluster: writes and failover (side by side with etcd)"
+
+// ClusterSuite measures API writes on a 3-node Paddock cluster of real
+// processes at 1 and 64 clients, and leader failover (kill -9 until a write
+// succeeds), side by side with a 3-node etcd cluster doing the same work in
+// the same run: trials alternate Paddock, etcd, Paddock, … so that load from
+// other users of the machine hits both alike.
 func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	dir, err := os.MkdirTemp(env.Dir, "cluster-")
 	if err != nil {
@@ -33,37 +38,97 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	trials, d, kills := 5, 5*time.Second, 25
-	if env.Quick {
-		trials, d, kills = 2, 2*time.Second, 5
+	var ec *EtcdCluster
+	etcdBin, err := EnsureEtcd(env.Logf)
+	if err != nil {
+		env.Logf("etcd unavailable, Paddock runs alone: %v", err)
+	} else if ec, err = StartEtcd(etcdBin, dir, 3); err != nil {
+		env.Logf("etcd did not start, Paddock runs alone: %v", err)
+		ec = nil
 	}
+	var etcdLeader *EtcdMember
+	if ec != nil {
+		defer ec.Stop()
+		if etcdLeader, err = ec.Leader(30 * time.Second); err != nil {
+			env.Logf("etcd has no leader, Paddock runs alone: %v", err)
+			ec.Stop()
+			ec = nil
+		}
+	}
+	trials, d, kills := 5, 5*time.Second, 20
+	if env.Quick {
+		trials, d, kills = 2, 2*time.Second, 4
+	}
+	timing := fmt.Sprintf("Paddock raft: heartbeat_timeout = election_timeout = 300ms, leader_lease_timeout 150ms (defaults); etcd: --election-timeout %d --heartbeat-interval %d", etcdElectionMS, etcdHeartbeatMS)
 	var out []Result
 	for _, clients := range []int{1, 64} {
-		var rates, lats []float64
-		errs := 0
+		var rates, lats, peerRates, peerLats []float64
+		errs, peerErrs := 0, 0
 		for t := 0; t < trials; t++ {
 			load := RunWrites(ctx, clients, d, PaddockWriter(leader.URL()))
 			rates = append(rates, load.Rate)
 			lats = append(lats, load.Latencies...)
 			errs += load.Errors
+			if ec != nil {
+				load := RunWrites(ctx, clients, d, EtcdWriter(etcdLeader.Client))
+				peerRates = append(peerRates, load.Rate)
+				peerLats = append(peerLats, load.Latencies...)
+				peerErrs += load.Errors
+			}
 		}
-		env.Logf("paddock writes c%d: %.0f/s median, %d errors", clients, Percentile(rates, 50), errs)
-		rate := Summary(Result{Name: fmt.Sprintf("writes_per_s_c%d", clients), Area: "Cluster: writes and failover", Unit: "writes/s",
-			Note: fmt.Sprintf("POST /v1/tasks to the leader, 3 processes on one host, %d×%s trials, %d errors", trials, d, errs)}, rates, true)
+		env.Logf("writes c%d: paddock %.0f/s (%d errors), etcd %.0f/s (%d errors)", clients, Percentile(rates, 50), errs, Percentile(peerRates, 50), peerErrs)
+		rate := Summary(Result{Name: fmt.Sprintf("writes_per_s_c%d", clients), Area: areaCluster, Unit: "writes/s",
+			Note: fmt.Sprintf("closed loop, %d client(s), each POST /v1/tasks (~30-byte record) to the leader over HTTP/1.1 keep-alive; etcd: POST /v3/kv/put of the same record through its JSON gateway to its leader; 3 processes each on one host, fsync on; %d×%s trials alternating; %d/%d errors", clients, trials, d, errs, peerErrs)}, rates, true)
 		if clients == 64 {
 			rate.Goal = "≥ 5000"
 			rate = Verdict(rate, rate.P50 >= 5000)
 		}
-		out = append(out, rate)
-		out = append(out, Summary(Result{Name: fmt.Sprintf("write_latency_ms_c%d", clients), Area: "Cluster: writes and failover", Unit: "ms",
-			Note: "per-write latency over every write of the trials"}, lats, false))
+		lat := Summary(Result{Name: fmt.Sprintf("write_latency_ms_c%d", clients), Area: areaCluster, Unit: "ms",
+			Note: "per-write latency over every write of the trials"}, lats, false)
+		if len(peerRates) > 0 {
+			rate = withPeer(rate, Percentile(peerRates, 50), false)
+			lat = withPeer(lat, Percentile(peerLats, 50), true)
+		}
+		out = append(out, rate, lat)
 	}
-	times, err := Failover(ctx, c, kills, func(n *harness.Node) Writer { return PaddockWriter(n.URL()) })
-	if err != nil {
-		return out, fmt.Errorf("failover: %w", err)
+	var times, peerTimes []float64
+	for k := 0; k < kills; k++ {
+		ts, err := Failover(ctx, c, 1, func(n *harness.Node) Writer { return PaddockWriter(n.URL()) })
+		if err != nil {
+			return out, fmt.Errorf("paddock failover: %w", err)
+		}
+		times = append(times, ts...)
+		if ec != nil {
+			t, err := EtcdFailover(ctx, ec)
+			if err != nil {
+				env.Logf("etcd failover %d: %v", k, err)
+			} else {
+				peerTimes = append(peerTimes, t)
+			}
+		}
 	}
-	fo := Summary(Result{Name: "failover_to_write_ms", Area: "Cluster: writes and failover", Unit: "ms", Goal: "p50 ≤ 600, p99 ≤ 1500",
-		Note: fmt.Sprintf("kill -9 of the leader until a write through a survivor succeeds, %d kills, default raft timing (300ms)", len(times))}, times, false)
-	out = append(out, Verdict(fo, fo.P50 <= 600 && fo.P99 <= 1500))
+	env.Logf("failover: paddock p50 %.0fms, etcd p50 %.0fms", Percentile(times, 50), Percentile(peerTimes, 50))
+	fo := Summary(Result{Name: "failover_to_write_ms", Area: areaCluster, Unit: "ms", Goal: "p50 ≤ 600, p99 ≤ 1500",
+		Note: fmt.Sprintf("kill -9 of the leader until a write through a survivor succeeds (retried round robin over survivors), %d kills each alternating with etcd; the killed member restarts from its data and the cluster settles between kills. %s", len(times), timing)}, times, false)
+	fo = Verdict(fo, fo.P50 <= 600 && fo.P99 <= 1500)
+	if len(peerTimes) > 0 {
+		fo = withPeer(fo, Percentile(peerTimes, 50), true)
+	}
+	out = append(out, fo)
 	return out, nil
+}
+
+// withPeer fills the etcd comparison: ratio is Paddock/etcd of the p50s
+// (lowerBetter only documents the direction in the note).
+func withPeer(r Result, peerP50 float64, lowerBetter bool) Result {
+	r.Peer, r.PeerP50 = "etcd", peerP50
+	if peerP50 > 0 {
+		r.Ratio = r.P50 / peerP50
+	}
+	dir := "higher"
+	if lowerBetter {
+		dir = "lower"
+	}
+	r.Note += fmt.Sprintf(" (ratio Paddock/etcd; %s is better)", dir)
+	return r
 }

@@ -25,6 +25,19 @@ type suite struct {
 
 var suites = []suite{
 	{"cluster", bench.ClusterSuite},
+	{"sessions", bench.SessionsSuite},
+	{"terminal", bench.TerminalSuite},
+	{"recovery", bench.RecoverySuite},
+	{"scale", bench.ScaleSuite},
+	{"docker", bench.DockerSuite},
+	{"chaos", bench.ChaosSuite},
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 func run(args []string) int {
@@ -54,19 +67,23 @@ func run(args []string) int {
 	}}
 	report := bench.NewReport(*quick)
 	failed := false
+	began := time.Now()
 	for _, s := range suites {
 		if *only != "" && !strings.Contains(","+*only+",", ","+s.name+",") {
 			continue
 		}
 		env.Logf("suite %s", s.name)
+		t0 := time.Now()
 		res, err := s.run(ctx, env)
 		report.Add(res...)
+		report.Timings = append(report.Timings, bench.SuiteTiming{Suite: s.name, Seconds: time.Since(t0).Seconds(), Error: errString(err)})
 		if err != nil {
 			env.Logf("suite %s failed: %v", s.name, err)
 			failed = true
 		}
 	}
-	if err := report.WriteMarkdown(*out, nil); err != nil {
+	report.Seconds = time.Since(began).Seconds()
+	if err := report.WriteMarkdown(*out, bench.AreaNotes()); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -1,0 +1,315 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/paddockhq/paddock/bench/harness"
+)
+
+// Raft timing given to etcd so that it matches Paddock's LAN defaults
+// (heartbeat_timeout = election_timeout = 300ms): etcd elects after a
+// randomised [election, 2×election) without heartbeats, as hashicorp/raft
+// does after [heartbeat_timeout, 2×heartbeat_timeout); etcd's heartbeat
+// interval must be ≤ election/5.
+const (
+	etcdElectionMS  = 300
+	etcdHeartbeatMS = 50
+)
+
+// EnsureEtcd returns the etcd binary, installing Debian's etcd-server with
+// apt-get when it is missing.
+func EnsureEtcd(logf func(string, ...any)) (string, error) {
+	if p, err := exec.LookPath("etcd"); err == nil {
+		return p, nil
+	}
+	logf("etcd missing: apt-get install -y etcd-server")
+	install := func() error {
+		cmd := exec.Command("apt-get", "install", "-y", "etcd-server")
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("apt-get install etcd-server: %w: %s", err, lastLines(string(out), 5))
+		}
+		return nil
+	}
+	if err := install(); err != nil {
+		if out, uerr := exec.Command("apt-get", "update").CombinedOutput(); uerr != nil {
+			return "", fmt.Errorf("apt-get update: %w: %s", uerr, lastLines(string(out), 5))
+		}
+		if err := install(); err != nil {
+			return "", err
+		}
+	}
+	return exec.LookPath("etcd")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// EtcdMember is one etcd process.
+type EtcdMember struct {
+	Name   string
+	Client string // http://127.0.0.1:port
+	args   []string
+	bin    string
+	dir    string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// EtcdCluster is a set of etcd processes on loopback.
+type EtcdCluster struct {
+	Members []*EtcdMember
+}
+
+// StartEtcd starts a size-member etcd cluster with data under dir (fsync on,
+// etcd's default).
+func StartEtcd(bin, dir string, size int) (*EtcdCluster, error) {
+	type ports struct{ client, peer int }
+	var ps []ports
+	var initial []string
+	for i := 0; i < size; i++ {
+		c, err := harness.FreePort("127.0.0.1")
+		if err != nil {
+			return nil, err
+		}
+		p, err := harness.FreePort("127.0.0.1")
+		if err != nil {
+			return nil, err
+		}
+		ps = append(ps, ports{c, p})
+		initial = append(initial, fmt.Sprintf("etcd%d=http://127.0.0.1:%d", i+1, p))
+	}
+	ec := &EtcdCluster{}
+	for i, p := range ps {
+		name := fmt.Sprintf("etcd%d", i+1)
+		mdir := filepath.Join(dir, name)
+		if err := os.MkdirAll(mdir, 0o700); err != nil {
+			return nil, err
+		}
+		clientURL := fmt.Sprintf("http://127.0.0.1:%d", p.client)
+		peerURL := fmt.Sprintf("http://127.0.0.1:%d", p.peer)
+		m := &EtcdMember{Name: name, Client: clientURL, bin: bin, dir: mdir, args: []string{
+			"--name", name, "--data-dir", filepath.Join(mdir, "data"),
+			"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+			"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new",
+			"--initial-cluster-token", "paddock-bench",
+			"--heartbeat-interval", fmt.Sprint(etcdHeartbeatMS), "--election-timeout", fmt.Sprint(etcdElectionMS),
+			"--log-level", "warn", "--logger", "zap",
+		}}
+		ec.Members = append(ec.Members, m)
+	}
+	for _, m := range ec.Members {
+		if err := m.Start(); err != nil {
+			ec.Stop()
+			return nil, err
+		}
+	}
+	return ec, nil
+}
+
+// Start runs the member (again after Kill: same data dir).
+func (m *EtcdMember) Start() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	logf, err := os.OpenFile(filepath.Join(m.dir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(m.bin, m.args...)
+	cmd.Dir = m.dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start %s: %w", m.Name, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	m.cmd, m.exited = cmd, exited
+	return nil
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (m *EtcdMember) Kill() {
+	m.mu.Lock()
+	cmd, exited := m.cmd, m.exited
+	m.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	select {
+	case <-exited:
+	default:
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// Running reports whether the process is alive.
+func (m *EtcdMember) Running() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cmd == nil {
+		return false
+	}
+	select {
+	case <-m.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Stop kills every member.
+func (ec *EtcdCluster) Stop() {
+	for _, m := range ec.Members {
+		m.Kill()
+	}
+}
+
+// Running returns the live members.
+func (ec *EtcdCluster) Running() []*EtcdMember {
+	var out []*EtcdMember
+	for _, m := range ec.Members {
+		if m.Running() {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+var etcdStatusClient = &http.Client{Timeout: time.Second}
+
+// status is POST /v3/maintenance/status: this member's id and its leader.
+func (m *EtcdMember) status() (member, leader string, err error) {
+	resp, err := etcdStatusClient.Post(m.Client+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return "", "", err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Header struct {
+			MemberID string `json:"member_id"`
+		} `json:"header"`
+		Leader string `json:"leader"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return "", "", fmt.Errorf("status of %s: %w", m.Name, err)
+	}
+	return st.Header.MemberID, st.Leader, nil
+}
+
+// Leader waits until every running member names the same leader, which is
+// one of them, and a write through it succeeds.
+func (ec *EtcdCluster) Leader(timeout time.Duration) (*EtcdMember, error) {
+	deadline := time.Now().Add(timeout)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for {
+		if l := ec.agreedLeader(); l != nil {
+			if EtcdWriter(l.Client)(context.Background(), hc, -1) == nil {
+				return l, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("etcd: no agreed leader after %s", timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (ec *EtcdCluster) agreedLeader() *EtcdMember {
+	var leader *EtcdMember
+	leaderID := ""
+	for _, m := range ec.Running() {
+		id, l, err := m.status()
+		if err != nil || l == "" || l == "0" || (leaderID != "" && l != leaderID) {
+			return nil
+		}
+		leaderID = l
+		if id == l {
+			leader = m
+		}
+	}
+	return leader
+}
+
+// EtcdWriter PUTs a small record through etcd's v3 JSON gateway at url
+// (POST /v3/kv/put with base64 key and value).
+func EtcdWriter(url string) Writer {
+	return func(ctx context.Context, hc *http.Client, i int) error {
+		key := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "bench/%d", i))
+		val := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, `{"title":"bench-%d"}`, i))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v3/kv/put",
+			bytes.NewBufferString(`{"key":"`+key+`","value":"`+val+`"}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("etcd put: status %s: %s", resp.Status, bytes.TrimSpace(body))
+		}
+		if bytes.Contains(body, []byte(`"error"`)) {
+			return fmt.Errorf("etcd put: %s", bytes.TrimSpace(body))
+		}
+		return nil
+	}
+}
+
+// EtcdFailover kills the etcd leader kills times and measures the time from
+// the kill until a put through a survivor succeeds; the member is restarted
+// and the cluster settles between kills.
+func EtcdFailover(ctx context.Context, ec *EtcdCluster) (float64, error) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	leader, err := ec.Leader(30 * time.Second)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	leader.Kill()
+	for i := 0; ; i++ {
+		alive := ec.Running()
+		if err := EtcdWriter(alive[i%len(alive)].Client)(ctx, hc, i); err == nil {
+			break
+		}
+		if time.Since(start) > 60*time.Second || ctx.Err() != nil {
+			return 0, fmt.Errorf("etcd: no put succeeded within 60s after a leader kill")
+		}
+	}
+	d := ms(time.Since(start))
+	if err := leader.Start(); err != nil {
+		return d, err
+	}
+	return d, nil
+}

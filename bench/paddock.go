@@ -1,0 +1,228 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/paddockhq/paddock/bench/harness"
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// standaloneHCL is the config every session suite appends: the standalone
+// runtime (workspaces under dir), the demo agent as an ACP agent that can
+// resume, and /bin/sh as the terminal shell.
+func standaloneHCL(bin, dir, extra string) string {
+	return fmt.Sprintf(`
+plugin_dir = %q
+plugin "standalone" {
+  config {
+    workspace_root = %q
+  }
+}
+agent "demo" {
+  protocol = "acp"
+  command  = ["paddock-demo-agent"]
+}
+terminal {
+  shell = ["/bin/sh"]
+}
+%s
+`, filepath.Join(bin, "plugins"), filepath.Join(dir, "workspaces"), extra)
+}
+
+// paddockCluster starts size real server processes with the standalone
+// runtime and returns them with a stop function that also kills every
+// plugin and agentctl process they started.
+func paddockCluster(env Env, name string, size int, separateIPs bool, extra string) (*harness.Cluster, string, func(), error) {
+	dir, err := os.MkdirTemp(env.Dir, name+"-")
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("scratch dir: %w", err)
+	}
+	c, err := harness.Start(harness.Options{Bin: env.Bin, Dir: dir, Size: size, SeparateIPs: separateIPs, LogLevel: "warn",
+		Extra: standaloneHCL(env.Bin, dir, extra)})
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("start %s cluster: %w", name, err)
+	}
+	stop := func() {
+		c.Stop()
+		harness.KillProcessesUnder(dir)
+	}
+	return c, dir, stop, nil
+}
+
+// apiOf is an API client of a node.
+func apiOf(n *harness.Node) *client.Client {
+	c, _ := client.New(n.URL(), "", client.WithTimeout(10*time.Second))
+	return c
+}
+
+// errTimeout is returned by waitUntil.
+var errTimeout = errors.New("timed out")
+
+// waitUntil polls cond every interval until it holds, ctx ends or timeout passes.
+func waitUntil(ctx context.Context, timeout, interval time.Duration, what string, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting %s for %s: %w", timeout, what, errTimeout)
+		}
+		time.Sleep(interval)
+	}
+	return nil
+}
+
+// waitSession polls a session until it is in want (an ERROR state fails fast).
+func waitSession(ctx context.Context, api *client.Client, id string, want state.SessionState, timeout, interval time.Duration) error {
+	var last error
+	err := waitUntil(ctx, timeout, interval, fmt.Sprintf("session %s to be %s", id, want), func() bool {
+		s, err := api.GetSession(ctx, id)
+		if err != nil {
+			last = err
+			return false
+		}
+		if s.State == state.SessionError && want != state.SessionError {
+			last = fmt.Errorf("session %s is ERROR: %s", id, s.ErrorMessage)
+			return true
+		}
+		return s.State == want
+	})
+	if err == nil && last != nil && strings.Contains(last.Error(), "is ERROR") {
+		return last
+	}
+	if err != nil && last != nil {
+		return fmt.Errorf("%w (last: %v)", err, last)
+	}
+	return err
+}
+
+// createSessions starts n demo sessions of a task on the standalone runtime,
+// at most par at a time, and waits until each waits for input.
+func createSessions(ctx context.Context, api *client.Client, taskID string, n, par int) ([]string, error) {
+	ids := make([]string, n)
+	errs := make(chan error, n)
+	sem := make(chan struct{}, par)
+	for i := 0; i < n; i++ {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			s, err := api.CreateSession(ctx, taskID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+			if err != nil {
+				errs <- fmt.Errorf("create session %d: %w", i, err)
+				return
+			}
+			ids[i] = s.ID
+			errs <- waitSession(ctx, api, s.ID, state.SessionWaitingForInput, 120*time.Second, 100*time.Millisecond)
+		}()
+	}
+	var all []error
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			all = append(all, err)
+		}
+	}
+	return ids, errors.Join(all...)
+}
+
+// rssKiB is a process's resident set size in KiB (0 when unknown).
+func rssKiB(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				n, _ := strconv.Atoi(f[1])
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// childPIDs lists the direct children of pid.
+func childPIDs(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// memAvailableKiB is MemAvailable from /proc/meminfo.
+func memAvailableKiB() int {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "MemAvailable:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				n, _ := strconv.Atoi(f[1])
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// killWait sends SIGKILL to pid and waits until it is gone or a zombie.
+func killWait(pid int) {
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(pid, 0) == nil && !isZombie(pid) && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	for i := len(b) - 1; i > 0; i-- {
+		if b[i] == ')' && i+2 < len(b) {
+			return b[i+2] == 'Z'
+		}
+	}
+	return false
+}
+
+// ms is a duration in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// agentctlPID is the host pid of a session's current executor.
+func agentctlPID(ctx context.Context, api *client.Client, id string) (int, error) {
+	exs, err := api.Executors(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("executors of %s: %w", id, err)
+	}
+	for i := len(exs) - 1; i >= 0; i-- {
+		if exs[i].PID != 0 && exs[i].Status == state.ExecutorReady {
+			return exs[i].PID, nil
+		}
+	}
+	return 0, fmt.Errorf("session %s has no ready local executor", id)
+}
+
+// noteMachine is appended to every area's note.
+const noteShared = "The machine (2 cores) is shared with other engineers running tests, so tails are noisy."
