@@ -1,0 +1,128 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Execution is one agent process of a session, rebuilt from agentctl's
+// execution journal (and, for an agent whose stop was never journaled
+// because its agentctl was killed, from watching the process).
+type Execution struct {
+	SessionID string
+	PID       int
+	// Token is the fencing token agentctl had admitted when it started it.
+	Token uint64
+	// Start is when the process started (from /proc, rounded down).
+	Start time.Time
+	// End is when the process was seen gone (journaled after it was
+	// reaped, or observed dead by the watcher): never earlier than the real
+	// end. Zero while it runs.
+	End time.Time
+	// Alive is set when the process still ran when it was last checked.
+	Alive bool
+}
+
+// endOr is the execution's end, or at when it has none yet.
+func (e Execution) endOr(at time.Time) time.Time {
+	if e.End.IsZero() {
+		return at
+	}
+	return e.End
+}
+
+// Grant is one lease change committed by the cluster (a session.lease_changed
+// event), in raft order.
+type Grant struct {
+	SessionID string
+	Index     uint64
+	Token     uint64
+	State     string
+	Holder    string
+	Nonce     string
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	SessionID string
+	What      string
+}
+
+func (v Violation) String() string { return v.SessionID + ": " + v.What }
+
+// Check proves, per session:
+//   - no two agent executions overlapped in time (the strongest form of "no
+//     two executions overlapped while both held a valid token": lease
+//     grants are exclusive, so an overlap is only safe if it never
+//     happens);
+//   - execution tokens never went backwards (in start order);
+//   - committed grants never went backwards: a held lease's token is never
+//     lower than an earlier one, and a new holder always gets a strictly
+//     higher token;
+//   - every execution ran under a token the cluster granted (when the
+//     session's grants are known).
+//
+// now stands for the end of executions still running.
+func Check(execs []Execution, grants []Grant, now time.Time) []Violation {
+	var out []Violation
+	bySess := map[string][]Execution{}
+	for _, e := range execs {
+		bySess[e.SessionID] = append(bySess[e.SessionID], e)
+	}
+	granted := map[string]map[uint64]bool{}
+	gBySess := map[string][]Grant{}
+	for _, g := range grants {
+		gBySess[g.SessionID] = append(gBySess[g.SessionID], g)
+	}
+	for id, gs := range gBySess {
+		sort.Slice(gs, func(i, j int) bool { return gs[i].Index < gs[j].Index })
+		granted[id] = map[uint64]bool{}
+		var last Grant
+		for i, g := range gs {
+			if g.State == "held" {
+				granted[id][g.Token] = true
+			}
+			if i > 0 && g.Token < last.Token {
+				out = append(out, Violation{id, fmt.Sprintf("grant token went backwards: %d (index %d) after %d (index %d)", g.Token, g.Index, last.Token, last.Index)})
+			}
+			if i > 0 && g.State == "held" && last.State == "held" && g.Holder+"/"+g.Nonce != last.Holder+"/"+last.Nonce && g.Token == last.Token && !launchNonce(last.Nonce) {
+				out = append(out, Violation{id, fmt.Sprintf("holder changed from %s/%s to %s/%s without a new token (%d)", last.Holder, last.Nonce, g.Holder, g.Nonce, g.Token)})
+			}
+			last = g
+		}
+	}
+	for id, es := range bySess {
+		sort.Slice(es, func(i, j int) bool { return es[i].Start.Before(es[j].Start) })
+		for i := range es {
+			for j := i + 1; j < len(es); j++ {
+				a, b := es[i], es[j]
+				if b.Start.Before(a.endOr(now)) {
+					out = append(out, Violation{id, fmt.Sprintf("executions overlap: pid %d (token %d, %s–%s) and pid %d (token %d, from %s)",
+						a.PID, a.Token, ts(a.Start), endStr(a), b.PID, b.Token, ts(b.Start))})
+				}
+			}
+			if i > 0 && es[i].Token < es[i-1].Token {
+				out = append(out, Violation{id, fmt.Sprintf("execution token went backwards: pid %d has %d after pid %d with %d", es[i].PID, es[i].Token, es[i-1].PID, es[i-1].Token)})
+			}
+			if g, ok := granted[id]; ok && !g[es[i].Token] {
+				out = append(out, Violation{id, fmt.Sprintf("pid %d ran under token %d, which was never granted", es[i].PID, es[i].Token)})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// launchNonce reports a holder nonce the supervisor uses between its claim
+// and agentctl's first answer (replaced by agentctl's nonce, same token).
+func launchNonce(n string) bool { return len(n) > 7 && n[:7] == "launch-" }
+
+func ts(t time.Time) string { return t.Format("15:04:05.000") }
+
+func endStr(e Execution) string {
+	if e.End.IsZero() {
+		return "running"
+	}
+	return ts(e.End)
+}
