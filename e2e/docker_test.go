@@ -72,6 +72,7 @@ func needDocker(t *testing.T) {
 // cleanup never touches anything else) and a shared workspace root.
 type dockerEnv struct {
 	cluster, root, image string
+	extra                string // more plugin config attributes
 }
 
 // newDockerEnv prepares a docker test: its containers (by cluster label) are
@@ -101,13 +102,14 @@ plugin "docker" {
     workspace_root = %q
     cluster        = %q
     start_timeout  = "30s"
+%s
   }
 }
 agent "demo" {
   protocol = "acp"
   command  = ["paddock-demo-agent"]
 }
-`, filepath.Join(binDir, "plugins"), e.image, e.root, e.cluster)
+`, filepath.Join(binDir, "plugins"), e.image, e.root, e.cluster, e.extra)
 }
 
 // containers lists the ids of this env's containers in any state, only
@@ -527,5 +529,72 @@ func TestDockerStoppedOrRecreatedContainerRecovered(t *testing.T) {
 		if got := promptAndWait(t, api, tc.s.id, "recall"); got != "you asked me to remember: "+tc.word {
 			t.Fatalf("after recovery, recall = %q", got)
 		}
+	}
+}
+
+func TestDockerEngineDown(t *testing.T) {
+	e := newDockerEnv(t, dockerTestImage)
+	e.extra = fmt.Sprintf("    host = %q", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	c := startCluster(t, 1, false, e.config())
+	api := apiClient(t, leaderOf(t, c))
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "no engine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	if err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	st := waitState(t, api, s.ID, state.SessionError)
+	t.Logf("session error: %s", st.ErrorMessage)
+	if !strings.Contains(st.ErrorMessage, "no-engine.sock") || !strings.Contains(st.ErrorMessage, "unreachable") || !strings.Contains(st.ErrorMessage, "unavailable") {
+		t.Fatalf("error of a session whose engine is down: %q, want it to name the engine, unreachable and unavailable", st.ErrorMessage)
+	}
+}
+
+func TestDockerInvalidLimitsRefusedAtStart(t *testing.T) {
+	needDocker(t)
+	for _, tc := range []struct{ attr, value, want string }{
+		{"memory", `"1k"`, "below the engine's minimum"},
+		{"cpus", "-1", "cpus must be a positive number"},
+		{"pids", "1.5", "pids must be a positive whole number"},
+	} {
+		t.Run(tc.attr, func(t *testing.T) {
+			e := newDockerEnv(t, dockerTestImage)
+			e.extra = fmt.Sprintf("    %s = %s", tc.attr, tc.value)
+			dir := t.TempDir()
+			httpPort, err := harness.FreePort("127.0.0.1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			raftPort, err := harness.FreePort("127.0.0.1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := fmt.Sprintf("node_name = \"bad\"\ndata_dir = %q\nbind_addr = \"127.0.0.1\"\nports {\n  http = %d\n  raft = %d\n}\nserver {\n  bootstrap_expect = 1\n}\n%s",
+				filepath.Join(dir, "data"), httpPort, raftPort, e.config())
+			path := filepath.Join(dir, "config.hcl")
+			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, filepath.Join(binDir, "paddock"), "server", "-config", path)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err == nil || ctx.Err() != nil {
+				t.Fatalf("server with %s = %s: %v (timed out: %v), want it to refuse to start; output:\n%s", tc.attr, tc.value, err, ctx.Err(), out)
+			}
+			// The diagnostic names the attribute, its place in the file and the reason.
+			line := 0
+			for i, l := range strings.Split(cfg, "\n") {
+				if strings.HasPrefix(strings.TrimSpace(l), tc.attr+" =") {
+					line = i + 1
+				}
+			}
+			if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), fmt.Sprintf("config.hcl:%d", line)) {
+				t.Fatalf("server with %s = %s said:\n%s\nwant %q at config.hcl:%d", tc.attr, tc.value, out, tc.want, line)
+			}
+		})
 	}
 }
