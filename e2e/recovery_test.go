@@ -241,3 +241,64 @@ func TestRecoveryFailurePaths(t *testing.T) {
 		t.Fatalf("executor after losing its workspace: %+v %v", ex, err)
 	}
 }
+
+func TestLeadershipLostDuringRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := startCluster(t, 3, true, standaloneConfig(t))
+	leader := leaderOf(t, c)
+	api := apiClient(t, leader)
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "transfer during recovery"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	var ids []string
+	for i := 0; i < n; i++ {
+		s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.ID)
+	}
+	before := map[string]state.Executor{}
+	for _, id := range ids {
+		waitState(t, api, id, state.SessionWaitingForInput)
+		exs, err := api.Executors(testCtx(t), id)
+		if err != nil || len(exs) != 1 {
+			t.Fatalf("executors of %s: %v %v", id, exs, err)
+		}
+		before[id] = exs[0]
+	}
+	// Kill the leader; as soon as a new one leads, hand leadership on again
+	// while it is recovering the 50 executors.
+	leader.Kill()
+	next := leaderOf(t, c)
+	if _, err := apiClient(t, next).TransferLeadership(testCtx(t), ""); err != nil {
+		t.Logf("transfer leadership: %v (recovery may have finished first)", err)
+	}
+	final := leaderOf(t, c)
+	fapi := apiClient(t, final)
+	for _, id := range ids {
+		waitFor(t, 60*time.Second, "session "+id+" to run again", func() bool {
+			st, err := fapi.SessionStatus(testCtx(t), id)
+			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		})
+		// Nothing was recovered twice: the same agentctl (pid and boot nonce)
+		// and the same agent execution serve the session.
+		exs, err := fapi.Executors(testCtx(t), id)
+		if err != nil || len(exs) != 1 {
+			t.Fatalf("executors of %s after recovery: %v %v", id, exs, err)
+		}
+		if exs[0].PID != before[id].PID || exs[0].Nonce != before[id].Nonce || exs[0].Status != state.ExecutorReady {
+			t.Fatalf("session %s: executor %+v, want the same agentctl as %+v", id, exs[0], before[id])
+		}
+		if s, _ := fapi.GetSession(testCtx(t), id); s.State != state.SessionWaitingForInput {
+			t.Fatalf("session %s ended %s", id, s.State)
+		}
+	}
+	if got := promptAndWait(t, fapi, ids[n-1], "hello"); got != "turn 1: hello" {
+		t.Fatalf("reply after recovery: %q", got)
+	}
+}

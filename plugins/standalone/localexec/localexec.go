@@ -284,14 +284,32 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 		return runtime.LaunchResponse{}, fmt.Errorf("session %s: workspace %s is gone: %w", h.SessionID, h.Workspace, runtime.ErrNotFound)
 	}
 	if agentctlproc.IsSessionAgentctl(h.PID, h.SessionID) {
-		hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		health, herr := agentctlproc.CheckHealth(hctx, h.URL, secret)
-		cancel()
-		if herr == nil && health.Nonce == h.Nonce && health.PID == h.PID {
-			r.logger.Info("reattached agentctl", "session_id", h.SessionID, "pid", h.PID)
-			return h.response(), nil
+		// The process is this session's agentctl: never start a second one
+		// beside a live one. A slow or unreachable agentctl is retried for a
+		// while, then reported unavailable (the supervisor retries); only an
+		// answer with another nonce or pid means it is not ours any more.
+		var herr error
+		for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
+			hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			var health agentctlproc.Health
+			health, herr = agentctlproc.CheckHealth(hctx, h.URL, secret)
+			cancel()
+			if herr == nil && health.Nonce == h.Nonce && health.PID == h.PID {
+				r.logger.Info("reattached agentctl", "session_id", h.SessionID, "pid", h.PID)
+				return h.response(), nil
+			}
+			if herr == nil {
+				break // it answers, but as someone else
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+			}
 		}
-		r.logger.Warn("agentctl does not match its handle; restarting", "session_id", h.SessionID, "pid", h.PID, "error", herr)
+		if herr != nil {
+			return runtime.LaunchResponse{}, fmt.Errorf("session %s: agentctl (pid %d) is running but does not answer: %v: %w", h.SessionID, h.PID, herr, runtime.ErrUnavailable)
+		}
+		r.logger.Warn("agentctl does not match its handle; restarting", "session_id", h.SessionID, "pid", h.PID)
 	}
 	cfg := r.config()
 	agentctl, err := findAgentctl(cfg)
