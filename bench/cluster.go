@@ -95,23 +95,22 @@ func PaddockWriter(url string) Writer {
 // kill until a write succeeds through a surviving node. The killed node is
 // restarted (from its data_dir) and the cluster settles before the next kill.
 func Failover(ctx context.Context, c *harness.Cluster, kills int, writerFor func(*harness.Node) Writer) ([]float64, error) {
-	hc := &http.Client{Timeout: 2 * time.Second}
 	var out []float64
 	for k := 0; k < kills; k++ {
 		leader, err := c.Leader(30 * time.Second)
 		if err != nil {
 			return out, err
 		}
+		var writers []Writer
+		for _, n := range c.Running() {
+			if n != leader {
+				writers = append(writers, writerFor(n))
+			}
+		}
 		start := time.Now()
 		leader.Kill()
-		for i := 0; ; i++ {
-			alive := c.Running()
-			if err := writerFor(alive[i%len(alive)])(ctx, hc, i); err == nil {
-				break
-			}
-			if time.Since(start) > 60*time.Second {
-				return out, fmt.Errorf("no write succeeded within 60s after kill %d", k)
-			}
+		if err := untilWrite(ctx, writers); err != nil {
+			return out, fmt.Errorf("kill %d: %w", k, err)
 		}
 		out = append(out, float64(time.Since(start).Microseconds())/1000)
 		if err := leader.Start(); err != nil {
@@ -119,4 +118,43 @@ func Failover(ctx context.Context, c *harness.Cluster, kills int, writerFor func
 		}
 	}
 	return out, nil
+}
+
+// untilWrite starts a write attempt every 20 ms, round robin over writers
+// (each attempt may wait up to 5 s, as a client would), and returns when the
+// first one succeeds: the time to a successful write is not quantised by a
+// per-attempt timeout, for Paddock and etcd alike.
+func untilWrite(ctx context.Context, writers []Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	defer hc.CloseIdleConnections()
+	ok := make(chan struct{})
+	var once sync.Once
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if writers[i%len(writers)](ctx, hc, i) == nil {
+				once.Do(func() { close(ok) })
+			}
+		}()
+		select {
+		case <-ok:
+			cancel()
+			return nil
+		case <-ctx.Done():
+			select {
+			case <-ok:
+				return nil
+			default:
+			}
+			return fmt.Errorf("no write succeeded within 60s of the leader kill")
+		case <-tick.C:
+		}
+	}
 }

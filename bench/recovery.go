@@ -1,0 +1,482 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/bench/harness"
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+const (
+	areaRecovery = "Recovery: failover to usable sessions"
+	areaScale    = "Scale: one node, many idle sessions"
+)
+
+// answerAll prompts every session with text (through send, retried until
+// accepted) and returns when each has answered it: the event stream showed
+// the agent's complete reply to text, or the session going RUNNING and back
+// to WAITING_FOR_INPUT after its prompt was sent. A poll of the messages
+// through check (every 500 ms) backs up the stream; how many sessions only
+// the poll saw is returned.
+func answerAll(ctx context.Context, stream *client.EventStream, send func(id, text string) error, check *client.Client, ids []string, text string, par int, timeout time.Duration) (int, error) {
+	const (
+		sent = iota + 1
+		running
+		answered
+	)
+	var mu sync.Mutex
+	phase := map[string]int{}
+	for _, id := range ids {
+		phase[id] = 0
+	}
+	left, polled := len(ids), 0
+	all := make(chan struct{})
+	mark := func(id string) { // mu held
+		if phase[id] >= sent && phase[id] != answered {
+			phase[id] = answered
+			left--
+			if left == 0 {
+				close(all)
+			}
+		}
+	}
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			e, err := stream.Next()
+			if err != nil {
+				readErr <- err
+				return
+			}
+			mu.Lock()
+			p, ok := phase[e.SessionID]
+			switch {
+			case !ok || p < sent || p == answered:
+			case e.Type == state.EventStateChanged:
+				to, _ := e.Data["to"].(string)
+				if p == sent && to == string(state.SessionRunning) {
+					phase[e.SessionID] = running
+				} else if p == running && to == string(state.SessionWaitingForInput) {
+					mark(e.SessionID)
+				}
+			case e.Type == state.EventMessageAdded || e.Type == state.EventMessageUpdated:
+				m, _ := e.Data["message"].(map[string]any)
+				role, _ := m["role"].(string)
+				complete, _ := m["complete"].(bool)
+				txt, _ := m["text"].(string)
+				if role == string(state.RoleAgent) && complete && strings.HasSuffix(txt, ": "+text) {
+					mark(e.SessionID)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for w := 0; w < par; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				mu.Lock()
+				phase[id] = sent
+				mu.Unlock()
+				for ctx.Err() == nil {
+					err := send(id, text)
+					if err == nil || client.IsCode(err, "conflict") {
+						break
+					}
+					time.Sleep(25 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(work)
+		for _, id := range ids {
+			select {
+			case work <- id:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	wg.Add(1)
+	go func() { // the backup poll
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-all:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			mu.Lock()
+			var todo []string
+			for id, p := range phase {
+				if p >= sent && p != answered {
+					todo = append(todo, id)
+				}
+			}
+			mu.Unlock()
+			for _, id := range todo {
+				msgs, err := check.Messages(ctx, id, client.Stale())
+				if err != nil || len(msgs) == 0 {
+					continue
+				}
+				m := msgs[len(msgs)-1]
+				if m.Role == state.RoleAgent && m.Complete && strings.HasSuffix(m.Text, ": "+text) {
+					mu.Lock()
+					if phase[id] != answered {
+						polled++
+						mark(id)
+					}
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	defer wg.Wait()
+	select {
+	case <-all:
+		cancel()
+		mu.Lock()
+		defer mu.Unlock()
+		return polled, nil
+	case err := <-readErr:
+		cancel()
+		return 0, fmt.Errorf("event stream: %w", err)
+	case <-ctx.Done():
+		mu.Lock()
+		defer mu.Unlock()
+		var missing []string
+		for id, p := range phase {
+			if p != answered {
+				missing = append(missing, fmt.Sprintf("%s(phase %d)", id, p))
+			}
+		}
+		return polled, fmt.Errorf("%d of %d sessions did not answer within %s: %s", left, len(ids), timeout, strings.Join(missing, " "))
+	}
+}
+
+// surviving returns a running node other than not, preferring a follower.
+func surviving(c *harness.Cluster, not *harness.Node) *harness.Node {
+	for _, n := range c.Running() {
+		if n != not {
+			return n
+		}
+	}
+	return nil
+}
+
+// promptVia sends prompts round robin through the given nodes.
+func promptVia(nodes []*harness.Node) func(id, text string) error {
+	apis := make([]*client.Client, len(nodes))
+	for i, n := range nodes {
+		apis[i], _ = client.New(n.URL(), "", client.WithTimeout(2*time.Second))
+	}
+	var mu sync.Mutex
+	i := 0
+	return func(id, text string) error {
+		mu.Lock()
+		a := apis[i%len(apis)]
+		i++
+		mu.Unlock()
+		return a.Prompt(context.Background(), id, text)
+	}
+}
+
+// allWaiting waits until every session of the task waits for input.
+func allWaiting(ctx context.Context, api *client.Client, taskID string, n int, timeout time.Duration) error {
+	var last string
+	err := waitUntil(ctx, timeout, 200*time.Millisecond, "every session to wait for input", func() bool {
+		ss, err := api.ListSessions(ctx, taskID, "")
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		ok := 0
+		for _, s := range ss {
+			if s.State == state.SessionWaitingForInput {
+				ok++
+			}
+		}
+		last = fmt.Sprintf("%d/%d waiting", ok, n)
+		return ok >= n
+	})
+	if err != nil {
+		return fmt.Errorf("%w (%s)", err, last)
+	}
+	return nil
+}
+
+// failoverToUsable kills the leader (and, with killAgents, every session's
+// agentctl) and measures until every session answered a prompt.
+func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness.Cluster, taskID string, ids []string, killAgents bool) (time.Duration, error) {
+	leader, err := c.Leader(60 * time.Second)
+	if err != nil {
+		return 0, err
+	}
+	api := apiOf(leader)
+	if err := allWaiting(ctx, api, taskID, len(ids), 120*time.Second); err != nil {
+		return 0, err
+	}
+	var pids []int
+	if killAgents {
+		for _, id := range ids {
+			pid, err := agentctlPID(ctx, api, id)
+			if err != nil {
+				return 0, err
+			}
+			pids = append(pids, pid)
+		}
+	}
+	obs := surviving(c, leader)
+	stream, err := apiOf(obs).Events(ctx, client.EventFilter{TaskID: taskID}, 0)
+	if err != nil {
+		return 0, fmt.Errorf("events on %s: %w", obs.Name, err)
+	}
+	defer stream.Close()
+	var survivors []*harness.Node
+	for _, n := range c.Running() {
+		if n != leader {
+			survivors = append(survivors, n)
+		}
+	}
+	t0 := time.Now()
+	leader.Kill()
+	for _, p := range pids {
+		killWait(p)
+	}
+	polled, err := answerAll(ctx, stream, promptVia(survivors), apiOf(obs), ids, fmt.Sprintf("ping-%d", rand.Int64()), 16, 120*time.Second)
+	d := time.Since(t0)
+	if polled > 0 {
+		logf("%d sessions were seen answering only by the backup poll", polled)
+	}
+	if serr := leader.Start(); serr != nil {
+		return d, errors.Join(err, serr)
+	}
+	return d, err
+}
+
+// RecoverySuite measures failover to usable sessions on a 3-node cluster of
+// real processes with N live standalone sessions (N = 10 and 100).
+func RecoverySuite(ctx context.Context, env Env) ([]Result, error) {
+	type variant struct {
+		n            int
+		kills, kills2 int
+	}
+	vs := []variant{{10, 5, 4}, {100, 8, 4}}
+	if env.Quick {
+		vs = []variant{{10, 3, 2}}
+	}
+	var out []Result
+	for _, v := range vs {
+		res, err := recoveryAt(ctx, env, v.n, v.kills, v.kills2)
+		out = append(out, res...)
+		if err != nil {
+			return out, err
+		}
+	}
+	if env.Quick {
+		out = append(out, Result{Name: "failover_to_usable_ms_n100", Area: areaRecovery, Unit: "ms", Goal: "p50 ≤ 1000, p99 ≤ 2000",
+			Note: "not run in quick mode (N = 10 only)"})
+	}
+	return out, nil
+}
+
+func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, error) {
+	c, _, stop, err := paddockCluster(env, fmt.Sprintf("recovery%d", n), 3, true, "")
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	leader, err := c.Leader(60 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	api := apiOf(leader)
+	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: fmt.Sprintf("recovery %d", n)})
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	ids, err := createSessions(ctx, api, task.ID, n, 4)
+	if err != nil {
+		return nil, err
+	}
+	env.Logf("recovery n=%d: %d sessions started in %s", n, n, time.Since(t0).Round(time.Millisecond))
+	var out []Result
+	for _, killAgents := range []bool{false, true} {
+		k := kills
+		if killAgents {
+			k = kills2
+		}
+		var times []float64
+		for i := 0; i < k; i++ {
+			d, err := failoverToUsable(ctx, env.Logf, c, task.ID, ids, killAgents)
+			if err != nil {
+				return out, fmt.Errorf("n=%d kill %d (agentctl killed too: %v): %w", n, i, killAgents, err)
+			}
+			times = append(times, ms(d))
+			env.Logf("recovery n=%d agents-killed=%v: %.0fms", n, killAgents, ms(d))
+		}
+		name := fmt.Sprintf("failover_to_usable_ms_n%d", n)
+		note := fmt.Sprintf("3 server processes (separate loopback IPs), %d live demo sessions on the standalone runtime (real agentctl processes); kill -9 of the leader until every session answered a prompt through the new leader (prompts sent through the survivors, 16 at a time, retried every 25 ms; answered = RUNNING then WAITING_FOR_INPUT on a survivor's event stream); killed node restarted between kills; %d kills; default raft timing (300 ms)", n, k)
+		if killAgents {
+			name += "_agentctl_killed"
+			note = fmt.Sprintf("as above, but every session's agentctl is kill -9'd with the leader: the new leader resumes each from its token (auto_resume) before it can answer; %d kills", k)
+		}
+		r := Summary(Result{Name: name, Area: areaRecovery, Unit: "ms", Note: note}, times, false)
+		if n == 100 {
+			r.Goal = "p50 ≤ 1000, p99 ≤ 2000"
+			r = Verdict(r, r.P50 <= 1000 && r.P99 <= 2000)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// ScaleSuite starts as many idle sessions as fit (up to 1,000; 100 in
+// quick mode) on one node and measures memory per session, API latency at
+// that size, and recovery of all of them after a kill -9 and restart.
+func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
+	target := 1000
+	if env.Quick {
+		target = 100
+	}
+	const reserveKiB = 4 << 20 // stop when less than 4 GiB is available
+	c, _, stop, err := paddockCluster(env, "scale", 1, false, "")
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	node, err := c.Leader(60 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	api := apiOf(node)
+	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "scale"})
+	if err != nil {
+		return nil, err
+	}
+	availBefore := memAvailableKiB()
+	var ids []string
+	limit := ""
+	t0 := time.Now()
+	for len(ids) < target {
+		if memAvailableKiB() < reserveKiB {
+			limit = fmt.Sprintf("stopped at %d sessions: MemAvailable below %d GiB", len(ids), reserveKiB>>20)
+			break
+		}
+		batch := min(20, target-len(ids))
+		got, err := createSessions(ctx, api, task.ID, batch, 4)
+		for _, id := range got {
+			if id != "" {
+				ids = append(ids, id)
+			}
+		}
+		if err != nil {
+			limit = fmt.Sprintf("stopped at %d sessions: %v", len(ids), err)
+			break
+		}
+		if len(ids)%100 == 0 {
+			env.Logf("scale: %d sessions (%s)", len(ids), time.Since(t0).Round(time.Second))
+		}
+	}
+	n := len(ids)
+	if limit == "" {
+		limit = fmt.Sprintf("all %d sessions started", n)
+	}
+	env.Logf("scale: %s in %s", limit, time.Since(t0).Round(time.Second))
+	var out []Result
+	if n == 0 {
+		return out, errors.New("scale: no session started: " + limit)
+	}
+	time.Sleep(2 * time.Second)
+	// Memory: RSS of every agentctl and its agent, per session.
+	var per []float64
+	for _, id := range ids {
+		pid, err := agentctlPID(ctx, api, id)
+		if err != nil {
+			continue
+		}
+		kib := rssKiB(pid)
+		for _, ch := range childPIDs(pid) {
+			kib += rssKiB(ch)
+		}
+		per = append(per, float64(kib)/1024)
+	}
+	availDelta := float64(availBefore-memAvailableKiB()) / 1024 / float64(n)
+	out = append(out, Summary(Result{Name: "session_idle_rss_mib", Area: areaScale, Unit: "MiB",
+		Note: fmt.Sprintf("RSS of each idle session's agentctl plus its demo agent (shared pages counted in each), over %d sessions on one node; MemAvailable fell by %.1f MiB per session (includes the server's and plugin's growth); %s; started in %s", len(per), availDelta, limit, time.Since(t0).Round(time.Second))}, per, false))
+	// API latency at size.
+	var st, list []float64
+	for i := 0; i < 200; i++ {
+		id := ids[rand.IntN(n)]
+		t := time.Now()
+		if _, err := api.SessionStatus(ctx, id); err != nil {
+			return out, fmt.Errorf("status: %w", err)
+		}
+		st = append(st, ms(time.Since(t)))
+	}
+	for i := 0; i < 30; i++ {
+		t := time.Now()
+		ss, err := api.ListSessions(ctx, "", "")
+		if err != nil {
+			return out, fmt.Errorf("list: %w", err)
+		}
+		if len(ss) < n {
+			return out, fmt.Errorf("list returned %d sessions, want %d", len(ss), n)
+		}
+		list = append(list, ms(time.Since(t)))
+	}
+	out = append(out,
+		Summary(Result{Name: "session_status_ms_at_scale", Area: areaScale, Unit: "ms",
+			Note: fmt.Sprintf("GET /v1/sessions/{id}/status of a random session with %d sessions on the node (consistent read on the leader), 200 sequential calls", n)}, st, false),
+		Summary(Result{Name: "session_list_ms_at_scale", Area: areaScale, Unit: "ms",
+			Note: fmt.Sprintf("GET /v1/sessions returning all %d sessions, 30 sequential calls", n)}, list, false))
+	// Recovery after kill -9 and restart: the agentctl processes live on.
+	node.Kill()
+	t1 := time.Now()
+	if err := node.Start(); err != nil {
+		return out, err
+	}
+	var stream *client.EventStream
+	if err := waitUntil(ctx, 120*time.Second, 10*time.Millisecond, "the restarted node to lead and stream events", func() bool {
+		h, err := api.Health(ctx)
+		if err != nil || !h.Leader {
+			return false
+		}
+		stream, err = api.Events(ctx, client.EventFilter{TaskID: task.ID}, 0)
+		return err == nil
+	}); err != nil {
+		return out, err
+	}
+	lead := time.Since(t1)
+	defer stream.Close()
+	sort.Strings(ids)
+	polled, err := answerAll(ctx, stream, promptVia([]*harness.Node{node}), api, ids, "after-restart", 16, 600*time.Second)
+	if polled > 0 {
+		env.Logf("scale: %d sessions were seen answering only by the backup poll", polled)
+	}
+	rec := time.Since(t1)
+	if err != nil {
+		return out, fmt.Errorf("recovery after restart: %w", err)
+	}
+	env.Logf("scale: restart to all %d answering: %s (leader after %s)", n, rec.Round(time.Millisecond), lead.Round(time.Millisecond))
+	out = append(out, Summary(Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms",
+		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight); the node led again after %s; one trial", n, lead.Round(time.Millisecond))}, []float64{ms(rec)}, false))
+	return out, nil
+}
