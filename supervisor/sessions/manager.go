@@ -190,6 +190,12 @@ func (m *Manager) publish(ctx context.Context, id, typ string, data map[string]a
 // an agentctl_error event, and the executor's status when given.
 func (m *Manager) fail(ctx context.Context, sess state.Session, executorID string, exStatus state.ExecutorStatus, reason string, err error) {
 	msg := err.Error()
+	if ctx.Err() != nil {
+		// Leadership ended (or the operation was abandoned): whatever failed
+		// is the next leader's to find out, not a session failure.
+		m.log.Info("session operation interrupted", "session", sess.ID, "error", msg)
+		return
+	}
 	m.log.Warn("session failed", "session", sess.ID, "reason", reason, "error", msg)
 	if executorID != "" && exStatus != "" {
 		if _, aerr := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: exStatus, ErrorMessage: msg}); aerr != nil {

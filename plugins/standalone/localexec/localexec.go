@@ -306,6 +306,9 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 			case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
 			}
 		}
+		if err := ctx.Err(); err != nil {
+			return runtime.LaunchResponse{}, err
+		}
 		if herr != nil {
 			return runtime.LaunchResponse{}, fmt.Errorf("session %s: agentctl (pid %d) is running but does not answer: %v: %w", h.SessionID, h.PID, herr, runtime.ErrUnavailable)
 		}
