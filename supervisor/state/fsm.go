@@ -81,27 +81,90 @@ func errText(err error) string {
 	return err.Error()
 }
 
+// remember records a key's outcome, forgetting the oldest keys beyond the
+// window. The order slice is compacted only when it has doubled, so each
+// apply does O(1) work on average.
 func (d *data) remember(key string, o outcome) {
 	d.Dedupe[key] = o
 	d.DedupeOrder = append(d.DedupeOrder, key)
-	if len(d.DedupeOrder) > maxDedupeKeys {
+	if len(d.DedupeOrder) >= 2*maxDedupeKeys {
 		drop := len(d.DedupeOrder) - maxDedupeKeys
 		for _, k := range d.DedupeOrder[:drop] {
 			delete(d.Dedupe, k)
 		}
-		d.DedupeOrder = append([]string(nil), d.DedupeOrder[drop:]...)
+		d.DedupeOrder = append(make([]string, 0, 2*maxDedupeKeys), d.DedupeOrder[drop:]...)
 	}
 }
 
-// Snapshot implements raft.FSM.
+// Snapshot implements raft.FSM. It copies the state under the read lock
+// (cheap value copies) and leaves the encoding to Persist, so applies are
+// not held up while a large state is written out.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.store.mu.RLock()
 	defer f.store.mu.RUnlock()
-	buf, err := json.Marshal(f.store.d)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot state: %w", err)
+	return &snapshot{d: f.store.d.clone()}, nil
+}
+
+// clone copies the state deeply enough that later applies (which mutate
+// entries in place) never touch the copy.
+func (d *data) clone() *data {
+	c := &data{
+		Nodes: make(map[string]NodeInfo, len(d.Nodes)), Tasks: make(map[string]*Task, len(d.Tasks)),
+		Sessions: make(map[string]*Session, len(d.Sessions)), Executors: make(map[string]*Executor, len(d.Executors)),
+		Leases: make(map[string]*Lease, len(d.Leases)), Messages: make(map[string][]*Message, len(d.Messages)),
+		Dedupe: make(map[string]outcome, len(d.Dedupe)), DedupeOrder: append([]string(nil), d.DedupeOrder...),
+		Private: make(map[string]executorPrivate, len(d.Private)), SessionTokens: make(map[string]string, len(d.SessionTokens)),
+		LastIndex: d.LastIndex,
 	}
-	return snapshot(buf), nil
+	for k, v := range d.Nodes {
+		c.Nodes[k] = v
+	}
+	for k, v := range d.Tasks {
+		t := *v
+		c.Tasks[k] = &t
+	}
+	for k, v := range d.Sessions {
+		s := *v
+		s.RuntimeOptions = copyMap(v.RuntimeOptions)
+		c.Sessions[k] = &s
+	}
+	for k, v := range d.Executors {
+		e := *v
+		c.Executors[k] = &e
+	}
+	for k, v := range d.Leases {
+		l := *v
+		c.Leases[k] = &l
+	}
+	for k, msgs := range d.Messages {
+		out := make([]*Message, len(msgs))
+		for i, m := range msgs {
+			mm := *m
+			out[i] = &mm
+		}
+		c.Messages[k] = out
+	}
+	for k, v := range d.Dedupe {
+		c.Dedupe[k] = v
+	}
+	for k, v := range d.Private {
+		c.Private[k] = v
+	}
+	for k, v := range d.SessionTokens {
+		c.SessionTokens[k] = v
+	}
+	return c
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }
 
 // Restore implements raft.FSM: it replaces the whole state.
@@ -165,14 +228,17 @@ func (d *data) fillNil() {
 	}
 }
 
-type snapshot []byte
+// snapshot is a point-in-time copy of the state, encoded by Persist.
+type snapshot struct {
+	d *data
+}
 
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := json.NewEncoder(sink).Encode(s.d); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
 	return sink.Close()
 }
 
-func (s snapshot) Release() {}
+func (s *snapshot) Release() {}
