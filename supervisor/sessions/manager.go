@@ -59,8 +59,8 @@ type Manager struct {
 	log      hclog.Logger
 	name     string
 
-	mu    sync.Mutex
-	ctx   context.Context // the leader context; nil when not leading
+	mu     sync.Mutex
+	ctx    context.Context // the leader context; nil when not leading
 	live   map[string]*execution
 	wg     sync.WaitGroup
 	locks  map[string]*sync.Mutex
