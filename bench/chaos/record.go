@@ -108,8 +108,33 @@ func (w *Watcher) Executions() ([]Execution, error) {
 }
 
 // processIs reports whether pid runs and started at about start (not a
-// reused pid).
+// reused pid). pid may be a pid in a child pid namespace (agentctl journals
+// the pids it sees): then a process whose innermost NSpid is pid and whose
+// start time matches counts.
 func processIs(pid int, start time.Time) bool {
+	if startsAt(pid, start) {
+		return true
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		root, err := strconv.Atoi(e.Name())
+		if err != nil || root == pid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == "NSpid:" && f[len(f)-1] == strconv.Itoa(pid) && startsAt(root, start) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func startsAt(pid int, start time.Time) bool {
 	st, ok := procStart(pid)
 	if !ok {
 		return false
