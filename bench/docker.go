@@ -82,6 +82,7 @@ agent "demo" {
 	}
 	var starts []float64
 	var ids []string
+	retries := 0
 	for i := 0; i < nRec; i++ {
 		t0 := time.Now()
 		s, err := api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
@@ -89,7 +90,18 @@ agent "demo" {
 			return nil, fmt.Errorf("create docker session: %w", err)
 		}
 		if err := waitSession(ctx, api, s.ID, state.SessionWaitingForInput, 120*time.Second, 5*time.Millisecond); err != nil {
-			return nil, err
+			// A leader change under the machine's load can interrupt a
+			// launch; count it and start another session.
+			if retries++; retries > 3 {
+				return nil, err
+			}
+			env.Logf("docker: session %d failed (%v), starting another", i, err)
+			if _, err := api.DeleteSession(ctx, s.ID); err != nil {
+				env.Logf("docker: delete failed session: %v", err)
+			}
+			api = apiOf(mustLeader(c))
+			i--
+			continue
 		}
 		if i < nStart {
 			starts = append(starts, ms(time.Since(t0)))
@@ -122,4 +134,12 @@ func removeContainers(cluster string) {
 	for _, id := range strings.Fields(string(out)) {
 		_ = exec.Command("docker", "rm", "-f", id).Run()
 	}
+}
+
+// mustLeader is the cluster's leader, or its first node when none is agreed.
+func mustLeader(c *harness.Cluster) *harness.Node {
+	if l, err := c.Leader(30 * time.Second); err == nil {
+		return l
+	}
+	return c.Nodes[0]
 }

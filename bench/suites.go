@@ -57,7 +57,7 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	}
 	trials, d, kills := 5, 5*time.Second, 20
 	if env.Quick {
-		trials, d, kills = 2, 2*time.Second, 4
+		trials, d, kills = 2, 2*time.Second, 3
 	}
 	timing := fmt.Sprintf("Paddock raft: heartbeat_timeout = election_timeout = 300ms, leader_lease_timeout 150ms (defaults); etcd: --election-timeout %d --heartbeat-interval %d", etcdElectionMS, etcdHeartbeatMS)
 	var out []Result

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPercentileAndSummary(t *testing.T) {
+	xs := []float64{5, 1, 4, 2, 3}
+	for _, tc := range []struct {
+		p    float64
+		want float64
+	}{{50, 3}, {99, 5}, {1, 1}, {0, 1}, {100, 5}} {
+		if got := Percentile(xs, tc.p); got != tc.want {
+			t.Errorf("Percentile(%v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 {
+		t.Error("empty percentile")
+	}
+	r := Summary(Result{}, []float64{10, 20, 30}, true)
+	if r.P50 != 20 || r.P99 != 10 || r.Samples != 3 {
+		t.Errorf("low-tail summary %+v", r)
+	}
+}
+
+func TestChaosResults(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, body string
+		wantErr    bool
+		faults     float64
+		met        string
+	}{
+		{name: "absent"},
+		{name: "clean", body: `{"faults":40,"violations":0,"operations":900}`, faults: 40, met: "yes"},
+		{name: "violations", body: `{"faults":3,"violations":1}`, faults: 3, met: "no"},
+		{name: "malformed", body: `{"faults":`, wantErr: true},
+		{name: "negative", body: `{"faults":-1,"violations":0}`, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name+".json")
+			if tc.body != "" {
+				if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := chaosResults(path)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatalf("no error for %s", tc.body)
+				}
+				return
+			}
+			if err != nil || len(res) != 2 {
+				t.Fatalf("%v %+v", err, res)
+			}
+			if tc.body == "" {
+				if !strings.Contains(res[0].Note, "chaos suite not run") || res[0].P50 != 0 {
+					t.Fatalf("absent file: %+v", res[0])
+				}
+				return
+			}
+			if res[0].P50 != tc.faults || res[1].Met != tc.met {
+				t.Fatalf("got %+v", res)
+			}
+		})
+	}
+}
+
+func TestMarkdownHasEveryResultAndPeer(t *testing.T) {
+	r := &Report{Machine: "m", Date: "d", Commit: "c"}
+	r.Add(withPeer(Result{Name: "writes_per_s_c1", Area: areaCluster, Unit: "writes/s", P50: 200}, 100, false),
+		Result{Name: "plugin_rpc_us", Area: areaPlugins, Unit: "µs", P50: 50, Goal: "≤ 100", Met: "yes"})
+	var b strings.Builder
+	r.markdown(&b, AreaNotes())
+	out := b.String()
+	for _, want := range []string{"## " + areaCluster, "| writes_per_s_c1 |", "| etcd | 100 | 2.00 |", "| plugin_rpc_us |", "≤ 100 | yes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func FuzzChaosFile(f *testing.F) {
+	f.Add([]byte(`{"faults":1,"violations":0}`))
+	f.Add([]byte(`nope`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		path := filepath.Join(t.TempDir(), "c.json")
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, err := chaosResults(path)
+		if err == nil && (len(res) != 2 || res[0].P50 < 0 || res[1].P50 < 0) {
+			t.Fatalf("accepted %q as %+v", b, res)
+		}
+	})
+}
+
+func TestMarkerWatchAcrossChunks(t *testing.T) {
+	w := newMarkerWatch()
+	found := w.arm("MK42KM")
+	for _, chunk := range []string{"xxM", "K4", "2", "KMyy"} {
+		w.sink([]byte(chunk))
+	}
+	select {
+	case <-found:
+	default:
+		t.Fatal("marker split over chunks not found")
+	}
+	found = w.arm("MK7KM")
+	w.sink([]byte("MK7 KM"))
+	select {
+	case <-found:
+		t.Fatal("found a marker that is not there")
+	default:
+	}
+}
