@@ -219,11 +219,11 @@ func AreaNotes() map[string]string {
 			"Paddock writes go through its HTTP API (JSON decode, validation, raft apply into its state machine, event fan-out); etcd writes go through its grpc-gateway JSON proxy (an extra in-process gRPC hop), so each store is driven through its ordinary HTTP client path. " +
 			"Both fsync their logs. Ratio = Paddock p50 / etcd p50.",
 		areaSessions: "One server process with the standalone runtime; every session runs a real agentctl process and the offline demo agent (ACP).",
-		areaLeases: "Lease TTL is set to " + benchLeaseTTL.String() + " on this node so the at-TTL trials stay short. A dead agentctl is detected by the supervisor's event pump, which declares agentctl lost only after it stayed unreachable for max(recovery.health_timeout, 1 s) (supervisor/sessions/pump.go; health_timeout defaults to 2 s): the detected-reclaim figure sits on that bound, so the ≤ 1 s goal cannot be met with the default health_timeout and not below 1 s at all without changing that floor.",
+		areaLeases:   "Lease TTL is set to " + benchLeaseTTL.String() + " on this node so the at-TTL trials stay short. A dead agentctl is detected by the supervisor's event pump, which declares agentctl lost only after it stayed unreachable for max(recovery.health_timeout, 1 s) (supervisor/sessions/pump.go; health_timeout defaults to 2 s): the detected-reclaim figure sits on that bound, so the ≤ 1 s goal cannot be met with the default health_timeout and not below 1 s at all without changing that floor.",
 		areaRecovery: "Sessions stay the same across the repeated kills of one cluster; after each kill the node is restarted and every session waits for input again before the next kill. The agentctl-killed variant resumes every session from its token (auto_resume) on the new leader.",
-		areaScale: "Sessions are started 20 at a time (4 in flight) until the target or until MemAvailable drops below the reserve, so that other users of the machine keep memory.",
-		areaDocker: "The image is built by deploy/image/build.sh from bin/ (tag paddock-executor:bench); containers carry a per-run cluster label and are removed afterwards.",
-		areaChaos: "The chaos loop (e2e/bench, another engineer's) writes " + ChaosFile + "; this suite only reports it.",
+		areaScale:    "Sessions are started 20 at a time (4 in flight) until the target or until MemAvailable drops below the reserve, so that other users of the machine keep memory.",
+		areaDocker:   "The image is built by deploy/image/build.sh from bin/ (tag paddock-executor:bench); containers carry a per-run cluster label and are removed afterwards.",
+		areaChaos:    "The chaos loop (e2e/bench, another engineer's) writes " + ChaosFile + "; this suite only reports it.",
 		areaTerminal: "Shell = /bin/sh on a PTY. Direct: the bench process itself runs the shell on a PTY and reads it. agentctl: a real `agentctl serve` process, WebSocket to /v1/terminals/{name} with its secret. Whole path: one-node supervisor with a standalone session, WebSocket to /v1/sessions/{id}/terminal (relayed to that session's agentctl). Clients never ack (served as fast as the socket drains).",
 	}
 }
