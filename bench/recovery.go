@@ -338,10 +338,12 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 			k = kills2
 		}
 		var times []float64
-		for i := 0; i < k; i++ {
+		var failed error
+		for i := 0; i < k && failed == nil; i++ {
 			d, err := failoverToUsable(ctx, env.Logf, c, task.ID, ids, killAgents)
 			if err != nil {
-				return out, fmt.Errorf("n=%d kill %d (agentctl killed too: %v): %w", n, i, killAgents, err)
+				failed = fmt.Errorf("n=%d kill %d (agentctl killed too: %v): %w", n, i, killAgents, err)
+				break
 			}
 			times = append(times, ms(d))
 			env.Logf("recovery n=%d agents-killed=%v: %.0fms", n, killAgents, ms(d))
@@ -357,7 +359,14 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 			r.Goal = "p50 ≤ 1000, p99 ≤ 2000"
 			r = Verdict(r, r.P50 <= 1000 && r.P99 <= 2000)
 		}
+		if failed != nil {
+			r.Note += "; STOPPED: " + failed.Error()
+			r.Met = "no"
+		}
 		out = append(out, r)
+		if failed != nil {
+			return out, failed
+		}
 	}
 	return out, nil
 }
