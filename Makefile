@@ -7,7 +7,7 @@ export CGO_ENABLED ?= 0
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-short bench bench-quick lint proto image clean
+.PHONY: help build run test test-short fuzz-smoke bench bench-quick lint proto image clean
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -27,6 +27,21 @@ run: build ## Start one node on ./config.hcl (data under ./data)
 test: build ## Run the whole test suite (what CI runs)
 	$(GO) vet ./...
 	PADDOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 25m ./...
+	@# Stopping dockerd disturbs every other engine user, so this one runs alone.
+	@if [ -n "$$PADDOCK_REQUIRE_DOCKER" ]; then \
+		echo "docker engine restart test (runs alone)"; \
+		PADDOCK_BIN=$(CURDIR)/$(BIN) PADDOCK_DOCKER_ENGINE_RESTART=1 $(GO) test -count=1 -run '^TestEngineRestart$$' ./plugins/docker/dockerexec/ || exit 1; \
+	fi
+	$(MAKE) fuzz-smoke
+
+FUZZTIME ?= 3s
+fuzz-smoke: ## Run every fuzz target briefly (FUZZTIME each)
+	@grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read f; do \
+		for fn in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
+			echo "fuzz $$(dirname $$f) $$fn"; \
+			PADDOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$(dirname $$f) >/tmp/paddock-fuzz.log 2>&1 || { cat /tmp/paddock-fuzz.log; exit 1; }; \
+		done; \
+	done
 
 test-short: ## Unit tests only (no process clusters)
 	$(GO) test -short -count=1 ./...
