@@ -1,11 +1,14 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/sessions"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -86,7 +89,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if s.sessions != nil {
-		if err := s.sessions.Start(r.Context(), sess.ID); err != nil {
+		err := s.sessions.Start(r.Context(), sess.ID)
+		switch {
+		case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, sessions.ErrNotLeader):
+			// Leadership moved between recording and starting: the session
+			// is recorded, and the next leader's recovery starts it.
+			s.log.Info("session recorded; its start is left to the next leader", "session", sess.ID)
+		case err != nil:
 			return err
 		}
 	}

@@ -27,6 +27,7 @@ const workers = 32
 // Sessions is what recovery needs from the session manager.
 type Sessions interface {
 	Recover(ctx context.Context, sessionID string, autoResume bool) (sessions.Outcome, error)
+	Start(ctx context.Context, sessionID string) error
 }
 
 // Report summarises one recovery run.
@@ -56,16 +57,23 @@ func New(store *state.Store, s Sessions, cfg *config.Config, log hclog.Logger) *
 	return &Recovery{store: store, sessions: s, policy: cfg.Recovery.AutoResume, log: log}
 }
 
-// candidate is a session to recover and whether its agent may be resumed.
+// candidate is a session to recover and whether its agent may be resumed;
+// start is set for a session recorded but never started (its leader changed
+// between the two).
 type candidate struct {
 	sessionID  string
 	autoResume bool
+	start      bool
 }
 
 // candidates are the sessions whose current executor is starting or ready.
 func (r *Recovery) candidates() []candidate {
 	var out []candidate
 	for _, sess := range r.store.Sessions(state.SessionFilter{}) {
+		if sess.State == state.SessionCreated && sess.ExecutorID == "" {
+			out = append(out, candidate{sessionID: sess.ID, start: true})
+			continue
+		}
 		if sess.State == state.SessionCompleted || sess.ExecutorID == "" {
 			continue
 		}
@@ -104,6 +112,17 @@ func (r *Recovery) Run(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for c := range work {
+				if c.start {
+					err := r.sessions.Start(ctx, c.sessionID)
+					mu.Lock()
+					rep.Outcomes[sessions.OutcomeStarted]++
+					if err != nil {
+						rep.Errors++
+						r.log.Warn("start recorded session", "session", c.sessionID, "error", err)
+					}
+					mu.Unlock()
+					continue
+				}
 				out, err := r.sessions.Recover(ctx, c.sessionID, c.autoResume)
 				mu.Lock()
 				rep.Outcomes[out]++

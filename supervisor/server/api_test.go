@@ -175,7 +175,7 @@ func dialEvents(t *testing.T, addr, query string, header http.Header) *websocket
 
 func readEvent(t *testing.T, conn *websocket.Conn) state.Event {
 	t.Helper()
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	var e state.Event
 	if err := conn.ReadJSON(&e); err != nil {
 		t.Fatalf("read event: %v", err)

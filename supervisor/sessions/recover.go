@@ -21,6 +21,7 @@ const (
 	OutcomeWorkspace Outcome = "workspace" // agentctl is back, the agent is not (ERROR with a reason)
 	OutcomeLost      Outcome = "lost"      // the executor is gone (ERROR executor_lost)
 	OutcomeSkipped   Outcome = "skipped"   // nothing to recover
+	OutcomeStarted   Outcome = "started"   // recorded but never started: started now
 )
 
 // runtimeRetries bounds retries of a runtime that is temporarily unavailable
