@@ -349,7 +349,10 @@ func TerminalSuite(ctx context.Context, env Env) ([]Result, error) {
 	for t := 0; t < trials; t++ {
 		for _, p := range names {
 			w := newMarkerWatch()
-			st, err := paths.open(p, fmt.Sprintf("cat%d", t), w.sink)
+			// One name per path, reused: its shell exits after each trial, so
+			// the next attach starts a fresh one (agentctl keeps at most 16
+			// terminals, exited ones included).
+			st, err := paths.open(p, "cat", w.sink)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", p, err)
 			}
@@ -417,7 +420,7 @@ func TerminalSuite(ctx context.Context, env Env) ([]Result, error) {
 	out = append(out, Verdict(rr, rr.P99 <= 50))
 
 	// Memory per idle terminal in the standalone agentctl.
-	mem, note, err := memPerTerminal(paths, 10)
+	mem, note, err := memPerTerminal(paths, 8)
 	if err != nil {
 		return out, fmt.Errorf("memory: %w", err)
 	}
