@@ -261,6 +261,11 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	if alive != 1 || demoAgentsIn(newEx.WorkspacePath) != 1 {
 		t.Fatalf("%d journaled and %d running agent executions after healing; want exactly 1", alive, demoAgentsIn(newEx.WorkspacePath))
 	}
+	// The session may have moved leaders while healing; wait until it runs.
+	waitFor(t, 60*time.Second, "the session to run after healing", func() bool {
+		st, err := fapi.SessionStatus(testCtx(t), s.id)
+		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+	})
 	if got := promptAndWait(t, fapi, s.id, "recall"); got != "you asked me to remember: "+s.word {
 		t.Fatalf("after the partition: %q", got)
 	}

@@ -160,7 +160,10 @@ func (m *Manager) reclaimExpired(ctx context.Context, sessionID string) {
 	err := fmt.Errorf("the lease of executor %s expired (no renewal for %s); the agent is considered gone", l.HolderExecutorID, m.cfg.Lease.TTL)
 	m.fail(ctx, sess, l.HolderExecutorID, state.ExecutorError, state.ReasonAgentNotRunning, err)
 	lock.Unlock()
-	if m.cfg.Recovery.AutoResume != config.AutoResumeNone && sess.State != state.SessionError {
+	// Resume what was live: an active session, or one that went to ERROR
+	// because its agentctl became unreachable (waiting for this expiry).
+	wasLive := sess.State != state.SessionError || sess.StateReason == state.ReasonAgentNotRunning
+	if m.cfg.Recovery.AutoResume != config.AutoResumeNone && wasLive {
 		if rerr := m.Resume(ctx, sessionID); rerr != nil {
 			m.log.Info("not auto-resuming session", "session", sessionID, "reason", rerr)
 		}

@@ -242,6 +242,12 @@ func (m *Manager) waitHealthy(ctx context.Context, c *agentctl.Client) (agentctl
 // resume token, registers the live execution with its event pump and moves
 // the session to WAITING_FOR_INPUT.
 func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, prof agentctl.Profile, resumeToken string) error {
+	// Arm agentctl's self-fencing before the agent exists: if this leader
+	// is cut off right after the start, the agent still stops in time.
+	if _, err := client.RenewLease(ctx, m.cfg.Lease.TTL); err != nil {
+		return fmt.Errorf("arm the lease on agentctl: %w", err)
+	}
+	m.leases.set(sess.ID, time.Now().Add(m.cfg.Lease.TTL))
 	st, err := client.StartAgent(ctx, prof, resumeToken)
 	if err != nil {
 		if resumeToken != "" {

@@ -189,6 +189,18 @@ func (m *Manager) publish(ctx context.Context, id, typ string, data map[string]a
 // fail records a lifecycle failure: session ERROR with a message and reason,
 // an agentctl_error event, and the executor's status when given.
 func (m *Manager) fail(ctx context.Context, sess state.Session, executorID string, exStatus state.ExecutorStatus, reason string, err error) {
+	m.failWith(ctx, sess, executorID, exStatus, reason, err, true)
+}
+
+// failUnproven records a failure whose agent may still be running out of
+// reach (agentctl unreachable, executor not recoverable from here): the
+// lease is kept until it expires, so agentctl has self-fenced before anyone
+// else can claim the session.
+func (m *Manager) failUnproven(ctx context.Context, sess state.Session, executorID string, reason string, err error) {
+	m.failWith(ctx, sess, executorID, state.ExecutorError, reason, err, false)
+}
+
+func (m *Manager) failWith(ctx context.Context, sess state.Session, executorID string, exStatus state.ExecutorStatus, reason string, err error, endLease bool) {
 	msg := err.Error()
 	if ctx.Err() != nil {
 		// Leadership ended (or the operation was abandoned): whatever failed
@@ -205,7 +217,9 @@ func (m *Manager) fail(ctx context.Context, sess state.Session, executorID strin
 	m.publish(ctx, sess.ID, state.EventAgentctlError, map[string]any{"message": msg, "reason": reason})
 	// The agent is not running: its lease ends (reclaimed when the holder
 	// died, released otherwise), so a resume gets a strictly higher token.
-	m.endLease(ctx, sess.ID, exStatus == state.ExecutorError)
+	if endLease {
+		m.endLease(ctx, sess.ID, exStatus == state.ExecutorError)
+	}
 	if err := m.setState(ctx, sess.ID, state.SessionError, msg, reason); err != nil {
 		m.log.Warn("record session error", "session", sess.ID, "error", err)
 	}

@@ -5,12 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
+
+// errRestarted: agentctl answers with a new boot nonce, so the holder that
+// ran the agent is proven gone.
+var errRestarted = errors.New("agentctl restarted")
 
 // Pump timing.
 const (
@@ -58,6 +63,9 @@ type pumper struct {
 	pending map[string]agentctl.Message
 	order   []string
 	since   uint64
+	// selfFenced is set when agentctl stopped the agent because renewals
+	// stopped (e.g. across a slow leader change): a stop to resume from.
+	selfFenced bool
 }
 
 // catchUp mirrors the messages agentctl kept from before this leader
@@ -96,7 +104,9 @@ func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, e
 			if failingSince.IsZero() {
 				failingSince = time.Now()
 			}
-			if time.Since(failingSince) > bound {
+			// Refused: nothing listens any more. Report at once; lost() asks
+			// the runtime whether the holder is proven gone.
+			if errors.Is(err, syscall.ECONNREFUSED) || time.Since(failingSince) > bound {
 				errs <- fmt.Errorf("agentctl unreachable for %s: %w", bound.Round(time.Millisecond), err)
 				return
 			}
@@ -109,7 +119,7 @@ func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, e
 		}
 		failingSince = time.Time{}
 		if resp.Nonce != "" && p.e.nonce != "" && resp.Nonce != p.e.nonce {
-			errs <- fmt.Errorf("agentctl restarted (nonce %s, was %s): the agent it ran is gone", resp.Nonce, p.e.nonce)
+			errs <- fmt.Errorf("%w (nonce %s, was %s): the agent it ran is gone", errRestarted, resp.Nonce, p.e.nonce)
 			return
 		}
 		since = resp.Next
@@ -164,8 +174,11 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 		p.flush(ctx)
 		var d agentctl.AgentStoppedData
 		_ = json.Unmarshal(ev.Data, &d)
-		m.agentExited(ctx, p.e, d.ExitCode)
+		m.agentExited(ctx, p.e, d.ExitCode, p.selfFenced)
 		return true
+	}
+	if ev.Type == agentctl.EventLeaseExpired {
+		p.selfFenced = true
 	}
 	return false
 }
@@ -185,7 +198,7 @@ func (p *pumper) flush(ctx context.Context) {
 // agentExited handles an agent that stopped on its own (not a user stop):
 // the session is ERROR with agent_not_running; agentctl still serves the
 // workspace, so the executor stays ready.
-func (m *Manager) agentExited(ctx context.Context, e *execution, code int) {
+func (m *Manager) agentExited(ctx context.Context, e *execution, code int, selfFenced bool) {
 	m.mu.Lock()
 	stopping := e.stopping
 	if m.live[e.sessionID] == e {
@@ -196,7 +209,16 @@ func (m *Manager) agentExited(ctx context.Context, e *execution, code int) {
 		return
 	}
 	sess, _ := m.store.Session(e.sessionID)
-	m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, fmt.Errorf("the agent exited with code %d", code))
+	if !selfFenced {
+		m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, fmt.Errorf("the agent exited with code %d", code))
+		return
+	}
+	m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, errors.New("agentctl stopped the agent when its lease was not renewed in time"))
+	if m.cfg.Recovery.AutoResume != config.AutoResumeNone {
+		if err := m.Resume(ctx, e.sessionID); err != nil {
+			m.log.Info("not auto-resuming session", "session", e.sessionID, "reason", err)
+		}
+	}
 }
 
 // lost handles an agentctl that died or restarted under a live leader:
@@ -212,6 +234,19 @@ func (m *Manager) lost(ctx context.Context, e *execution, err error) {
 		return
 	}
 	sess, _ := m.store.Session(e.sessionID)
+	ex, _ := m.store.Executor(e.executorID)
+	dead := errors.Is(err, errRestarted)
+	if !dead {
+		if rt, rerr := m.runtimes.Get(ex.Runtime); rerr == nil {
+			dead = m.provenGone(ctx, rt, ex)
+		}
+	}
+	if !dead {
+		// Unreachable but maybe alive: the lease expires first (agentctl
+		// self-fences), then reclaimExpired resumes the session.
+		m.failUnproven(ctx, sess, e.executorID, state.ReasonAgentNotRunning, err)
+		return
+	}
 	// A dead holder is proven: fail reclaims its lease at once.
 	m.fail(ctx, sess, e.executorID, state.ExecutorError, state.ReasonAgentNotRunning, err)
 	if m.cfg.Recovery.AutoResume == config.AutoResumeNone {

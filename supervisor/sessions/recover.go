@@ -63,13 +63,14 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		rt, err = m.runtimes.Get(ex.Runtime)
 	}
 	if err != nil {
-		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("runtime %q: %w", ex.Runtime, err))
+		m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("runtime %q: %w", ex.Runtime, err))
 		return OutcomeLost, err
 	}
 	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": ex.ID, "recovery": true})
+	oldGone := m.provenGone(ctx, rt, ex)
 	resp, err := m.recoverExecutor(ctx, rt, ex)
 	if err != nil {
-		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("recover executor %s: %w", ex.ID, err))
+		m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("recover executor %s: %w", ex.ID, err))
 		return OutcomeLost, nil
 	}
 	prevNonce := ex.Nonce
@@ -88,12 +89,20 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 	client := clientFor(ex, token)
 	health, err := m.waitHealthy(ctx, client)
 	if err != nil {
-		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("agentctl at %s is not healthy: %w", ex.AgentctlURL, err))
+		m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("agentctl at %s is not healthy: %w", ex.AgentctlURL, err))
 		return OutcomeLost, nil
 	}
 	if token == 0 || lease.HolderNonce != health.Nonce {
-		// The holder is dead (agentctl restarted: a new nonce) or there is no
-		// lease: reclaim it and claim afresh, with a strictly higher token.
+		// The agentctl answering is not the lease holder. Unless the runtime
+		// proved the holder gone, the holder may be alive out of reach (a
+		// partition): wait out its lease (the grace this leader gave it), by
+		// which time it has stopped its agent itself. Then reclaim and claim
+		// afresh, with a strictly higher token.
+		if token != 0 && !oldGone {
+			if err := m.waitLeaseExpiry(ctx, sess.ID); err != nil {
+				return OutcomeSkipped, err
+			}
+		}
 		if token, err = m.reclaimAndClaim(ctx, sess.ID, ex.ID, health.Nonce); err != nil {
 			return OutcomeSkipped, err
 		}
@@ -192,4 +201,33 @@ func (m *Manager) reclaimAndClaim(ctx context.Context, sessionID, executorID, no
 		return 0, fmt.Errorf("claim lease of session %s: %w", sessionID, err)
 	}
 	return res.FencingToken, nil
+}
+
+// provenGone reports whether the runtime proves an executor's agentctl gone:
+// it says so (exited or not found), and it can know — the runtime is not
+// node-local, or the executor ran on this node.
+func (m *Manager) provenGone(ctx context.Context, rt runtime.Runtime, ex state.Executor) bool {
+	ictx, cancel := context.WithTimeout(ctx, agentctlTimeout)
+	defer cancel()
+	insp, err := rt.Inspect(ictx, ex.Handle)
+	if !(errors.Is(err, runtime.ErrNotFound) || (err == nil && insp.State == runtime.StateExited)) {
+		return false
+	}
+	caps, err := rt.Capabilities(ictx)
+	return err == nil && (!caps.NodeLocal || ex.Node == m.cluster.ID())
+}
+
+// waitLeaseExpiry waits until this leader's expiry of a session's lease has
+// passed (bounded by ctx).
+func (m *Manager) waitLeaseExpiry(ctx context.Context, sessionID string) error {
+	until := m.leases.get(sessionID)
+	if d := time.Until(until); !until.IsZero() && d > 0 {
+		m.log.Info("holder not proven gone; waiting for its lease to expire", "session", sessionID, "wait", d.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+	return nil
 }
