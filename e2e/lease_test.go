@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -162,17 +163,32 @@ func TestConcurrentResumeOnTwoNodesOneWins(t *testing.T) {
 // its initial environment (/proc/PID/environ: os.Unsetenv does not scrub
 // it). The test plays a stale leader, which holds the same executor secret
 // in its replicated state; the API never returns secrets.
-func agentctlSecret(pid int) (string, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-	if err != nil {
+
+// executorSecret reads the secret of a session's current executor from an
+// operator snapshot (GET /v1/operator/snapshot carries the replicated state,
+// private fields included, like a Consul snapshot carries ACL tokens): it is
+// what a stale leader would still hold. agentctl never exposes it.
+func executorSecret(t *testing.T, api *client.Client, sessionID string) (string, bool) {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := api.SnapshotSave(testCtx(t), &buf); err != nil {
+		t.Logf("snapshot: %v", err)
 		return "", false
 	}
-	for _, kv := range bytes.Split(b, []byte{0}) {
-		if v, ok := strings.CutPrefix(string(kv), "PADDOCK_AGENTCTL_SECRET="); ok && v != "" {
-			return v, true
-		}
+	var snap struct {
+		Sessions map[string]struct {
+			ExecutorID string `json:"executor_id"`
+		} `json:"sessions"`
+		Private map[string]struct {
+			Secret string `json:"secret"`
+		} `json:"private"`
 	}
-	return "", false
+	if err := json.Unmarshal(buf.Bytes(), &snap); err != nil {
+		t.Logf("decode snapshot: %v", err)
+		return "", false
+	}
+	sec := snap.Private[snap.Sessions[sessionID].ExecutorID].Secret
+	return sec, sec != ""
 }
 
 func TestKilledAgentctlLeaseReclaimedAndFenced(t *testing.T) {
@@ -252,7 +268,7 @@ func TestKilledAgentctlLeaseReclaimedAndFenced(t *testing.T) {
 	if newPID == oldPID {
 		t.Fatalf("agentctl pid %d did not change", newPID)
 	}
-	secret, ok := agentctlSecret(newPID)
+	secret, ok := executorSecret(t, api, s.id)
 	if !ok {
 		// Without the secret only the durable fence can be checked.
 		b, err := os.ReadFile(filepath.Join(stateDir, "fencing.json"))

@@ -168,7 +168,7 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	if err != nil || old.State != state.LeaseHeld {
 		t.Fatalf("lease: %+v %v", old, err)
 	}
-	secret, haveSecret := sessionAgentctlSecret(s.id)
+	secret, haveSecret := executorSecret(t, api, s.id)
 
 	// Cut the leader (and the session's agentctl with it) off.
 	cut := time.Now()
@@ -296,26 +296,6 @@ func staleLeader(t *testing.T, nw *netns.Net, i int, url, secret string, token u
 		t.Fatalf("stale-leader requests to %s from %s: %v\n%s", url, nw.Hosts[i].Namespace, err, out)
 	}
 	t.Logf("from %s to %s with token %d:\n%s", nw.Hosts[i].Namespace, url, token, out)
-}
-
-// sessionAgentctlSecret reads the secret of any agentctl process serving
-// the session (see agentctlSecret); nodes run in their own pid namespaces,
-// so the process is found by its command line, not by a reported pid.
-func sessionAgentctlSecret(sessionID string) (string, bool) {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if strings.Contains(string(b), "agentctl") && strings.Contains(string(b), sessionID) {
-			if sec, ok := agentctlSecret(pid); ok {
-				return sec, true
-			}
-		}
-	}
-	return "", false
 }
 
 // TestStaleLeaderHelper runs inside the old leader's namespace (started by

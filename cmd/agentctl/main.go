@@ -107,6 +107,7 @@ func serve(args []string) int {
 	advertise := fs.String("advertise", "", "host to put in the advertised URL")
 	infoFile := fs.String("info-file", "", "write {url,pid,nonce,session_id} here after listening")
 	secretFile := fs.String("secret-file", "", "file holding the secret (else env PADDOCK_AGENTCTL_SECRET)")
+	secretOnce := fs.Bool("secret-file-once", false, "remove -secret-file once read (the launcher writes it for this start only)")
 	level := fs.String("log-level", "info", "trace|debug|info|warn|error")
 	logFile := fs.String("log-file", "", "log to this file instead of stderr")
 	var shell shellFlag
@@ -125,6 +126,9 @@ func serve(args []string) int {
 		return 2
 	}
 	secret, err := readSecret("PADDOCK_AGENTCTL_SECRET", *secretFile)
+	if *secretOnce && *secretFile != "" {
+		_ = os.Remove(*secretFile)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentctl serve:", err)
 		return 1

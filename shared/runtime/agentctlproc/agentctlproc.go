@@ -105,14 +105,21 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 	}
 	defer logf.Close() // the child holds its own descriptor
 
+	// The secret goes through a 0600 file that agentctl removes once read:
+	// an environment variable would stay readable in /proc/PID/environ.
+	secretFile, err := writeSecretFile(cfg.StateDir, cfg.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("start agentctl: %w", err)
+	}
 	args := []string{"serve", "-session", cfg.SessionID, "-workspace", cfg.Workspace,
-		"-state-dir", cfg.StateDir, "-listen", listen, "-info-file", infoPath}
+		"-state-dir", cfg.StateDir, "-listen", listen, "-info-file", infoPath,
+		"-secret-file", secretFile, "-secret-file-once"}
 	if cfg.Advertise != "" {
 		args = append(args, "-advertise", cfg.Advertise)
 	}
 	cmd := exec.Command(cfg.AgentctlPath, args...)
 	cmd.Dir = cfg.Workspace
-	cmd.Env = append(withoutKey(cfg.Env, SecretEnv), SecretEnv+"="+cfg.Secret)
+	cmd.Env = withoutKey(cfg.Env, SecretEnv)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -318,4 +325,21 @@ func waitGone(ctx context.Context, pid int, d time.Duration) bool {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// writeSecretFile writes the secret to a new 0600 file in dir.
+func writeSecretFile(dir, secret string) (string, error) {
+	f, err := os.CreateTemp(dir, ".agentctl-secret-*")
+	if err != nil {
+		return "", fmt.Errorf("secret file: %w", err)
+	}
+	defer f.Close()
+	if err := f.Chmod(0o600); err != nil {
+		return "", fmt.Errorf("secret file: %w", err)
+	}
+	if _, err := f.WriteString(secret); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("secret file: %w", err)
+	}
+	return f.Name(), nil
 }
