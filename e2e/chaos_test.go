@@ -28,10 +28,10 @@ func TestChaosNoDoubleOwners(t *testing.T) {
 	if os.Getenv("CI") != "" {
 		partitions = "on" // .ci/run installs iproute2 and runs as root
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	res, err := chaos.Run(ctx, chaos.Options{Bin: binDir, Dir: dir, Faults: faults, Partitions: partitions, MaxDuration: 3 * time.Minute, Logf: t.Logf})
+	res, err := chaos.Run(ctx, chaos.Options{Bin: binDir, Dir: dir, Faults: faults, Partitions: partitions, MaxDuration: 6 * time.Minute, Logf: t.Logf})
 	t.Logf("chaos: %d faults %v, %d executions, %d lease changes, %d violations, partitions=%v, seed %d, %s",
 		res.Faults, res.ByKind, res.Executions, res.Grants, res.Violations, res.Partitions, res.Seed, res.Took.Round(time.Second))
 	if err != nil {
