@@ -161,12 +161,16 @@ func answerAll(ctx context.Context, stream *client.EventStream, send func(id, te
 		mu.Lock()
 		defer mu.Unlock()
 		var missing []string
+		never := 0
 		for id, p := range phase {
-			if p != answered {
-				missing = append(missing, fmt.Sprintf("%s(phase %d)", id, p))
+			switch {
+			case p == 0:
+				never++
+			case p != answered && len(missing) < 5:
+				missing = append(missing, fmt.Sprintf("%s (phase %d)", id, p))
 			}
 		}
-		return polled, fmt.Errorf("%d of %d sessions did not answer within %s: %s", left, len(ids), timeout, strings.Join(missing, " "))
+		return polled, fmt.Errorf("%d of %d sessions did not answer within %s (%d never had a prompt accepted while the %d prompters retried; e.g. %s)", left, len(ids), timeout, never, par, strings.Join(missing, ", "))
 	}
 }
 
@@ -365,6 +369,10 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		}
 		out = append(out, r)
 		if failed != nil {
+			if !killAgents {
+				out = append(out, Result{Name: name + "_agentctl_killed", Area: areaRecovery, Unit: "ms",
+					Note: "not run: the variant above failed"})
+			}
 			return out, failed
 		}
 	}
@@ -496,6 +504,8 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	}
 	rec := time.Since(t1)
 	if err != nil {
+		out = append(out, Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms", Met: "no",
+			Note: fmt.Sprintf("kill -9 and restart of the only node with %d idle sessions: NOT all usable again: %v", n, err)})
 		return out, fmt.Errorf("recovery after restart: %w", err)
 	}
 	env.Logf("scale: restart to all %d answering: %s (leader after %s)", n, rec.Round(time.Millisecond), lead.Round(time.Millisecond))

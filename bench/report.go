@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Result is one measured figure (bench/results.json schema).
@@ -124,7 +125,7 @@ func (r *Report) markdown(w io.Writer, notes map[string]string) {
 		fmt.Fprint(w, ")\n\n")
 		for _, t := range r.Timings {
 			if t.Error != "" {
-				fmt.Fprintf(w, "- Suite %s failed: %s\n", t.Suite, strings.ReplaceAll(t.Error, "\n", " "))
+				fmt.Fprintf(w, "- Suite %s failed: %s\n", t.Suite, clip(strings.ReplaceAll(t.Error, "\n", " "), 600))
 			}
 		}
 	}
@@ -227,4 +228,15 @@ func AreaNotes() map[string]string {
 		areaTerminal: "Shell = /bin/sh on a PTY. Direct: the bench process itself runs the shell on a PTY and reads it. agentctl: a real `agentctl serve` process, WebSocket to /v1/terminals/{name} with its secret. Whole path: one-node supervisor with a standalone session, WebSocket to /v1/sessions/{id}/terminal (relayed to that session's agentctl). Clients never ack (served as fast as the socket drains). " +
 			"Why the throughput goals are missed (perf record -a -g during the throughput trials of a quick run, not a guess): the machine's 2 cores were saturated by other engineers' builds and tests (58% of CPU samples in link, compile, localexec.test, bash), so the path's two extra processes (agentctl, the supervisor) compete with cat and the reader for CPU; within agentctl the top self-time symbols are shared/term.(*seqParser).step (≈20% of agentctl's samples: the per-byte escape/UTF-8 scanner that finds safe replay cut points) and shared/term.(*Ring).Write (≈17%: the copy into the replay ring). Echo p99 under flood is dominated by the same CPU contention (the flood keeps both cores busy).",
 	}
+}
+
+// clip shortens s to at most n bytes (on a rune boundary), marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + " …(truncated)"
 }

@@ -37,7 +37,11 @@ func errString(err error) string {
 	if err == nil {
 		return ""
 	}
-	return err.Error()
+	s := err.Error()
+	if len(s) > 2000 {
+		s = s[:2000] + " …(truncated)"
+	}
+	return s
 }
 
 func run(args []string) int {
