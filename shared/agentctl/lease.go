@@ -25,6 +25,9 @@ type LeaseRequest struct {
 type LeaseResponse struct {
 	FencingToken uint64    `json:"fencing_token"`
 	Deadline     time.Time `json:"deadline"`
+	// Nonce is this agentctl's boot nonce: a renewal only counts for the
+	// holder the lease names.
+	Nonce string `json:"nonce"`
 }
 
 // EventLeaseExpired is published when agentctl stops its agent because the
@@ -90,7 +93,7 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deadline := s.lease.renew(ttl)
-	writeJSON(w, 200, LeaseResponse{FencingToken: s.fence.Highest(), Deadline: deadline})
+	writeJSON(w, 200, LeaseResponse{FencingToken: s.fence.Highest(), Deadline: deadline, Nonce: s.nonce})
 }
 
 // selfFence stops the agent after a missed lease deadline.

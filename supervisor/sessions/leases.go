@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -89,11 +90,13 @@ func (m *Manager) keepLeases(ctx context.Context) {
 	renew, _ := m.leaseTimes()
 	t := time.NewTicker(max(renew, 50*time.Millisecond))
 	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	for first := true; ; first = false {
+		if !first {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 		m.renewAll(ctx, renew)
 		for _, id := range m.leases.expired(time.Now()) {
@@ -102,28 +105,60 @@ func (m *Manager) keepLeases(ctx context.Context) {
 	}
 }
 
-// renewAll renews the lease of every live execution on its agentctl.
+// renewAll renews every held lease on its holder's agentctl: live
+// executions through their client, and the others (recorded executions a
+// new leader has not recovered yet) through a client built from the executor
+// row, so agents keep running however long recovery takes. A renewal counts
+// only when the answering agentctl is the holder (same boot nonce).
 func (m *Manager) renewAll(ctx context.Context, timeout time.Duration) {
+	type target struct {
+		sessionID string
+		nonce     string
+		client    *agentctl.Client
+	}
 	m.mu.Lock()
-	live := make([]*execution, 0, len(m.live))
-	for _, e := range m.live {
-		live = append(live, e)
+	live := make(map[string]*execution, len(m.live))
+	for id, e := range m.live {
+		live[id] = e
 	}
 	m.mu.Unlock()
+	var targets []target
+	for _, sess := range m.store.Sessions(state.SessionFilter{}) {
+		l, ok := m.store.Lease(sess.ID)
+		if !ok || l.State != state.LeaseHeld || l.HolderNonce == "" {
+			continue
+		}
+		if e := live[sess.ID]; e != nil {
+			targets = append(targets, target{sess.ID, l.HolderNonce, e.client})
+			continue
+		}
+		ex, ok := m.store.Executor(l.HolderExecutorID)
+		if !ok || ex.AgentctlURL == "" || (ex.Status != state.ExecutorReady && ex.Status != state.ExecutorStarting) {
+			continue
+		}
+		targets = append(targets, target{sess.ID, l.HolderNonce, clientFor(ex, l.FencingToken)})
+	}
+	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
-	for _, e := range live {
+	for _, tg := range targets {
 		wg.Add(1)
+		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
+			defer func() { <-sem }()
 			rctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			if _, err := e.client.RenewLease(rctx, m.cfg.Lease.TTL); err != nil {
-				m.log.Debug("lease renewal failed", "session", e.sessionID, "error", err)
+			resp, err := tg.client.RenewLease(rctx, m.cfg.Lease.TTL)
+			if err != nil {
+				m.log.Debug("lease renewal failed", "session", tg.sessionID, "error", err)
 				return
+			}
+			if resp.Nonce != tg.nonce {
+				return // a restarted agentctl is not the holder
 			}
 			// The expiry counts from the answer, which is later than
 			// agentctl's own deadline base: agentctl stops first.
-			m.leases.set(e.sessionID, time.Now().Add(m.cfg.Lease.TTL))
+			m.leases.set(tg.sessionID, time.Now().Add(m.cfg.Lease.TTL))
 		}()
 	}
 	wg.Wait()
