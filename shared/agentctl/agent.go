@@ -439,8 +439,35 @@ func (m *manager) cancel(ctx context.Context) error {
 		return ErrNoTurn
 	}
 	m.cancelled = true
+	turn := m.turn
 	m.mu.Unlock()
-	return d.cancel(ctx)
+	if err := d.cancel(ctx); err != nil {
+		return err
+	}
+	// A cancel can reach the agent before the turn it cancels has begun
+	// there (the prompt request is still on its way): repeat it a few times
+	// while that turn still runs.
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for i := 0; i < 10; i++ {
+			select {
+			case <-d.done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			m.mu.Lock()
+			still := m.running && m.turn == turn && m.drv == d
+			m.mu.Unlock()
+			if !still {
+				return
+			}
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = d.cancel(rctx)
+			cancel()
+		}
+	}()
+	return nil
 }
 
 // stop ends the agent and waits for it to exit.
