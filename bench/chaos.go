@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
+
+	"github.com/paddockhq/paddock/bench/chaos"
 )
 
 // ChaosFile is where the chaos loop (e2e/bench) writes its counts:
@@ -23,10 +26,32 @@ type ChaosCounts struct {
 
 const areaChaos = "Chaos: fault injection"
 
-// ChaosSuite reports the counts of the chaos loop from ChaosFile; when the
-// file is absent it reports 0 faults with the note "chaos suite not run".
-func ChaosSuite(_ context.Context, env Env) ([]Result, error) {
-	return chaosResults(ChaosFile)
+// ChaosSuite runs the chaos loop (bench/chaos: kill -9, SIGSTOP and
+// partitions of the leader, agentctl kills, with the overlap/token checker)
+// aiming at 1000 faults (20 in quick mode) within a time bound, writes its
+// counts to ChaosFile and reports them. The bound keeps make bench within its
+// budget: fewer faults than aimed at are reported as such.
+func ChaosSuite(ctx context.Context, env Env) ([]Result, error) {
+	faults, bound := 1000, 10*time.Minute
+	if env.Quick {
+		faults, bound = 20, 90*time.Second
+	}
+	dir, err := os.MkdirTemp(env.Dir, "chaos-")
+	if err != nil {
+		return nil, err
+	}
+	res, err := chaos.Run(ctx, chaos.Options{Bin: env.Bin, Dir: dir, Faults: faults, MaxDuration: bound, Out: ChaosFile, Logf: env.Logf})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	out, err := chaosResults(ChaosFile)
+	if err == nil && len(out) > 0 {
+		out[0].Goal = fmt.Sprintf("≥ %d", faults)
+		out[0] = Verdict(out[0], res.Faults >= faults)
+		out[0].Note += fmt.Sprintf(" Aimed at %d faults within %s (%v, partitions=%v); %d executions and %d lease changes checked.",
+			faults, bound, res.ByKind, res.Partitions, res.Executions, res.Grants)
+	}
+	return out, err
 }
 
 func chaosResults(path string) ([]Result, error) {
