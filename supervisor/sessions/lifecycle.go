@@ -90,6 +90,13 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 		lock.Unlock()
 		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
+	if !containsState(from, sess.State) {
+		lock.Unlock()
+		if !resume {
+			return nil // already started (by the API or by recovery): Start is idempotent
+		}
+		return fmt.Errorf("%w: session %s is %s; only STOPPED or ERROR sessions can be resumed", state.ErrConflict, sess.ID, sess.State)
+	}
 	executorID := sess.ExecutorID
 	if executorID == "" {
 		executorID = newExecutorID()
@@ -460,4 +467,13 @@ func (m *Manager) Delete(ctx context.Context, sessionID string) error {
 	}
 	_, err := m.apply(ctx, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sessionID})
 	return err
+}
+
+func containsState(list []state.SessionState, s state.SessionState) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
