@@ -246,7 +246,6 @@ type termPaths struct {
 	agentctlHdr  http.Header
 	agentctlPID  int
 	supervisorWS func(name string) string
-	stopAgentctl func()
 }
 
 func (p *termPaths) open(path, name string, sink outputSink) (termStream, error) {

@@ -68,7 +68,6 @@ type manager struct {
 	msgs      []*Message
 	current   *Message // agent message being streamed
 	nextMsg   int
-	turnDone  chan struct{} // closed when the running turn finishes (pty)
 	probed    *bool
 
 	wg sync.WaitGroup

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
@@ -90,7 +91,7 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 		lock.Unlock()
 		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
-	if !containsState(from, sess.State) {
+	if !slices.Contains(from, sess.State) {
 		lock.Unlock()
 		if !resume {
 			return nil // already started (by the API or by recovery): Start is idempotent
@@ -467,13 +468,4 @@ func (m *Manager) Delete(ctx context.Context, sessionID string) error {
 	}
 	_, err := m.apply(ctx, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sessionID})
 	return err
-}
-
-func containsState(list []state.SessionState, s state.SessionState) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
