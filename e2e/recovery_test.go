@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,7 +153,11 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	tc, att := termAttach(t, leader, sessions[3].id, "shell", term.Hello{})
 	tc.input("export X=kept42\r")
 	pid := tc.shellPid()
-	tc.input("(sleep 1; echo \"DURING$((40+2))\") &\r")
+	// A background job prints once the test lets it (after the client has
+	// lost its connection), then removes its go file: the output is made
+	// while no client is attached, whatever the failover takes.
+	goFile := filepath.Join(t.TempDir(), "go")
+	tc.input(fmt.Sprintf("(while [ ! -e %s ]; do sleep 0.05; done; echo \"DURING$((40+2))\"; rm %s) &\r", goFile, goFile))
 	tc.waitOutput("$((40+2))")
 	leader.Kill()
 	killPID(t, rPID)
@@ -166,6 +171,13 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	// what the shell printed meanwhile replayed.
 	tc.waitClosed()
 	pos := tc.position()
+	if err := os.WriteFile(goFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the detached shell printed", func() bool {
+		_, err := os.Stat(goFile)
+		return errors.Is(err, os.ErrNotExist)
+	})
 	tc2, att2 := termAttach(t, newLeader, sessions[3].id, "shell", term.Hello{Epoch: att.Epoch, Offset: &pos})
 	if att2.Epoch != att.Epoch || att2.Replay != term.ReplayDelta {
 		t.Fatalf("reattach: epoch %s replay %s, want the same epoch and a delta", att2.Epoch, att2.Replay)
