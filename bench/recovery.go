@@ -20,13 +20,74 @@ const (
 	areaScale    = "Scale: one node, many idle sessions"
 )
 
+// eventSource is an event stream that reopens itself after the server
+// dropped it for falling behind (client.ErrLagged), from the last index
+// read. Events of that same index not yet delivered are not replayed
+// (since= is exclusive); answerAll's backup poll covers them.
+type eventSource struct {
+	ctx    context.Context
+	api    *client.Client
+	filter client.EventFilter
+	last   uint64 // read by Next only
+
+	mu     sync.Mutex // guards stream and closed (Close comes from another goroutine)
+	stream *client.EventStream
+	closed bool
+}
+
+func openEvents(ctx context.Context, api *client.Client, f client.EventFilter) (*eventSource, error) {
+	s, err := api.Events(ctx, f, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &eventSource{ctx: ctx, api: api, filter: f, stream: s}, nil
+}
+
+// Next returns the next event, reopening the stream when it lagged.
+func (s *eventSource) Next() (state.Event, error) {
+	for {
+		s.mu.Lock()
+		cur := s.stream
+		s.mu.Unlock()
+		e, err := cur.Next()
+		if err == nil {
+			s.last = e.Index
+			return e, nil
+		}
+		if !errors.Is(err, client.ErrLagged) {
+			return e, err
+		}
+		_ = cur.Close()
+		next, err := s.api.Events(s.ctx, s.filter, s.last)
+		if err != nil {
+			return state.Event{}, fmt.Errorf("reopen after lag: %w", err)
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			_ = next.Close()
+			return state.Event{}, client.ErrStreamClosed
+		}
+		s.stream = next
+		s.mu.Unlock()
+	}
+}
+
+// Close closes the current stream; Next then returns client.ErrStreamClosed.
+func (s *eventSource) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return s.stream.Close()
+}
+
 // answerAll prompts every session with text (through send, retried until
 // accepted) and returns when each has answered it: the event stream showed
 // the agent's complete reply to text, or the session going RUNNING and back
 // to WAITING_FOR_INPUT after its prompt was sent. A poll of the messages
 // through check (every 500 ms) backs up the stream; how many sessions only
 // the poll saw is returned.
-func answerAll(ctx context.Context, stream *client.EventStream, send func(id, text string) error, check *client.Client, ids []string, text string, par int, timeout time.Duration) (int, error) {
+func answerAll(ctx context.Context, stream *eventSource, send func(id, text string) error, check *client.Client, ids []string, text string, par int, timeout time.Duration) (int, error) {
 	const (
 		sent = iota + 1
 		running
@@ -261,7 +322,7 @@ func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness
 		}
 	}
 	obs := surviving(c, leader)
-	stream, err := apiOf(obs).Events(ctx, client.EventFilter{TaskID: taskID}, 0)
+	stream, err := openEvents(ctx, apiOf(obs), client.EventFilter{TaskID: taskID})
 	if err != nil {
 		return 0, fmt.Errorf("events on %s: %w", obs.Name, err)
 	}
@@ -484,13 +545,13 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err := node.Start(); err != nil {
 		return out, err
 	}
-	var stream *client.EventStream
+	var stream *eventSource
 	if err := waitUntil(ctx, 120*time.Second, 10*time.Millisecond, "the restarted node to lead and stream events", func() bool {
 		h, err := api.Health(ctx)
 		if err != nil || !h.Leader {
 			return false
 		}
-		stream, err = api.Events(ctx, client.EventFilter{TaskID: task.ID}, 0)
+		stream, err = openEvents(ctx, api, client.EventFilter{TaskID: task.ID})
 		return err == nil
 	}); err != nil {
 		return out, err

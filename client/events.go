@@ -21,6 +21,14 @@ const maxEventFrame = 4 << 20
 // ErrStreamClosed is returned by EventStream.Next after Close.
 var ErrStreamClosed = errors.New("event stream closed")
 
+// ErrLagged is returned (wrapped) by EventStream.Next when the server closed
+// the stream because this subscriber fell behind (close code 4408). Nothing
+// is lost: open a new stream with since = the Index of the last event read.
+var ErrLagged = errors.New("event stream: subscriber fell behind")
+
+// closeLagged is the server's close code for a subscriber that fell behind.
+const closeLagged = 4408
+
 // EventStream is a live stream of session events from GET /v1/events. Next must
 // be called from one goroutine; Close may be called from any.
 type EventStream struct {
@@ -85,7 +93,9 @@ func (c *Client) Events(ctx context.Context, filter EventFilter, since uint64) (
 
 // Next blocks for the next event. It returns ErrStreamClosed after Close (or
 // when the context given to Events ends), io.EOF when the server closed the
-// stream normally, and a descriptive error for a malformed frame.
+// stream normally, an error wrapping ErrLagged when the server dropped this
+// subscriber for falling behind, and a descriptive error for a malformed
+// frame.
 func (s *EventStream) Next() (state.Event, error) {
 	for {
 		mt, data, err := s.conn.ReadMessage()
@@ -95,6 +105,9 @@ func (s *EventStream) Next() (state.Event, error) {
 			}
 			if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
 				return state.Event{}, io.EOF
+			}
+			if websocket.IsCloseError(err, closeLagged) {
+				return state.Event{}, fmt.Errorf("%w (%v); reopen with since=<last index>", ErrLagged, err)
 			}
 			return state.Event{}, fmt.Errorf("read event: %w", err)
 		}

@@ -156,3 +156,30 @@ func TestEventsRefused(t *testing.T) {
 		t.Errorf("Events on a closed server = %v", err)
 	}
 }
+
+func TestEventsLaggedCloseIsErrLagged(t *testing.T) {
+	up := websocket.Upgrader{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_ = conn.WriteMessage(websocket.TextMessage, []byte(`{"type":"session.state_changed","session_id":"s1","index":9}`))
+		_ = conn.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(4408, "subscriber fell behind"))
+		_, _, _ = conn.ReadMessage() // until the client closes
+	}))
+	defer srv.Close()
+	c, _ := New(srv.URL, "")
+	s, err := c.Events(context.Background(), EventFilter{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ev, err := s.Next(); err != nil || ev.Index != 9 {
+		t.Fatalf("first event = %+v, %v", ev, err)
+	}
+	if _, err := s.Next(); !errors.Is(err, ErrLagged) {
+		t.Fatalf("after close 4408 Next = %v, want ErrLagged", err)
+	}
+}
