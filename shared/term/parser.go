@@ -1,5 +1,7 @@
 package term
 
+import "encoding/binary"
+
 // seqState is the state of the incremental escape-sequence / UTF-8 parser that decides
 // where a replay may start and which sequences are terminal queries.
 type seqState uint8
@@ -38,6 +40,15 @@ func (p *seqParser) collect(b byte) {
 		p.buf[p.n] = b
 		p.n++
 	} else {
+		p.dropped = true
+	}
+}
+
+// collectRun is collect for each byte of run.
+func (p *seqParser) collectRun(run []byte) {
+	n := copy(p.buf[p.n:], run)
+	p.n += n
+	if n < len(run) {
 		p.dropped = true
 	}
 }
@@ -304,4 +315,112 @@ func isDCSQuery(header []byte) bool {
 		return false
 	}
 	return header[n-2] == '$' || header[n-2] == '+'
+}
+
+// groundSpecial marks the bytes that change anything when the parser is in stGround:
+// ESC (a sequence starts), ENQ (a query) and UTF-8 lead bytes. Every other byte,
+// printable or not, leaves the parser in stGround with nothing to report. Read only.
+var groundSpecial = func() (t [256]bool) {
+	t[0x1b], t[0x05] = true, true
+	for b := 0xc2; b <= 0xf4; b++ {
+		t[b] = true
+	}
+	return t
+}()
+
+// SWAR constants: one bit pattern per byte of a 64-bit word.
+const (
+	swarOnes = 0x0101010101010101
+	swarHigh = 0x8080808080808080
+)
+
+// skipGround returns the index of the first byte of data at or after i that
+// groundSpecial marks (len(data) if none). It tests eight bytes at a time for ESC, ENQ
+// or a byte >= 0x80 and only looks at single bytes around a hit, so runs of plain text
+// (printable ASCII, CR, LF, TAB, BS, …) cost a fraction of a cycle per byte.
+func skipGround(data []byte, i int) int {
+	for {
+		for i+8 <= len(data) {
+			w := binary.LittleEndian.Uint64(data[i:])
+			esc := w ^ (swarOnes * 0x1b)
+			enq := w ^ (swarOnes * 0x05)
+			// A byte of v is zero iff (v - 0x01) & ^v has its high bit set (no false
+			// negatives); with w's own high bits this finds ESC, ENQ and non-ASCII bytes.
+			if (w|(esc-swarOnes)&^esc|(enq-swarOnes)&^enq)&swarHigh != 0 {
+				break
+			}
+			i += 8
+		}
+		// Look at the word that had a hit (or the last few bytes) one byte at a time:
+		// the hit may be a byte >= 0x80 that is not special (a stray continuation byte).
+		end := min(i+8, len(data))
+		for ; i < end; i++ {
+			if groundSpecial[data[i]] {
+				return i
+			}
+		}
+		if i == len(data) {
+			return i
+		}
+	}
+}
+
+// utf8Len is the length of the UTF-8 character that lead byte b (0xc2..0xf4) begins.
+func utf8Len(b byte) int {
+	switch {
+	case b <= 0xdf:
+		return 2
+	case b <= 0xef:
+		return 3
+	}
+	return 4
+}
+
+// feed runs the parser over data, whose first byte is at stream offset off, exactly as
+// calling step for each byte would, and appends the span of every terminal query that
+// ends in data to *queries (queries may be nil when only the state matters, as for the
+// ring's tail). Between sequences it skips plain text in bulk and whole well-formed
+// UTF-8 characters at once; sequences and malformed UTF-8 go through step.
+func (p *seqParser) feed(data []byte, off int64, queries *[]span) {
+	i := 0
+	for i < len(data) {
+		if p.state == stGround {
+			i = skipGround(data, i)
+			if i == len(data) {
+				return
+			}
+			if b := data[i]; b >= 0xc2 {
+				// A complete, well-formed character leaves the parser in stGround again.
+				if n := utf8Len(b); i+n <= len(data) && utf8Tail(data[i+1:i+n]) {
+					i += n
+					continue
+				}
+			}
+		}
+		if p.state == stCSI {
+			// Parameter and intermediate bytes only accumulate: take the whole run.
+			j := i
+			for j < len(data) && data[j] >= 0x20 && data[j] <= 0x3f {
+				j++
+			}
+			p.collectRun(data[i:j])
+			if i = j; i == len(data) {
+				return
+			}
+		}
+		if q, start := p.step(data[i], off+int64(i)); q && queries != nil {
+			*queries = append(*queries, span{start, off + int64(i) + 1})
+		}
+		i++
+	}
+}
+
+// utf8Tail reports whether every byte of c is a UTF-8 continuation byte.
+func utf8Tail(c []byte) bool {
+	for _, b := range c {
+		if b < 0x80 || b > 0xbf {
+			return false
+		}
+	}
+	return true
 }

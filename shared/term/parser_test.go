@@ -2,6 +2,8 @@ package term
 
 import (
 	"bytes"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -123,4 +125,102 @@ func TestParserSafePoints(t *testing.T) {
 			t.Errorf("%q: safe points %s, want %s", tc.in, got.String(), tc.safe)
 		}
 	}
+}
+
+// stepAll is the reference: step for every byte, recording query spans and, after each
+// byte, whether the parser is in the ground state.
+func stepAll(p *seqParser, data []byte, off int64) (qs []span, ground []bool) {
+	for i, b := range data {
+		if q, start := p.step(b, off+int64(i)); q {
+			qs = append(qs, span{start, off + int64(i) + 1})
+		}
+		ground = append(ground, p.safe())
+	}
+	return qs, ground
+}
+
+// checkFeedSplit feeds data to one parser through feed, cut at each of cuts, and to
+// another byte by byte through step, and fails unless both report the same queries and
+// end in the same state.
+func checkFeedSplit(t *testing.T, data []byte, cuts []int) {
+	t.Helper()
+	var fast, ref seqParser
+	var got []span
+	prev := 0
+	for _, c := range append(cuts, len(data)) {
+		c = min(max(c, prev), len(data))
+		fast.feed(data[prev:c], int64(prev), &got)
+		prev = c
+	}
+	want, _ := stepAll(&ref, data, 0)
+	if len(got) != len(want) {
+		t.Fatalf("%q cut at %v: queries %v, want %v", data, cuts, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%q cut at %v: queries %v, want %v", data, cuts, got, want)
+		}
+	}
+	// need means something only inside a character (the fast path skips whole ones).
+	if fast.state != stUTF8 {
+		fast.need, ref.need = 0, 0
+	}
+	if fast != ref {
+		t.Fatalf("%q cut at %v: state %+v, want %+v", data, cuts, fast, ref)
+	}
+}
+
+// TestParserFeedMatchesStep checks the bulk fast path against the byte-at-a-time
+// parser on inputs whose sequences and characters straddle the 8-byte words of the
+// fast scan and the cuts between writes.
+func TestParserFeedMatchesStep(t *testing.T) {
+	inputs := []string{
+		"",
+		"plain ascii text that is longer than a few words\r\n",
+		"1234567\x1b[1;31mred\x1b[0m",       // ESC at the last byte of a word
+		"12345678\x1b[6n",                   // a query at a word boundary
+		"1234567\x05abc",                    // ENQ
+		"abcdefg世界 and é and 🎉 and │─┼\r\n", // multi-byte characters across words
+		"abcdefg\xe4\xb8",                   // a character cut off by the end of the data
+		"abcdefg\xe4a\xb8\xe4\xb8\xe4",      // malformed UTF-8
+		"\xf0\x9f\x8e\x89\xf0\x9f\x8e",      // a 4-byte emoji, then a truncated one
+		"\x80\xbf\xc0\xc1\xf5\xff text",     // bytes that are never lead bytes
+		"\x1b]11;?\x1b\\tail after an OSC query",
+		"\x1bP$qm\x1b\\\x1b]0;title\atext",
+		"\x1b[\x1b[m\x1b]0;x\x1bc",
+		"tab\tbackspace\bbell\anul\x00del\x7f done",
+		strings.Repeat("0123456789", 20) + "\x1b[38;5;208m" + strings.Repeat("x", 17) + "\x1b[0m",
+	}
+	for _, in := range inputs {
+		data := []byte(in)
+		checkFeedSplit(t, data, nil)
+		for c := 0; c <= len(data); c++ {
+			checkFeedSplit(t, data, []int{c})
+		}
+		for c := 1; c < len(data); c++ {
+			checkFeedSplit(t, data, []int{c - 1, c, c + 1, c + 9})
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	for range 200 {
+		s, _ := genStream(rng, 1+rng.IntN(4000))
+		var cuts []int
+		for c := 0; c < len(s); c += 1 + rng.IntN(300) {
+			cuts = append(cuts, c)
+		}
+		checkFeedSplit(t, s, cuts)
+	}
+	for _, kind := range []string{"plain", "sgr", "utf8", "mixed"} {
+		s := benchText(kind, 64<<10)
+		checkFeedSplit(t, s, []int{4095, 8191, 8193, 32 << 10})
+	}
+}
+
+// FuzzParserFeed compares feed, cut into two writes anywhere, with step.
+func FuzzParserFeed(f *testing.F) {
+	f.Add([]byte("1234567\x1b[6nhello\x1b]11;?\a世界🎉"), uint16(8))
+	f.Add([]byte("abcdefg\xe4\xb8\xadz\x05\x1bP+q544e\x1b\\"), uint16(9))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		checkFeedSplit(t, data, []int{int(cut) % (len(data) + 1)})
+	})
 }

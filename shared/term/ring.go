@@ -101,30 +101,21 @@ func (r *Ring) Write(p []byte) (int, error) {
 	newNext := r.next + int64(len(p))
 	newOldest := max(newNext-size, 0)
 
-	// Feed the bytes that leave the window to the tail parser before they are lost.
-	for off := oldOldest; off < newOldest; {
-		if off < r.next {
-			end := min(newOldest, r.next)
-			for ; off < end; off++ {
-				r.tail.step(r.buf[off%size], off)
-			}
-		} else {
-			i := off - r.next
-			r.tail.step(p[i], off)
-			off++
-		}
-	}
+	// Feed the bytes that leave the window to the tail parser before they are lost:
+	// first those still in the buffer, then any of p that never fits.
 	if newOldest > oldOldest {
+		if end := min(newOldest, r.next); oldOldest < end {
+			r.feedStored(&r.tail, oldOldest, end)
+		}
+		if newOldest > r.next {
+			from := max(oldOldest, r.next)
+			r.tail.feed(p[from-r.next:newOldest-r.next], from, nil)
+		}
 		r.safeValid = false
 	}
 
 	// Parse everything for queries.
-	for i, b := range p {
-		off := r.next + int64(i)
-		if q, start := r.head.step(b, off); q {
-			r.queries = append(r.queries, span{start, off + 1})
-		}
-	}
+	r.head.feed(p, r.next, &r.queries)
 
 	// Store the bytes that stay in the window.
 	keep := p
@@ -145,6 +136,18 @@ func (r *Ring) Write(p []byte) (int, error) {
 		r.queries = append(r.queries[:0], r.queries[drop:]...)
 	}
 	return len(p), nil
+}
+
+// feedStored runs parser p over the stored bytes [from, to), which must be inside the
+// window, as at most two contiguous runs of the buffer.
+func (r *Ring) feedStored(p *seqParser, from, to int64) {
+	size := int64(len(r.buf))
+	s := from % size
+	first := min(to-from, size-s)
+	p.feed(r.buf[s:s+first], from, nil)
+	if rest := to - from - first; rest > 0 {
+		p.feed(r.buf[:rest], from+first, nil)
+	}
 }
 
 // firstSafe returns the first safe cut point >= oldest, or next if there is none.
