@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -91,33 +92,131 @@ func PaddockWriter(url string) Writer {
 	}
 }
 
+// FailoverTrial is one leader kill: milliseconds from the kill until a
+// survivor said it leads (Leader) and until a write through a survivor
+// succeeded (Write).
+type FailoverTrial struct {
+	Leader, Write float64
+}
+
 // Failover kills the leader `kills` times and measures the time from the
-// kill until a write succeeds through a surviving node. The killed node is
-// restarted (from its data_dir) and the cluster settles before the next kill.
-func Failover(ctx context.Context, c *harness.Cluster, kills int, writerFor func(*harness.Node) Writer) ([]float64, error) {
-	var out []float64
+// kill until a survivor leads and until a write succeeds through a
+// surviving node. Before each kill the cluster has settled: one agreed
+// leader and every running node applied everything the leader had committed
+// (a node restarted by the previous trial has caught up). The killed node is
+// then restarted from its data_dir.
+func Failover(ctx context.Context, c *harness.Cluster, kills int, writerFor func(*harness.Node) Writer) ([]FailoverTrial, error) {
+	var out []FailoverTrial
 	for k := 0; k < kills; k++ {
 		leader, err := c.Leader(30 * time.Second)
 		if err != nil {
 			return out, err
 		}
+		if err := caughtUp(ctx, c, leader); err != nil {
+			return out, err
+		}
 		var writers []Writer
+		var survivors []*harness.Node
 		for _, n := range c.Running() {
 			if n != leader {
 				writers = append(writers, writerFor(n))
+				survivors = append(survivors, n)
 			}
 		}
 		start := time.Now()
 		leader.Kill()
+		led := firstTime(ctx, start, func() bool {
+			for _, n := range survivors {
+				if st, err := nodeStatus(n); err == nil && st.leader {
+					return true
+				}
+			}
+			return false
+		})
 		if err := untilWrite(ctx, writers); err != nil {
 			return out, fmt.Errorf("kill %d: %w", k, err)
 		}
-		out = append(out, float64(time.Since(start).Microseconds())/1000)
+		t := FailoverTrial{Write: ms(time.Since(start))}
+		t.Leader = <-led
+		out = append(out, t)
 		if err := leader.Start(); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// firstTime polls cond every 5 ms (from its own goroutine) and delivers the
+// milliseconds since start at which it first held (-1 when ctx ended or 60 s
+// passed first).
+func firstTime(ctx context.Context, start time.Time, cond func() bool) <-chan float64 {
+	out := make(chan float64, 1)
+	go func() {
+		for time.Since(start) < time.Minute && ctx.Err() == nil {
+			if cond() {
+				out <- ms(time.Since(start))
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		out <- -1
+	}()
+	return out
+}
+
+// paddockNodeStatus is what the failover settle reads from a node.
+type paddockNodeStatus struct {
+	leader          bool
+	commit, applied uint64
+}
+
+var statusClient = &http.Client{Timeout: time.Second}
+
+// nodeStatus reads GET /v1/health and GET /v1/status?stale=true of a node.
+func nodeStatus(n *harness.Node) (paddockNodeStatus, error) {
+	var h struct {
+		Leader bool `json:"leader"`
+	}
+	var st struct {
+		CommitIndex  uint64 `json:"commit_index"`
+		AppliedIndex uint64 `json:"applied_index"`
+	}
+	if err := getJSON(n.URL()+"/v1/health", &h); err != nil {
+		return paddockNodeStatus{}, err
+	}
+	if err := getJSON(n.URL()+"/v1/status?stale=true", &st); err != nil {
+		return paddockNodeStatus{}, err
+	}
+	return paddockNodeStatus{leader: h.Leader, commit: st.CommitIndex, applied: st.AppliedIndex}, nil
+}
+
+func getJSON(url string, v any) error {
+	resp, err := statusClient.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// caughtUp waits until every running node has applied what the leader had
+// committed when the wait began.
+func caughtUp(ctx context.Context, c *harness.Cluster, leader *harness.Node) error {
+	st, err := nodeStatus(leader)
+	if err != nil {
+		return fmt.Errorf("status of the leader: %w", err)
+	}
+	return waitUntil(ctx, 60*time.Second, 10*time.Millisecond, "every node to catch up with the leader", func() bool {
+		for _, n := range c.Running() {
+			if ns, err := nodeStatus(n); err != nil || ns.applied < st.commit {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // untilWrite starts a write attempt every 20 ms, round robin over writers

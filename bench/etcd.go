@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -288,26 +289,84 @@ func EtcdWriter(url string) Writer {
 }
 
 // EtcdFailover kills the etcd leader and measures the time from the kill
-// until a put through a survivor succeeds; the member is then restarted.
-func EtcdFailover(ctx context.Context, ec *EtcdCluster) (float64, error) {
+// until a survivor names a new leader and until a put through a survivor
+// succeeds; the member is then restarted. As for Paddock, the cluster has
+// settled first: one agreed leader and every member applied what the leader
+// had committed.
+func EtcdFailover(ctx context.Context, ec *EtcdCluster) (FailoverTrial, error) {
 	leader, err := ec.Leader(30 * time.Second)
 	if err != nil {
-		return 0, err
+		return FailoverTrial{}, err
+	}
+	if err := ec.caughtUp(ctx, leader); err != nil {
+		return FailoverTrial{}, err
 	}
 	var writers []Writer
+	var survivors []*EtcdMember
 	for _, m := range ec.Running() {
 		if m != leader {
 			writers = append(writers, EtcdWriter(m.Client))
+			survivors = append(survivors, m)
 		}
 	}
+	oldID, _, _ := leader.status()
 	start := time.Now()
 	leader.Kill()
+	led := firstTime(ctx, start, func() bool {
+		for _, m := range survivors {
+			if _, l, err := m.status(); err == nil && l != "" && l != "0" && l != oldID {
+				return true
+			}
+		}
+		return false
+	})
 	if err := untilWrite(ctx, writers); err != nil {
-		return 0, fmt.Errorf("etcd: %w", err)
+		return FailoverTrial{}, fmt.Errorf("etcd: %w", err)
 	}
-	d := ms(time.Since(start))
+	t := FailoverTrial{Write: ms(time.Since(start))}
+	t.Leader = <-led
 	if err := leader.Start(); err != nil {
-		return d, err
+		return t, err
 	}
-	return d, nil
+	return t, nil
+}
+
+// caughtUp waits until every running member's applied index reached the
+// leader's raft index when the wait began.
+func (ec *EtcdCluster) caughtUp(ctx context.Context, leader *EtcdMember) error {
+	target, _, err := leader.indexes()
+	if err != nil {
+		return err
+	}
+	return waitUntil(ctx, 60*time.Second, 10*time.Millisecond, "every etcd member to catch up", func() bool {
+		for _, m := range ec.Running() {
+			if _, applied, err := m.indexes(); err != nil || applied < target {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// indexes reads a member's raft index and applied index from
+// /v3/maintenance/status (the JSON gateway renders them as strings).
+func (m *EtcdMember) indexes() (raftIndex, applied uint64, err error) {
+	resp, err := etcdStatusClient.Post(m.Client+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	var st struct {
+		RaftIndex        string `json:"raftIndex"`
+		RaftAppliedIndex string `json:"raftAppliedIndex"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, 0, fmt.Errorf("status of %s: %w", m.Name, err)
+	}
+	ri, err1 := strconv.ParseUint(st.RaftIndex, 10, 64)
+	ai, err2 := strconv.ParseUint(st.RaftAppliedIndex, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("status of %s: raftIndex %q raftAppliedIndex %q", m.Name, st.RaftIndex, st.RaftAppliedIndex)
+	}
+	return ri, ai, nil
 }

@@ -73,6 +73,9 @@ type Node struct {
 
 	applied *sync.Cond
 
+	dead   *deadLeader
+	timing struct{ heartbeat, election, lease time.Duration } // as configured
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -99,7 +102,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, store: store, notifyCh: make(chan bool, 16),
-		http: &http.Client{Timeout: 5 * time.Second}}
+		http: &http.Client{Timeout: 5 * time.Second}, dead: newDeadLeader()}
 	n.applied = sync.NewCond(&sync.Mutex{})
 
 	raftDir := filepath.Join(cfg.DataDir, "raft")
@@ -130,11 +133,18 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 		bolt.Close()
 		return nil, fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
 	}
-	transport, err := raft.NewTCPTransportWithLogger(cfg.RaftAddr, addr, 5, 5*time.Second, n.log.Named("transport"))
+	if addr.IP.IsUnspecified() {
+		bolt.Close()
+		return nil, fmt.Errorf("raft address %q: not an address peers can reach (bind a specific IP)", cfg.RaftAddr)
+	}
+	stream, err := newHintListener(cfg.RaftAddr, addr, n.dead.connEnded)
 	if err != nil {
 		bolt.Close()
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
+	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 5, Timeout: 5 * time.Second, Logger: n.log.Named("transport"),
+	})
 	n.transport = transport
 
 	rc := raft.DefaultConfig()
@@ -152,6 +162,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	if cfg.LeaderLeaseTimeout > 0 {
 		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	}
+	n.timing.heartbeat, n.timing.election, n.timing.lease = rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout
 	fsm := &notifyingFSM{FSM: state.NewFSM(store), cond: n.applied}
 	r, err := raft.NewRaft(rc, fsm, bolt, bolt, snaps, transport)
 	if err != nil {
@@ -221,10 +232,14 @@ func (n *Node) OnLeader(f LeaderFunc) {
 func (n *Node) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go func() {
 		defer n.wg.Done()
 		n.monitorLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.watchLeader(ctx)
 	}()
 	go func() {
 		defer n.wg.Done()

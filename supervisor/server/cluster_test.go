@@ -191,3 +191,37 @@ func TestNoLeaderIsUnavailable(t *testing.T) {
 		t.Fatalf("waited %s for a leader, want a bounded wait", waited)
 	}
 }
+
+// A leader whose process is gone (its raft connections closed, its port
+// refusing) is noticed by the followers, which elect with short timeouts and
+// restore the configured ones once a leader is known again
+// (supervisor/cluster/deadleader.go).
+func TestDeadLeaderIsDetectedAndTimingRestored(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t, 3, "")
+	// Some writes so that the leader has pipelined connections to both.
+	for i := 0; i < 5; i++ {
+		if _, err := c.client(i%3).CreateTask(ctx(t), client.CreateTaskRequest{Title: "warm"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := c.waitLeader(-1)
+	c.stop(old)
+	c.waitLeader(old)
+	detected := uint64(0)
+	for i, s := range c.servers {
+		if s == nil {
+			continue
+		}
+		detected += s.Node.DeadLeadersDetected()
+		waitFor(t, 5*time.Second, "configured election timing back on every survivor", func() bool {
+			rc := s.Node.Raft().ReloadableConfig()
+			return rc.HeartbeatTimeout == c.cfgs[i].Server.HeartbeatTimeout && rc.ElectionTimeout == c.cfgs[i].Server.ElectionTimeout
+		})
+	}
+	if detected == 0 {
+		t.Fatal("no survivor detected the dead leader")
+	}
+}
