@@ -302,21 +302,22 @@ func allWaiting(ctx context.Context, api *client.Client, taskID string, n int, t
 
 // failoverToUsable kills the leader (and, with killAgents, every session's
 // agentctl) and measures until every session answered a prompt.
-func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness.Cluster, taskID string, ids []string, killAgents bool) (time.Duration, error) {
+// It also returns the milliseconds until a survivor said it leads.
+func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness.Cluster, taskID string, ids []string, killAgents bool) (time.Duration, float64, error) {
 	leader, err := c.Leader(60 * time.Second)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	api := apiOf(leader)
 	if err := allWaiting(ctx, api, taskID, len(ids), 120*time.Second); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var pids []int
 	if killAgents {
 		for _, id := range ids {
 			pid, err := agentctlPID(ctx, api, id)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			pids = append(pids, pid)
 		}
@@ -324,7 +325,7 @@ func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness
 	obs := surviving(c, leader)
 	stream, err := openEvents(ctx, apiOf(obs), client.EventFilter{TaskID: taskID})
 	if err != nil {
-		return 0, fmt.Errorf("events on %s: %w", obs.Name, err)
+		return 0, 0, fmt.Errorf("events on %s: %w", obs.Name, err)
 	}
 	defer stream.Close()
 	var survivors []*harness.Node
@@ -335,18 +336,27 @@ func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness
 	}
 	t0 := time.Now()
 	leader.Kill()
+	led := firstTime(ctx, t0, func() bool {
+		for _, n := range survivors {
+			if st, err := nodeStatus(n); err == nil && st.leader {
+				return true
+			}
+		}
+		return false
+	})
 	for _, p := range pids {
 		killWait(p)
 	}
 	polled, err := answerAll(ctx, stream, promptVia(survivors), apiOf(obs), ids, fmt.Sprintf("ping-%d", rand.Int64()), 16, 120*time.Second)
 	d := time.Since(t0)
+	elected := <-led
 	if polled > 0 {
 		logf("%d sessions were seen answering only by the backup poll", polled)
 	}
 	if serr := leader.Start(); serr != nil {
-		return d, errors.Join(err, serr)
+		return d, elected, errors.Join(err, serr)
 	}
-	return d, err
+	return d, elected, err
 }
 
 // RecoverySuite measures failover to usable sessions on a 3-node cluster of
@@ -402,22 +412,25 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		if killAgents {
 			k = kills2
 		}
-		var times []float64
+		var times, elect []float64
 		var failed error
 		for i := 0; i < k && failed == nil; i++ {
-			d, err := failoverToUsable(ctx, env.Logf, c, task.ID, ids, killAgents)
+			d, e, err := failoverToUsable(ctx, env.Logf, c, task.ID, ids, killAgents)
 			if err != nil {
 				failed = fmt.Errorf("n=%d kill %d (agentctl killed too: %v): %w", n, i, killAgents, err)
 				break
 			}
-			times = append(times, ms(d))
-			env.Logf("recovery n=%d agents-killed=%v: %.0fms", n, killAgents, ms(d))
+			times, elect = append(times, ms(d)), append(elect, e)
+			env.Logf("recovery n=%d agents-killed=%v: %.0fms (leader after %.0fms)", n, killAgents, ms(d), e)
 		}
 		name := fmt.Sprintf("failover_to_usable_ms_n%d", n)
 		note := fmt.Sprintf("3 server processes (separate loopback IPs), %d live demo sessions on the standalone runtime (real agentctl processes); kill -9 of the leader until every session answered a prompt through the new leader (prompts sent through the survivors, 16 at a time, retried every 25 ms; answered = RUNNING then WAITING_FOR_INPUT on a survivor's event stream); killed node restarted between kills; %d kills; default raft timing (300 ms)", n, k)
 		if killAgents {
 			name += "_agentctl_killed"
 			note = fmt.Sprintf("as above, but every session's agentctl is kill -9'd with the leader: the new leader resumes each from its token (auto_resume) before it can answer; %d kills", k)
+		}
+		if len(elect) > 0 {
+			note += fmt.Sprintf("; a survivor led after p50 %.0f ms (max %.0f)", Percentile(elect, 50), Percentile(elect, 100))
 		}
 		r := Summary(Result{Name: name, Area: areaRecovery, Unit: "ms", Note: note}, times, false)
 		if n == 100 {
