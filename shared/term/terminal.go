@@ -16,6 +16,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sys/unix"
 )
 
 // ErrExited is returned when input is written to a terminal whose shell has exited.
@@ -222,8 +223,14 @@ func (t *Terminal) startLocked() error {
 	cmd := exec.Command(t.cfg.Argv[0], t.cfg.Argv[1:]...)
 	cmd.Dir = t.cfg.Dir
 	cmd.Env = t.env()
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(t.cols), Rows: uint16(t.rows)})
+	started, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(t.cols), Rows: uint16(t.rows)})
 	if err != nil {
+		return fmt.Errorf("start %q in pty: %w", t.cfg.Argv[0], err)
+	}
+	ptmx, err := pollable(started)
+	if err != nil {
+		killSession(cmd.Process.Pid)
+		_ = cmd.Wait()
 		return fmt.Errorf("start %q in pty: %w", t.cfg.Argv[0], err)
 	}
 	s := &shell{stop: make(chan struct{}), epoch: newEpoch(), cmd: cmd, ptmx: ptmx, ring: NewRing(t.cfg.ReplayBytes), pid: cmd.Process.Pid}
@@ -241,6 +248,41 @@ func (t *Terminal) startLocked() error {
 		t.waitLoop(s, readerDone)
 	}()
 	return nil
+}
+
+// pollable returns the PTY master f as a non-blocking file served by Go's poller, and
+// closes f. creack/pty's ioctls call Fd(), which leaves the descriptor in blocking mode:
+// every read would then hold an OS thread in the kernel, and a shell's wake-up (a
+// keystroke's echo) would wait for a free P behind whatever else runs, such as another
+// terminal's flood. The new descriptor is a duplicate, so the file f owned is closed.
+func pollable(f *os.File) (*os.File, error) {
+	defer func() { _ = f.Close() }()
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("duplicate pty master: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		_ = unix.Close(fd)
+		return nil, fmt.Errorf("make pty master non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// setWinsize sets the window size of PTY master f without calling Fd (which would put
+// it back in blocking mode).
+func setWinsize(f *os.File, cols, rows int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ioErr error
+	err = rc.Control(func(fd uintptr) {
+		ioErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: uint16(cols), Row: uint16(rows)})
+	})
+	if err != nil {
+		return err
+	}
+	return ioErr
 }
 
 // readLoop copies PTY output into the ring until the PTY reports an error (EIO once
@@ -400,7 +442,7 @@ func (t *Terminal) Resize(cols, rows int) error {
 		}
 		return nil
 	}
-	if err := pty.Setsize(t.cur.ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+	if err := setWinsize(t.cur.ptmx, cols, rows); err != nil {
 		return fmt.Errorf("resize pty to %dx%d: %w", cols, rows, err)
 	}
 	return nil

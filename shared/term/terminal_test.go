@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func newShell(t *testing.T) *Terminal {
@@ -88,4 +90,51 @@ func ringText(r *Ring) string {
 	buf := make([]byte, r.Size())
 	n, _ := r.ReadAt(buf, r.Oldest())
 	return string(buf[:n])
+}
+
+// ptyNonblocking reports whether the terminal's PTY master is served by Go's poller:
+// non-blocking, and deadlines work (they fail with ErrNoDeadline on a blocking file).
+func ptyNonblocking(t *testing.T, term *Terminal) bool {
+	t.Helper()
+	term.mu.Lock()
+	f := term.cur.ptmx
+	term.mu.Unlock()
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		return false
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags int
+	var fcErr error
+	if err := rc.Control(func(fd uintptr) { flags, fcErr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil || fcErr != nil {
+		t.Fatalf("F_GETFL: %v %v", err, fcErr)
+	}
+	return flags&unix.O_NONBLOCK != 0
+}
+
+// TestTerminalPTYIsPollable checks that the PTY master stays non-blocking through
+// start, resize and reset, so reads park in the poller instead of holding a thread.
+func TestTerminalPTYIsPollable(t *testing.T) {
+	term := newShell(t)
+	if !ptyNonblocking(t, term) {
+		t.Fatal("pty master is blocking after start")
+	}
+	if err := term.Resize(101, 41); err != nil {
+		t.Fatal(err)
+	}
+	if !ptyNonblocking(t, term) {
+		t.Fatal("pty master is blocking after resize")
+	}
+	_, _ = term.Write([]byte("stty size\r"))
+	waitFor(t, 5*time.Second, "new size", func() bool { return ringHas(term.Ring(), "41 101") })
+	if err := term.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	if !ptyNonblocking(t, term) {
+		t.Fatal("pty master is blocking after reset")
+	}
+	_, _ = term.Write([]byte("echo RESET$((1+1))\r"))
+	waitFor(t, 5*time.Second, "output after reset", func() bool { return ringHas(term.Ring(), "RESET2") })
 }
