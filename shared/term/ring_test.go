@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
@@ -265,4 +266,50 @@ func FuzzRing(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRingParsersMatchByteParser writes streams through rings of several sizes in
+// PTY-like chunks (so the tail parser reads runs that wrap around the buffer and
+// sequences straddle writes) and checks the head and tail parsers against parsers fed
+// the same bytes one at a time.
+func TestRingParsersMatchByteParser(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 17))
+	streams := map[string][]byte{}
+	for _, kind := range []string{"plain", "sgr", "utf8", "mixed"} {
+		streams[kind] = benchText(kind, 200<<10)
+	}
+	gen, _ := genStream(rng, 200<<10)
+	streams["generated"] = gen
+	for name, s := range streams {
+		for _, size := range []int{7, 100, 4093, 64 << 10} {
+			r := NewRing(size)
+			for i := 0; i < len(s); {
+				n := min(len(s)-i, 1+rng.IntN(5000))
+				_, _ = r.Write(s[i : i+n])
+				i += n
+			}
+			var head, tail seqParser
+			wantQ, _ := stepAll(&head, s, 0)
+			oldest := r.Oldest()
+			stepAll(&tail, s[:oldest], 0)
+			for _, pair := range [][2]*seqParser{{&r.head, &head}, {&r.tail, &tail}} {
+				got, want := *pair[0], *pair[1]
+				if got.state != stUTF8 {
+					got.need, want.need = 0, 0
+				}
+				if got != want {
+					t.Fatalf("%s, ring of %d: parser state %+v, want %+v", name, size, got, want)
+				}
+			}
+			var inWindow []span
+			for _, q := range wantQ {
+				if q.end > oldest {
+					inWindow = append(inWindow, q)
+				}
+			}
+			if len(r.queries) != len(inWindow) || (len(inWindow) > 0 && !slices.Equal(r.queries, inWindow)) {
+				t.Fatalf("%s, ring of %d: queries %v, want %v", name, size, r.queries, inWindow)
+			}
+		}
+	}
 }
