@@ -10,12 +10,16 @@ import (
 	"github.com/paddockhq/paddock/bench/chaos"
 )
 
-// TestChaosNoDoubleOwners injects at least 50 faults (kill -9 the leader,
-// SIGSTOP/SIGCONT it, cut it off with network namespaces, kill -9 a
-// session's agentctl) into a three-node cluster running three sessions,
-// records every lease grant and every agent execution, and checks that no
-// two executions of a session overlapped and that tokens never went
-// backwards. PADDOCK_CHAOS_FAULTS overrides the fault count.
+// TestChaosNoDoubleOwners injects at least 50 faults into a three-node
+// cluster running three sessions: leader faults (kill -9 the leader,
+// SIGSTOP/SIGCONT it, cut it off with network namespaces), at least 15 of
+// them, one at a time, while a second injector kill -9s sessions' agentctls
+// and every session is sent prompts. It records every lease grant and every
+// agent execution and checks that no two executions of a session overlapped,
+// that tokens never went backwards, that every unanswered prompt lost its
+// turn to the end of its agent, and that every session still answers at the
+// end, remembering every word it confirmed. PADDOCK_CHAOS_FAULTS overrides
+// the fault count.
 func TestChaosNoDoubleOwners(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
@@ -24,16 +28,19 @@ func TestChaosNoDoubleOwners(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("PADDOCK_CHAOS_FAULTS")); err == nil && v > 0 {
 		faults = v
 	}
+	leaderFaults := max(faults*3/10, 1)
 	partitions := "auto"
 	if os.Getenv("CI") != "" {
 		partitions = "on" // .ci/run installs iproute2 and runs as root
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	res, err := chaos.Run(ctx, chaos.Options{Bin: binDir, Dir: dir, Faults: faults, Partitions: partitions, MaxDuration: 6 * time.Minute, Logf: t.Logf})
-	t.Logf("chaos: %d faults %v, %d executions, %d lease changes, %d violations, partitions=%v, seed %d, %s",
-		res.Faults, res.ByKind, res.Executions, res.Grants, res.Violations, res.Partitions, res.Seed, res.Took.Round(time.Second))
+	res, err := chaos.Run(ctx, chaos.Options{Bin: binDir, Dir: dir, Faults: faults, MinLeaderFaults: leaderFaults, Sessions: 3,
+		PromptsPerSession: 20, Partitions: partitions, MaxDuration: 3 * time.Minute, Logf: t.Logf})
+	t.Logf("chaos: %d faults %v in %.0fs, %d operations checked (%d executions, %d lease changes, %d/%d prompts answered, %d recalls), %d violations, partitions=%v, seed %d, %s",
+		res.Faults, res.ByKind, res.FaultSeconds, res.Operations, res.Executions, res.Grants, res.PromptsAnswered, res.PromptsSent, res.Recalls,
+		res.Violations, res.Partitions, res.Seed, res.Took.Round(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,8 +50,14 @@ func TestChaosNoDoubleOwners(t *testing.T) {
 	if res.Faults < faults {
 		t.Errorf("only %d of %d faults were injected in the time bound", res.Faults, faults)
 	}
+	if n := res.Faults - res.ByKind[chaos.KillAgentctl]; n < leaderFaults {
+		t.Errorf("only %d of %d leader faults were injected in the time bound", n, leaderFaults)
+	}
 	if res.Executions < res.ByKind[chaos.KillAgentctl] {
 		t.Errorf("%d executions recorded for %d agentctl kills: the journal misses executions", res.Executions, res.ByKind[chaos.KillAgentctl])
+	}
+	if res.PromptsAnswered == 0 {
+		t.Errorf("no prompt was answered during the run (%d sent)", res.PromptsSent)
 	}
 	if res.Violations > 0 {
 		t.Logf("node logs are under %s", dir)

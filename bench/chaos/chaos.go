@@ -1,12 +1,63 @@
 // Package chaos runs a bounded fault loop against a real three-node Paddock
-// cluster (kill -9 the leader, SIGSTOP/SIGCONT the leader, cut the leader off
-// with network namespaces, kill -9 a session's agentctl) while a few
-// sessions run on the standalone runtime, records every lease grant (the
-// cluster's session.lease_changed events) and every agent execution
-// (agentctl's execution journal plus a process watcher), and checks that no
-// two executions of one session ever overlapped and that fencing tokens
-// never went backwards. `make test` runs it with ~50 faults (e2e), `make
-// bench` with 1,000 or more.
+// cluster while sessions run on the standalone runtime and talk to the demo
+// agent, and checks what the cluster did:
+//
+//   - no two agent executions of one session ever overlapped, fencing tokens
+//     never went backwards, and every execution ran under a granted token
+//     (every lease grant is recorded from the cluster's
+//     session.lease_changed events, every agent execution from agentctl's
+//     execution journal plus a process watcher; see Check);
+//   - prompts sent during the run were answered, or their turn was cut
+//     short by the end of the agent execution that ran it, and after the
+//     final settle every session still answers, remembering every word it
+//     confirmed in order (see CheckPrompts); a session that never answers is
+//     a lost session.
+//
+// # Concurrency
+//
+// Faults come from two injectors that run at the same time:
+//
+//   - the leader injector (one goroutine, one fault at a time, since a
+//     three-node cluster tolerates one node down): kill -9 the leader and
+//     restart it, SIGSTOP the leader for a hold and SIGCONT it, cut the
+//     leader off the network for a hold (network namespaces, when available)
+//     and heal it; after each fault it waits for a leader (and, after a kill,
+//     for the restarted node's API), then until every session has been seen
+//     waiting for input or running again (at most 2·TTL+4 s), then
+//     100–400 ms. Without that wait, leader faults closer together than the
+//     lease TTL plus its grace keep every lease from expiring, so every
+//     session stays ERROR with a "live owner" for as long as they go on, and
+//     later faults hit nothing but recovery;
+//   - the session injector (one goroutine): every 150–500 ms it kill -9s
+//     the agentctl of a random session that is WAITING_FOR_INPUT or RUNNING
+//     (so not mid-resume) with a ready executor whose process really is
+//     that session's agentctl and has run for half a second at least (so a
+//     session just brought back can take a prompt before its next fault).
+//
+// Besides them, one prompter per session sends "remember WORD" prompts (one
+// at a time, a fresh word each, 200–800 ms apart, at most
+// Options.PromptsPerSession of them) and verifies the answers, and a tender
+// resumes sessions left ERROR or STOPPED. Both injectors count into
+// Result.Faults and Result.ByKind; the session injector stops at
+// Options.Faults, the leader injector once Options.Faults are reached and it
+// has injected at least Options.MinLeaderFaults itself, and both stop at
+// Options.MaxDuration. A leader fault under way when the run stops still
+// finishes its hold and is undone.
+//
+// # Holds
+//
+// A pause or cut lasts either less than the lease TTL (0.6 s to TTL−0.3 s:
+// a new leader is elected, as raft's timeouts are 300 ms, and the old one
+// comes back deposed while its leases and its agentctls' leases are still
+// valid) or longer than it (TTL+0.2 s to TTL+1.2 s: the leases expire,
+// agentctl self-fences and the sessions are resumed elsewhere), half of
+// each. The earlier loop held for 0.3 s to 2·TTL+1.8 s uniformly (3 s on
+// average); these two bands keep both cases at about 1.9 s on average.
+//
+// The session fault count dominates the total (ByKind tells them apart);
+// MinLeaderFaults keeps the leader faults a sizeable share.
+//
+// `make test` runs it with ~50 faults (e2e), `make bench` with 1,000.
 //
 // It uses bench/harness and bench/netns; it must not import supervisor
 // internals other than the state model and the public client.
@@ -14,15 +65,11 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,14 +98,23 @@ type Options struct {
 	Dir string
 	// Faults is how many faults to inject (default 50).
 	Faults int
+	// MinLeaderFaults is how many of them at least are leader faults
+	// (default Faults/10): the leader injector goes on past Faults until
+	// it has injected that many.
+	MinLeaderFaults int
 	// Sessions is how many sessions run (default 3).
 	Sessions int
+	// PromptsPerSession bounds the prompts sent to each session (default
+	// 40; negative: none). Every turn is kept in the conversation, which a
+	// resumed agent replays, so the bound keeps resumes cheap.
+	PromptsPerSession int
 	// TTL is lease.ttl (default 2s).
 	TTL time.Duration
 	// Partitions: "auto" (default: when network namespaces work), "on"
 	// (required; an error when unavailable) or "off".
 	Partitions string
-	// Seed makes the fault schedule repeatable (0: random).
+	// Seed makes the fault schedule repeatable as far as concurrent
+	// injectors allow (0: random).
 	Seed uint64
 	// MaxDuration bounds the fault loop; the run stops injecting faults
 	// when it passes (default 1h).
@@ -74,58 +130,65 @@ type Result struct {
 	Faults     int            `json:"faults"`
 	Violations int            `json:"violations"`
 	ByKind     map[string]int `json:"by_kind"`
-	Executions int            `json:"executions"`
-	Grants     int            `json:"grants"`
+	// Operations counts what was checked: executions, lease changes,
+	// answered prompts and final recalls.
+	Operations int `json:"operations"`
+	Executions int `json:"executions"`
+	Grants     int `json:"grants"`
+	// PromptsSent were accepted (202); PromptsAnswered of them were
+	// answered with the expected reply; PromptsUnanswered were not (each
+	// must have lost its turn to the end of the agent execution running it:
+	// CheckPrompts). Prompts refused or failed are not counted.
+	PromptsSent       int `json:"prompts_sent"`
+	PromptsAnswered   int `json:"prompts_answered"`
+	PromptsUnanswered int `json:"prompts_unanswered"`
+	// Recalls is how many sessions answered the final recall.
+	Recalls int `json:"recalls"`
 	// Partitions tells whether network partitions were among the faults.
-	Partitions bool          `json:"partitions"`
-	Seconds    float64       `json:"seconds"`
-	Details    []string      `json:"details,omitempty"`
-	Seed       uint64        `json:"seed"`
-	Took       time.Duration `json:"-"`
+	Partitions bool `json:"partitions"`
+	// FaultSeconds is how long the fault phase lasted; FaultsPerMinute is
+	// Faults over it.
+	FaultSeconds    float64       `json:"fault_seconds"`
+	FaultsPerMinute float64       `json:"faults_per_minute"`
+	Seconds         float64       `json:"seconds"`
+	Details         []string      `json:"details,omitempty"`
+	Seed            uint64        `json:"seed"`
+	Took            time.Duration `json:"-"`
 }
 
 // runner is one run's state.
 type runner struct {
 	o        Options
-	rng      *rand.Rand
 	c        *harness.Cluster
 	nw       *netns.Net
 	root     string // standalone workspace_root
+	task     string
 	sessions []string
 	logf     func(string, ...any)
 
-	mu     sync.Mutex
-	down   map[*harness.Node]string // nodes currently killed/paused/cut, and how
-	byKind map[string]int
+	// stopFaults ends the fault phase (target reached).
+	stopFaults context.CancelFunc
+
+	mu           sync.Mutex
+	down         map[*harness.Node]string // nodes currently killed/paused/cut, and how
+	last         *harness.Node            // the last node seen leading
+	byKind       map[string]int
+	faults       int
+	leaderFaults int
+	prompts      []Prompt            // resolved prompts
+	outstanding  map[string]*Prompt  // session → prompt awaiting its outcome
+	words        map[string][]string // session → every word sent
+	promptErrs   int
 }
 
 // Run runs the fault loop and the checker. The error is for a run that could
 // not be carried out (cluster never formed, …); violations are in Result.
 func Run(ctx context.Context, o Options) (Result, error) {
-	if o.Faults <= 0 {
-		o.Faults = defaultFaults
-	}
-	if o.Sessions <= 0 {
-		o.Sessions = 3
-	}
-	if o.TTL <= 0 {
-		o.TTL = defaultTTL
-	}
-	if o.MaxDuration <= 0 {
-		o.MaxDuration = time.Hour
-	}
-	if o.Partitions == "" {
-		o.Partitions = "auto"
-	}
-	if o.Seed == 0 {
-		o.Seed = rand.Uint64()
-	}
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
+	o = withDefaults(o)
 	begin := time.Now()
-	r := &runner{o: o, rng: rand.New(rand.NewPCG(o.Seed, 7)), logf: o.Logf, down: map[*harness.Node]string{}, byKind: map[string]int{}}
-	res := Result{Seed: o.Seed, ByKind: r.byKind}
+	r := &runner{o: o, logf: o.Logf, down: map[*harness.Node]string{}, byKind: map[string]int{},
+		outstanding: map[string]*Prompt{}, words: map[string][]string{}}
+	res := Result{Seed: o.Seed, ByKind: map[string]int{}}
 	if err := r.start(); err != nil {
 		return res, err
 	}
@@ -144,32 +207,57 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err := r.createSessions(ctx); err != nil {
 		return res, err
 	}
-	deadline := time.Now().Add(o.MaxDuration)
-	for res.Faults < o.Faults && time.Now().Before(deadline) && ctx.Err() == nil {
-		kind, err := r.inject(ctx)
-		if err != nil {
-			r.logf("fault %d (%s): %v", res.Faults+1, kind, err)
-		}
-		if kind != "" && err == nil {
-			res.Faults++
-			r.mu.Lock()
-			r.byKind[kind]++
-			r.mu.Unlock()
-		}
-		r.keepGoing(ctx)
-		if res.Faults%10 == 0 {
-			r.logf("%d faults injected (%v)", res.Faults, r.kinds())
+
+	// The fault phase: injectors, prompters and the tender, all stopped by
+	// fctx (target reached, MaxDuration passed or ctx ended).
+	faultBegin := time.Now()
+	fctx, stopFaults := context.WithDeadline(ctx, faultBegin.Add(o.MaxDuration))
+	r.stopFaults = stopFaults
+	var fwg sync.WaitGroup
+	rng := func(stream uint64) *rand.Rand { return rand.New(rand.NewPCG(o.Seed, stream)) }
+	fwg.Add(3)
+	go func() { defer fwg.Done(); r.leaderInjector(ctx, fctx, rng(1)) }()
+	go func() { defer fwg.Done(); r.sessionInjector(fctx, rng(2)) }()
+	go func() { defer fwg.Done(); r.tender(fctx) }()
+	if o.PromptsPerSession > 0 {
+		for i, id := range r.sessions {
+			fwg.Add(1)
+			go func() { defer fwg.Done(); r.prompter(fctx, i, id, rng(uint64(10+i))) }()
 		}
 	}
+	progress := time.NewTicker(15 * time.Second)
+	done := make(chan struct{})
+	go func() { fwg.Wait(); close(done) }()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		case <-progress.C:
+			r.logf("chaos: %d faults %v, %d prompts answered, sessions %s (%s)", r.faultCount(), r.kinds(), r.answered(), r.states(ctx), time.Since(faultBegin).Round(time.Second))
+		}
+	}
+	progress.Stop()
+	stopFaults()
+	faultTook := time.Since(faultBegin)
+	r.logf("chaos: fault phase over: %d faults %v in %s", r.faultCount(), r.kinds(), faultTook.Round(time.Second))
+
 	// Settle: heal everything, let the cluster bring every session back,
-	// and let any lease run out, so the final state is checked too.
+	// check the prompts still open and every session's memory, and let any
+	// lease run out, so the final state is checked too.
 	r.healAll()
 	leader, err := r.leader(ctx, 60*time.Second)
 	if err != nil {
 		return res, fmt.Errorf("no leader after healing: %w", err)
 	}
-	r.settle(ctx, leader, 90*time.Second)
+	if !r.settle(ctx, 90*time.Second) {
+		r.logf("chaos: not every session waits for input after the settle")
+	}
+	r.resolveOutstanding(ctx)
+	recalls := r.finalRecalls(ctx, 60*time.Second)
 	sleepCtx(ctx, o.TTL+time.Second)
+	if l, err := r.leader(ctx, 10*time.Second); err == nil {
+		leader = l
+	}
 	if err := grants.CatchUp(ctx, leader.URL(), 3*time.Second); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, client.ErrStreamClosed) {
 		r.logf("catch up events: %v", err)
 	}
@@ -191,9 +279,40 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			vs = append(vs, Violation{id, fmt.Sprintf("%d agent executions alive at the end", n)})
 		}
 	}
+	r.mu.Lock()
+	prompts := append([]Prompt(nil), r.prompts...)
+	words := map[string][]string{}
+	for id, w := range r.words {
+		words[id] = append([]string(nil), w...)
+	}
+	for k, v := range r.byKind {
+		res.ByKind[k] = v
+	}
+	res.Faults = r.faults
+	r.mu.Unlock()
+	vs = append(vs, CheckPrompts(r.sessions, prompts, execs, words, recalls)...)
+
+	for _, p := range prompts {
+		if p.Answered {
+			res.PromptsAnswered++
+		} else {
+			res.PromptsUnanswered++
+		}
+	}
+	res.PromptsSent = len(prompts)
+	for _, id := range r.sessions {
+		if _, ok := recalls[id]; ok {
+			res.Recalls++
+		}
+	}
 	res.Executions, res.Grants, res.Violations = len(execs), len(gs), len(vs)
+	res.Operations = res.Executions + res.Grants + res.PromptsAnswered + res.Recalls
 	for _, v := range vs {
 		res.Details = append(res.Details, v.String())
+	}
+	res.FaultSeconds = faultTook.Seconds()
+	if res.FaultSeconds > 0 {
+		res.FaultsPerMinute = float64(res.Faults) / faultTook.Minutes()
 	}
 	res.Took = time.Since(begin)
 	res.Seconds = res.Took.Seconds()
@@ -203,6 +322,70 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+func withDefaults(o Options) Options {
+	if o.Faults <= 0 {
+		o.Faults = defaultFaults
+	}
+	if o.MinLeaderFaults <= 0 {
+		o.MinLeaderFaults = o.Faults / 10
+	}
+	if o.Sessions <= 0 {
+		o.Sessions = 3
+	}
+	if o.PromptsPerSession == 0 {
+		o.PromptsPerSession = 40
+	}
+	if o.TTL <= 0 {
+		o.TTL = defaultTTL
+	}
+	if o.MaxDuration <= 0 {
+		o.MaxDuration = time.Hour
+	}
+	if o.Partitions == "" {
+		o.Partitions = "auto"
+	}
+	if o.Seed == 0 {
+		o.Seed = rand.Uint64()
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+// count records an injected fault; once the target is reached (and the
+// leader injector's share), it ends the fault phase.
+func (r *runner) count(kind string) {
+	r.mu.Lock()
+	r.faults++
+	r.byKind[kind]++
+	if kind != KillAgentctl {
+		r.leaderFaults++
+	}
+	done := r.faults >= r.o.Faults && r.leaderFaults >= r.o.MinLeaderFaults
+	n := r.faults
+	r.mu.Unlock()
+	if n%50 == 0 {
+		r.logf("chaos: %d faults injected (%v)", n, r.kinds())
+	}
+	if done {
+		r.stopFaults()
+	}
+}
+
+// reached reports whether the total fault target is reached.
+func (r *runner) reached() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.faults >= r.o.Faults
+}
+
+func (r *runner) faultCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.faults
 }
 
 func (r *runner) kinds() map[string]int {
@@ -215,12 +398,42 @@ func (r *runner) kinds() map[string]int {
 	return out
 }
 
+func (r *runner) answered() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.prompts {
+		if p.Answered {
+			n++
+		}
+	}
+	return n
+}
+
+// states summarises the sessions' states, for progress lines.
+func (r *runner) states(ctx context.Context) string {
+	l, err := r.leader(ctx, time.Second)
+	if err != nil {
+		return "(no leader)"
+	}
+	api := r.api(l)
+	ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	n := map[state.SessionState]int{}
+	for _, s := range ss {
+		n[s.State]++
+	}
+	return fmt.Sprint(n)
+}
+
 // start builds the network (when partitions are on) and the cluster.
 func (r *runner) start() error {
 	o := r.o
 	r.root = filepath.Join(o.Dir, "workspaces")
 	if err := os.MkdirAll(r.root, 0o755); err != nil {
-		return err
+		return fmt.Errorf("workspace root: %w", err)
 	}
 	common := fmt.Sprintf(`
 plugin_dir = %q
@@ -254,14 +467,14 @@ agent "demo" {
 		}
 		c, err := harness.StartHosts(harness.Options{Bin: o.Bin, Dir: o.Dir, Extra: common}, hosts)
 		if err != nil {
-			nw.Close()
-			return err
+			_ = nw.Close()
+			return fmt.Errorf("start cluster: %w", err)
 		}
 		r.c = c
 	} else {
 		c, err := harness.Start(harness.Options{Bin: o.Bin, Dir: o.Dir, Size: 3, SeparateIPs: true, Extra: common + plugin("127.0.0.1:0")})
 		if err != nil {
-			return err
+			return fmt.Errorf("start cluster: %w", err)
 		}
 		r.c = c
 	}
@@ -281,61 +494,6 @@ func (r *runner) stop() {
 	}
 }
 
-// reachableURLs are the API URLs of nodes neither down, paused nor cut.
-func (r *runner) reachableURLs() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, n := range r.c.Nodes {
-		if _, down := r.down[n]; !down && n.Running() {
-			out = append(out, n.URL())
-		}
-	}
-	return out
-}
-
-var quick = &http.Client{Timeout: 500 * time.Millisecond}
-
-// isLeader asks a node's /v1/health.
-func isLeader(n *harness.Node) bool {
-	resp, err := quick.Get(n.URL() + "/v1/health")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var h struct {
-		Leader bool `json:"leader"`
-	}
-	return json.NewDecoder(resp.Body).Decode(&h) == nil && h.Leader
-}
-
-// leader waits for a reachable node that says it leads.
-func (r *runner) leader(ctx context.Context, bound time.Duration) (*harness.Node, error) {
-	deadline := time.Now().Add(bound)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		r.mu.Lock()
-		var cands []*harness.Node
-		for _, n := range r.c.Nodes {
-			if _, down := r.down[n]; !down && n.Running() {
-				cands = append(cands, n)
-			}
-		}
-		r.mu.Unlock()
-		for _, n := range cands {
-			if isLeader(n) {
-				return n, nil
-			}
-		}
-		sleepCtx(ctx, 50*time.Millisecond)
-	}
-	return nil, fmt.Errorf("no leader within %s", bound)
-}
-
-func (r *runner) api(n *harness.Node) *client.Client {
-	c, _ := client.New(n.URL(), "", client.WithTimeout(5*time.Second))
-	return c
-}
-
 // createSessions creates the sessions and waits until each runs.
 func (r *runner) createSessions(ctx context.Context) error {
 	leader, err := r.leader(ctx, 60*time.Second)
@@ -343,182 +501,22 @@ func (r *runner) createSessions(ctx context.Context) error {
 		return err
 	}
 	api := r.api(leader)
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "chaos"})
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	task, err := api.CreateTask(cctx, client.CreateTaskRequest{Title: "chaos"})
 	if err != nil {
 		return fmt.Errorf("create task: %w", err)
 	}
+	r.task = task.ID
 	for i := 0; i < r.o.Sessions; i++ {
-		s, err := api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		s, err := api.CreateSession(cctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 		if err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
 		r.sessions = append(r.sessions, s.ID)
 	}
-	if !r.settle(ctx, leader, 60*time.Second) {
+	if !r.settle(ctx, 60*time.Second) {
 		return errors.New("sessions never reached WAITING_FOR_INPUT")
 	}
 	return nil
-}
-
-// settle waits until every session waits for input (and resumes any that
-// are ERROR or STOPPED); it reports whether they all did within bound.
-func (r *runner) settle(ctx context.Context, leader *harness.Node, bound time.Duration) bool {
-	deadline := time.Now().Add(bound)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if l, err := r.leader(ctx, 10*time.Second); err == nil {
-			leader = l
-		}
-		if r.resumeStuck(ctx, leader) {
-			return true
-		}
-		sleepCtx(ctx, 200*time.Millisecond)
-	}
-	return false
-}
-
-// resumeStuck resumes ERROR/STOPPED sessions; true when all are running.
-func (r *runner) resumeStuck(ctx context.Context, leader *harness.Node) bool {
-	api := r.api(leader)
-	all := true
-	for _, id := range r.sessions {
-		s, err := api.GetSession(ctx, id)
-		if err != nil {
-			return false
-		}
-		switch s.State {
-		case state.SessionWaitingForInput, state.SessionRunning:
-			continue
-		case state.SessionError, state.SessionStopped:
-			_, _ = api.Resume(ctx, id)
-		}
-		all = false
-	}
-	return all
-}
-
-// keepGoing paces the loop: wait for a leader, resume stuck sessions, and
-// now and then let everything come back before the next fault.
-func (r *runner) keepGoing(ctx context.Context) {
-	leader, err := r.leader(ctx, 20*time.Second)
-	if err != nil {
-		return
-	}
-	if r.rng.IntN(3) == 0 {
-		r.settle(ctx, leader, 10*time.Second)
-	} else {
-		r.resumeStuck(ctx, leader)
-	}
-	sleepCtx(ctx, time.Duration(100+r.rng.IntN(600))*time.Millisecond)
-}
-
-// inject picks and injects one fault; it returns its kind.
-func (r *runner) inject(ctx context.Context) (string, error) {
-	kinds := []string{KillLeader, PauseLeader, KillAgentctl, KillAgentctl}
-	if r.nw != nil {
-		kinds = append(kinds, CutLeader, CutLeader)
-	}
-	kind := kinds[r.rng.IntN(len(kinds))]
-	leader, err := r.leader(ctx, 20*time.Second)
-	if err != nil {
-		return kind, err
-	}
-	switch kind {
-	case KillLeader:
-		leader.Kill()
-		r.setDown(leader, kind)
-		// Restart it once the others have a leader (or a bound passed).
-		_, _ = r.leader(ctx, 10*time.Second)
-		r.setUp(leader)
-		return kind, leader.Start()
-	case PauseLeader:
-		if err := leader.Signal(syscall.SIGSTOP); err != nil {
-			return kind, err
-		}
-		r.setDown(leader, kind)
-		sleepCtx(ctx, r.pause())
-		r.setUp(leader)
-		return kind, leader.Signal(syscall.SIGCONT)
-	case CutLeader:
-		i := r.index(leader)
-		if err := r.nw.Cut(i); err != nil {
-			return kind, err
-		}
-		r.setDown(leader, kind)
-		sleepCtx(ctx, r.pause())
-		r.setUp(leader)
-		return kind, r.nw.Heal(i)
-	case KillAgentctl:
-		api := r.api(leader)
-		id := r.sessions[r.rng.IntN(len(r.sessions))]
-		exs, err := api.Executors(ctx, id)
-		if err != nil || len(exs) == 0 {
-			return kind, fmt.Errorf("executors of %s: %v", id, err)
-		}
-		pid := exs[0].PID
-		if pid <= 0 || !isAgentctl(pid, id) {
-			return kind, fmt.Errorf("session %s has no running agentctl (pid %d)", id, pid)
-		}
-		return kind, syscall.Kill(pid, syscall.SIGKILL)
-	}
-	return "", nil
-}
-
-// pause is how long a leader stays paused or cut: sometimes shorter than
-// the TTL (it comes back as a deposed leader still holding leases),
-// sometimes longer (its leases are reclaimed and resumed elsewhere).
-func (r *runner) pause() time.Duration {
-	return time.Duration(300+r.rng.IntN(int(r.o.TTL.Milliseconds())*2+1500)) * time.Millisecond
-}
-
-func (r *runner) setDown(n *harness.Node, how string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.down[n] = how
-}
-
-func (r *runner) setUp(n *harness.Node) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.down, n)
-}
-
-func (r *runner) index(n *harness.Node) int {
-	for i, m := range r.c.Nodes {
-		if m == n {
-			return i
-		}
-	}
-	return -1
-}
-
-// healAll undoes every fault still in effect and restarts dead nodes.
-func (r *runner) healAll() {
-	for i, n := range r.c.Nodes {
-		_ = n.Signal(syscall.SIGCONT)
-		if r.nw != nil {
-			_ = r.nw.Heal(i)
-		}
-		if !n.Running() {
-			_ = n.Start()
-		}
-		r.setUp(n)
-	}
-}
-
-// isAgentctl reports whether pid is an agentctl serving session id.
-func isAgentctl(pid int, id string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return err == nil && strings.Contains(string(b), "agentctl") && strings.Contains(string(b), id)
-}
-
-func writeJSON(path string, res Result) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	sort.Strings(res.Details)
-	b, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
 }

@@ -126,3 +126,80 @@ func endStr(e Execution) string {
 	}
 	return ts(e.End)
 }
+
+// cutSlack widens the window in which an execution's end explains an
+// unanswered prompt (journal and watcher times are taken by other
+// processes, on 10 ms /proc ticks, polled every 25 ms).
+const cutSlack = time.Second
+
+// CheckPrompts proves, per session:
+//   - the session answered the final recall (else it is a lost session);
+//   - the recall lists only words sent to that session, and every word
+//     whose "remember" the agent confirmed, in the order they were sent
+//     (the agent saves a turn before it ends it, so a confirmed word is
+//     durable across every later kill and resume);
+//   - every accepted prompt that was not answered lost its turn to the end
+//     of an agent execution of that session between when it was sent and
+//     when its outcome was seen (an answer is never dropped while the agent
+//     that gives it keeps running).
+//
+// words holds every word sent per session (accepted or not); recalls the
+// words each session's final recall listed (absent: never answered).
+func CheckPrompts(sessions []string, prompts []Prompt, execs []Execution, words map[string][]string, recalls map[string][]string) []Violation {
+	var out []Violation
+	ends := map[string][]time.Time{}
+	for _, e := range execs {
+		if !e.End.IsZero() {
+			ends[e.SessionID] = append(ends[e.SessionID], e.End)
+		}
+	}
+	confirmed := map[string][]Prompt{}
+	for _, p := range prompts {
+		if p.Answered {
+			confirmed[p.SessionID] = append(confirmed[p.SessionID], p)
+			continue
+		}
+		cut := false
+		for _, end := range ends[p.SessionID] {
+			if !end.Before(p.Sent.Add(-cutSlack)) && !end.After(p.Seen.Add(cutSlack)) {
+				cut = true
+				break
+			}
+		}
+		if !cut {
+			out = append(out, Violation{p.SessionID, fmt.Sprintf("prompt %q sent at %s was never answered, yet no agent execution ended before its turn was seen over at %s",
+				"remember "+p.Word, ts(p.Sent), ts(p.Seen))})
+		}
+	}
+	for _, id := range sessions {
+		got, ok := recalls[id]
+		if !ok {
+			out = append(out, Violation{id, "lost session: it never answered the final recall"})
+			continue
+		}
+		sent := map[string]bool{}
+		for _, w := range words[id] {
+			sent[w] = true
+		}
+		for _, w := range got {
+			if !sent[w] {
+				out = append(out, Violation{id, fmt.Sprintf("the final recall lists %q, which was never sent to this session", w)})
+			}
+		}
+		ps := confirmed[id]
+		sort.Slice(ps, func(i, j int) bool { return ps[i].Sent.Before(ps[j].Sent) })
+		j := 0
+		for _, p := range ps {
+			for j < len(got) && got[j] != p.Word {
+				j++
+			}
+			if j == len(got) {
+				out = append(out, Violation{id, fmt.Sprintf("the final recall lost %q (confirmed at %s) or listed it out of order: %v", p.Word, ts(p.Seen), got)})
+				break
+			}
+			j++
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}

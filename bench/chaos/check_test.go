@@ -1,9 +1,12 @@
 package chaos
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 func TestCheck(t *testing.T) {
@@ -50,5 +53,99 @@ func TestCheck(t *testing.T) {
 				t.Fatalf("violations %v; want %q", vs, tc.want)
 			}
 		})
+	}
+}
+
+func TestCheckPrompts(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	answered := func(word string, sent int) Prompt {
+		return Prompt{SessionID: "s", Word: word, Sent: at(sent), Seen: at(sent + 100), Answered: true}
+	}
+	unanswered := func(word string, sent, seen int) Prompt {
+		return Prompt{SessionID: "s", Word: word, Sent: at(sent), Seen: at(seen)}
+	}
+	ended := func(end int) Execution {
+		return Execution{SessionID: "s", PID: 1, Token: 1, Start: at(-10000), End: at(end)}
+	}
+	sent := map[string][]string{"s": {"a", "b", "c", "d"}}
+	for _, tc := range []struct {
+		name    string
+		prompts []Prompt
+		execs   []Execution
+		recalls map[string][]string
+		want    string // "" = no violation
+	}{
+		{"all answered and recalled", []Prompt{answered("a", 0), answered("b", 500)}, nil, map[string][]string{"s": {"a", "b"}}, ""},
+		{"recall may list unconfirmed words", []Prompt{answered("a", 0), answered("c", 900)}, nil, map[string][]string{"s": {"a", "b", "c"}}, ""},
+		{"nothing to recall and nothing confirmed", nil, nil, map[string][]string{"s": {}}, ""},
+		{"lost session", []Prompt{answered("a", 0)}, nil, map[string][]string{}, "lost session"},
+		{"confirmed word forgotten", []Prompt{answered("a", 0), answered("b", 500)}, nil, map[string][]string{"s": {"a"}}, "lost \"b\""},
+		{"out of order", []Prompt{answered("a", 0), answered("b", 500)}, nil, map[string][]string{"s": {"b", "a"}}, "out of order"},
+		{"foreign word", nil, nil, map[string][]string{"s": {"zz"}}, "never sent"},
+		{"cut by an execution end", []Prompt{unanswered("a", 1000, 3000)}, []Execution{ended(1500)}, map[string][]string{"s": {}}, ""},
+		{"end just before the send", []Prompt{unanswered("a", 1000, 3000)}, []Execution{ended(400)}, map[string][]string{"s": {}}, ""},
+		{"unanswered, no end", []Prompt{unanswered("a", 1000, 3000)}, nil, map[string][]string{"s": {}}, "never answered"},
+		{"unanswered, end long before", []Prompt{unanswered("a", 5000, 7000)}, []Execution{ended(1000)}, map[string][]string{"s": {}}, "never answered"},
+		{"unanswered, end of another session", []Prompt{unanswered("a", 1000, 3000)}, []Execution{{SessionID: "t", PID: 2, Start: at(0), End: at(1500)}}, map[string][]string{"s": {}}, "never answered"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := CheckPrompts([]string{"s"}, tc.prompts, tc.execs, sent, tc.recalls)
+			if tc.want == "" {
+				if len(vs) > 0 {
+					t.Fatalf("violations %v", vs)
+				}
+				return
+			}
+			if len(vs) == 0 || !strings.Contains(vs[0].What, tc.want) {
+				t.Fatalf("violations %v; want %q", vs, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecallAnswer(t *testing.T) {
+	msg := func(id, text string, complete bool) state.Message {
+		return state.Message{ID: id, Role: state.RoleAgent, Text: text, Complete: complete}
+	}
+	old := map[string]bool{"m2\x00you asked me to remember: a": true}
+	for _, tc := range []struct {
+		name string
+		msgs []state.Message
+		want []string
+		ok   bool
+	}{
+		{"new reply", []state.Message{msg("m2", "you asked me to remember: a", true), msg("m4", "you asked me to remember: a, b", true)}, []string{"a", "b"}, true},
+		{"nothing", []state.Message{msg("m4", "nothing to recall", true)}, []string{}, true},
+		{"only the old one", []state.Message{msg("m2", "you asked me to remember: a", true)}, nil, false},
+		{"incomplete", []state.Message{msg("m4", "you asked me to remember: a, b", false)}, nil, false},
+		{"other reply", []state.Message{msg("m4", "ok, remembering b", true)}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := recallAnswer(tc.msgs, old)
+			if ok != tc.ok || strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Fatalf("got %v %v; want %v %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestHold(t *testing.T) {
+	r := &runner{o: Options{TTL: 2 * time.Second}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	short, long := 0, 0
+	for range 1000 {
+		d := r.hold(rng)
+		switch {
+		case d >= 600*time.Millisecond && d < 1700*time.Millisecond:
+			short++
+		case d >= 2200*time.Millisecond && d < 3200*time.Millisecond:
+			long++
+		default:
+			t.Fatalf("hold %s is in neither band", d)
+		}
+	}
+	if short < 400 || long < 400 {
+		t.Fatalf("%d short and %d long holds of 1000", short, long)
 	}
 }

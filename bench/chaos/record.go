@@ -38,11 +38,42 @@ type Watcher struct {
 	root string
 	mu   sync.Mutex
 	dead map[execKey]time.Time
+	// read caches each journal as last parsed, by size and mtime (journals
+	// only grow; parsing every one on every poll would cost a core).
+	read map[string]journalCache
+}
+
+type journalCache struct {
+	size    int64
+	mod     time.Time
+	entries []agentctl.JournalEntry
 }
 
 // NewWatcher watches the journals under workspaceRoot.
 func NewWatcher(workspaceRoot string) *Watcher {
-	return &Watcher{root: workspaceRoot, dead: map[execKey]time.Time{}}
+	return &Watcher{root: workspaceRoot, dead: map[execKey]time.Time{}, read: map[string]journalCache{}}
+}
+
+// journal returns a journal's entries, parsed again only when it changed.
+func (w *Watcher) journal(path string) ([]agentctl.JournalEntry, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	w.mu.Lock()
+	c, ok := w.read[path]
+	w.mu.Unlock()
+	if ok && c.size == st.Size() && c.mod.Equal(st.ModTime()) {
+		return c.entries, nil
+	}
+	entries, err := agentctl.ReadJournal(path)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.read[path] = journalCache{size: st.Size(), mod: st.ModTime(), entries: entries}
+	w.mu.Unlock()
+	return entries, nil
 }
 
 // Run polls every interval until ctx ends.
@@ -69,7 +100,7 @@ func (w *Watcher) Executions() ([]Execution, error) {
 	now := time.Now()
 	for _, f := range files {
 		session := filepath.Base(filepath.Dir(filepath.Dir(f)))
-		entries, err := agentctl.ReadJournal(f)
+		entries, err := w.journal(f)
 		if err != nil {
 			return nil, err
 		}
@@ -255,11 +286,4 @@ func (g *Grants) add(e state.Event) {
 	}
 	g.seen[key] = true
 	g.grants = append(g.grants, Grant{SessionID: e.SessionID, Index: e.Index, Token: l.FencingToken, State: string(l.State), Holder: l.HolderExecutorID, Nonce: l.HolderNonce})
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
-	}
 }
