@@ -34,6 +34,12 @@ const (
 	coalesceDelay   = time.Millisecond
 )
 
+// MaxLiveChunk is the most stream bytes one live output frame carries (the frame is 9
+// bytes longer). Output that piles up while the socket is busy goes out in frames this
+// large, so a flood costs every hop (agentctl, the supervisor's relay, the client) half
+// the messages that MaxChunk-sized frames would.
+const MaxLiveChunk = 64 << 10
+
 // CloseUnauthorized closes a connection whose hello token was refused.
 const CloseUnauthorized = 4003
 
@@ -133,7 +139,7 @@ func NewManager(opts Options) *Manager {
 		log:  opts.Logger,
 		upgrader: websocket.Upgrader{
 			ReadBufferSize:  16 << 10,
-			WriteBufferSize: MaxChunk + 64,
+			WriteBufferSize: MaxLiveChunk + 64,
 			Subprotocols:    []string{Subprotocol},
 			CheckOrigin:     opts.CheckOrigin,
 		},
@@ -539,7 +545,7 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 		}
 	}
 	announced := false
-	buf := make([]byte, 9+MaxChunk)
+	buf := make([]byte, 9+MaxLiveChunk)
 	lastFrame, lastSend := 0, time.Time{}
 	coalesce := time.NewTimer(time.Hour)
 	coalesce.Stop()
@@ -580,9 +586,9 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 			}
 			continue
 		}
-		limit := MaxChunk
+		limit := MaxLiveChunk
 		if c.acking.Load() {
-			limit = int(min(int64(MaxChunk), window-max(0, pos-c.acked.Load())))
+			limit = int(min(int64(MaxLiveChunk), window-max(0, pos-c.acked.Load())))
 		}
 		if limit >= coalesceMin && lastFrame >= coalesceTrigger && time.Since(lastSend) < 5*time.Millisecond {
 			// During a flood the PTY hands over ~4 KiB per read; wait a moment so frames

@@ -60,8 +60,9 @@ type Target struct {
 }
 
 var upgrader = websocket.Upgrader{
-	ReadBufferSize:  16 << 10,
-	WriteBufferSize: 64 << 10,
+	ReadBufferSize: 16 << 10,
+	// A whole live output frame (header included) fits, so each is one write.
+	WriteBufferSize: term.MaxLiveChunk + 64,
 	Subprotocols:    []string{term.Subprotocol},
 	// The API has checked the Origin before calling Serve.
 	CheckOrigin: func(*http.Request) bool { return true },
@@ -116,7 +117,7 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		Proxy:            nil,
 		HandshakeTimeout: handshakeTimeout,
 		Subprotocols:     []string{term.Subprotocol},
-		ReadBufferSize:   64 << 10,
+		ReadBufferSize:   term.MaxLiveChunk + 64,
 		WriteBufferSize:  16 << 10,
 	}
 	hdr := http.Header{"Authorization": []string{"Bearer " + t.Secret}}
@@ -226,9 +227,10 @@ func relay(client, upstream *websocket.Conn, log hclog.Logger) {
 }
 
 // pump copies whole messages from src to dst (streaming each, type untouched) until
-// reading or writing fails, and returns that error.
+// reading or writing fails, and returns that error. Each message is read straight into
+// dst's write buffer (the writer's ReadFrom) and sent when it ends: one copy, no
+// allocation per message, and a live output frame fits the buffer whole.
 func pump(dst, src *websocket.Conn) error {
-	buf := make([]byte, 32<<10)
 	for {
 		typ, r, err := src.NextReader()
 		if err != nil {
@@ -238,7 +240,7 @@ func pump(dst, src *websocket.Conn) error {
 		if err != nil {
 			return err
 		}
-		if _, err := io.CopyBuffer(w, r, buf); err != nil {
+		if _, err := io.Copy(w, r); err != nil {
 			_ = w.Close()
 			return err
 		}

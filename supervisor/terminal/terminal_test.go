@@ -116,6 +116,7 @@ type client struct {
 	mu        sync.Mutex
 	out       bytes.Buffer
 	pos       int64
+	frames    [][2]int64 // offset and length of every output frame
 	msgs      []term.Message
 	closeCode int
 	done      chan struct{}
@@ -188,6 +189,7 @@ func (c *client) readLoop() {
 			c.out.Write(f.Data)
 			if f.Type == term.FrameOutput {
 				c.pos = f.Offset + int64(len(f.Data))
+				c.frames = append(c.frames, [2]int64{f.Offset, int64(len(f.Data))})
 			}
 		}
 		c.mu.Unlock()
@@ -364,6 +366,54 @@ func TestRelayReplayResetExitTakeover(t *testing.T) {
 	}
 	c5.waitOutput("exited with code 5")
 	c5.marker()
+}
+
+// TestRelayFloodArrivesWhole relays megabytes of output: every byte arrives in order,
+// live frames are contiguous and none carries more than term.MaxLiveChunk.
+func TestRelayFloodArrivesWhole(t *testing.T) {
+	srv := startRelay(t, Target{URL: startAgentctl(t), Secret: secret})
+	c, _ := attach(t, srv, "shell", term.Hello{})
+	c.marker()
+	c.mu.Lock()
+	first := len(c.frames)
+	c.mu.Unlock()
+	const lines = 400000
+	c.input(fmt.Sprintf("echo \"B$((1+1))G\"; seq 1 %d; echo \"E$((1+1))D\"\r", lines))
+	waitFor(t, "end of the flood", func() bool { return strings.Contains(c.output(), "E2D") })
+	out := c.output()
+	begin := strings.Index(out, "B2G\r\n")
+	end := strings.Index(out, "E2D")
+	if begin < 0 || end < begin {
+		t.Fatalf("markers at %d and %d", begin, end)
+	}
+	var want strings.Builder
+	for i := 1; i <= lines; i++ {
+		fmt.Fprintf(&want, "%d\r\n", i)
+	}
+	if got := out[begin+len("B2G\r\n") : end]; got != want.String() {
+		t.Fatalf("relayed %d bytes of seq output, want %d (first difference near %d)", len(got), want.Len(), firstDiff(got, want.String()))
+	}
+	c.mu.Lock()
+	frames := c.frames[first:]
+	c.mu.Unlock()
+	for i, f := range frames {
+		if f[1] > term.MaxLiveChunk {
+			t.Fatalf("frame %d carries %d bytes (max %d)", i, f[1], term.MaxLiveChunk)
+		}
+		if i > 0 && f[0] != frames[i-1][0]+frames[i-1][1] {
+			t.Fatalf("frame %d at %d does not follow the one at %d (+%d)", i, f[0], frames[i-1][0], frames[i-1][1])
+		}
+	}
+}
+
+// firstDiff is the index of the first byte where a and b differ.
+func firstDiff(a, b string) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
 
 func TestRelayHelloTokenAndBadInput(t *testing.T) {
