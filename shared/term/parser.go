@@ -344,8 +344,8 @@ func skipGround(data []byte, i int) int {
 			w := binary.LittleEndian.Uint64(data[i:])
 			esc := w ^ (swarOnes * 0x1b)
 			enq := w ^ (swarOnes * 0x05)
-			// A byte of v is zero iff (v - 0x01) & ^v has its high bit set (no false
-			// negatives); with w's own high bits this finds ESC, ENQ and non-ASCII bytes.
+			// (v - 0x0101…) & ^v & 0x8080… is non-zero exactly when some byte of v is
+			// zero; with w's own high bits this finds ESC, ENQ and non-ASCII bytes.
 			if (w|(esc-swarOnes)&^esc|(enq-swarOnes)&^enq)&swarHigh != 0 {
 				break
 			}
