@@ -34,7 +34,11 @@ const areaChaos = "Chaos: fault injection"
 // part within about 12 minutes (setup and the final settle come on top of
 // the fault phase): fewer faults than aimed at are reported as such.
 func ChaosSuite(ctx context.Context, env Env) ([]Result, error) {
-	o := chaos.Options{Bin: env.Bin, Faults: 1000, MinLeaderFaults: 100, Sessions: 6, PromptsPerSession: 40,
+	// 8 sessions keep the agentctl injector supplied while others are
+	// being resumed; 25 prompts each keep the conversations (which every
+	// resume replays) short. Leader faults run at about 10–15 a minute on
+	// the shared 2-core machine, agentctl kills at about 120.
+	o := chaos.Options{Bin: env.Bin, Faults: 1000, MinLeaderFaults: 50, Sessions: 8, PromptsPerSession: 25,
 		MaxDuration: 10 * time.Minute, Out: ChaosFile, Logf: env.Logf}
 	if env.Quick {
 		o.Faults, o.MinLeaderFaults, o.Sessions, o.PromptsPerSession, o.MaxDuration = 20, 5, 3, 10, 60*time.Second

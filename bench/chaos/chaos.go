@@ -179,6 +179,8 @@ type runner struct {
 	outstanding  map[string]*Prompt  // session → prompt awaiting its outcome
 	words        map[string][]string // session → every word sent
 	promptErrs   int
+	noTarget     int                  // session injector lookups that found no session to fault
+	upAt         map[string]time.Time // session → when last seen waiting for input or running
 }
 
 // Run runs the fault loop and the checker. The error is for a run that could
@@ -187,7 +189,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	o = withDefaults(o)
 	begin := time.Now()
 	r := &runner{o: o, logf: o.Logf, down: map[*harness.Node]string{}, byKind: map[string]int{},
-		outstanding: map[string]*Prompt{}, words: map[string][]string{}}
+		outstanding: map[string]*Prompt{}, words: map[string][]string{}, upAt: map[string]time.Time{}}
 	res := Result{Seed: o.Seed, ByKind: map[string]int{}}
 	if err := r.start(); err != nil {
 		return res, err
@@ -239,7 +241,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	progress.Stop()
 	stopFaults()
 	faultTook := time.Since(faultBegin)
-	r.logf("chaos: fault phase over: %d faults %v in %s", r.faultCount(), r.kinds(), faultTook.Round(time.Second))
+	r.mu.Lock()
+	noTarget, promptErrs := r.noTarget, r.promptErrs
+	r.mu.Unlock()
+	r.logf("chaos: fault phase over: %d faults %v in %s; the session injector found no session to fault %d times; %d prompts refused or failed",
+		r.faultCount(), r.kinds(), faultTook.Round(time.Second), noTarget, promptErrs)
 
 	// Settle: heal everything, let the cluster bring every session back,
 	// check the prompts still open and every session's memory, and let any

@@ -132,27 +132,24 @@ func (r *runner) settle(ctx context.Context, bound time.Duration) bool {
 // leader fault hits a cluster that recovered from the last one: leader
 // faults closer together than the lease TTL plus its grace keep every
 // session's lease from expiring, and so every resume refused, for as long
-// as they go on. It reports whether all were seen.
+// as they go on. Sightings by the session injector and the tender count
+// too (a session the injector killed was up when it was picked). It
+// reports whether all were seen.
 func (r *runner) awaitSessions(ctx context.Context, bound time.Duration) bool {
-	seen := map[string]bool{}
-	deadline := time.Now().Add(bound)
+	since := time.Now()
+	deadline := since.Add(bound)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if r.allUpSince(since) {
+			return true
+		}
 		if l, err := r.leader(ctx, time.Until(deadline)); err == nil {
 			api := r.api(l)
-			ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
-			if err == nil {
-				for _, s := range ss {
-					if s.State == state.SessionWaitingForInput || s.State == state.SessionRunning {
-						seen[s.ID] = true
-					}
-				}
+			at := time.Now()
+			if ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") }); err == nil {
+				r.sawUp(ss, at)
 			}
 		}
-		all := true
-		for _, id := range r.sessions {
-			all = all && seen[id]
-		}
-		if all {
+		if r.allUpSince(since) {
 			return true
 		}
 		sleepCtx(ctx, 150*time.Millisecond)
@@ -160,13 +157,39 @@ func (r *runner) awaitSessions(ctx context.Context, bound time.Duration) bool {
 	return false
 }
 
+// sawUp records the sessions of ss that wait for input or run a turn, as
+// of at (when the listing was asked for).
+func (r *runner) sawUp(ss []state.Session, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range ss {
+		if (s.State == state.SessionWaitingForInput || s.State == state.SessionRunning) && at.After(r.upAt[s.ID]) {
+			r.upAt[s.ID] = at
+		}
+	}
+}
+
+// allUpSince reports whether every session was seen up after since.
+func (r *runner) allUpSince(since time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range r.sessions {
+		if !r.upAt[id].After(since) {
+			return false
+		}
+	}
+	return true
+}
+
 // resumeStuck resumes ERROR/STOPPED sessions; true when all are running.
 func (r *runner) resumeStuck(ctx context.Context, leader *harness.Node) bool {
 	api := r.api(leader)
+	at := time.Now()
 	ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
 	if err != nil {
 		return false
 	}
+	r.sawUp(ss, at)
 	by := map[string]state.Session{}
 	for _, s := range ss {
 		by[s.ID] = s

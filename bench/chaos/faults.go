@@ -124,6 +124,9 @@ func (r *runner) sessionInjector(fctx context.Context, rng *rand.Rand) {
 				next = now
 			}
 		case errors.Is(err, errNoTarget):
+			r.mu.Lock()
+			r.noTarget++
+			r.mu.Unlock()
 			next = time.Now().Add(100 * time.Millisecond)
 		default:
 			if fctx.Err() == nil {
@@ -149,17 +152,27 @@ func (r *runner) killAgentctl(ctx context.Context, rng *rand.Rand) error {
 		return errNoTarget
 	}
 	api := r.api(leader)
+	at := time.Now()
 	ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
 	if err != nil {
 		return errNoTarget
+	}
+	r.sawUp(ss, at)
+	exs, err := bounded(ctx, func(c context.Context) ([]state.Executor, error) { return api.Executors(c, "") })
+	if err != nil {
+		return errNoTarget
+	}
+	byID := map[string]state.Executor{}
+	for _, ex := range exs {
+		byID[ex.ID] = ex
 	}
 	rng.Shuffle(len(ss), func(i, j int) { ss[i], ss[j] = ss[j], ss[i] })
 	for _, s := range ss {
 		if (s.State != state.SessionWaitingForInput && s.State != state.SessionRunning) || s.ExecutorID == "" {
 			continue
 		}
-		ex, err := bounded(ctx, func(c context.Context) (*state.Executor, error) { return api.Executor(c, s.ExecutorID) })
-		if err != nil || ex.Status != state.ExecutorReady || ex.PID <= 0 || !isAgentctl(ex.PID, s.ID) {
+		ex, ok := byID[s.ExecutorID]
+		if !ok || ex.Status != state.ExecutorReady || ex.PID <= 0 || !isAgentctl(ex.PID, s.ID) {
 			continue
 		}
 		if born, ok := procStart(ex.PID); !ok || time.Since(born) < minAgentctlAge {

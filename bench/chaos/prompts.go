@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -156,15 +157,25 @@ func (r *runner) resolveOutstanding(ctx context.Context) {
 // finalRecalls asks every session "recall" and returns the words each
 // answered with; a session that never answers within bound is missing.
 func (r *runner) finalRecalls(ctx context.Context, bound time.Duration) map[string][]string {
+	var mu sync.Mutex
 	out := map[string][]string{}
 	deadline := time.Now().Add(bound)
+	var wg sync.WaitGroup
 	for _, id := range r.sessions {
-		if words, err := r.recall(ctx, id, deadline); err == nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			words, err := r.recall(ctx, id, deadline)
+			if err != nil {
+				r.logf("chaos: session %s never answered the final recall (%v): %s", id, err, r.describe(ctx, id))
+				return
+			}
+			mu.Lock()
 			out[id] = words
-		} else {
-			r.logf("chaos: session %s never answered the final recall (%v): %s", id, err, r.describe(ctx, id))
-		}
+			mu.Unlock()
+		}()
 	}
+	wg.Wait()
 	return out
 }
 

@@ -20,7 +20,7 @@ func TestChaosRun(t *testing.T) {
 		t.Skip("PADDOCK_BIN is not set")
 	}
 	env := func(name string, def int) int {
-		if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v != 0 {
 			return v
 		}
 		return def
