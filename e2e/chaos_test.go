@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func TestChaosNoDoubleOwners(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	res, err := chaos.Run(ctx, chaos.Options{Bin: binDir, Dir: dir, Faults: faults, MinLeaderFaults: leaderFaults, Sessions: 3,
-		PromptsPerSession: 20, Partitions: partitions, MaxDuration: 3 * time.Minute, Logf: t.Logf})
+		PromptsPerSession: 20, Partitions: partitions, MaxDuration: 2 * time.Minute, Logf: t.Logf})
 	t.Logf("chaos: %d faults %v in %.0fs, %d operations checked (%d executions, %d lease changes, %d/%d prompts answered, %d recalls), %d violations, partitions=%v, seed %d, %s",
 		res.Faults, res.ByKind, res.FaultSeconds, res.Operations, res.Executions, res.Grants, res.PromptsAnswered, res.PromptsSent, res.Recalls,
 		res.Violations, res.Partitions, res.Seed, res.Took.Round(time.Second))
@@ -60,6 +61,27 @@ func TestChaosNoDoubleOwners(t *testing.T) {
 		t.Errorf("no prompt was answered during the run (%d sent)", res.PromptsSent)
 	}
 	if res.Violations > 0 {
-		t.Logf("node logs are under %s", dir)
+		keepLogs(t, dir)
 	}
+}
+
+// keepLogs copies the nodes' server logs out of the test's temporary
+// directory (removed when the test ends) for a failed run.
+func keepLogs(t *testing.T, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(dir, "node*", "server.log"))
+	keep, err := os.MkdirTemp("", "paddock-chaos-logs-")
+	if err != nil {
+		t.Logf("keep node logs: %v", err)
+		return
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(keep, filepath.Base(filepath.Dir(l))+".log"), b, 0o600)
+		}
+		if err != nil {
+			t.Logf("keep node log %s: %v", l, err)
+		}
+	}
+	t.Logf("node logs kept in %s", keep)
 }

@@ -255,11 +255,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("no leader after healing: %w", err)
 	}
-	if !r.settle(ctx, 90*time.Second) {
+	if !r.settle(ctx, 60*time.Second) {
 		r.logf("chaos: not every session waits for input after the settle")
 	}
 	r.resolveOutstanding(ctx)
-	recalls := r.finalRecalls(ctx, 60*time.Second)
+	recalls := r.finalRecalls(ctx, 45*time.Second)
 	sleepCtx(ctx, o.TTL+time.Second)
 	if l, err := r.leader(ctx, 10*time.Second); err == nil {
 		leader = l

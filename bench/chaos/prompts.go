@@ -131,7 +131,7 @@ func hasAgentText(msgs []state.Message, text string) bool {
 
 // resolveOutstanding settles the prompts still open when the fault phase
 // ended (the sessions have been brought back by then). One that cannot be
-// resolved within a bound is recorded unanswered as of now.
+// resolved within 30 s (for all of them) is recorded unanswered as of now.
 func (r *runner) resolveOutstanding(ctx context.Context) {
 	r.mu.Lock()
 	var open []*Prompt
@@ -139,8 +139,8 @@ func (r *runner) resolveOutstanding(ctx context.Context) {
 		open = append(open, p)
 	}
 	r.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
 	for _, p := range open {
-		deadline := time.Now().Add(30 * time.Second)
 		for ctx.Err() == nil && time.Now().Before(deadline) && !r.outcome(ctx, p) {
 			sleepCtx(ctx, 150*time.Millisecond)
 		}
