@@ -32,7 +32,8 @@
 //     the agentctl of a random session that is WAITING_FOR_INPUT or RUNNING
 //     (so not mid-resume) with a ready executor whose process really is
 //     that session's agentctl and has run for half a second at least (so a
-//     session just brought back can take a prompt before its next fault).
+//     session just brought back can take a prompt before its next fault);
+//     when none qualifies it looks again 100 ms later.
 //
 // Besides them, one prompter per session sends "remember WORD" prompts (one
 // at a time, a fresh word each, 200–800 ms apart, at most
@@ -56,6 +57,16 @@
 //
 // The session fault count dominates the total (ByKind tells them apart);
 // MinLeaderFaults keeps the leader faults a sizeable share.
+//
+// # The end of a run
+//
+// Once the fault phase is over every fault is undone, the sessions are
+// given 60 s to come back (resumed when ERROR or STOPPED), the prompts
+// still open are resolved, every session is asked "recall" (45 s), any
+// lease left is let run out, and the lease events are caught up before
+// Check and CheckPrompts run. Result.Operations counts what was checked:
+// agent executions, lease changes, answered prompts and answered recalls;
+// prompts refused, failed or unanswered are not counted.
 //
 // `make test` runs it with ~50 faults (e2e), `make bench` with 1,000.
 //

@@ -149,3 +149,26 @@ func TestHold(t *testing.T) {
 		t.Fatalf("%d short and %d long holds of 1000", short, long)
 	}
 }
+
+// FuzzRecallAnswer: any agent text is parsed without panicking, and a
+// recall reply's words joined back give its text.
+func FuzzRecallAnswer(f *testing.F) {
+	for _, s := range []string{"you asked me to remember: a, b", "nothing to recall", "you asked me to remember: ", "ok, remembering x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		words, ok := recallAnswer([]state.Message{{ID: "m1", Role: state.RoleAgent, Text: text, Complete: true}}, nil)
+		if !ok {
+			return
+		}
+		if text == recallNothing {
+			if len(words) != 0 {
+				t.Fatalf("%q gave %v", text, words)
+			}
+			return
+		}
+		if got := recallReply + strings.Join(words, ", "); got != text {
+			t.Fatalf("%q parsed into %v, which joins back to %q", text, words, got)
+		}
+	})
+}

@@ -1,0 +1,81 @@
+package chaos
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// TestWatcherRereadsGrownJournals: a journal parsed once is parsed again
+// when it grows, so a stop appended later ends its execution.
+func TestWatcherRereadsGrownJournals(t *testing.T) {
+	root := t.TempDir()
+	path := JournalPath(root, "s1")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Our own pid and start time: a process that runs.
+	start, ok := procStart(os.Getpid())
+	if !ok {
+		t.Skip("no /proc")
+	}
+	if err := agentctl.AppendJournal(path, agentctl.JournalEntry{Event: agentctl.JournalStart, PID: os.Getpid(), FencingToken: 7, Time: start, AgentctlPID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(root)
+	execs, err := w.Executions()
+	if err != nil || len(execs) != 1 || !execs[0].Alive || execs[0].Token != 7 {
+		t.Fatalf("executions %+v, %v; want one alive under token 7", execs, err)
+	}
+	end := time.Now()
+	code := 0
+	if err := agentctl.AppendJournal(path, agentctl.JournalEntry{Event: agentctl.JournalStop, PID: os.Getpid(), FencingToken: 7, Time: end, AgentctlPID: 1, ExitCode: &code}); err != nil {
+		t.Fatal(err)
+	}
+	execs, err = w.Executions()
+	if err != nil || len(execs) != 1 || execs[0].Alive || !execs[0].End.Equal(end) {
+		t.Fatalf("executions %+v, %v; want one ended at %s", execs, err, end)
+	}
+	// A malformed line is an error, not a silent gap.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("{not json}\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := w.Executions(); err == nil {
+		t.Fatal("a malformed journal line went unnoticed")
+	}
+}
+
+func TestAllUpSince(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := &runner{sessions: []string{"a", "b"}, upAt: map[string]time.Time{}}
+	up := func(id string) state.Session { return state.Session{ID: id, State: state.SessionWaitingForInput} }
+	down := func(id string) state.Session { return state.Session{ID: id, State: state.SessionError} }
+	if r.allUpSince(t0) {
+		t.Fatal("nothing seen, yet all up")
+	}
+	r.sawUp([]state.Session{up("a"), down("b")}, t0.Add(time.Second))
+	if r.allUpSince(t0) {
+		t.Fatal("b was ERROR, yet all up")
+	}
+	r.sawUp([]state.Session{{ID: "b", State: state.SessionRunning}}, t0.Add(2*time.Second))
+	if !r.allUpSince(t0) {
+		t.Fatal("both seen up since t0")
+	}
+	if r.allUpSince(t0.Add(time.Second)) {
+		t.Fatal("a was seen up only at t0+1s, not after it")
+	}
+	// An older sighting never replaces a newer one.
+	r.sawUp([]state.Session{up("a")}, t0)
+	if !r.allUpSince(t0) {
+		t.Fatal("an older sighting replaced a newer one")
+	}
+}
