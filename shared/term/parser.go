@@ -395,6 +395,18 @@ func (p *seqParser) feed(data []byte, off int64, queries *[]span) {
 					i += n
 					continue
 				}
+			} else if b == 0x1b {
+				// A whole CSI sequence (SGR colours, cursor moves) in data: classify it
+				// from data directly. In stGround the fields step would fill in
+				// (seqStart, buf, n, dropped) are never read, so skipping them is exact.
+				if end, ok := wholeCSI(data, i); ok {
+					params := data[i+2 : end]
+					if queries != nil && len(params) <= maxCollect && isCSIQuery(params, data[end]) {
+						*queries = append(*queries, span{off + int64(i), off + int64(end) + 1})
+					}
+					i = end + 1
+					continue
+				}
 			}
 		}
 		if p.state == stCSI {
@@ -413,6 +425,23 @@ func (p *seqParser) feed(data []byte, off int64, queries *[]span) {
 		}
 		i++
 	}
+}
+
+// wholeCSI reports whether data[i:] begins with a complete CSI sequence made of ESC [,
+// parameter and intermediate bytes only (no C0 control, ESC, CAN or SUB inside), and
+// the index of its final byte.
+func wholeCSI(data []byte, i int) (end int, ok bool) {
+	if i+2 >= len(data) || data[i+1] != '[' {
+		return 0, false
+	}
+	j := i + 2
+	for j < len(data) && data[j] >= 0x20 && data[j] <= 0x3f {
+		j++
+	}
+	if j < len(data) && data[j] >= 0x40 && data[j] <= 0x7e {
+		return j, true
+	}
+	return 0, false
 }
 
 // utf8Tail reports whether every byte of c is a UTF-8 continuation byte.
