@@ -39,7 +39,7 @@ func ChaosSuite(ctx context.Context, env Env) ([]Result, error) {
 	// resume replays) short. Leader faults run at about 10–15 a minute on
 	// the shared 2-core machine, agentctl kills at about 120.
 	o := chaos.Options{Bin: env.Bin, Faults: 1000, MinLeaderFaults: 50, Sessions: 8, PromptsPerSession: 25,
-		MaxDuration: 10 * time.Minute, Out: ChaosFile, Logf: env.Logf}
+		MaxDuration: 9*time.Minute + 30*time.Second, Out: ChaosFile, Logf: env.Logf}
 	if env.Quick {
 		o.Faults, o.MinLeaderFaults, o.Sessions, o.PromptsPerSession, o.MaxDuration = 20, 5, 3, 10, 60*time.Second
 	}
@@ -56,10 +56,10 @@ func ChaosSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err == nil && len(out) > 0 {
 		out[0].Goal = fmt.Sprintf("≥ %d", o.Faults)
 		out[0] = Verdict(out[0], res.Faults >= o.Faults)
-		out[0].Note += fmt.Sprintf(" Aimed at %d faults (≥ %d of them leader faults) within %s; injected %v in %.0f s (%.0f faults/min; partitions=%v), %d sessions."+
+		out[0].Note += fmt.Sprintf(" Aimed at %d faults (≥ %d of them leader faults) within %s; injected %v in %.0f s (%.0f faults/min; partitions=%v), %d sessions (%d of them added for sessions that stayed unusable)."+
 			" Checked: %d executions, %d lease changes, %d of %d accepted prompts answered (%d lost their turn to their agent's end), %d of %d sessions answered the final recall; run took %.0f s in all.",
-			o.Faults, o.MinLeaderFaults, o.MaxDuration, res.ByKind, res.FaultSeconds, res.FaultsPerMinute, res.Partitions, o.Sessions,
-			res.Executions, res.Grants, res.PromptsAnswered, res.PromptsSent, res.PromptsUnanswered, res.Recalls, o.Sessions, res.Seconds)
+			o.Faults, o.MinLeaderFaults, o.MaxDuration, res.ByKind, res.FaultSeconds, res.FaultsPerMinute, res.Partitions, res.Sessions, res.SessionsAdded,
+			res.Executions, res.Grants, res.PromptsAnswered, res.PromptsSent, res.PromptsUnanswered, res.Recalls, res.Sessions, res.Seconds)
 	}
 	return out, err
 }

@@ -58,6 +58,12 @@
 // The session fault count dominates the total (ByKind tells them apart);
 // MinLeaderFaults keeps the leader faults a sizeable share.
 //
+// A session that stays unusable for 30 s (never seen with a live agentctl
+// to fault, nor answering a prompt) gets a new session added in its place,
+// up to Options.Sessions of them, so that sessions the cluster loses do not
+// starve the injector and the prompters; the old session stays in the run
+// and in the final checks.
+//
 // # The end of a run
 //
 // Once the fault phase is over every fault is undone, the sessions are
@@ -155,6 +161,10 @@ type Result struct {
 	PromptsUnanswered int `json:"prompts_unanswered"`
 	// Recalls is how many sessions answered the final recall.
 	Recalls int `json:"recalls"`
+	// Sessions is how many sessions the run had, SessionsAdded of them
+	// added in place of sessions that stayed unusable (see replaceLost).
+	Sessions      int `json:"sessions"`
+	SessionsAdded int `json:"sessions_added"`
 	// Partitions tells whether network partitions were among the faults.
 	Partitions bool `json:"partitions"`
 	// FaultSeconds is how long the fault phase lasted; FaultsPerMinute is
@@ -192,6 +202,14 @@ type runner struct {
 	promptErrs   int
 	noTarget     int                  // session injector lookups that found no session to fault
 	upAt         map[string]time.Time // session → when last seen waiting for input or running
+	usableAt     map[string]time.Time // session → when last seen faultable or answering
+	replaced     map[string]bool      // sessions a new one was added for
+	added        int                  // sessions added in place of unusable ones
+
+	// fctx and fwg own the fault phase's goroutines (prompters of sessions
+	// added during it too); nil before it starts.
+	fctx context.Context
+	fwg  *sync.WaitGroup
 }
 
 // Run runs the fault loop and the checker. The error is for a run that could
@@ -200,7 +218,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	o = withDefaults(o)
 	begin := time.Now()
 	r := &runner{o: o, logf: o.Logf, down: map[*harness.Node]string{}, byKind: map[string]int{},
-		outstanding: map[string]*Prompt{}, words: map[string][]string{}, upAt: map[string]time.Time{}}
+		outstanding: map[string]*Prompt{}, words: map[string][]string{}, upAt: map[string]time.Time{},
+		usableAt: map[string]time.Time{}, replaced: map[string]bool{}}
 	res := Result{Seed: o.Seed, ByKind: map[string]int{}}
 	if err := r.start(); err != nil {
 		return res, err
@@ -229,15 +248,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	var fwg sync.WaitGroup
 	rng := func(stream uint64) *rand.Rand { return rand.New(rand.NewPCG(o.Seed, stream)) }
 	fwg.Add(3)
+	r.mu.Lock()
+	r.fctx, r.fwg = fctx, &fwg
+	for i, id := range r.sessions {
+		r.startPrompter(i, id)
+	}
+	r.mu.Unlock()
 	go func() { defer fwg.Done(); r.leaderInjector(ctx, fctx, rng(1)) }()
 	go func() { defer fwg.Done(); r.sessionInjector(fctx, rng(2)) }()
 	go func() { defer fwg.Done(); r.tender(fctx) }()
-	if o.PromptsPerSession > 0 {
-		for i, id := range r.sessions {
-			fwg.Add(1)
-			go func() { defer fwg.Done(); r.prompter(fctx, i, id, rng(uint64(10+i))) }()
-		}
-	}
 	progress := time.NewTicker(15 * time.Second)
 	done := make(chan struct{})
 	go func() { fwg.Wait(); close(done) }()
@@ -307,7 +326,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	res.Faults = r.faults
 	r.mu.Unlock()
-	vs = append(vs, CheckPrompts(r.sessions, prompts, execs, words, recalls)...)
+	sessions := r.sessionList()
+	vs = append(vs, CheckPrompts(sessions, prompts, execs, words, recalls)...)
 
 	for _, p := range prompts {
 		if p.Answered {
@@ -317,7 +337,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	res.PromptsSent = len(prompts)
-	for _, id := range r.sessions {
+	res.Sessions, res.SessionsAdded = len(sessions), r.added
+	for _, id := range sessions {
 		if _, ok := recalls[id]; ok {
 			res.Recalls++
 		}
@@ -530,7 +551,7 @@ func (r *runner) createSessions(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
-		r.sessions = append(r.sessions, s.ID)
+		r.addSession(s.ID)
 	}
 	if !r.settle(ctx, 60*time.Second) {
 		return errors.New("sessions never reached WAITING_FOR_INPUT")

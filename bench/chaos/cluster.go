@@ -174,7 +174,7 @@ func (r *runner) allUpSince(since time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range r.sessions {
-		if !r.upAt[id].After(since) {
+		if !r.replaced[id] && !r.upAt[id].After(since) {
 			return false
 		}
 	}
@@ -195,7 +195,7 @@ func (r *runner) resumeStuck(ctx context.Context, leader *harness.Node) bool {
 		by[s.ID] = s
 	}
 	all := true
-	for _, id := range r.sessions {
+	for _, id := range r.sessionList() {
 		s, ok := by[id]
 		if !ok {
 			return false

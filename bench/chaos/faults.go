@@ -166,7 +166,11 @@ func (r *runner) killAgentctl(ctx context.Context, rng *rand.Rand) error {
 	for _, ex := range exs {
 		byID[ex.ID] = ex
 	}
-	rng.Shuffle(len(ss), func(i, j int) { ss[i], ss[j] = ss[j], ss[i] })
+	type target struct {
+		session string
+		pid     int
+	}
+	var targets []target
 	for _, s := range ss {
 		if (s.State != state.SessionWaitingForInput && s.State != state.SessionRunning) || s.ExecutorID == "" {
 			continue
@@ -175,24 +179,32 @@ func (r *runner) killAgentctl(ctx context.Context, rng *rand.Rand) error {
 		if !ok || ex.Status != state.ExecutorReady || ex.PID <= 0 || !isAgentctl(ex.PID, s.ID) {
 			continue
 		}
+		r.usable(s.ID, at)
 		if born, ok := procStart(ex.PID); !ok || time.Since(born) < minAgentctlAge {
 			continue
 		}
-		if err := syscall.Kill(ex.PID, syscall.SIGKILL); err != nil {
-			return fmt.Errorf("kill agentctl %d of %s: %w", ex.PID, s.ID, err)
-		}
-		r.count(KillAgentctl)
-		return nil
+		targets = append(targets, target{s.ID, ex.PID})
 	}
-	return errNoTarget
+	if len(targets) == 0 {
+		return errNoTarget
+	}
+	t := targets[rng.IntN(len(targets))]
+	if err := syscall.Kill(t.pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill agentctl %d of %s: %w", t.pid, t.session, err)
+	}
+	r.count(KillAgentctl)
+	return nil
 }
 
 // tender resumes sessions left ERROR or STOPPED (auto_resume brings most
 // back by itself; a manual resume racing it is refused with a conflict).
 func (r *runner) tender(fctx context.Context) {
-	for fctx.Err() == nil {
+	for i := 0; fctx.Err() == nil; i++ {
 		if l, err := r.leader(fctx, 5*time.Second); err == nil {
 			r.resumeStuck(fctx, l)
+			if i%5 == 0 {
+				r.replaceLost(fctx, l)
+			}
 		}
 		sleepCtx(fctx, 300*time.Millisecond)
 	}

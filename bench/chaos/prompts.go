@@ -105,6 +105,7 @@ func (r *runner) outcome(ctx context.Context, p *Prompt) bool {
 	switch {
 	case hasAgentText(msgs, rememberReply+p.Word):
 		p.Answered = true
+		r.usable(p.SessionID, now)
 	case p.waitingSince.IsZero():
 		p.waitingSince = now
 		return false
@@ -161,7 +162,7 @@ func (r *runner) finalRecalls(ctx context.Context, bound time.Duration) map[stri
 	out := map[string][]string{}
 	deadline := time.Now().Add(bound)
 	var wg sync.WaitGroup
-	for _, id := range r.sessions {
+	for _, id := range r.sessionList() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

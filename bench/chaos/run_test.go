@@ -34,9 +34,9 @@ func TestChaosRun(t *testing.T) {
 		MinLeaderFaults: env("CHAOS_LEADER_FAULTS", 0), PromptsPerSession: env("CHAOS_PROMPTS", 0), Seed: seed,
 		MaxDuration: time.Duration(env("CHAOS_MINUTES", 10)) * time.Minute, Out: os.Getenv("CHAOS_OUT"), Logf: t.Logf}
 	res, err := Run(context.Background(), o)
-	t.Logf("%d faults %v in %.0fs (%.1f/min), %d operations (%d executions, %d lease changes, %d/%d prompts answered, %d recalls), %d violations, seed %d, %s",
+	t.Logf("%d faults %v in %.0fs (%.1f/min), %d operations (%d executions, %d lease changes, %d/%d prompts answered, %d/%d recalls, %d sessions added), %d violations, seed %d, %s",
 		res.Faults, res.ByKind, res.FaultSeconds, res.FaultsPerMinute, res.Operations, res.Executions, res.Grants,
-		res.PromptsAnswered, res.PromptsSent, res.Recalls, res.Violations, res.Seed, res.Took.Round(time.Second))
+		res.PromptsAnswered, res.PromptsSent, res.Recalls, res.Sessions, res.SessionsAdded, res.Violations, res.Seed, res.Took.Round(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
