@@ -41,7 +41,10 @@ func ChaosSuite(ctx context.Context, env Env) ([]Result, error) {
 	o := chaos.Options{Bin: env.Bin, Faults: 1000, MinLeaderFaults: 50, Sessions: 8, PromptsPerSession: 25,
 		MaxDuration: 9*time.Minute + 30*time.Second, Out: ChaosFile, Logf: env.Logf}
 	if env.Quick {
-		o.Faults, o.MinLeaderFaults, o.Sessions, o.PromptsPerSession, o.MaxDuration = 20, 5, 3, 10, 60*time.Second
+		// ≤ 90 s even when sessions are lost: 40 s of faults, 15+7.5+11 s
+		// for the end of the run, about 10 s of setup.
+		o.Faults, o.MinLeaderFaults, o.Sessions, o.PromptsPerSession = 20, 5, 3, 10
+		o.MaxDuration, o.FinalBound = 40*time.Second, 15*time.Second
 	}
 	dir, err := os.MkdirTemp(env.Dir, "chaos-")
 	if err != nil {

@@ -67,10 +67,10 @@
 // # The end of a run
 //
 // Once the fault phase is over every fault is undone, the sessions are
-// given 60 s to come back (resumed when ERROR or STOPPED), the prompts
-// still open are resolved, every session is asked "recall" (45 s), any
-// lease left is let run out, and the lease events are caught up before
-// Check and CheckPrompts run. Result.Operations counts what was checked:
+// given Options.FinalBound (60 s) to come back (resumed when ERROR or
+// STOPPED), the prompts still open are resolved (30 s), every session is
+// asked "recall" (45 s), any lease left is let run out, and the lease
+// events are caught up before Check and CheckPrompts run. Result.Operations counts what was checked:
 // agent executions, lease changes, answered prompts and answered recalls;
 // prompts refused, failed or unanswered are not counted.
 //
@@ -136,6 +136,10 @@ type Options struct {
 	// MaxDuration bounds the fault loop; the run stops injecting faults
 	// when it passes (default 1h).
 	MaxDuration time.Duration
+	// FinalBound bounds the end of a run: the settle gets FinalBound, the
+	// prompts still open half of it, the final recall three quarters
+	// (default 60 s).
+	FinalBound time.Duration
 	// Out, when set, receives {"faults":N,"violations":M,...} as JSON.
 	Out string
 	// Logf, when set, receives progress lines.
@@ -285,11 +289,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("no leader after healing: %w", err)
 	}
-	if !r.settle(ctx, 60*time.Second) {
+	if !r.settle(ctx, o.FinalBound) {
 		r.logf("chaos: not every session waits for input after the settle")
 	}
-	r.resolveOutstanding(ctx)
-	recalls := r.finalRecalls(ctx, 45*time.Second)
+	r.resolveOutstanding(ctx, o.FinalBound/2)
+	recalls := r.finalRecalls(ctx, o.FinalBound*3/4)
 	sleepCtx(ctx, o.TTL+time.Second)
 	if l, err := r.leader(ctx, 10*time.Second); err == nil {
 		leader = l
@@ -380,6 +384,9 @@ func withDefaults(o Options) Options {
 	}
 	if o.MaxDuration <= 0 {
 		o.MaxDuration = time.Hour
+	}
+	if o.FinalBound <= 0 {
+		o.FinalBound = time.Minute
 	}
 	if o.Partitions == "" {
 		o.Partitions = "auto"

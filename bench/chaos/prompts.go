@@ -132,15 +132,15 @@ func hasAgentText(msgs []state.Message, text string) bool {
 
 // resolveOutstanding settles the prompts still open when the fault phase
 // ended (the sessions have been brought back by then). One that cannot be
-// resolved within 30 s (for all of them) is recorded unanswered as of now.
-func (r *runner) resolveOutstanding(ctx context.Context) {
+// resolved within bound (for all of them) is recorded unanswered as of now.
+func (r *runner) resolveOutstanding(ctx context.Context, bound time.Duration) {
 	r.mu.Lock()
 	var open []*Prompt
 	for _, p := range r.outstanding {
 		open = append(open, p)
 	}
 	r.mu.Unlock()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bound)
 	for _, p := range open {
 		for ctx.Err() == nil && time.Now().Before(deadline) && !r.outcome(ctx, p) {
 			sleepCtx(ctx, 150*time.Millisecond)
