@@ -41,32 +41,54 @@ func (c Chunk) End() int64 { return c.Offset + int64(len(c.Data)) }
 type span struct{ start, end int64 }
 
 // Ring is a replay buffer of the last N bytes of a terminal's output stream, indexed by
-// absolute stream offset. As bytes arrive it tracks the parser state at both ends of the
-// window, so a replay never starts inside an escape sequence or a UTF-8 character, and it
-// records where terminal queries (DA, DSR/CPR, DECRQM, OSC colour queries, XTVERSION,
-// DECRQSS, …) lie so a replay leaves them out. Ring is safe for concurrent use.
+// absolute stream offset. It parses the stream as it arrives and keeps the parser's state
+// at checkpoints, so a replay never starts inside an escape sequence or a UTF-8
+// character, and it records where terminal queries (DA, DSR/CPR, DECRQM, OSC colour
+// queries, XTVERSION, DECRQSS, …) lie so a replay leaves them out. Ring is safe for
+// concurrent use.
 type Ring struct {
-	mu      sync.Mutex
+	mu sync.Mutex
+	// buf holds the window and up to checkSlack bytes before it, at offset mod len(buf),
+	// so the parser state at the window's start can be rebuilt from a checkpoint.
 	buf     []byte
+	size    int64     // the window: the last size bytes are readable
 	next    int64     // offset of the next byte to be written
 	head    seqParser // state after byte next-1
-	tail    seqParser // state after byte oldest-1 (fed the bytes that leave the window)
-	queries []span    // query spans that still overlap the window, in order
+	checks  []checkpoint
+	queries []span // query spans that still overlap the window, in order
 	// safeFrom caches the first safe cut point >= oldest (valid when safeValid).
 	safeFrom  int64
 	safeValid bool
 }
+
+// checkpoint is the head parser's state after byte off-1. The first checkpoint of a
+// Ring is at or before the window's start and its bytes from there on are still in buf;
+// checkpoints are less than 2*checkEvery bytes apart, and the last is less than that
+// before next.
+type checkpoint struct {
+	off int64
+	p   seqParser
+}
+
+// checkEvery is how often (in stream bytes) the ring records a checkpoint; checkSlack is
+// how far before its window the ring keeps bytes, enough to reach the checkpoint before
+// the window's start. Each byte is parsed once as it arrives and at most checkSlack
+// bytes are parsed again when a full replay needs the window start's state.
+const (
+	checkEvery = 8 << 10
+	checkSlack = 2 * checkEvery
+)
 
 // NewRing returns a ring that keeps the last size bytes (DefaultReplayBytes if size <= 0).
 func NewRing(size int) *Ring {
 	if size <= 0 {
 		size = DefaultReplayBytes
 	}
-	return &Ring{buf: make([]byte, size)}
+	return &Ring{buf: make([]byte, size+checkSlack), size: int64(size), checks: []checkpoint{{}}}
 }
 
 // Size is the ring's capacity in bytes.
-func (r *Ring) Size() int { return len(r.buf) }
+func (r *Ring) Size() int { return int(r.size) }
 
 // Next is the offset one past the newest byte (the total number of bytes written).
 func (r *Ring) Next() int64 {
@@ -83,7 +105,7 @@ func (r *Ring) Oldest() int64 {
 }
 
 func (r *Ring) oldest() int64 {
-	if o := r.next - int64(len(r.buf)); o > 0 {
+	if o := r.next - r.size; o > 0 {
 		return o
 	}
 	return 0
@@ -96,39 +118,45 @@ func (r *Ring) Write(p []byte) (int, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	size := int64(len(r.buf))
 	oldOldest := r.oldest()
 	newNext := r.next + int64(len(p))
-	newOldest := max(newNext-size, 0)
+	newOldest := max(newNext-r.size, 0)
 
-	// Feed the bytes that leave the window to the tail parser before they are lost:
-	// first those still in the buffer, then any of p that never fits.
+	// Parse everything for queries, recording checkpoints on the way.
+	for done := 0; done < len(p); {
+		n := min(len(p)-done, checkEvery)
+		off := r.next + int64(done)
+		r.head.feed(p[done:done+n], off, &r.queries)
+		done += n
+		if end := off + int64(n); end-r.checks[len(r.checks)-1].off >= checkEvery {
+			r.checks = append(r.checks, checkpoint{off: end, p: r.head})
+		}
+	}
+	// Keep the last checkpoint at or before the window's start and those after it.
+	drop := 0
+	for drop+1 < len(r.checks) && r.checks[drop+1].off <= newOldest {
+		drop++
+	}
+	if drop > 0 {
+		r.checks = append(r.checks[:0], r.checks[drop:]...)
+	}
 	if newOldest > oldOldest {
-		if end := min(newOldest, r.next); oldOldest < end {
-			r.feedStored(&r.tail, oldOldest, end)
-		}
-		if newOldest > r.next {
-			from := max(oldOldest, r.next)
-			r.tail.feed(p[from-r.next:newOldest-r.next], from, nil)
-		}
 		r.safeValid = false
 	}
 
-	// Parse everything for queries.
-	r.head.feed(p, r.next, &r.queries)
-
-	// Store the bytes that stay in the window.
+	// Store the bytes that stay in the buffer.
+	capacity := int64(len(r.buf))
 	keep := p
-	if int64(len(keep)) > size {
-		keep = keep[int64(len(keep))-size:]
+	if int64(len(keep)) > capacity {
+		keep = keep[int64(len(keep))-capacity:]
 	}
-	pos := (newNext - int64(len(keep))) % size
+	pos := (newNext - int64(len(keep))) % capacity
 	n := copy(r.buf[pos:], keep)
 	copy(r.buf, keep[n:])
 	r.next = newNext
 
 	// Forget queries that ended before the window.
-	drop := 0
+	drop = 0
 	for drop < len(r.queries) && r.queries[drop].end <= newOldest {
 		drop++
 	}
@@ -138,9 +166,22 @@ func (r *Ring) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// feedStored runs parser p over the stored bytes [from, to), which must be inside the
-// window, as at most two contiguous runs of the buffer.
+// tailState returns the parser state after byte oldest-1, rebuilt from the checkpoint at
+// or before it.
+func (r *Ring) tailState() seqParser {
+	c := r.checks[0]
+	p := c.p
+	r.feedStored(&p, c.off, r.oldest())
+	return p
+}
+
+// feedStored runs parser p over the stored bytes [from, to), which must still be in
+// buf (from no earlier than checkSlack before the window), as at most two contiguous
+// runs of the buffer.
 func (r *Ring) feedStored(p *seqParser, from, to int64) {
+	if from >= to {
+		return
+	}
 	size := int64(len(r.buf))
 	s := from % size
 	first := min(to-from, size-s)
@@ -156,7 +197,7 @@ func (r *Ring) firstSafe() int64 {
 	if r.safeValid && r.safeFrom >= oldest {
 		return r.safeFrom
 	}
-	p := r.tail
+	p := r.tailState()
 	off := oldest
 	size := int64(len(r.buf))
 	for ; off < r.next && !p.safe(); off++ {

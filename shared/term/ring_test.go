@@ -268,6 +268,14 @@ func FuzzRing(f *testing.F) {
 	})
 }
 
+// groundAfter reports whether the byte-at-a-time parser is between characters and
+// sequences after s[:k].
+func groundAfter(s []byte, k int64) bool {
+	var p seqParser
+	stepAll(&p, s[:k], 0)
+	return p.safe()
+}
+
 // TestRingParsersMatchByteParser writes streams through rings of several sizes in
 // PTY-like chunks (so the tail parser reads runs that wrap around the buffer and
 // sequences straddle writes) and checks the head and tail parsers against parsers fed
@@ -281,10 +289,11 @@ func TestRingParsersMatchByteParser(t *testing.T) {
 	gen, _ := genStream(rng, 200<<10)
 	streams["generated"] = gen
 	for name, s := range streams {
-		for _, size := range []int{7, 100, 4093, 64 << 10} {
+		for _, tc := range [][2]int{{7, 5000}, {100, 5000}, {4093, 5000}, {64 << 10, 5000}, {7, 100 << 10}, {64 << 10, 100 << 10}} {
+			size, maxChunk := tc[0], tc[1] // chunks of up to 100 KiB overrun the whole buffer
 			r := NewRing(size)
 			for i := 0; i < len(s); {
-				n := min(len(s)-i, 1+rng.IntN(5000))
+				n := min(len(s)-i, 1+rng.IntN(maxChunk))
 				_, _ = r.Write(s[i : i+n])
 				i += n
 			}
@@ -292,7 +301,8 @@ func TestRingParsersMatchByteParser(t *testing.T) {
 			wantQ, _ := stepAll(&head, s, 0)
 			oldest := r.Oldest()
 			stepAll(&tail, s[:oldest], 0)
-			for _, pair := range [][2]*seqParser{{&r.head, &head}, {&r.tail, &tail}} {
+			rebuilt := r.tailState()
+			for _, pair := range [][2]*seqParser{{&r.head, &head}, {&rebuilt, &tail}} {
 				got, want := *pair[0], *pair[1]
 				if !sameParser(got, want) {
 					t.Fatalf("%s, ring of %d: parser state %+v, want %+v", name, size, got, want)
@@ -303,6 +313,15 @@ func TestRingParsersMatchByteParser(t *testing.T) {
 				if q.end > oldest {
 					inWindow = append(inWindow, q)
 				}
+			}
+			// The replay's start is the first ground state at or after the window's start
+			// (or a line start a little further on).
+			first := oldest
+			for first < int64(len(s)) && !groundAfter(s, first) {
+				first++
+			}
+			if got := r.SafeStart(); got < first || got > first+lineSearch+1 || !groundAfter(s, got) {
+				t.Fatalf("%s, ring of %d: safe start %d, first ground state at %d", name, size, got, first)
 			}
 			if len(r.queries) != len(inWindow) || (len(inWindow) > 0 && !slices.Equal(r.queries, inWindow)) {
 				t.Fatalf("%s, ring of %d: queries %v, want %v", name, size, r.queries, inWindow)
