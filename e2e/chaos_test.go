@@ -39,9 +39,9 @@ func TestChaosNoDoubleOwners(t *testing.T) {
 	dir := t.TempDir()
 	res, err := chaos.Run(ctx, chaos.Options{Bin: binDir, Dir: dir, Faults: faults, MinLeaderFaults: leaderFaults, Sessions: 3,
 		PromptsPerSession: 20, Partitions: partitions, MaxDuration: 2 * time.Minute, Logf: t.Logf})
-	t.Logf("chaos: %d faults %v in %.0fs, %d operations checked (%d executions, %d lease changes, %d/%d prompts answered, %d recalls), %d violations, partitions=%v, seed %d, %s",
-		res.Faults, res.ByKind, res.FaultSeconds, res.Operations, res.Executions, res.Grants, res.PromptsAnswered, res.PromptsSent, res.Recalls,
-		res.Violations, res.Partitions, res.Seed, res.Took.Round(time.Second))
+	t.Logf("chaos: %d faults %v in %.0fs, %d operations checked (%d executions, %d lease changes, %d/%d prompts answered, %d/%d sessions answered the final recall, %d sessions added), %d violations, partitions=%v, seed %d, %s",
+		res.Faults, res.ByKind, res.FaultSeconds, res.Operations, res.Executions, res.Grants, res.PromptsAnswered, res.PromptsSent, res.Recalls, res.Sessions,
+		res.SessionsAdded, res.Violations, res.Partitions, res.Seed, res.Took.Round(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
