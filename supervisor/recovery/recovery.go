@@ -66,7 +66,9 @@ type candidate struct {
 	start      bool
 }
 
-// candidates are the sessions whose current executor is starting or ready.
+// candidates are the sessions whose current executor is starting or ready,
+// and active sessions whose executor's failure was recorded without the
+// session's (a leader change in between).
 func (r *Recovery) candidates() []candidate {
 	var out []candidate
 	for _, sess := range r.store.Sessions(state.SessionFilter{}) {
@@ -78,7 +80,8 @@ func (r *Recovery) candidates() []candidate {
 			continue
 		}
 		ex, ok := r.store.Executor(sess.ExecutorID)
-		if !ok || (ex.Status != state.ExecutorStarting && ex.Status != state.ExecutorReady) {
+		halfFailed := ok && ex.Status == state.ExecutorError && sess.State.Active() // see sessions.Recover
+		if !ok || (ex.Status != state.ExecutorStarting && ex.Status != state.ExecutorReady && !halfFailed) {
 			continue
 		}
 		out = append(out, candidate{sessionID: sess.ID, autoResume: r.allows(sess.State)})

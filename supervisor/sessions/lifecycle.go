@@ -193,6 +193,12 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 // launches a new one; the executor row is recorded either way.
 func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, sess state.Session, task state.Task, executorID string, token uint64) (state.Executor, runtime.LaunchResponse, error) {
 	ex := state.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: m.cluster.ID(), Status: state.ExecutorStarting}
+	if old, ok := m.store.Executor(executorID); ok {
+		// Keep what agentctl reported until it is probed again: a launch
+		// cut off before the probe must not leave a resumable session
+		// recorded as not resumable.
+		ex.SupportsSessionResume, ex.SupportsWorkspaceOnly = old.SupportsSessionResume, old.SupportsWorkspaceOnly
+	}
 	var resp runtime.LaunchResponse
 	var err error
 	if old, ok := m.store.Executor(executorID); ok && len(old.Handle) > 0 {
@@ -283,6 +289,14 @@ func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Execut
 	e.since = m.catchUp(pctx, e)
 	m.leases.set(sessionID, time.Now().Add(m.cfg.Lease.TTL))
 	m.mu.Lock()
+	if lctx.Err() != nil {
+		// Leadership ended while this was being set up: Run has already
+		// cleared the live table, and an execution registered now would
+		// make the next term's recovery skip the session.
+		m.mu.Unlock()
+		cancel()
+		return
+	}
 	if old := m.live[sessionID]; old != nil {
 		old.cancel()
 	}

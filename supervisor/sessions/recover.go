@@ -48,6 +48,14 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		return OutcomeSkipped, fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
 	ex, ok := m.store.Executor(sess.ExecutorID)
+	if ok && ex.Status == state.ExecutorError && sess.State.Active() {
+		// The last leader recorded the executor's failure but lost
+		// leadership before recording the session's: finish recording it
+		// (the lease stays until it expires, as for any unproven failure).
+		m.failUnproven(ctx, sess, "", state.ReasonAgentNotRunning,
+			fmt.Errorf("the session's executor failed during a leader change: %s", ex.ErrorMessage))
+		return OutcomeLost, nil
+	}
 	if !ok || (ex.Status != state.ExecutorStarting && ex.Status != state.ExecutorReady) {
 		return OutcomeSkipped, nil
 	}

@@ -16,6 +16,12 @@ const (
 	SessionCompleted       SessionState = "COMPLETED"
 )
 
+// Active reports whether a session in this state should have a running
+// agent (starting, waiting for input or running a turn).
+func (s SessionState) Active() bool {
+	return s == SessionStarting || s == SessionWaitingForInput || s == SessionRunning
+}
+
 // TaskState is the lifecycle state of a task.
 type TaskState string
 
