@@ -125,14 +125,7 @@ func Failover(ctx context.Context, c *harness.Cluster, kills int, writerFor func
 		}
 		start := time.Now()
 		leader.Kill()
-		led := firstTime(ctx, start, func() bool {
-			for _, n := range survivors {
-				if st, err := nodeStatus(n); err == nil && st.leader {
-					return true
-				}
-			}
-			return false
-		})
+		led := firstTime(ctx, start, func() bool { return anyLeads(survivors) })
 		if err := untilWrite(ctx, writers); err != nil {
 			return out, fmt.Errorf("kill %d: %w", k, err)
 		}
@@ -164,30 +157,27 @@ func firstTime(ctx context.Context, start time.Time, cond func() bool) <-chan fl
 	return out
 }
 
-// paddockNodeStatus is what the failover settle reads from a node.
-type paddockNodeStatus struct {
-	leader          bool
-	commit, applied uint64
-}
-
 var statusClient = &http.Client{Timeout: time.Second}
 
-// nodeStatus reads GET /v1/health and GET /v1/status?stale=true of a node.
-func nodeStatus(n *harness.Node) (paddockNodeStatus, error) {
-	var h struct {
-		Leader bool `json:"leader"`
+// anyLeads reports whether one of nodes says it leads (GET /v1/health).
+func anyLeads(nodes []*harness.Node) bool {
+	for _, n := range nodes {
+		if l, err := n.Leads(); err == nil && l {
+			return true
+		}
 	}
+	return false
+}
+
+// raftIndexes reads a node's commit and applied index (GET
+// /v1/status?stale=true, answered locally).
+func raftIndexes(n *harness.Node) (commit, applied uint64, err error) {
 	var st struct {
 		CommitIndex  uint64 `json:"commit_index"`
 		AppliedIndex uint64 `json:"applied_index"`
 	}
-	if err := getJSON(n.URL()+"/v1/health", &h); err != nil {
-		return paddockNodeStatus{}, err
-	}
-	if err := getJSON(n.URL()+"/v1/status?stale=true", &st); err != nil {
-		return paddockNodeStatus{}, err
-	}
-	return paddockNodeStatus{leader: h.Leader, commit: st.CommitIndex, applied: st.AppliedIndex}, nil
+	err = getJSON(n.URL()+"/v1/status?stale=true", &st)
+	return st.CommitIndex, st.AppliedIndex, err
 }
 
 func getJSON(url string, v any) error {
@@ -205,13 +195,13 @@ func getJSON(url string, v any) error {
 // caughtUp waits until every running node has applied what the leader had
 // committed when the wait began.
 func caughtUp(ctx context.Context, c *harness.Cluster, leader *harness.Node) error {
-	st, err := nodeStatus(leader)
+	commit, _, err := raftIndexes(leader)
 	if err != nil {
 		return fmt.Errorf("status of the leader: %w", err)
 	}
 	return waitUntil(ctx, 60*time.Second, 10*time.Millisecond, "every node to catch up with the leader", func() bool {
 		for _, n := range c.Running() {
-			if ns, err := nodeStatus(n); err != nil || ns.applied < st.commit {
+			if _, applied, err := raftIndexes(n); err != nil || applied < commit {
 				return false
 			}
 		}

@@ -207,23 +207,48 @@ func (ec *EtcdCluster) Running() []*EtcdMember {
 
 var etcdStatusClient = &http.Client{Timeout: time.Second}
 
-// status is POST /v3/maintenance/status: this member's id and its leader.
-func (m *EtcdMember) status() (member, leader string, err error) {
+// etcdStatus is what POST /v3/maintenance/status says of a member (the
+// JSON gateway renders the ids and indexes as strings).
+type etcdStatus struct {
+	Header struct {
+		MemberID string `json:"member_id"`
+	} `json:"header"`
+	Leader           string `json:"leader"`
+	RaftIndex        string `json:"raftIndex"` // the member's commit index
+	RaftAppliedIndex string `json:"raftAppliedIndex"`
+}
+
+func (m *EtcdMember) fullStatus() (etcdStatus, error) {
+	var st etcdStatus
 	resp, err := etcdStatusClient.Post(m.Client+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
 	if err != nil {
-		return "", "", err
+		return st, err
 	}
 	defer resp.Body.Close()
-	var st struct {
-		Header struct {
-			MemberID string `json:"member_id"`
-		} `json:"header"`
-		Leader string `json:"leader"`
-	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return "", "", fmt.Errorf("status of %s: %w", m.Name, err)
+		return st, fmt.Errorf("status of %s: %w", m.Name, err)
 	}
-	return st.Header.MemberID, st.Leader, nil
+	return st, nil
+}
+
+// status is this member's id and its leader.
+func (m *EtcdMember) status() (member, leader string, err error) {
+	st, err := m.fullStatus()
+	return st.Header.MemberID, st.Leader, err
+}
+
+// indexes is this member's commit and applied index.
+func (m *EtcdMember) indexes() (raftIndex, applied uint64, err error) {
+	st, err := m.fullStatus()
+	if err != nil {
+		return 0, 0, err
+	}
+	ri, err1 := strconv.ParseUint(st.RaftIndex, 10, 64)
+	ai, err2 := strconv.ParseUint(st.RaftAppliedIndex, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("status of %s: raftIndex %q raftAppliedIndex %q", m.Name, st.RaftIndex, st.RaftAppliedIndex)
+	}
+	return ri, ai, nil
 }
 
 // Leader waits until every running member names the same leader, which is
@@ -346,27 +371,4 @@ func (ec *EtcdCluster) caughtUp(ctx context.Context, leader *EtcdMember) error {
 		}
 		return true
 	})
-}
-
-// indexes reads a member's raft index and applied index from
-// /v3/maintenance/status (the JSON gateway renders them as strings).
-func (m *EtcdMember) indexes() (raftIndex, applied uint64, err error) {
-	resp, err := etcdStatusClient.Post(m.Client+"/v3/maintenance/status", "application/json", strings.NewReader("{}"))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	var st struct {
-		RaftIndex        string `json:"raftIndex"`
-		RaftAppliedIndex string `json:"raftAppliedIndex"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, 0, fmt.Errorf("status of %s: %w", m.Name, err)
-	}
-	ri, err1 := strconv.ParseUint(st.RaftIndex, 10, 64)
-	ai, err2 := strconv.ParseUint(st.RaftAppliedIndex, 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("status of %s: raftIndex %q raftAppliedIndex %q", m.Name, st.RaftIndex, st.RaftAppliedIndex)
-	}
-	return ri, ai, nil
 }

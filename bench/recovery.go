@@ -336,14 +336,7 @@ func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness
 	}
 	t0 := time.Now()
 	leader.Kill()
-	led := firstTime(ctx, t0, func() bool {
-		for _, n := range survivors {
-			if st, err := nodeStatus(n); err == nil && st.leader {
-				return true
-			}
-		}
-		return false
-	})
+	led := firstTime(ctx, t0, func() bool { return anyLeads(survivors) })
 	for _, p := range pids {
 		killWait(p)
 	}

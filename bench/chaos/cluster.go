@@ -157,6 +157,16 @@ func (r *runner) awaitSessions(ctx context.Context, bound time.Duration) bool {
 	return false
 }
 
+// listSessions lists the run's sessions (bounded) and records those up.
+func (r *runner) listSessions(ctx context.Context, api *client.Client) ([]state.Session, error) {
+	at := time.Now()
+	ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
+	if err == nil {
+		r.sawUp(ss, at)
+	}
+	return ss, err
+}
+
 // sawUp records the sessions of ss that wait for input or run a turn, as
 // of at (when the listing was asked for).
 func (r *runner) sawUp(ss []state.Session, at time.Time) {
@@ -184,12 +194,10 @@ func (r *runner) allUpSince(since time.Time) bool {
 // resumeStuck resumes ERROR/STOPPED sessions; true when all are running.
 func (r *runner) resumeStuck(ctx context.Context, leader *harness.Node) bool {
 	api := r.api(leader)
-	at := time.Now()
-	ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
+	ss, err := r.listSessions(ctx, api)
 	if err != nil {
 		return false
 	}
-	r.sawUp(ss, at)
 	by := map[string]state.Session{}
 	for _, s := range ss {
 		by[s.ID] = s

@@ -153,11 +153,10 @@ func (r *runner) killAgentctl(ctx context.Context, rng *rand.Rand) error {
 	}
 	api := r.api(leader)
 	at := time.Now()
-	ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
+	ss, err := r.listSessions(ctx, api)
 	if err != nil {
 		return errNoTarget
 	}
-	r.sawUp(ss, at)
 	exs, err := bounded(ctx, func(c context.Context) ([]state.Executor, error) { return api.Executors(c, "") })
 	if err != nil {
 		return errNoTarget

@@ -214,8 +214,8 @@ func (c *Cluster) Stop() {
 
 var quick = &http.Client{Timeout: time.Second}
 
-// health is GET /v1/health of a node.
-func (n *Node) health() (leader bool, err error) {
+// Leads asks the node's GET /v1/health whether it leads.
+func (n *Node) Leads() (leader bool, err error) {
 	resp, err := quick.Get(n.URL() + "/v1/health")
 	if err != nil {
 		return false, err
@@ -270,7 +270,7 @@ func (c *Cluster) agreedLeader() *Node {
 		if !n.Running() {
 			continue
 		}
-		isLeader, err := n.health()
+		isLeader, err := n.Leads()
 		if err != nil {
 			return nil
 		}

@@ -82,15 +82,17 @@ func (c *hintConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// probeWait bounds one dial of the leader's raft port.
+const probeWait = 250 * time.Millisecond
+
 // deadLeader is the detector's state.
 type deadLeader struct {
-	hint      chan struct{} // an inbound raft connection ended (buffered 1)
-	detected  atomic.Uint64 // times a dead leader was detected
-	probeWait time.Duration
+	hint     chan struct{} // an inbound raft connection ended (buffered 1)
+	detected atomic.Uint64 // times a dead leader was detected
 }
 
 func newDeadLeader() *deadLeader {
-	return &deadLeader{hint: make(chan struct{}, 1), probeWait: 250 * time.Millisecond}
+	return &deadLeader{hint: make(chan struct{}, 1)}
 }
 
 // connEnded is the hintListener callback: it never blocks.
@@ -174,7 +176,7 @@ func (n *Node) leaderGone(ctx context.Context, addr string) bool {
 		if cur, _ := n.raft.LeaderWithID(); string(cur) != addr {
 			return false // a new leader, or none: raft has moved on
 		}
-		if refuses(ctx, addr, n.dead.probeWait) {
+		if refuses(ctx, addr) {
 			return true
 		}
 	}
@@ -184,8 +186,8 @@ func (n *Node) leaderGone(ctx context.Context, addr string) bool {
 // refuses reports whether a TCP dial to addr is refused (a process gone from
 // a live host). A successful dial is closed at once: raft's transport ends a
 // connection that closes before its first byte without logging.
-func refuses(ctx context.Context, addr string, wait time.Duration) bool {
-	ctx, cancel := context.WithTimeout(ctx, wait)
+func refuses(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, probeWait)
 	defer cancel()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
