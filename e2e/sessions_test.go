@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,3 +249,51 @@ func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
 }
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+// A prompt whose caller gives up after the session went RUNNING is still
+// delivered (or RUNNING undone): the session never stays RUNNING with no
+// turn. agentctl is frozen so the supervisor's call to it outlasts the
+// caller's 1-second timeout.
+func TestPromptOutlivesItsCaller(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	n := leaderOf(t, startCluster(t, 1, false, standaloneConfig(t)))
+	api := apiClient(t, n)
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "impatient caller"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	pid := agentctlPID(t, api, s.ID)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}()
+	impatient, cancel := context.WithTimeout(testCtx(t), time.Second)
+	err = api.Prompt(impatient, s.ID, "still there")
+	cancel()
+	if err == nil {
+		t.Fatal("prompt to a frozen agentctl answered within 1s")
+	}
+	if got, err := api.GetSession(testCtx(t), s.ID); err != nil || got.State != state.SessionRunning {
+		t.Fatalf("after the caller gave up: %+v %v, want RUNNING (the turn is under way)", got, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	if got := lastAgentText(t, api, s.ID); got != "turn 1: still there" {
+		t.Fatalf("reply %q, want the prompt delivered after the caller left", got)
+	}
+}

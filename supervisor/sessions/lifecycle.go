@@ -111,9 +111,11 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 		return err
 	}
 	token := res.FencingToken
-	if err := m.setState(ctx, sess.ID, state.SessionStarting, "", "", from...); err != nil {
+	// The claim is committed: the caller giving up from here must not leave
+	// a claimed lease behind a session that never starts.
+	if err := m.setState(lctx, sess.ID, state.SessionStarting, "", "", from...); err != nil {
 		lock.Unlock()
-		m.releaseLease(ctx, sess.ID, token)
+		m.releaseLease(lctx, sess.ID, token)
 		return err
 	}
 	m.wg.Add(1)
@@ -337,6 +339,10 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	default:
 		return fmt.Errorf("%w: session %s is %s; it takes prompts when WAITING_FOR_INPUT", state.ErrConflict, sess.ID, sess.State)
 	}
+	lctx, err := m.leaderCtx()
+	if err != nil {
+		return err
+	}
 	e := m.waitLive(ctx, sessionID)
 	if e == nil {
 		return fmt.Errorf("%w: session %s", ErrNotRunning, sess.ID)
@@ -344,8 +350,14 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	if err := m.setState(ctx, sess.ID, state.SessionRunning, "", "", state.SessionWaitingForInput); err != nil {
 		return err
 	}
-	if _, err := e.client.Prompt(ctx, text); err != nil {
-		_ = m.setState(ctx, sess.ID, state.SessionWaitingForInput, "", "", state.SessionRunning)
+	// RUNNING is committed: from here the prompt is delivered, or RUNNING
+	// undone, even when the caller gives up (a timed-out request used to
+	// leave the session RUNNING with no turn). Only the end of leadership
+	// stops this; the next leader sets the state from the agent's.
+	if _, err := e.client.Prompt(lctx, text); err != nil {
+		if uerr := m.setState(lctx, sess.ID, state.SessionWaitingForInput, "", "", state.SessionRunning); uerr != nil && !errors.Is(uerr, state.ErrConflict) {
+			m.log.Warn("undo RUNNING after a failed prompt", "session", sess.ID, "error", uerr)
+		}
 		var apiErr *agentctl.APIError
 		if errors.As(err, &apiErr) && apiErr.Status == 409 {
 			return fmt.Errorf("%w: %s", state.ErrConflict, apiErr.Message)
