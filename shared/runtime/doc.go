@@ -9,7 +9,16 @@
 // Plugin authors implement [Runtime] and call [Serve] from main. The host (the
 // supervisor, or a test) loads a plugin with [NewClient] and gets a [Runtime]
 // whose errors are the same sentinel errors the plugin returned ([ErrNotFound],
-// [ErrInvalidConfig], [ErrUnavailable], [ErrInvalidRequest]).
+// [ErrInvalidConfig], [ErrUnavailable], [ErrInvalidRequest], [ErrUnsupported]).
+//
+// Optional capabilities are separate interfaces, so [Runtime] never grows and
+// a plugin that lacks one needs no change. [Reconciler] is the first: a
+// plugin whose implementation also has Reconcile(ctx, [ReconcileRequest])
+// removes the executors of its cluster that no executor record owns (the
+// supervisor's leader calls it after recovery and periodically). On the host
+// side the Runtime always has the method (type-assert for Reconciler); a
+// plugin without it, or one built with an older SDK, answers
+// [ErrUnsupported].
 //
 // The conformance kit in the conformance sub-package checks a plugin binary end
 // to end. This package must never import supervisor/ (or anything outside

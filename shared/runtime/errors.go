@@ -23,6 +23,9 @@ var (
 	ErrUnavailable = errors.New("runtime unavailable")
 	// ErrInvalidRequest: the request itself is malformed.
 	ErrInvalidRequest = errors.New("invalid request")
+	// ErrUnsupported: the plugin does not implement an optional capability
+	// (such as Reconciler). A host treats it as "nothing to do", not a fault.
+	ErrUnsupported = errors.New("not supported by this runtime")
 )
 
 // ErrHandshake is returned by NewClient when the executable does not complete
@@ -45,6 +48,7 @@ var kinds = []kindInfo{
 	{ErrInvalidConfig, runtimepb.ErrorDetail_KIND_INVALID_CONFIG, codes.FailedPrecondition},
 	{ErrUnavailable, runtimepb.ErrorDetail_KIND_UNAVAILABLE, codes.Unavailable},
 	{ErrInvalidRequest, runtimepb.ErrorDetail_KIND_INVALID_REQUEST, codes.InvalidArgument},
+	{ErrUnsupported, runtimepb.ErrorDetail_KIND_UNSUPPORTED, codes.Unimplemented},
 }
 
 // remoteError is an error returned by a plugin, rebuilt on the host side.
@@ -122,6 +126,10 @@ func fromStatus(op string, err error) error {
 		return &remoteError{msg: msg, sentinel: ErrInvalidConfig}
 	case codes.Unavailable:
 		return &remoteError{msg: msg, sentinel: ErrUnavailable}
+	case codes.Unimplemented:
+		// A plugin built before the method existed answers UNIMPLEMENTED
+		// without a detail.
+		return &remoteError{msg: msg, sentinel: ErrUnsupported}
 	case codes.Canceled:
 		return &remoteError{msg: msg, sentinel: context.Canceled}
 	case codes.DeadlineExceeded:

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -132,6 +133,27 @@ func (s *grpcServer) Destroy(ctx context.Context, req *runtimepb.DestroyRequest)
 	return &runtimepb.DestroyResponse{}, nil
 }
 
+// Reconcile serves the optional Reconciler capability: a plugin whose
+// implementation lacks it answers ErrUnsupported (UNIMPLEMENTED).
+func (s *grpcServer) Reconcile(ctx context.Context, req *runtimepb.ReconcileRequest) (*runtimepb.ReconcileResponse, error) {
+	rc, ok := s.impl.(Reconciler)
+	if !ok {
+		return nil, toStatus(fmt.Errorf("reconcile: %w", ErrUnsupported))
+	}
+	r := ReconcileRequest{Cluster: req.GetCluster(), Owned: req.GetOwnedExecutorIds(), Grace: durationFromMS(req.GetGraceMs())}
+	if req.GetGraceMs() < 0 {
+		r.Grace = -1 // refused by Validate, never read as "no grace"
+	}
+	if err := r.Validate(); err != nil {
+		return nil, toStatus(err)
+	}
+	removed, err := rc.Reconcile(ctx, r)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &runtimepb.ReconcileResponse{Removed: removed}, nil
+}
+
 // grpcClient is the host side's Runtime: every call is one gRPC round trip
 // and every error is rebuilt into the plugin's sentinel.
 type grpcClient struct {
@@ -211,4 +233,20 @@ func (c *grpcClient) Stop(ctx context.Context, handle []byte, timeout time.Durat
 func (c *grpcClient) Destroy(ctx context.Context, handle []byte) error {
 	_, err := c.c.Destroy(ctx, &runtimepb.DestroyRequest{Handle: handle})
 	return fromStatus("destroy", err)
+}
+
+var _ Reconciler = (*grpcClient)(nil)
+
+// Reconcile calls the plugin's optional Reconciler; a plugin without it
+// (including one built with an SDK older than the method) gives
+// ErrUnsupported.
+func (c *grpcClient) Reconcile(ctx context.Context, req ReconcileRequest) ([]string, error) {
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("runtime reconcile: %w", err)
+	}
+	resp, err := c.c.Reconcile(ctx, &runtimepb.ReconcileRequest{Cluster: req.Cluster, OwnedExecutorIds: req.Owned, GraceMs: durationToMS(req.Grace)})
+	if err != nil {
+		return nil, fromStatus("reconcile", err)
+	}
+	return resp.GetRemoved(), nil
 }

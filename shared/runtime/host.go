@@ -123,6 +123,16 @@ func NewClient(ctx context.Context, cfg ClientConfig) (*Client, error) {
 // Info is the plugin's Info as read when it was loaded.
 func (c *Client) Info() Info { return c.info }
 
+// Reconcile calls the plugin's optional Reconciler; it returns
+// ErrUnsupported when the plugin does not implement it.
+func (c *Client) Reconcile(ctx context.Context, req ReconcileRequest) ([]string, error) {
+	rc, ok := c.Runtime.(Reconciler)
+	if !ok {
+		return nil, fmt.Errorf("runtime reconcile: %w", ErrUnsupported)
+	}
+	return rc.Reconcile(ctx, req)
+}
+
 // ReattachConfig is what a restarted host needs to reconnect to this plugin
 // process (see MarshalReattach to keep it on disk).
 func (c *Client) ReattachConfig() *plugin.ReattachConfig { return c.pc.ReattachConfig() }

@@ -202,3 +202,59 @@ type InspectResponse struct {
 	Message     string
 	Details     map[string]string
 }
+
+// Reconciler is an optional capability a runtime plugin may implement beside
+// Runtime: garbage collection of executors no executor record owns (an
+// executor launched by a supervisor that died before recording it, or one a
+// failed destroy left behind). The SDK's gRPC server answers ErrUnsupported
+// for a plugin whose implementation lacks it; the host's Runtime always has
+// the method (type-assert for Reconciler) and gets ErrUnsupported back.
+type Reconciler interface {
+	// Reconcile removes every executor this runtime can find labelled with
+	// req.Cluster (a runtime may pin its own cluster name in its config,
+	// which then wins) whose executor id is not in req.Owned and that was
+	// created more than req.Grace ago. Anything it cannot attribute to the
+	// cluster with certainty is left alone. It returns runtime-specific ids
+	// (for example container ids) of what it removed; on error, those removed
+	// before the error.
+	Reconcile(ctx context.Context, req ReconcileRequest) (removed []string, err error)
+}
+
+// ReconcileRequest is what the host owns, for Reconcile.
+type ReconcileRequest struct {
+	// Cluster is the cluster name the host puts in LaunchRequest.Cluster.
+	Cluster string
+	// Owned are the executor ids the host's state holds. An executor whose id
+	// is here is never removed, whatever its state.
+	Owned []string
+	// Grace is the minimum age of an executor before it may be removed, so
+	// a launch whose record is still being written is left alone and clock
+	// skew between host and runtime is absorbed.
+	Grace time.Duration
+}
+
+// Validate checks a ReconcileRequest; the SDK's gRPC server runs it before
+// calling a plugin's Reconcile. Failures wrap ErrInvalidRequest.
+func (r ReconcileRequest) Validate() error {
+	if r.Cluster != "" && !ValidID(r.Cluster) {
+		return fmt.Errorf("cluster %q must match %s: %w", r.Cluster, idPattern, ErrInvalidRequest)
+	}
+	if r.Grace < 0 {
+		return fmt.Errorf("grace %s is negative: %w", r.Grace, ErrInvalidRequest)
+	}
+	for _, id := range r.Owned {
+		if !ValidID(id) {
+			return fmt.Errorf("owned executor id %q must match %s: %w", id, idPattern, ErrInvalidRequest)
+		}
+	}
+	return nil
+}
+
+// OwnedSet returns Owned as a membership function.
+func (r ReconcileRequest) OwnedSet() func(executorID string) bool {
+	set := make(map[string]struct{}, len(r.Owned))
+	for _, id := range r.Owned {
+		set[id] = struct{}{}
+	}
+	return func(id string) bool { _, ok := set[id]; return ok }
+}

@@ -289,6 +289,89 @@ func TestLaunchRequestValidate(t *testing.T) {
 	}
 }
 
+// The optional Reconciler crosses the process boundary: every request field
+// reaches the plugin, its typed errors come back, and a plugin without the
+// capability (or its own ErrUnsupported) gives ErrUnsupported.
+func TestReconcileRoundTrip(t *testing.T) {
+	c := mustLoad(t)
+	ctx := context.Background()
+	removed, err := c.Reconcile(ctx, runtime.ReconcileRequest{Cluster: "c1", Owned: []string{"ex-b"}, Grace: 90 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"ex-a@c1/1m30s", "ex-c@c1/1m30s"}; strings.Join(removed, ",") != strings.Join(want, ",") {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	// The Runtime a host holds (as plugins.Manager.Get returns it) has the
+	// capability too, through a type assertion.
+	var rt runtime.Runtime = c.Runtime
+	rc, ok := rt.(runtime.Reconciler)
+	if !ok {
+		t.Fatalf("the host-side Runtime %T does not implement Reconciler", rt)
+	}
+	if removed, err := rc.Reconcile(ctx, runtime.ReconcileRequest{Owned: []string{"ex-a", "ex-b", "ex-c"}}); err != nil || len(removed) != 0 {
+		t.Fatalf("everything owned: removed %v, %v; want nothing", removed, err)
+	}
+	for _, tc := range []struct {
+		cluster string
+		want    error
+		msg     string
+	}{
+		{"unavailable", runtime.ErrUnavailable, "daemon down"},
+		{"unsupported", runtime.ErrUnsupported, "no engine to list"},
+	} {
+		if _, err := c.Reconcile(ctx, runtime.ReconcileRequest{Cluster: tc.cluster}); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("cluster %s: error %v, want %v saying %q", tc.cluster, err, tc.want, tc.msg)
+		}
+	}
+}
+
+func TestReconcileUnsupportedByPlugin(t *testing.T) {
+	c, err := load(t, "noreconcile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	_, err = c.Reconcile(ctx, runtime.ReconcileRequest{Cluster: "c1", Owned: []string{"ex-a"}, Grace: time.Minute})
+	if !errors.Is(err, runtime.ErrUnsupported) {
+		t.Fatalf("plugin without Reconciler: %v, want ErrUnsupported", err)
+	}
+	for _, other := range []error{runtime.ErrNotFound, runtime.ErrInvalidConfig, runtime.ErrUnavailable, runtime.ErrInvalidRequest} {
+		if errors.Is(err, other) {
+			t.Errorf("error %v also matches %v", err, other)
+		}
+	}
+	// The rest of the plugin still works.
+	if _, err := c.Inspect(ctx, []byte("h")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReconcileRequestValidate(t *testing.T) {
+	c := mustLoad(t)
+	for name, req := range map[string]runtime.ReconcileRequest{
+		"bad_cluster":   {Cluster: "a/b"},
+		"negative":      {Grace: -time.Second},
+		"bad_owned":     {Owned: []string{"ok", "../x"}},
+		"empty_owned":   {Owned: []string{""}},
+		"dash_first_id": {Owned: []string{"-rf"}},
+	} {
+		if err := req.Validate(); !errors.Is(err, runtime.ErrInvalidRequest) {
+			t.Errorf("%s: Validate = %v, want ErrInvalidRequest", name, err)
+		}
+		if _, err := c.Reconcile(context.Background(), req); !errors.Is(err, runtime.ErrInvalidRequest) {
+			t.Errorf("%s: Reconcile = %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	if err := (runtime.ReconcileRequest{Cluster: "paddock", Owned: []string{"ex-0123"}, Grace: time.Minute}).Validate(); err != nil {
+		t.Errorf("valid request refused: %v", err)
+	}
+	owned := runtime.ReconcileRequest{Owned: []string{"a", "b"}}.OwnedSet()
+	if !owned("a") || !owned("b") || owned("c") || owned("") {
+		t.Error("OwnedSet membership is wrong")
+	}
+}
+
 // BenchmarkInspectRPC measures one plugin RPC round trip (Inspect) through
 // go-plugin's gRPC transport to a real plugin subprocess.
 func BenchmarkInspectRPC(b *testing.B) {

@@ -131,6 +131,7 @@ const (
 	ErrorDetail_KIND_INVALID_CONFIG  ErrorDetail_Kind = 2
 	ErrorDetail_KIND_UNAVAILABLE     ErrorDetail_Kind = 3
 	ErrorDetail_KIND_INVALID_REQUEST ErrorDetail_Kind = 4
+	ErrorDetail_KIND_UNSUPPORTED     ErrorDetail_Kind = 5
 )
 
 // Enum value maps for ErrorDetail_Kind.
@@ -141,6 +142,7 @@ var (
 		2: "KIND_INVALID_CONFIG",
 		3: "KIND_UNAVAILABLE",
 		4: "KIND_INVALID_REQUEST",
+		5: "KIND_UNSUPPORTED",
 	}
 	ErrorDetail_Kind_value = map[string]int32{
 		"KIND_UNSPECIFIED":     0,
@@ -148,6 +150,7 @@ var (
 		"KIND_INVALID_CONFIG":  2,
 		"KIND_UNAVAILABLE":     3,
 		"KIND_INVALID_REQUEST": 4,
+		"KIND_UNSUPPORTED":     5,
 	}
 )
 
@@ -175,7 +178,7 @@ func (x ErrorDetail_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Kind.Descriptor instead.
 func (ErrorDetail_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{24, 0}
+	return file_runtime_proto_rawDescGZIP(), []int{26, 0}
 }
 
 type InfoRequest struct {
@@ -1556,6 +1559,114 @@ func (*DestroyResponse) Descriptor() ([]byte, []int) {
 	return file_runtime_proto_rawDescGZIP(), []int{23}
 }
 
+// ReconcileRequest asks a runtime to remove the executors it finds labelled
+// with cluster whose executor id is not in owned_executor_ids and that are
+// older than grace_ms.
+type ReconcileRequest struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Cluster          string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	OwnedExecutorIds []string               `protobuf:"bytes,2,rep,name=owned_executor_ids,json=ownedExecutorIds,proto3" json:"owned_executor_ids,omitempty"`
+	GraceMs          int64                  `protobuf:"varint,3,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReconcileRequest) Reset() {
+	*x = ReconcileRequest{}
+	mi := &file_runtime_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileRequest) ProtoMessage() {}
+
+func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
+func (*ReconcileRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReconcileRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ReconcileRequest) GetOwnedExecutorIds() []string {
+	if x != nil {
+		return x.OwnedExecutorIds
+	}
+	return nil
+}
+
+func (x *ReconcileRequest) GetGraceMs() int64 {
+	if x != nil {
+		return x.GraceMs
+	}
+	return 0
+}
+
+type ReconcileResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Runtime-specific ids (e.g. container ids) of what was removed.
+	Removed       []string `protobuf:"bytes,1,rep,name=removed,proto3" json:"removed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconcileResponse) Reset() {
+	*x = ReconcileResponse{}
+	mi := &file_runtime_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconcileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconcileResponse) ProtoMessage() {}
+
+func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
+func (*ReconcileResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ReconcileResponse) GetRemoved() []string {
+	if x != nil {
+		return x.Removed
+	}
+	return nil
+}
+
 // ErrorDetail rides in a gRPC status' details so the host can rebuild the
 // typed error the plugin returned.
 type ErrorDetail struct {
@@ -1567,7 +1678,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_runtime_proto_msgTypes[24]
+	mi := &file_runtime_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1690,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[24]
+	mi := &file_runtime_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1703,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{24}
+	return file_runtime_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ErrorDetail) GetKind() ErrorDetail_Kind {
@@ -1724,15 +1835,22 @@ const file_runtime_proto_rawDesc = "" +
 	"\fStopResponse\"(\n" +
 	"\x0eDestroyRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\fR\x06handle\"\x11\n" +
-	"\x0fDestroyResponse\"\xc2\x01\n" +
+	"\x0fDestroyResponse\"u\n" +
+	"\x10ReconcileRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12,\n" +
+	"\x12owned_executor_ids\x18\x02 \x03(\tR\x10ownedExecutorIds\x12\x19\n" +
+	"\bgrace_ms\x18\x03 \x01(\x03R\agraceMs\"-\n" +
+	"\x11ReconcileResponse\x12\x18\n" +
+	"\aremoved\x18\x01 \x03(\tR\aremoved\"\xd9\x01\n" +
 	"\vErrorDetail\x128\n" +
-	"\x04kind\x18\x01 \x01(\x0e2$.paddock.runtime.v1.ErrorDetail.KindR\x04kind\"y\n" +
+	"\x04kind\x18\x01 \x01(\x0e2$.paddock.runtime.v1.ErrorDetail.KindR\x04kind\"\x8f\x01\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eKIND_NOT_FOUND\x10\x01\x12\x17\n" +
 	"\x13KIND_INVALID_CONFIG\x10\x02\x12\x14\n" +
 	"\x10KIND_UNAVAILABLE\x10\x03\x12\x18\n" +
-	"\x14KIND_INVALID_REQUEST\x10\x042\x8b\x06\n" +
+	"\x14KIND_INVALID_REQUEST\x10\x04\x12\x14\n" +
+	"\x10KIND_UNSUPPORTED\x10\x052\xe5\x06\n" +
 	"\aRuntime\x12I\n" +
 	"\x04Info\x12\x1f.paddock.runtime.v1.InfoRequest\x1a .paddock.runtime.v1.InfoResponse\x12a\n" +
 	"\fConfigSchema\x12'.paddock.runtime.v1.ConfigSchemaRequest\x1a(.paddock.runtime.v1.ConfigSchemaResponse\x12X\n" +
@@ -1742,7 +1860,8 @@ const file_runtime_proto_rawDesc = "" +
 	"\aRecover\x12\".paddock.runtime.v1.RecoverRequest\x1a\".paddock.runtime.v1.LaunchResponse\x12R\n" +
 	"\aInspect\x12\".paddock.runtime.v1.InspectRequest\x1a#.paddock.runtime.v1.InspectResponse\x12I\n" +
 	"\x04Stop\x12\x1f.paddock.runtime.v1.StopRequest\x1a .paddock.runtime.v1.StopResponse\x12R\n" +
-	"\aDestroy\x12\".paddock.runtime.v1.DestroyRequest\x1a#.paddock.runtime.v1.DestroyResponseB=Z;github.com/paddockhq/paddock/shared/runtime/proto;runtimepbb\x06proto3"
+	"\aDestroy\x12\".paddock.runtime.v1.DestroyRequest\x1a#.paddock.runtime.v1.DestroyResponse\x12X\n" +
+	"\tReconcile\x12$.paddock.runtime.v1.ReconcileRequest\x1a%.paddock.runtime.v1.ReconcileResponseB=Z;github.com/paddockhq/paddock/shared/runtime/proto;runtimepbb\x06proto3"
 
 var (
 	file_runtime_proto_rawDescOnce sync.Once
@@ -1757,7 +1876,7 @@ func file_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_runtime_proto_goTypes = []any{
 	(Diagnostic_Severity)(0),     // 0: paddock.runtime.v1.Diagnostic.Severity
 	(InspectResponse_State)(0),   // 1: paddock.runtime.v1.InspectResponse.State
@@ -1786,11 +1905,13 @@ var file_runtime_proto_goTypes = []any{
 	(*StopResponse)(nil),         // 24: paddock.runtime.v1.StopResponse
 	(*DestroyRequest)(nil),       // 25: paddock.runtime.v1.DestroyRequest
 	(*DestroyResponse)(nil),      // 26: paddock.runtime.v1.DestroyResponse
-	(*ErrorDetail)(nil),          // 27: paddock.runtime.v1.ErrorDetail
-	nil,                          // 28: paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
-	nil,                          // 29: paddock.runtime.v1.LaunchRequest.EnvEntry
-	nil,                          // 30: paddock.runtime.v1.LaunchRequest.OptionsEntry
-	nil,                          // 31: paddock.runtime.v1.InspectResponse.DetailsEntry
+	(*ReconcileRequest)(nil),     // 27: paddock.runtime.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),    // 28: paddock.runtime.v1.ReconcileResponse
+	(*ErrorDetail)(nil),          // 29: paddock.runtime.v1.ErrorDetail
+	nil,                          // 30: paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
+	nil,                          // 31: paddock.runtime.v1.LaunchRequest.EnvEntry
+	nil,                          // 32: paddock.runtime.v1.LaunchRequest.OptionsEntry
+	nil,                          // 33: paddock.runtime.v1.InspectResponse.DetailsEntry
 }
 var file_runtime_proto_depIdxs = []int32{
 	8,  // 0: paddock.runtime.v1.BlockSchema.body:type_name -> paddock.runtime.v1.Schema
@@ -1804,12 +1925,12 @@ var file_runtime_proto_depIdxs = []int32{
 	11, // 8: paddock.runtime.v1.Diagnostic.context:type_name -> paddock.runtime.v1.Range
 	10, // 9: paddock.runtime.v1.SetConfigRequest.start:type_name -> paddock.runtime.v1.Pos
 	12, // 10: paddock.runtime.v1.SetConfigResponse.diagnostics:type_name -> paddock.runtime.v1.Diagnostic
-	28, // 11: paddock.runtime.v1.CapabilitiesResponse.extra:type_name -> paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
+	30, // 11: paddock.runtime.v1.CapabilitiesResponse.extra:type_name -> paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
 	17, // 12: paddock.runtime.v1.LaunchRequest.workspace:type_name -> paddock.runtime.v1.Workspace
-	29, // 13: paddock.runtime.v1.LaunchRequest.env:type_name -> paddock.runtime.v1.LaunchRequest.EnvEntry
-	30, // 14: paddock.runtime.v1.LaunchRequest.options:type_name -> paddock.runtime.v1.LaunchRequest.OptionsEntry
+	31, // 13: paddock.runtime.v1.LaunchRequest.env:type_name -> paddock.runtime.v1.LaunchRequest.EnvEntry
+	32, // 14: paddock.runtime.v1.LaunchRequest.options:type_name -> paddock.runtime.v1.LaunchRequest.OptionsEntry
 	1,  // 15: paddock.runtime.v1.InspectResponse.state:type_name -> paddock.runtime.v1.InspectResponse.State
-	31, // 16: paddock.runtime.v1.InspectResponse.details:type_name -> paddock.runtime.v1.InspectResponse.DetailsEntry
+	33, // 16: paddock.runtime.v1.InspectResponse.details:type_name -> paddock.runtime.v1.InspectResponse.DetailsEntry
 	2,  // 17: paddock.runtime.v1.ErrorDetail.kind:type_name -> paddock.runtime.v1.ErrorDetail.Kind
 	3,  // 18: paddock.runtime.v1.Runtime.Info:input_type -> paddock.runtime.v1.InfoRequest
 	5,  // 19: paddock.runtime.v1.Runtime.ConfigSchema:input_type -> paddock.runtime.v1.ConfigSchemaRequest
@@ -1820,17 +1941,19 @@ var file_runtime_proto_depIdxs = []int32{
 	21, // 24: paddock.runtime.v1.Runtime.Inspect:input_type -> paddock.runtime.v1.InspectRequest
 	23, // 25: paddock.runtime.v1.Runtime.Stop:input_type -> paddock.runtime.v1.StopRequest
 	25, // 26: paddock.runtime.v1.Runtime.Destroy:input_type -> paddock.runtime.v1.DestroyRequest
-	4,  // 27: paddock.runtime.v1.Runtime.Info:output_type -> paddock.runtime.v1.InfoResponse
-	9,  // 28: paddock.runtime.v1.Runtime.ConfigSchema:output_type -> paddock.runtime.v1.ConfigSchemaResponse
-	14, // 29: paddock.runtime.v1.Runtime.SetConfig:output_type -> paddock.runtime.v1.SetConfigResponse
-	16, // 30: paddock.runtime.v1.Runtime.Capabilities:output_type -> paddock.runtime.v1.CapabilitiesResponse
-	19, // 31: paddock.runtime.v1.Runtime.Launch:output_type -> paddock.runtime.v1.LaunchResponse
-	19, // 32: paddock.runtime.v1.Runtime.Recover:output_type -> paddock.runtime.v1.LaunchResponse
-	22, // 33: paddock.runtime.v1.Runtime.Inspect:output_type -> paddock.runtime.v1.InspectResponse
-	24, // 34: paddock.runtime.v1.Runtime.Stop:output_type -> paddock.runtime.v1.StopResponse
-	26, // 35: paddock.runtime.v1.Runtime.Destroy:output_type -> paddock.runtime.v1.DestroyResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
+	27, // 27: paddock.runtime.v1.Runtime.Reconcile:input_type -> paddock.runtime.v1.ReconcileRequest
+	4,  // 28: paddock.runtime.v1.Runtime.Info:output_type -> paddock.runtime.v1.InfoResponse
+	9,  // 29: paddock.runtime.v1.Runtime.ConfigSchema:output_type -> paddock.runtime.v1.ConfigSchemaResponse
+	14, // 30: paddock.runtime.v1.Runtime.SetConfig:output_type -> paddock.runtime.v1.SetConfigResponse
+	16, // 31: paddock.runtime.v1.Runtime.Capabilities:output_type -> paddock.runtime.v1.CapabilitiesResponse
+	19, // 32: paddock.runtime.v1.Runtime.Launch:output_type -> paddock.runtime.v1.LaunchResponse
+	19, // 33: paddock.runtime.v1.Runtime.Recover:output_type -> paddock.runtime.v1.LaunchResponse
+	22, // 34: paddock.runtime.v1.Runtime.Inspect:output_type -> paddock.runtime.v1.InspectResponse
+	24, // 35: paddock.runtime.v1.Runtime.Stop:output_type -> paddock.runtime.v1.StopResponse
+	26, // 36: paddock.runtime.v1.Runtime.Destroy:output_type -> paddock.runtime.v1.DestroyResponse
+	28, // 37: paddock.runtime.v1.Runtime.Reconcile:output_type -> paddock.runtime.v1.ReconcileResponse
+	28, // [28:38] is the sub-list for method output_type
+	18, // [18:28] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -1847,7 +1970,7 @@ func file_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runtime_proto_rawDesc), len(file_runtime_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

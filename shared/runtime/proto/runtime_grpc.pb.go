@@ -32,6 +32,7 @@ const (
 	Runtime_Inspect_FullMethodName      = "/paddock.runtime.v1.Runtime/Inspect"
 	Runtime_Stop_FullMethodName         = "/paddock.runtime.v1.Runtime/Stop"
 	Runtime_Destroy_FullMethodName      = "/paddock.runtime.v1.Runtime/Destroy"
+	Runtime_Reconcile_FullMethodName    = "/paddock.runtime.v1.Runtime/Reconcile"
 )
 
 // RuntimeClient is the client API for Runtime service.
@@ -49,6 +50,8 @@ type RuntimeClient interface {
 	Inspect(ctx context.Context, in *InspectRequest, opts ...grpc.CallOption) (*InspectResponse, error)
 	Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*StopResponse, error)
 	Destroy(ctx context.Context, in *DestroyRequest, opts ...grpc.CallOption) (*DestroyResponse, error)
+	// Reconcile is optional: a plugin without it answers UNIMPLEMENTED.
+	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
 }
 
 type runtimeClient struct {
@@ -149,6 +152,16 @@ func (c *runtimeClient) Destroy(ctx context.Context, in *DestroyRequest, opts ..
 	return out, nil
 }
 
+func (c *runtimeClient) Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconcileResponse)
+	err := c.cc.Invoke(ctx, Runtime_Reconcile_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RuntimeServer is the server API for Runtime service.
 // All implementations must embed UnimplementedRuntimeServer
 // for forward compatibility.
@@ -164,6 +177,8 @@ type RuntimeServer interface {
 	Inspect(context.Context, *InspectRequest) (*InspectResponse, error)
 	Stop(context.Context, *StopRequest) (*StopResponse, error)
 	Destroy(context.Context, *DestroyRequest) (*DestroyResponse, error)
+	// Reconcile is optional: a plugin without it answers UNIMPLEMENTED.
+	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
 	mustEmbedUnimplementedRuntimeServer()
 }
 
@@ -200,6 +215,9 @@ func (UnimplementedRuntimeServer) Stop(context.Context, *StopRequest) (*StopResp
 }
 func (UnimplementedRuntimeServer) Destroy(context.Context, *DestroyRequest) (*DestroyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Destroy not implemented")
+}
+func (UnimplementedRuntimeServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
 }
 func (UnimplementedRuntimeServer) mustEmbedUnimplementedRuntimeServer() {}
 func (UnimplementedRuntimeServer) testEmbeddedByValue()                 {}
@@ -384,6 +402,24 @@ func _Runtime_Destroy_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Runtime_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconcileRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServer).Reconcile(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Runtime_Reconcile_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServer).Reconcile(ctx, req.(*ReconcileRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Runtime_ServiceDesc is the grpc.ServiceDesc for Runtime service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -426,6 +462,10 @@ var Runtime_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Destroy",
 			Handler:    _Runtime_Destroy_Handler,
+		},
+		{
+			MethodName: "Reconcile",
+			Handler:    _Runtime_Reconcile_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,7 +1,8 @@
 // Command testplugin is a runtime plugin for the SDK's own tests. Its
 // behaviour is chosen by TESTPLUGIN_MODE: "" (normal), "api99" (reports API
 // version 99), "badcookie" (a different handshake cookie), "protocol9" (a
-// different go-plugin protocol version).
+// different go-plugin protocol version), "noreconcile" (serves only the
+// Runtime methods, without the optional Reconciler).
 package main
 
 import (
@@ -35,6 +36,9 @@ func main() {
 			Plugins:         plugin.PluginSet{runtime.PluginName: &runtime.GRPCPlugin{Impl: impl}},
 			GRPCServer:      plugin.DefaultGRPCServer,
 		})
+		return
+	case "noreconcile":
+		runtime.Serve(struct{ runtime.Runtime }{impl})
 		return
 	}
 	runtime.Serve(impl)
@@ -119,3 +123,26 @@ func (r *testRuntime) Stop(_ context.Context, handle []byte, timeout time.Durati
 }
 
 func (r *testRuntime) Destroy(_ context.Context, handle []byte) error { return errorFor(handle) }
+
+// testExecutors are the executors the test runtime pretends to find.
+var testExecutors = []string{"ex-a", "ex-b", "ex-c"}
+
+// Reconcile "removes" the test executors not owned, naming each with the
+// cluster and grace it was given so the tests see every field cross. The
+// clusters "unavailable" and "unsupported" return those typed errors.
+func (r *testRuntime) Reconcile(_ context.Context, req runtime.ReconcileRequest) ([]string, error) {
+	switch req.Cluster {
+	case "unavailable":
+		return nil, fmt.Errorf("daemon down: %w", runtime.ErrUnavailable)
+	case "unsupported":
+		return nil, fmt.Errorf("no engine to list: %w", runtime.ErrUnsupported)
+	}
+	owned := req.OwnedSet()
+	removed := []string{}
+	for _, id := range testExecutors {
+		if !owned(id) {
+			removed = append(removed, id+"@"+req.Cluster+"/"+req.Grace.String())
+		}
+	}
+	return removed, nil
+}

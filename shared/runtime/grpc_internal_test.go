@@ -1,0 +1,69 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	runtimepb "github.com/paddockhq/paddock/shared/runtime/proto"
+)
+
+// onlyRuntime is a Runtime without the optional Reconciler.
+type onlyRuntime struct{ Runtime }
+
+// recordingReconciler records whether Reconcile was reached.
+type recordingReconciler struct {
+	onlyRuntime
+	called bool
+}
+
+func (r *recordingReconciler) Reconcile(context.Context, ReconcileRequest) ([]string, error) {
+	r.called = true
+	return nil, nil
+}
+
+// The server side refuses malformed requests before the plugin sees them
+// (the host-side client validates too, so only a foreign host reaches this),
+// and answers UNIMPLEMENTED with a typed detail for a plugin without the
+// capability.
+func TestReconcileServerSide(t *testing.T) {
+	ctx := context.Background()
+	rec := &recordingReconciler{}
+	srv := &grpcServer{impl: rec}
+	for name, req := range map[string]*runtimepb.ReconcileRequest{
+		"negative_grace": {GraceMs: -5},
+		"bad_cluster":    {Cluster: "a b"},
+		"bad_owned":      {OwnedExecutorIds: []string{"x", "/etc"}},
+	} {
+		_, err := srv.Reconcile(ctx, req)
+		if status.Code(err) != codes.InvalidArgument || !errors.Is(fromStatus("reconcile", err), ErrInvalidRequest) {
+			t.Errorf("%s: %v, want InvalidArgument", name, err)
+		}
+	}
+	if rec.called {
+		t.Fatal("the plugin's Reconcile was called with a malformed request")
+	}
+	if _, err := srv.Reconcile(ctx, &runtimepb.ReconcileRequest{Cluster: "c", OwnedExecutorIds: []string{"ex-1"}, GraceMs: 1000}); err != nil || !rec.called {
+		t.Fatalf("valid request: %v (called %v)", err, rec.called)
+	}
+
+	_, err := (&grpcServer{impl: onlyRuntime{}}).Reconcile(ctx, &runtimepb.ReconcileRequest{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("plugin without Reconciler: %v, want Unimplemented", err)
+	}
+	if !errors.Is(fromStatus("reconcile", err), ErrUnsupported) {
+		t.Fatalf("Unimplemented with detail maps to %v", fromStatus("reconcile", err))
+	}
+	// A plugin built before the method existed: gRPC's own UNIMPLEMENTED,
+	// no detail.
+	_, err = (runtimepb.UnimplementedRuntimeServer{}).Reconcile(ctx, &runtimepb.ReconcileRequest{})
+	if got := fromStatus("reconcile", err); !errors.Is(got, ErrUnsupported) {
+		t.Fatalf("bare Unimplemented maps to %v, want ErrUnsupported", got)
+	}
+	if got := fromStatus("reconcile", status.Error(codes.Unimplemented, "unknown method Reconcile")); !errors.Is(got, ErrUnsupported) || errors.Is(got, ErrNotFound) {
+		t.Fatalf("bare Unimplemented maps to %v", got)
+	}
+}
