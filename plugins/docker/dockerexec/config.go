@@ -63,6 +63,10 @@ type Config struct {
 	Cluster string
 	// StartTimeout bounds container start until agentctl is healthy.
 	StartTimeout time.Duration
+	// ReconcileGrace, when set, is the age a container no executor owns
+	// must reach before Reconcile removes it, instead of the grace the
+	// supervisor asks for (0: the supervisor's).
+	ReconcileGrace time.Duration
 }
 
 var configSchema = &hcl.BodySchema{
@@ -70,6 +74,7 @@ var configSchema = &hcl.BodySchema{
 		{Name: "image"}, {Name: "host"}, {Name: "agentctl_path"}, {Name: "workspace_root"},
 		{Name: "publish_addr"}, {Name: "advertise"}, {Name: "memory"}, {Name: "cpus"}, {Name: "pids"},
 		{Name: "user"}, {Name: "restart_stopped"}, {Name: "cluster"}, {Name: "start_timeout"},
+		{Name: "reconcile_grace"},
 	},
 }
 
@@ -87,6 +92,7 @@ var schemaDoc = runtime.Schema{Attributes: []runtime.AttributeSchema{
 	{Name: "restart_stopped", Type: "bool", Description: "Recover starts a stopped container again (default true)"},
 	{Name: "cluster", Type: "string", Description: "paddock.cluster label value (default: the launch request's cluster)"},
 	{Name: "start_timeout", Type: "duration", Description: "how long a container may take until agentctl is healthy (default 30s)"},
+	{Name: "reconcile_grace", Type: "duration", Description: "how old a container of this cluster that no executor owns must be before the supervisor's reconciler removes it (default: the supervisor's grace, 2m); allow for clock skew with a remote engine"},
 }}
 
 // ParseConfig parses a config body; diagnostics carry ranges in src.Filename.
@@ -248,6 +254,15 @@ func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
 			bad("start_timeout", fmt.Sprintf("%q is not a positive duration like \"30s\".", timeout))
 		} else {
 			cfg.StartTimeout = d
+		}
+	}
+	var grace string
+	if str("reconcile_grace", &grace) {
+		d, err := time.ParseDuration(grace)
+		if err != nil || d <= 0 {
+			bad("reconcile_grace", fmt.Sprintf("%q is not a positive duration like \"2m\".", grace))
+		} else {
+			cfg.ReconcileGrace = d
 		}
 	}
 	return cfg, diags

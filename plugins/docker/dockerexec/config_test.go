@@ -27,7 +27,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	abs, _ := filepath.Abs(DefaultWorkspaceRoot)
 	if cfg.Image != DefaultImage || cfg.WorkspaceRoot != abs || cfg.PublishAddr != "127.0.0.1" || !cfg.RestartStopped ||
-		cfg.StartTimeout != DefaultStartTimeout || cfg.Memory != 0 || cfg.NanoCPUs != 0 || cfg.Pids != 0 || cfg.Host != "" {
+		cfg.StartTimeout != DefaultStartTimeout || cfg.ReconcileGrace != 0 || cfg.Memory != 0 || cfg.NanoCPUs != 0 || cfg.Pids != 0 || cfg.Host != "" {
 		t.Errorf("defaults = %+v", cfg)
 	}
 }
@@ -67,12 +67,14 @@ user = "1000:1000"
 restart_stopped = false
 cluster = "prod-1"
 start_timeout = "45s"
+reconcile_grace = "90s"
 `, "EXE", exe, 1))
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
 	want := Config{Image: "my/img:1", Host: "tcp://10.0.0.5:2375", AgentctlPath: exe, WorkspaceRoot: "/srv/ws", PublishAddr: "0.0.0.0",
-		Memory: 1536 << 20, NanoCPUs: 15e8, Pids: 512, User: "1000:1000", RestartStopped: false, Cluster: "prod-1", StartTimeout: 45 * time.Second}
+		Memory: 1536 << 20, NanoCPUs: 15e8, Pids: 512, User: "1000:1000", RestartStopped: false, Cluster: "prod-1", StartTimeout: 45 * time.Second,
+		ReconcileGrace: 90 * time.Second}
 	if cfg != want {
 		t.Errorf("config = %+v\nwant     %+v", cfg, want)
 	}
@@ -110,6 +112,9 @@ func TestParseConfigInvalid(t *testing.T) {
 		"cluster_slash":      {`cluster = "a/b"`, "cluster"},
 		"timeout_bad":        {`start_timeout = "soon"`, "start_timeout"},
 		"timeout_negative":   {`start_timeout = "-1s"`, "start_timeout"},
+		"grace_zero":         {`reconcile_grace = "0s"`, "reconcile_grace"},
+		"grace_words":        {`reconcile_grace = "a while"`, "reconcile_grace"},
+		"grace_number":       {`reconcile_grace = 60`, "reconcile_grace"},
 		"user_empty":         {`user = ""`, "user"},
 		"workspace_empty":    {`workspace_root = ""`, "workspace_root"},
 		"null":               {`image = null`, "image"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/plugins/docker/dockerexec"
@@ -367,13 +369,19 @@ func TestReconcile(t *testing.T) {
 	unlabelled := dockerCLI(t, "run", "-d", "--label", "paddock.test="+foreign, "--entrypoint", "sleep", testImage, "300")
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", unlabelled).Run() })
 	isOwned := func(id string) bool { return id == "exec-"+ownedS }
+	req := runtime.ReconcileRequest{Cluster: "ignored-when-configured", Owned: []string{"exec-" + ownedS, "exec-gone-long-ago"}}
 
 	// Within the grace period nothing is removed.
-	removed, err := r.Reconcile(ctx, isOwned, time.Hour)
+	removed, err := r.Reconcile(ctx, runtime.ReconcileRequest{Cluster: req.Cluster, Owned: req.Owned, Grace: time.Hour})
 	if err != nil || len(removed) != 0 {
 		t.Fatalf("Reconcile(grace 1h) = %v, %v; want nothing removed", removed, err)
 	}
-	removed, err = r.Reconcile(ctx, isOwned, 0)
+	// reconcile_grace in the config wins over the request's grace.
+	withGrace := newRuntime(t, baseConfig(root, `reconcile_grace = "1h"`))
+	if removed, err := withGrace.Reconcile(ctx, req); err != nil || len(removed) != 0 {
+		t.Fatalf("Reconcile(grace 0) with reconcile_grace = 1h: %v, %v; want nothing removed", removed, err)
+	}
+	removed, err = r.Reconcile(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,10 +396,64 @@ func TestReconcile(t *testing.T) {
 	if _, err := r.ReconcileCluster(ctx, "", isOwned, 0); err != nil {
 		t.Errorf("ReconcileCluster with the configured cluster: %v", err)
 	}
-	if _, err := dockerexec.New(nil).Reconcile(ctx, isOwned, 0); !errors.Is(err, runtime.ErrInvalidConfig) {
-		t.Errorf("Reconcile without a cluster: %v, want ErrInvalidConfig", err)
+	if _, err := dockerexec.New(nil).Reconcile(ctx, runtime.ReconcileRequest{Owned: req.Owned}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("Reconcile without a cluster: %v, want ErrInvalidRequest", err)
+	}
+	if _, err := r.Reconcile(ctx, runtime.ReconcileRequest{Cluster: "x", Owned: []string{"../etc"}}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("Reconcile with a malformed owned id: %v, want ErrInvalidRequest", err)
 	}
 	_ = r.Destroy(ctx, owned.Handle)
+}
+
+// The supervisor reaches Reconcile through the SDK's RPC on the plugin
+// binary; without a cluster attribute the request's cluster selects the
+// containers, exactly as for Launch.
+func TestReconcileRPC(t *testing.T) {
+	needDocker(t)
+	ctx := ctxT(t, 2*time.Minute)
+	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: pluginPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Kill)
+	root := t.TempDir()
+	cfg := fmt.Sprintf("image = %q\nworkspace_root = %q\nstart_timeout = \"30s\"\n", testImage, root)
+	if diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "t.hcl", Source: []byte(cfg), Start: hcl.Pos{Line: 1, Column: 1}}); err != nil || diags.HasErrors() {
+		t.Fatalf("SetConfig: %v %s", err, diags.Error())
+	}
+	cluster := "dockerexec-rpc-" + randHex(4)
+	launch := func(session string) runtime.LaunchResponse {
+		cleanupSession(t, session)
+		req := request(session)
+		req.Cluster = cluster
+		resp, err := c.Launch(ctx, req)
+		if err != nil {
+			t.Fatalf("Launch %s: %v", session, err)
+		}
+		return resp
+	}
+	ownedS, orphanS := newSession("rpc-owned"), newSession("rpc-orphan")
+	owned, orphan := launch(ownedS), launch(orphanS)
+	if removed, err := c.Reconcile(ctx, runtime.ReconcileRequest{Cluster: "another-" + cluster, Owned: nil}); err != nil || len(removed) != 0 {
+		t.Fatalf("Reconcile of another cluster = %v, %v; want nothing removed", removed, err)
+	}
+	removed, err := c.Reconcile(ctx, runtime.ReconcileRequest{Cluster: cluster, Owned: []string{"exec-" + ownedS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != orphan.ContainerID {
+		t.Fatalf("Reconcile over RPC removed %v, want only the orphan %s", removed, orphan.ContainerID)
+	}
+	if got := sessionContainers(t, orphanS); len(got) != 0 {
+		t.Errorf("the orphan's containers after Reconcile: %v", got)
+	}
+	if out := dockerCLI(t, "inspect", "-f", "{{.State.Running}}", owned.ContainerID); out != "true" {
+		t.Errorf("the owned container was touched (running=%s)", out)
+	}
+	if _, err := c.Reconcile(ctx, runtime.ReconcileRequest{Cluster: cluster, Grace: -time.Second}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Errorf("negative grace: %v, want ErrInvalidRequest", err)
+	}
+	_ = c.Destroy(ctx, owned.Handle)
 }
 
 // TestEngineRestart stops the real dockerd and starts it again. It disturbs

@@ -14,10 +14,33 @@ import (
 	"github.com/paddockhq/paddock/shared/runtime"
 )
 
-// Reconcile removes the containers of the configured cluster (the `cluster`
-// attribute) that no executor owns; see ReconcileCluster.
-func (r *Runtime) Reconcile(ctx context.Context, owned func(executorID string) bool, grace time.Duration) ([]string, error) {
-	return r.ReconcileCluster(ctx, "", owned, grace)
+var _ runtime.Reconciler = (*Runtime)(nil)
+
+// Reconcile implements runtime.Reconciler (the supervisor's leader calls it
+// through the SDK's Reconcile RPC): it removes the containers of the cluster
+// that no executor in req.Owned owns; see ReconcileCluster. The cluster is
+// the `cluster` attribute when set (as for Launch), else req.Cluster; the
+// grace is the `reconcile_grace` attribute when set, else req.Grace.
+func (r *Runtime) Reconcile(ctx context.Context, req runtime.ReconcileRequest) ([]string, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	cfg, _, err := r.engine()
+	if err != nil {
+		return nil, err
+	}
+	cluster := cfg.Cluster
+	if cluster == "" {
+		cluster = req.Cluster
+	}
+	grace := req.Grace
+	if cfg.ReconcileGrace > 0 {
+		grace = cfg.ReconcileGrace
+	}
+	if cluster == "" {
+		return nil, fmt.Errorf("reconcile needs a cluster name (in the request or the cluster attribute): %w", runtime.ErrInvalidRequest)
+	}
+	return r.ReconcileCluster(ctx, cluster, req.OwnedSet(), grace)
 }
 
 // ReconcileCluster removes (force) every container labelled

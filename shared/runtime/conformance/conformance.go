@@ -56,7 +56,8 @@ type Config struct {
 }
 
 // Run checks the plugin: info and capabilities, config validation with
-// diagnostic ranges, launch → agentctl healthy → inspect → recover from the
+// diagnostic ranges, launch → agentctl healthy → inspect → the optional
+// Reconcile keeps the owned executor → recover from the
 // handle through a new plugin process → stop → destroy, and the typed errors
 // (not-found for destroyed or garbage handles, invalid-request for bad
 // launches).
@@ -300,6 +301,18 @@ func (k *kit) lifecycle(t *testing.T) {
 	}
 	if ins.State != runtime.StateRunning {
 		t.Fatalf("Inspect after launch: state %q, want running (%s)", ins.State, ins.Message)
+	}
+
+	// Reconcile is optional (runtime.Reconciler): a plugin without it
+	// answers ErrUnsupported; one with it must answer and keep an owned
+	// executor. The long grace keeps anything else on a shared engine safe.
+	if removed, err := c1.Reconcile(k.ctx(t), runtime.ReconcileRequest{Cluster: req.Cluster, Owned: []string{req.ExecutorID}, Grace: time.Hour}); err != nil && !errors.Is(err, runtime.ErrUnsupported) {
+		t.Errorf("Reconcile: %v (want success or ErrUnsupported)", err)
+	} else if err == nil {
+		k.checkHealthy(t, "after Reconcile with the executor owned", launched, req.SessionID, secret)
+		if len(removed) > 0 {
+			t.Logf("Reconcile removed executors older than an hour: %v", removed)
+		}
 	}
 
 	// The host goes away; a new host process recovers from the handle alone.
