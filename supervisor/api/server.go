@@ -167,6 +167,9 @@ func (s *Server) routes() {
 	s.handle("GET /v1/internal/node", local, s.internalNode)
 	s.handle("POST /v1/internal/join", 0, s.internalJoin)
 	s.handle("POST /v1/internal/apply", local, s.internalApply)
+	if s.cfg.EnableDebug {
+		s.debugRoutes()
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})

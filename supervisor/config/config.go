@@ -70,6 +70,10 @@ type Config struct {
 	API API
 	// PluginDir is where paddock-runtime-* binaries are looked up.
 	PluginDir string
+	// EnableDebug serves Go's profiler under /debug/pprof/ on the HTTP API
+	// (behind the token, like every other route); off by default, as in
+	// Nomad and Consul.
+	EnableDebug bool
 	// Plugins are the plugin blocks, in order of appearance; a later file's block with
 	// the same name replaces the earlier one in place.
 	Plugins []*Plugin

@@ -172,12 +172,13 @@ func (l *loader) root(body hcl.Body, src []byte) {
 	blocks := l.decode(body, blockSpec{
 		where: "the top level",
 		attrs: map[string]setter{
-			"node_name":  l.str(&c.NodeName),
-			"data_dir":   l.str(&c.DataDir),
-			"bind_addr":  l.str(&c.BindAddr),
-			"log_level":  l.lower(&c.LogLevel),
-			"log_json":   l.boolean(&c.LogJSON),
-			"plugin_dir": l.str(&c.PluginDir),
+			"node_name":    l.str(&c.NodeName),
+			"data_dir":     l.str(&c.DataDir),
+			"bind_addr":    l.str(&c.BindAddr),
+			"log_level":    l.lower(&c.LogLevel),
+			"log_json":     l.boolean(&c.LogJSON),
+			"plugin_dir":   l.str(&c.PluginDir),
+			"enable_debug": l.boolean(&c.EnableDebug),
 		},
 		blocks: []hcl.BlockHeaderSchema{
 			{Type: "ports"}, {Type: "server"}, {Type: "acl"}, {Type: "api"},

@@ -237,3 +237,26 @@ func TestEventsPerSessionWithReplayAndFirstFrameAuth(t *testing.T) {
 		t.Fatalf("wrong first-frame token: %v, want close 4401", err)
 	}
 }
+
+// The profiler is served only with enable_debug, and only with the token.
+func TestDebugProfilerNeedsEnableDebugAndToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t, 1, testToken)
+	base := "http://" + c.servers[0].HTTPAddr()
+	if st, _, _ := rawCall(t, "GET", base+"/debug/pprof/cmdline", testToken, "", nil); st != 404 {
+		t.Fatalf("profiler without enable_debug: status %d, want 404", st)
+	}
+	c.stop(0)
+	c.cfgs[0].EnableDebug = true
+	c.start(0)
+	c.waitLeader(-1)
+	if st, _, _ := rawCall(t, "GET", base+"/debug/pprof/cmdline", "", "", nil); st != 401 {
+		t.Fatalf("profiler without a token: status %d, want 401", st)
+	}
+	st, _, body := rawCall(t, "GET", base+"/debug/pprof/goroutine?debug=1", testToken, "", nil)
+	if st != 200 || !strings.Contains(string(body), "goroutine profile") {
+		t.Fatalf("goroutine profile: status %d, body %q", st, truncate(body))
+	}
+}
