@@ -34,7 +34,11 @@ func (m *Manager) pump(ctx context.Context, e *execution) {
 	events := make(chan agentctl.EventsResponse)
 	errs := make(chan error, 1)
 	go p.poll(ctx, events, errs)
-	flush := time.NewTicker(flushInterval)
+	// The flush timer runs only while chunks wait: an idle session costs no
+	// wakeups (a ticker per session kept 1,000 idle sessions' leader busy).
+	flush := time.NewTimer(flushInterval)
+	flush.Stop()
+	armed := false
 	defer flush.Stop()
 	for {
 		select {
@@ -42,12 +46,17 @@ func (m *Manager) pump(ctx context.Context, e *execution) {
 			p.flush(context.WithoutCancel(ctx))
 			return
 		case <-flush.C:
+			armed = false
 			p.flush(ctx)
 		case resp := <-events:
 			for _, ev := range resp.Events {
 				if done := p.handle(ctx, ev); done {
 					return
 				}
+			}
+			if len(p.order) > 0 && !armed {
+				flush.Reset(flushInterval)
+				armed = true
 			}
 		case err := <-errs:
 			p.flush(ctx)
