@@ -27,6 +27,9 @@ server {
 #   token = "s3cr3t"
 # }
 
+# Serve Go's profiler under /debug/pprof/ (behind the token). Off by default.
+# enable_debug = true
+
 # Where the paddock-runtime-* plugin binaries are (`make build` puts them there).
 plugin_dir = "./bin/plugins"
 

@@ -113,7 +113,7 @@ agent "demo" {
 	env.Logf("docker session start p50 %.0fms", res[0].P50)
 	var times []float64
 	for k := 0; k < kills; k++ {
-		d, e, err := failoverToUsable(ctx, env.Logf, c, task.ID, ids, false)
+		d, e, err := failoverToUsable(ctx, env, c, task.ID, ids, false, "")
 		if err != nil {
 			return res, fmt.Errorf("docker failover %d: %w", k, err)
 		}

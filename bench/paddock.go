@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -226,3 +228,45 @@ func agentctlPID(ctx context.Context, api *client.Client, id string) (int, error
 
 // noteMachine is appended to every area's note.
 const noteShared = "The machine (2 cores) is shared with other engineers running tests, so tails are noisy."
+
+// cpuProfile takes a CPU profile of a node started with enable_debug for d,
+// in the background, into env.Profiles/name.pprof (`go tool pprof -top
+// bin/paddock FILE`). The returned wait blocks until it is written and
+// returns its path ("" when none was taken).
+func cpuProfile(env Env, n *harness.Node, name string, d time.Duration) (wait func() string) {
+	if env.Profiles == "" {
+		return func() string { return "" }
+	}
+	done := make(chan string, 1)
+	go func() {
+		path, err := saveProfile(n.URL()+fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), filepath.Join(env.Profiles, name+".pprof"))
+		if err != nil {
+			env.Logf("profile %s: %v", name, err)
+		}
+		done <- path
+	}()
+	return func() string { return <-done }
+}
+
+func saveProfile(url, path string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return "", err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return "", err
+	}
+	return path, f.Close()
+}

@@ -303,7 +303,7 @@ func allWaiting(ctx context.Context, api *client.Client, taskID string, n int, t
 // failoverToUsable kills the leader (and, with killAgents, every session's
 // agentctl) and measures until every session answered a prompt.
 // It also returns the milliseconds until a survivor said it leads.
-func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness.Cluster, taskID string, ids []string, killAgents bool) (time.Duration, float64, error) {
+func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID string, ids []string, killAgents bool, profile string) (time.Duration, float64, error) {
 	leader, err := c.Leader(60 * time.Second)
 	if err != nil {
 		return 0, 0, err
@@ -334,6 +334,14 @@ func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness
 			survivors = append(survivors, n)
 		}
 	}
+	// A profile covers the survivors from just before the kill, so the new
+	// leader's election, recovery and the prompts all fall inside it.
+	var profiled []func() string
+	if profile != "" {
+		for _, n := range survivors {
+			profiled = append(profiled, cpuProfile(env, n, profile+"-"+n.Name, 5*time.Second))
+		}
+	}
 	t0 := time.Now()
 	leader.Kill()
 	led := firstTime(ctx, t0, func() bool { return anyLeads(survivors) })
@@ -344,7 +352,12 @@ func failoverToUsable(ctx context.Context, logf func(string, ...any), c *harness
 	d := time.Since(t0)
 	elected := <-led
 	if polled > 0 {
-		logf("%d sessions were seen answering only by the backup poll", polled)
+		env.Logf("%d sessions were seen answering only by the backup poll", polled)
+	}
+	for _, wait := range profiled {
+		if path := wait(); path != "" {
+			env.Logf("CPU profile of a survivor over the 5 s from the kill: %s", path)
+		}
 	}
 	if serr := leader.Start(); serr != nil {
 		return d, elected, errors.Join(err, serr)
@@ -379,7 +392,7 @@ func RecoverySuite(ctx context.Context, env Env) ([]Result, error) {
 }
 
 func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, error) {
-	c, _, stop, err := paddockCluster(env, fmt.Sprintf("recovery%d", n), 3, true, "")
+	c, _, stop, err := paddockCluster(env, fmt.Sprintf("recovery%d", n), 3, true, "enable_debug = true")
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +421,11 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		var times, elect []float64
 		var failed error
 		for i := 0; i < k && failed == nil; i++ {
-			d, e, err := failoverToUsable(ctx, env.Logf, c, task.ID, ids, killAgents)
+			profile := ""
+			if i == 0 && !killAgents && n >= 100 {
+				profile = fmt.Sprintf("failover-to-usable-n%d", n)
+			}
+			d, e, err := failoverToUsable(ctx, env, c, task.ID, ids, killAgents, profile)
 			if err != nil {
 				failed = fmt.Errorf("n=%d kill %d (agentctl killed too: %v): %w", n, i, killAgents, err)
 				break
@@ -455,7 +472,7 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 		target = 100
 	}
 	const reserveKiB = 6 << 20 // stop when less than 6 GiB is available
-	c, _, stop, err := paddockCluster(env, "scale", 1, false, "")
+	c, _, stop, err := paddockCluster(env, "scale", 1, false, "enable_debug = true")
 	if err != nil {
 		return nil, err
 	}
@@ -564,8 +581,12 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	}
 	lead := time.Since(t1)
 	defer stream.Close()
+	profiled := cpuProfile(env, node, "scale-restart-recovery", 30*time.Second)
 	sort.Strings(ids)
 	polled, err := answerAll(ctx, stream, promptVia([]*harness.Node{node}), api, ids, "after-restart", 16, 600*time.Second)
+	if path := profiled(); path != "" {
+		env.Logf("scale: CPU profile of the first 30 s of recovery: %s", path)
+	}
 	if polled > 0 {
 		env.Logf("scale: %d sessions were seen answering only by the backup poll", polled)
 	}

@@ -14,7 +14,10 @@ type Env struct {
 	Bin   string // directory with paddock, agentctl, plugins/
 	Quick bool
 	Dir   string // scratch directory
-	Logf  func(format string, args ...any)
+	// Profiles is where suites save CPU profiles of the servers they
+	// measure (empty: none are taken).
+	Profiles string
+	Logf     func(format string, args ...any)
 }
 
 const areaCluster = "Cluster: writes and failover (side by side with etcd)"

@@ -50,6 +50,7 @@ func run(args []string) int {
 	out := fs.String("out", "docs/BENCHMARKS.md", "markdown report")
 	jsonOut := fs.String("json", "bench/results.json", "JSON results")
 	only := fs.String("only", "", "comma-separated suites to run (default all)")
+	profiles := fs.String("profiles", "bench/tmp/profiles", "directory for the CPU profiles suites take (empty: none)")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
@@ -66,7 +67,7 @@ func run(args []string) int {
 	defer os.RemoveAll(scratch)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	env := bench.Env{Bin: bin, Quick: *quick, Dir: scratch, Logf: func(f string, a ...any) {
+	env := bench.Env{Bin: bin, Quick: *quick, Dir: scratch, Profiles: *profiles, Logf: func(f string, a ...any) {
 		fmt.Fprintf(os.Stderr, "%s  "+f+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
 	}}
 	report := bench.NewReport(*quick)
