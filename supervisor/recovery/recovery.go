@@ -6,7 +6,12 @@
 //
 // The per-session steps live in supervisor/sessions (Manager.Recover); this
 // package picks the sessions, applies the auto_resume policy, bounds the
-// concurrency and reports what happened.
+// concurrency and reports what happened. After the recovery pass (see
+// WithOrphans) the leader also removes executors no executor row owns, once
+// and then periodically until leadership ends.
+//
+// It may import supervisor/config, plugins, sessions and state and
+// shared/runtime; never the API, cluster or server packages.
 package recovery
 
 import (
@@ -45,8 +50,10 @@ type Recovery struct {
 	policy   string
 	log      hclog.Logger
 
-	mu   sync.Mutex
-	last *Report
+	mu          sync.Mutex
+	last        *Report
+	orphans     *orphans // nil: no orphan reconciling (see WithOrphans)
+	lastOrphans *OrphanReport
 }
 
 // New returns a Recovery over the local store.
@@ -102,8 +109,20 @@ func (r *Recovery) allows(s state.SessionState) bool {
 	return s == state.SessionStarting || s == state.SessionWaitingForInput || s == state.SessionRunning
 }
 
-// Run recovers every candidate once; it is a cluster.LeaderFunc.
+// Run recovers every candidate once; it is a cluster.LeaderFunc. With
+// WithOrphans it then reconciles orphaned executors until ctx ends.
 func (r *Recovery) Run(ctx context.Context) {
+	r.recoverAll(ctx)
+	r.mu.Lock()
+	o := r.orphans
+	r.mu.Unlock()
+	if o != nil && ctx.Err() == nil {
+		r.reconcileLoop(ctx, o)
+	}
+}
+
+// recoverAll is one recovery pass.
+func (r *Recovery) recoverAll(ctx context.Context) {
 	rep := &Report{Started: time.Now(), Outcomes: map[sessions.Outcome]int{}}
 	list := r.candidates()
 	r.log.Info("recovery started", "sessions", len(list), "auto_resume", r.policy)

@@ -79,7 +79,9 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s := &Server{Config: cfg, Node: node, Plugins: pm, log: log, listener: ln, done: make(chan error, 1)}
 	s.Sessions = sessions.New(sessions.Options{Cluster: node, Runtimes: pm, Config: cfg, Logger: log.Named("sessions")})
 	node.OnLeader(s.Sessions.Run)
-	s.Recovery = recovery.New(node.Store(), s.Sessions, cfg, log.Named("recovery"))
+	// After its recovery pass the leader removes executors no executor row
+	// owns (runtimes with runtime.Reconciler), then every 10 minutes.
+	s.Recovery = recovery.New(node.Store(), s.Sessions, cfg, log.Named("recovery")).WithOrphans(recovery.OrphanOptions{Runtimes: pm})
 	node.OnLeader(s.Recovery.Run)
 	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}

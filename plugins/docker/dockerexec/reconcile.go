@@ -63,11 +63,13 @@ func (r *Runtime) ReconcileCluster(ctx context.Context, cluster string, owned fu
 	if owned == nil {
 		return nil, fmt.Errorf("reconcile needs an owned function: %w", runtime.ErrInvalidRequest)
 	}
+	// The cutoff is taken before listing: a container created while the
+	// list is slow is never old enough, whatever the list takes.
+	cutoff := time.Now().Add(-grace)
 	res, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelCluster+"="+cluster)})
 	if err != nil {
 		return nil, engineErr(cfg, "list containers", err)
 	}
-	cutoff := time.Now().Add(-grace)
 	var removed []string
 	for _, c := range res.Items {
 		if c.Labels[LabelCluster] != cluster || c.Labels[LabelSession] == "" {
