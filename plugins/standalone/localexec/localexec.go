@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -334,7 +335,7 @@ func (r *Runtime) Inspect(_ context.Context, hb []byte) (runtime.InspectResponse
 		return runtime.InspectResponse{}, err
 	}
 	_, werr := os.Stat(h.Workspace)
-	details := map[string]string{"workspace": h.Workspace, "workspace_exists": fmt.Sprint(werr == nil)}
+	details := map[string]string{"workspace": h.Workspace, "workspace_exists": strconv.FormatBool(werr == nil)}
 	if agentctlproc.IsSessionAgentctl(h.PID, h.SessionID) {
 		return runtime.InspectResponse{State: runtime.StateRunning, PID: h.PID, AgentctlURL: h.URL, Details: details}, nil
 	}

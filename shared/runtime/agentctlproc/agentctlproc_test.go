@@ -2,11 +2,16 @@ package agentctlproc
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestReadInfoRejectsMalformed(t *testing.T) {
@@ -77,5 +82,137 @@ func TestStartRequiresFields(t *testing.T) {
 	_, err := Start(context.Background(), StartConfig{AgentctlPath: "/bin/false", SessionID: "s", Workspace: dir, StateDir: filepath.Join(dir, "st"), Secret: "x"})
 	if err == nil {
 		t.Fatal("an agentctl that exits at once was reported started")
+	}
+}
+
+// cmdlineReference is the plain (allocating) reading of a command line that
+// isSessionAgentctlCmdline must agree with.
+func cmdlineReference(b []byte, sessionID string) bool {
+	s := strings.TrimRight(string(b), "\x00")
+	if s == "" {
+		return false
+	}
+	args := strings.Split(s, "\x00")
+	serve, session := false, false
+	for i, a := range args {
+		if a == "serve" {
+			serve = true
+		}
+		if (a == "-session" || a == "--session") && i+1 < len(args) && args[i+1] == sessionID {
+			session = true
+		}
+		if a == "-session="+sessionID || a == "--session="+sessionID {
+			session = true
+		}
+	}
+	return serve && session
+}
+
+func TestIsSessionAgentctlCmdline(t *testing.T) {
+	for _, tc := range []struct {
+		cmdline string
+		want    bool
+	}{
+		{"agentctl\x00serve\x00-session\x00s1\x00", true},
+		{"agentctl\x00serve\x00--session\x00s1\x00", true},
+		{"agentctl\x00serve\x00-session=s1\x00", true},
+		{"agentctl\x00serve\x00--session=s1\x00", true},
+		{"agentctl\x00-session\x00s1\x00serve\x00", true},
+		{"agentctl\x00serve\x00-session\x00s1", true}, // no final NUL
+		{"agentctl\x00serve\x00-session\x00s2\x00", false},
+		{"agentctl\x00serve\x00-session\x00s10\x00", false},
+		{"agentctl\x00serve\x00---session=s1\x00", false},
+		{"agentctl\x00serve\x00-session\x00", false},
+		{"agentctl\x00run\x00-session\x00s1\x00", false},
+		{"agentctl\x00servex\x00-session=s1\x00", false},
+		{"agentctl\x00serve\x00-session\x00\x00s1\x00", false},
+		{"", false},
+		{"\x00\x00", false},
+	} {
+		if got := isSessionAgentctlCmdline([]byte(tc.cmdline), "s1"); got != tc.want {
+			t.Errorf("%q: got %v, want %v", tc.cmdline, got, tc.want)
+		}
+		if ref := cmdlineReference([]byte(tc.cmdline), "s1"); ref != tc.want {
+			t.Errorf("%q: reference says %v, table says %v", tc.cmdline, ref, tc.want)
+		}
+	}
+}
+
+func FuzzIsSessionAgentctlCmdline(f *testing.F) {
+	f.Add([]byte("agentctl\x00serve\x00-session\x00s1\x00"), "s1")
+	f.Add([]byte("agentctl\x00serve\x00--session=s1"), "s1")
+	f.Add([]byte("\x00serve\x00-session\x00\x00"), "")
+	f.Fuzz(func(t *testing.T, b []byte, id string) {
+		if got, want := isSessionAgentctlCmdline(b, id), cmdlineReference(b, id); got != want {
+			t.Fatalf("%q, %q: got %v, reference %v", b, id, got, want)
+		}
+	})
+}
+
+// TestIsSessionAgentctlProcess checks a real process through /proc: found
+// while it runs (also with a command line longer than the stack buffer), not
+// once it is a zombie, nor once reaped.
+func TestIsSessionAgentctlProcess(t *testing.T) {
+	for _, pad := range []int{0, 5000} {
+		// sh -c SCRIPT serve -session s1: sh's own command line carries the
+		// arguments; "; :" keeps sh from exec'ing sleep.
+		cmd := exec.Command("/bin/sh", "-c", "sleep 60; :", "serve", "-session", "s1", strings.Repeat("x", pad))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		reaped := false
+		t.Cleanup(func() {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			if !reaped {
+				_ = cmd.Wait()
+			}
+		})
+		// Until the child has exec'd, its command line is the test binary's.
+		waitUntil(t, "the running process to be recognised", func() bool { return IsSessionAgentctl(pid, "s1") })
+		if IsSessionAgentctl(pid, "s2") {
+			t.Fatalf("pad %d: taken for another session's agentctl", pad)
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the process to be a zombie", func() bool { return !Alive(pid) })
+		if IsSessionAgentctl(pid, "s1") {
+			t.Fatalf("pad %d: zombie taken for a live agentctl", pad)
+		}
+		_ = cmd.Wait()
+		reaped = true
+		if IsSessionAgentctl(pid, "s1") {
+			t.Fatalf("pad %d: reaped process taken for a live agentctl", pad)
+		}
+	}
+}
+
+func TestReadProc(t *testing.T) {
+	b, err := readProc(os.Getpid(), "cmdline", make([]byte, 0, 4)) // grows
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("/proc/self/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(want) {
+		t.Fatalf("got %q, want %q", b, want)
+	}
+	if _, err := readProc(os.Getpid(), "no-such-file", nil); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v, want ErrNotExist", err)
+	}
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
