@@ -135,7 +135,7 @@ func SessionsSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return out, fmt.Errorf("plugin rpc: %w", err)
 	}
-	return append(out, pr), nil
+	return append(out, pr...), nil
 }
 
 // promptRoundTrip sends text and waits until the agent's complete reply to
@@ -205,45 +205,63 @@ func leaseReclaim(ctx context.Context, api *client.Client, id string, sigstop bo
 }
 
 // pluginRPC measures Inspect round trips through go-plugin to the real
-// standalone runtime plugin.
-func pluginRPC(ctx context.Context, env Env) (Result, error) {
+// standalone runtime plugin, each followed by a Capabilities call (no work in
+// the plugin) as the transport baseline under the same load.
+func pluginRPC(ctx context.Context, env Env) ([]Result, error) {
 	n := 20000
 	if env.Quick {
 		n = 3000
 	}
 	root, err := os.MkdirTemp(env.Dir, "plugin-")
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: filepath.Join(env.Bin, "plugins", "paddock-runtime-standalone")})
 	if err != nil {
-		return Result{}, err
+		return nil, err
 	}
 	defer c.Kill()
 	if diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "bench.hcl", Source: fmt.Appendf(nil, "workspace_root = %q\n", root)}); err != nil || diags.HasErrors() {
-		return Result{}, fmt.Errorf("set config: %v %v", err, diags)
+		return nil, fmt.Errorf("set config: %v %v", err, diags)
 	}
 	sdir := filepath.Join(root, "bench1")
 	ws, stateDir := filepath.Join(sdir, "workspace"), filepath.Join(sdir, "state")
 	for _, d := range []string{ws, stateDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return Result{}, err
+			return nil, err
 		}
 	}
 	handle, _ := json.Marshal(map[string]any{"v": 1, "session_id": "bench1", "session_dir": sdir, "workspace": ws,
 		"owns_workspace": true, "state_dir": stateDir, "pid": os.Getpid(), "nonce": "n", "url": "http://127.0.0.1:1"})
 	if _, err := c.Inspect(ctx, handle); err != nil {
-		return Result{}, fmt.Errorf("inspect: %w", err)
+		return nil, fmt.Errorf("inspect: %w", err)
 	}
-	samples := make([]float64, 0, n)
+	if _, err := c.Capabilities(ctx); err != nil {
+		return nil, fmt.Errorf("capabilities: %w", err)
+	}
+	inspect, noop := make([]float64, 0, n), make([]float64, 0, n)
 	for i := 0; i < n; i++ {
 		t0 := time.Now()
 		if _, err := c.Inspect(ctx, handle); err != nil {
-			return Result{}, fmt.Errorf("inspect: %w", err)
+			return nil, fmt.Errorf("inspect: %w", err)
 		}
-		samples = append(samples, float64(time.Since(t0).Nanoseconds())/1000)
+		t1 := time.Now()
+		if _, err := c.Capabilities(ctx); err != nil {
+			return nil, fmt.Errorf("capabilities: %w", err)
+		}
+		inspect = append(inspect, float64(t1.Sub(t0).Nanoseconds())/1000)
+		noop = append(noop, float64(time.Since(t1).Nanoseconds())/1000)
 	}
-	r := Summary(Result{Name: "plugin_rpc_us", Area: areaPlugins, Unit: "µs", Goal: "p50 ≤ 100 (go-plugin gRPC reference on a desktop CPU)",
-		Note: fmt.Sprintf("Inspect round trip through go-plugin (gRPC over a Unix socket) to the real paddock-runtime-standalone process, %d sequential calls after one warm-up; the plugin stats the workspace and checks the pid", n)}, samples, false)
-	return Verdict(r, r.P50 <= 100), nil
+	// Measured with perf on both processes (BenchmarkInspectRoundTrip in
+	// plugins/standalone/localexec, the same Inspect + no-op pairs, 2-core VM).
+	const profile = "Where the time goes (perf of both processes over Inspect + no-op pairs, shares of their CPU): gRPC/HTTP2 framing, codec and Unix-socket I/O 45%, Go scheduler (goroutine hand-offs between gRPC's reader, handler and writer goroutines, futex wake-ups, idle spinning) 27%, sysmon 11%, GC 3%, Inspect's own work 9% (/proc/PID/cmdline read 4%, handle JSON 2%, workspace stat 2%; it was 13% with /proc reads at 9% before Inspect used raw /proc reads without a separate liveness check)."
+	nr := Summary(Result{Name: "plugin_rpc_noop_us", Area: areaPlugins, Unit: "µs",
+		Note: fmt.Sprintf("transport baseline for plugin_rpc_us: a Capabilities call (the plugin returns constants) through the same go-plugin connection, one after each of the %d Inspect calls", n)}, noop, false)
+	r := Summary(Result{Name: "plugin_rpc_us", Area: areaPlugins, Unit: "µs", Goal: "p50 ≤ 100 (go-plugin gRPC reference on a desktop CPU)"}, inspect, false)
+	r.Note = fmt.Sprintf("Inspect round trip through go-plugin (gRPC over a Unix socket) to the real paddock-runtime-standalone process, %d sequential calls after one warm-up, each followed by one plugin_rpc_noop_us call; the plugin decodes the JSON handle, stats the workspace and reads /proc/PID/cmdline. "+
+		"This run: Inspect p50 is %.0f µs above the no-op p50, the rest is transport. %s", n, r.P50-nr.P50, profile)
+	if r.P50 > 100 && nr.P50 > 100 {
+		r.Note += " The goal is missed in the transport: the no-op call alone is over 100 µs at p50."
+	}
+	return []Result{Verdict(r, r.P50 <= 100), nr}, nil
 }
