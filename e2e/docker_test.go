@@ -598,3 +598,70 @@ func TestDockerInvalidLimitsRefusedAtStart(t *testing.T) {
 		})
 	}
 }
+
+// Once recovery is done (here after a restart) the leader removes a
+// container of its cluster that no executor row owns, and leaves alone a
+// live session's container, a stopped session's container and another
+// cluster's container. The plugin's reconcile_grace of 1s stands in for the
+// supervisor's 2-minute grace.
+func TestDockerReconcileRemovesOrphanContainer(t *testing.T) {
+	e := newDockerEnv(t, dockerTestImage)
+	e.extra = `    reconcile_grace = "1s"`
+	c := startCluster(t, 1, false, e.config())
+	node := leaderOf(t, c)
+	api := apiClient(t, node)
+	live := startDockerSession(t, api, e, "elderberry")
+	stopped := startDockerSession(t, api, e, "feijoa")
+	if _, err := api.Stop(testCtx(t), stopped.id); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, stopped.id, state.SessionStopped)
+	if ex := dockerExecutor(t, api, stopped.id); ex.Status != state.ExecutorStopped {
+		t.Fatalf("executor of the stopped session: %s, want stopped", ex.Status)
+	}
+
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	orphanExec := "ex-" + hex.EncodeToString(b)
+	labels := func(cluster, session, executor string) []string {
+		return []string{"--label", "paddock.cluster=" + cluster, "--label", "paddock.session_id=" + session, "--label", "paddock.executor_id=" + executor}
+	}
+	run := func(labels []string) string {
+		args := append([]string{"run", "-d"}, labels...)
+		return docker(t, append(args, "--entrypoint", "sleep", e.image, "300")...)
+	}
+	orphan := run(labels(e.cluster, "orphan-"+hex.EncodeToString(b[:4]), orphanExec))
+	foreign := run(labels(e.cluster+"-other", "foreign-"+hex.EncodeToString(b[:4]), orphanExec))
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", foreign).Run() })
+	// Docker records creation times in whole seconds: let the orphan be
+	// certainly older than the grace before the next pass can look at it.
+	created, err := time.Parse(time.RFC3339Nano, docker(t, "inspect", "-f", "{{.Created}}", orphan))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the orphan to be older than the grace", func() bool { return time.Since(created) > 2500*time.Millisecond })
+
+	node.Kill()
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, c)
+	waitFor(t, 60*time.Second, "the leader to remove the orphaned container", func() bool {
+		return docker(t, "ps", "-aq", "--no-trunc", "--filter", "id="+orphan) == ""
+	})
+	checkRecoveredContainer(t, api, e, live, "elderberry")
+	if got := e.containers(t, stopped.id); len(got) != 1 || got[0] != stopped.containerID {
+		t.Fatalf("containers of the stopped session: %v, want its own %s", got, stopped.containerID)
+	}
+	if st := docker(t, "inspect", "-f", "{{.State.Running}}", foreign); st != "true" {
+		t.Fatalf("another cluster's container was touched: running=%s", st)
+	}
+	// The stopped session still resumes in its own container.
+	if _, err := api.Resume(testCtx(t), stopped.id); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, stopped.id, state.SessionWaitingForInput)
+	if ex := dockerExecutor(t, api, stopped.id); ex.ContainerID != stopped.containerID {
+		t.Fatalf("resumed in container %s, want the kept %s", ex.ContainerID, stopped.containerID)
+	}
+}
