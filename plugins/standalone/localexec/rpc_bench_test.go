@@ -86,8 +86,9 @@ func loopP50(b *testing.B, call func() error) {
 
 // BenchmarkInspectRoundTrip is one Inspect through go-plugin (gRPC over a
 // Unix socket) to the real plugin process, as bench plugin_rpc_us measures,
-// interleaved with one Capabilities call (the transport baseline: its
-// plugin side does no work) so that both medians see the same machine load.
+// paired with one Capabilities call (the transport baseline: its plugin side
+// does no work), the order alternating, so that both medians see the same
+// machine load.
 // ns/op and allocs/op cover the pair.
 func BenchmarkInspectRoundTrip(b *testing.B) {
 	f := newRPCFixture(b)
@@ -107,15 +108,25 @@ func BenchmarkInspectRoundTrip(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		// The order alternates: a call right after another one finds the
+		// plugin's threads awake, one after a pause does not.
+		first, second := inspect, noop
+		if i%2 == 1 {
+			first, second = noop, inspect
+		}
 		t0 := time.Now()
-		if err := inspect(); err != nil {
+		if err := first(); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if err := noop(); err != nil {
+		if err := second(); err != nil {
 			b.Fatal(err)
 		}
-		ins, nop = append(ins, t1.Sub(t0)), append(nop, time.Since(t1))
+		d1, d2 := t1.Sub(t0), time.Since(t1)
+		if i%2 == 1 {
+			d1, d2 = d2, d1
+		}
+		ins, nop = append(ins, d1), append(nop, d2)
 	}
 	b.StopTimer()
 	b.ReportMetric(p50µs(ins), "inspect-p50-µs")
