@@ -67,3 +67,42 @@ func TestReconcileServerSide(t *testing.T) {
 		t.Fatalf("bare Unimplemented maps to %v", got)
 	}
 }
+
+// FuzzReconcileServer: whatever a host sends, the plugin's Reconcile is
+// called only with a request that validates (ids usable as labels, a
+// non-negative grace), and anything refused is InvalidArgument.
+func FuzzReconcileServer(f *testing.F) {
+	f.Add("paddock", "ex-1", "ex-2", int64(120000))
+	f.Add("", "", "../x", int64(-1))
+	f.Add("a b", "ex\x00", "-rf", int64(0))
+	f.Fuzz(func(t *testing.T, cluster, id1, id2 string, graceMS int64) {
+		var got *ReconcileRequest
+		impl := &capturingReconciler{got: &got}
+		_, err := (&grpcServer{impl: impl}).Reconcile(context.Background(),
+			&runtimepb.ReconcileRequest{Cluster: cluster, OwnedExecutorIds: []string{id1, id2}, GraceMs: graceMS})
+		if err != nil {
+			if status.Code(err) != codes.InvalidArgument || got != nil {
+				t.Fatalf("refused with %v (plugin called: %v)", err, got != nil)
+			}
+			return
+		}
+		if got == nil || got.Validate() != nil || got.Grace < 0 || (cluster != "" && !ValidID(got.Cluster)) {
+			t.Fatalf("plugin called with %+v", got)
+		}
+		for _, id := range got.Owned {
+			if !ValidID(id) {
+				t.Fatalf("owned id %q reached the plugin", id)
+			}
+		}
+	})
+}
+
+type capturingReconciler struct {
+	onlyRuntime
+	got **ReconcileRequest
+}
+
+func (c *capturingReconciler) Reconcile(_ context.Context, req ReconcileRequest) ([]string, error) {
+	*c.got = &req
+	return nil, nil
+}
