@@ -172,10 +172,15 @@ func (m *Manager) reclaimExpired(ctx context.Context, sessionID string) {
 	if !lock.TryLock() {
 		return // a lifecycle operation is running; check again next tick
 	}
+	// Re-read under the lock: a lifecycle operation that held it may have
+	// claimed the lease afresh meanwhile (untracked or renewed: not expired).
 	l, ok := m.store.Lease(sessionID)
-	if !ok || l.State != state.LeaseHeld || !time.Now().After(m.leases.get(sessionID)) {
+	until := m.leases.get(sessionID)
+	if !ok || l.State != state.LeaseHeld || until.IsZero() || !time.Now().After(until) {
 		lock.Unlock()
-		m.leases.forget(sessionID)
+		if !ok || l.State != state.LeaseHeld {
+			m.leases.forget(sessionID)
+		}
 		return
 	}
 	m.log.Warn("lease expired; reclaiming", "session", sessionID, "holder", l.HolderExecutorID, "token", l.FencingToken)

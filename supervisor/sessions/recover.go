@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
@@ -81,7 +82,7 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("recover executor %s: %w", ex.ID, err))
 		return OutcomeLost, nil
 	}
-	prevNonce := ex.Nonce
+	prevNonce, recorded := ex.Nonce, ex
 	ex.AgentctlURL, ex.PID, ex.ContainerID = resp.AgentctlURL, resp.PID, resp.ContainerID
 	if len(resp.Handle) > 0 {
 		ex.Handle = resp.Handle
@@ -117,8 +118,12 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		client.SetFencingToken(token)
 	}
 	ex.Nonce, ex.Status, ex.ErrorMessage = health.Nonce, state.ExecutorReady, ""
-	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
-		return OutcomeSkipped, err
+	// An executor found as recorded (the common case after a failover)
+	// costs no raft write.
+	if !reflect.DeepEqual(ex, recorded) {
+		if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
+			return OutcomeSkipped, err
+		}
 	}
 	// Workspace access (shell, files) is on from here, agent or not.
 	m.publish(ctx, sess.ID, state.EventAgentctlReady, map[string]any{"executor_id": ex.ID, "recovery": true, "nonce_changed": prevNonce != health.Nonce})
@@ -208,6 +213,7 @@ func (m *Manager) reclaimAndClaim(ctx context.Context, sessionID, executorID, no
 	if err != nil {
 		return 0, fmt.Errorf("claim lease of session %s: %w", sessionID, err)
 	}
+	m.leases.set(sessionID, time.Now().Add(m.cfg.Lease.TTL))
 	return res.FencingToken, nil
 }
 
