@@ -210,6 +210,7 @@ type markerWatch struct {
 	marker []byte
 	tail   []byte
 	bytes  int64
+	chunks int64 // output chunks (frames, or PTY reads) since arm
 	found  chan struct{}
 	last   []byte // the last lastKeep bytes, for errors
 }
@@ -222,7 +223,7 @@ func newMarkerWatch() *markerWatch { return &markerWatch{} }
 func (m *markerWatch) arm(marker string) <-chan struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.marker, m.tail, m.bytes, m.found = []byte(marker), nil, 0, make(chan struct{})
+	m.marker, m.tail, m.bytes, m.chunks, m.found = []byte(marker), nil, 0, 0, make(chan struct{})
 	return m.found
 }
 
@@ -230,6 +231,7 @@ func (m *markerWatch) sink(b []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.bytes += int64(len(b))
+	m.chunks++
 	m.last = append(m.last, b[max(0, len(b)-lastKeep):]...)
 	m.last = m.last[max(0, len(m.last)-lastKeep):]
 	if m.marker == nil {
@@ -445,12 +447,13 @@ func TerminalSuite(ctx context.Context, env Env) ([]Result, error) {
 		trialsOf[i] = tr
 	}
 	rates, ratios, idle := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
-	cpu, mib := map[string]map[string]time.Duration{}, map[string]float64{}
+	cpu, mib, chunks := map[string]map[string]time.Duration{}, map[string]float64{}, map[string]int64{}
 	for i, p := range seq {
 		tr := trialsOf[i]
 		rates[p] = append(rates[p], tr.rate)
 		idle[p] = append(idle[p], tr.idle)
 		mib[p] += tr.mib
+		chunks[p] += tr.chunks
 		if cpu[p] == nil {
 			cpu[p] = map[string]time.Duration{}
 		}
@@ -466,6 +469,9 @@ func TerminalSuite(ctx context.Context, env Env) ([]Result, error) {
 	costs := fmt.Sprintf("CPU per MiB (user+system, all threads): direct reader %.1f ms; agentctl path: agentctl %.1f, client %.1f ms; whole path: agentctl %.1f, supervisor %.1f, client %.1f ms",
 		perMiB("direct", "bench"), perMiB("agentctl", "agentctl"), perMiB("agentctl", "bench"),
 		perMiB("supervisor", "session-agentctl"), perMiB("supervisor", "supervisor"), perMiB("supervisor", "bench"))
+	chunkKiB := func(path string) float64 { return mib[path] * 1024 / float64(max(1, chunks[path])) }
+	costs += fmt.Sprintf("; mean output chunk the client got: direct PTY read %.1f KiB, agentctl frame %.1f KiB, whole-path frame %.1f KiB",
+		chunkKiB("direct"), chunkKiB("agentctl"), chunkKiB("supervisor"))
 	env.Logf("terminal cat MiB/s: direct %.0f, agentctl %.0f, supervisor %.0f; pair ratios agentctl %.3f, supervisor %.3f; %s",
 		direct, Percentile(rates["agentctl"], 50), Percentile(rates["supervisor"], 50),
 		Percentile(ratios["agentctl"], 50), Percentile(ratios["supervisor"], 50), costs)
@@ -557,6 +563,8 @@ const profileNote = "Profile of the trials (perf, quick run): agentctl's time is
 // catResult is one throughput trial.
 type catResult struct {
 	rate, mib float64
+	// chunks is how many output frames (PTY reads for direct) carried it.
+	chunks int64
 	// idle is the machine's idle CPU fraction during the trial (others' load).
 	idle float64
 	// cpu is each watched process's CPU time during the trial.
@@ -601,6 +609,9 @@ func catTrial(paths *termPaths, p, file string, procs map[string]int) (catResult
 		return catResult{}, err
 	}
 	res.mib = float64(n) / (1 << 20)
+	w.mu.Lock()
+	res.chunks = w.chunks
+	w.mu.Unlock()
 	res.rate = res.mib / d.Seconds()
 	if total1 > total0 {
 		res.idle = 1 - float64(busy1-busy0)/float64(total1-total0)

@@ -25,6 +25,7 @@ type testClient struct {
 	out       bytes.Buffer // stream and out-of-band bytes, in arrival order
 	pos       int64        // offset + length of the last output frame
 	streamLen int          // bytes of stream output received
+	maxFrame  int          // the most stream bytes one output frame carried
 	msgs      []Message
 	closeCode int
 	done      chan struct{}
@@ -126,6 +127,7 @@ func (c *testClient) readLoop() {
 			if f.Type == FrameOutput {
 				c.pos = f.Offset + int64(len(f.Data))
 				c.streamLen += len(f.Data)
+				c.maxFrame = max(c.maxFrame, len(f.Data))
 			}
 		}
 		c.mu.Unlock()

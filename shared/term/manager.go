@@ -27,18 +27,25 @@ const (
 )
 
 // Output coalescing during floods: after a frame of at least coalesceTrigger bytes, a
-// writer that finds fewer than coalesceMin bytes waits coalesceDelay for more.
+// writer that finds fewer than coalesceMin bytes waits coalesceDelay for more. The
+// delay is long enough for a cat-speed flood (50-70 MiB/s) to fill most of a
+// MaxLiveChunk frame: each frame costs every hop a wake-up and a few syscalls, which
+// profiles showed to be most of the relay's CPU. It only applies when the shell may run
+// at least coalesceRoom bytes ahead of the client, so the wait never stalls the shell.
 const (
 	coalesceTrigger = 4 << 10
 	coalesceMin     = 16 << 10
-	coalesceDelay   = time.Millisecond
+	coalesceDelay   = 2 * time.Millisecond
+	coalesceRoom    = MaxLiveChunk + 64<<10
 )
 
 // MaxLiveChunk is the most stream bytes one live output frame carries (the frame is 9
 // bytes longer). Output that piles up while the socket is busy goes out in frames this
-// large, so a flood costs every hop (agentctl, the supervisor's relay, the client) half
-// the messages that MaxChunk-sized frames would.
-const MaxLiveChunk = 64 << 10
+// large, so a flood costs every hop (agentctl, the supervisor's relay, the client) a
+// quarter of the messages that MaxChunk-sized frames would. A client that acks gets
+// frames of at most a quarter of its credit window (MaxChunk at least), so several
+// stay in flight while its acks come back.
+const MaxLiveChunk = 128 << 10
 
 // CloseUnauthorized closes a connection whose hello token was refused.
 const CloseUnauthorized = 4003
@@ -586,11 +593,13 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 			}
 			continue
 		}
-		limit := MaxLiveChunk
+		limit, room := MaxLiveChunk, ringLimit
 		if c.acking.Load() {
-			limit = int(min(int64(MaxLiveChunk), window-max(0, pos-c.acked.Load())))
+			frame := max(int64(MaxChunk), window/4)
+			limit = int(min(int64(MaxLiveChunk), frame, window-max(0, pos-c.acked.Load())))
+			room = min(window, ringLimit)
 		}
-		if limit >= coalesceMin && lastFrame >= coalesceTrigger && time.Since(lastSend) < 5*time.Millisecond {
+		if limit >= coalesceMin && room >= coalesceRoom && lastFrame >= coalesceTrigger && time.Since(lastSend) < 5*time.Millisecond {
 			// During a flood the PTY hands over ~4 KiB per read; wait a moment so frames
 			// carry tens of KiB instead (interactive echo never gets here).
 			if avail := ring.Next() - pos; avail > 0 && avail < coalesceMin {

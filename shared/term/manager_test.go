@@ -246,6 +246,14 @@ func TestCreditFlowControl(t *testing.T) {
 		c.sendJSON(Ack{Offset: p})
 		waitFor(t, 10*time.Second, "more output after ack", func() bool { return c.position() > p })
 	}
+	// An acking client gets frames of at most a quarter of its window (MaxChunk at
+	// least), so several stay in flight while its acks travel.
+	c.mu.Lock()
+	biggest := c.maxFrame
+	c.mu.Unlock()
+	if limit := max(MaxChunk, window/4); biggest > limit {
+		t.Fatalf("an output frame carried %d bytes to an acking client (max %d)", biggest, limit)
+	}
 	c.input("\x03")
 	stop := time.Now().Add(20 * time.Second)
 	marker := fmt.Sprintf("MK%d", 4242)
