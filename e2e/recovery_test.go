@@ -189,6 +189,12 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	tc2.input("echo \"X=$X.\"\r")
 	tc2.waitOutput("X=kept42.")
 	checkRecovered(t, apiClient(t, newLeader), sessions, nonResumable.id)
+	// The new leader's runtime found or restarted every executor: it is
+	// theirs now (a node-local runtime proves one gone only from its node).
+	exs, err := apiClient(t, newLeader).Executors(testCtx(t), resumable.id)
+	if err != nil || len(exs) == 0 || exs[0].Node != newLeader.Name {
+		t.Fatalf("executor of a recovered session: %+v %v, want node %s", exs, err, newLeader.Name)
+	}
 }
 
 func TestRecoveryFailurePaths(t *testing.T) {

@@ -83,6 +83,9 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		return OutcomeLost, nil
 	}
 	prevNonce, recorded := ex.Nonce, ex
+	// This node's runtime manages the executor from now on (it found or
+	// restarted it): a node-local runtime can prove it gone only from here.
+	ex.Node = m.cluster.ID()
 	ex.AgentctlURL, ex.PID, ex.ContainerID = resp.AgentctlURL, resp.PID, resp.ContainerID
 	if len(resp.Handle) > 0 {
 		ex.Handle = resp.Handle
