@@ -3,12 +3,16 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -132,6 +136,40 @@ func TestRestartSingleNodeRecoversSessions(t *testing.T) {
 			t.Errorf("session %s: agentctl pid %d, want the same %d", s.id, got, pids[s.id])
 		}
 	}
+	// The recovery run is in the node's metrics: two continued, one
+	// resumed, one left with its workspace only.
+	var lines []string
+	for outcome, want := range map[string]int{"continued": 2, "resumed": 1, "workspace": 1} {
+		lines = append(lines, fmt.Sprintf("paddock_recovery_last_sessions{outcome=%q} %d\n", outcome, want))
+	}
+	var metrics string
+	waitFor(t, 30*time.Second, "the recovery run in the metrics", func() bool {
+		metrics = metricsText(t, node)
+		for _, l := range lines {
+			if !strings.Contains(metrics, l) {
+				return false
+			}
+		}
+		return true
+	})
+	if strings.Contains(metrics, "paddock_recovery_last_duration_seconds 0\n") {
+		t.Error("the recovery run has no duration")
+	}
+}
+
+// metricsText is a node's /v1/metrics.
+func metricsText(t *testing.T, n *harness.Node) string {
+	t.Helper()
+	resp, err := http.Get(n.URL() + "/v1/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("metrics: %s %v", resp.Status, err)
+	}
+	return string(b)
 }
 
 func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paddockhq/paddock/supervisor/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
@@ -83,7 +84,9 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	// owns (runtimes with runtime.Reconciler), then every 10 minutes.
 	s.Recovery = recovery.New(node.Store(), s.Sessions, cfg, log.Named("recovery")).WithOrphans(recovery.OrphanOptions{Runtimes: pm})
 	node.OnLeader(s.Recovery.Run)
-	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait})
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(s.Recovery.Collectors()...)
+	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait, Registry: registry})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {
 		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())
