@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -300,24 +302,31 @@ func allWaiting(ctx context.Context, api *client.Client, taskID string, n int, t
 	return nil
 }
 
+// usable is one failover-to-usable trial, in milliseconds from the kill:
+// until a survivor led, until the new leader's recovery run finished (its
+// paddock_recovery_last_finished_timestamp_seconds; -1 when unknown), and
+// until every session had answered a prompt.
+type usable struct {
+	Leader, Recovered, Total float64
+}
+
 // failoverToUsable kills the leader (and, with killAgents, every session's
 // agentctl) and measures until every session answered a prompt.
-// It also returns the milliseconds until a survivor said it leads.
-func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID string, ids []string, killAgents bool, profile string) (time.Duration, float64, error) {
+func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID string, ids []string, killAgents bool, profile string) (usable, error) {
 	leader, err := c.Leader(60 * time.Second)
 	if err != nil {
-		return 0, 0, err
+		return usable{}, err
 	}
 	api := apiOf(leader)
 	if err := allWaiting(ctx, api, taskID, len(ids), 120*time.Second); err != nil {
-		return 0, 0, err
+		return usable{}, err
 	}
 	var pids []int
 	if killAgents {
 		for _, id := range ids {
 			pid, err := agentctlPID(ctx, api, id)
 			if err != nil {
-				return 0, 0, err
+				return usable{}, err
 			}
 			pids = append(pids, pid)
 		}
@@ -325,7 +334,7 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 	obs := surviving(c, leader)
 	stream, err := openEvents(ctx, apiOf(obs), client.EventFilter{TaskID: taskID})
 	if err != nil {
-		return 0, 0, fmt.Errorf("events on %s: %w", obs.Name, err)
+		return usable{}, fmt.Errorf("events on %s: %w", obs.Name, err)
 	}
 	defer stream.Close()
 	var survivors []*harness.Node
@@ -349,8 +358,14 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 		killWait(p)
 	}
 	polled, err := answerAll(ctx, stream, promptVia(survivors), apiOf(obs), ids, fmt.Sprintf("ping-%d", rand.Int64()), 16, 120*time.Second)
-	d := time.Since(t0)
-	elected := <-led
+	u := usable{Total: ms(time.Since(t0)), Leader: <-led, Recovered: -1}
+	for _, n := range survivors {
+		if l, lerr := n.Leads(); lerr == nil && l {
+			if at := recoveryFinished(n); at.After(t0) {
+				u.Recovered = ms(at.Sub(t0))
+			}
+		}
+	}
 	if polled > 0 {
 		env.Logf("%d sessions were seen answering only by the backup poll", polled)
 	}
@@ -360,9 +375,34 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 		}
 	}
 	if serr := leader.Start(); serr != nil {
-		return d, elected, errors.Join(err, serr)
+		return u, errors.Join(err, serr)
 	}
-	return d, elected, err
+	return u, err
+}
+
+// recoveryFinished reads when a node's last recovery run finished from its
+// metrics (zero time when unknown).
+func recoveryFinished(n *harness.Node) time.Time {
+	resp, err := statusClient.Get(n.URL() + "/v1/metrics")
+	if err != nil {
+		return time.Time{}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return time.Time{}
+	}
+	const name = "paddock_recovery_last_finished_timestamp_seconds "
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || f <= 0 {
+				return time.Time{}
+			}
+			return time.Unix(0, int64(f*1e9))
+		}
+	}
+	return time.Time{}
 }
 
 // RecoverySuite measures failover to usable sessions on a 3-node cluster of
@@ -418,20 +458,23 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		if killAgents {
 			k = kills2
 		}
-		var times, elect []float64
+		var times, elect, recovered []float64
 		var failed error
 		for i := 0; i < k && failed == nil; i++ {
 			profile := ""
 			if i == 0 && !killAgents && n >= 100 {
 				profile = fmt.Sprintf("failover-to-usable-n%d", n)
 			}
-			d, e, err := failoverToUsable(ctx, env, c, task.ID, ids, killAgents, profile)
+			u, err := failoverToUsable(ctx, env, c, task.ID, ids, killAgents, profile)
 			if err != nil {
 				failed = fmt.Errorf("n=%d kill %d (agentctl killed too: %v): %w", n, i, killAgents, err)
 				break
 			}
-			times, elect = append(times, ms(d)), append(elect, e)
-			env.Logf("recovery n=%d agents-killed=%v: %.0fms (leader after %.0fms)", n, killAgents, ms(d), e)
+			times, elect = append(times, u.Total), append(elect, u.Leader)
+			if u.Recovered >= 0 {
+				recovered = append(recovered, u.Recovered)
+			}
+			env.Logf("recovery n=%d agents-killed=%v: %.0fms (leader after %.0fms, its recovery run finished after %.0fms)", n, killAgents, u.Total, u.Leader, u.Recovered)
 		}
 		name := fmt.Sprintf("failover_to_usable_ms_n%d", n)
 		note := fmt.Sprintf("3 server processes (separate loopback IPs), %d live demo sessions on the standalone runtime (real agentctl processes); kill -9 of the leader until every session answered a prompt through the new leader (prompts sent through the survivors, 16 at a time, retried every 25 ms; answered = RUNNING then WAITING_FOR_INPUT on a survivor's event stream); killed node restarted between kills; %d kills; default raft timing (300 ms)", n, k)
@@ -440,7 +483,10 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 			note = fmt.Sprintf("as above, but every session's agentctl is kill -9'd with the leader: the new leader resumes each from its token (auto_resume) before it can answer; %d kills", k)
 		}
 		if len(elect) > 0 {
-			note += fmt.Sprintf("; a survivor led after p50 %.0f ms (max %.0f)", Percentile(elect, 50), Percentile(elect, 100))
+			note += fmt.Sprintf("; from the kill, a survivor led after p50 %.0f ms (max %.0f)", Percentile(elect, 50), Percentile(elect, 100))
+		}
+		if len(recovered) > 0 {
+			note += fmt.Sprintf(", its recovery run (every session's executor recovered and its agent attached or resumed; paddock_recovery_last_finished_timestamp_seconds) finished after p50 %.0f ms (max %.0f); the rest is the prompts' round trips", Percentile(recovered, 50), Percentile(recovered, 100))
 		}
 		r := Summary(Result{Name: name, Area: areaRecovery, Unit: "ms", Note: note}, times, false)
 		if n == 100 {
@@ -596,8 +642,12 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 			Note: fmt.Sprintf("kill -9 and restart of the only node with %d idle sessions: NOT all usable again: %v", n, err)})
 		return out, fmt.Errorf("recovery after restart: %w", err)
 	}
-	env.Logf("scale: restart to all %d answering: %s (leader after %s)", n, rec.Round(time.Millisecond), lead.Round(time.Millisecond))
+	recovered := "unknown"
+	if at := recoveryFinished(node); at.After(t1) {
+		recovered = at.Sub(t1).Round(time.Millisecond).String()
+	}
+	env.Logf("scale: restart to all %d answering: %s (leader after %s, recovery run finished after %s)", n, rec.Round(time.Millisecond), lead.Round(time.Millisecond), recovered)
 	out = append(out, Summary(Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms",
-		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight); the node led again after %s; one trial", n, lead.Round(time.Millisecond))}, []float64{ms(rec)}, false))
+		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight, sessions prompted in id order, not recovery order); from the kill, the node led again after %s and its recovery run (every executor found, every agent attached) finished after %s; one trial", n, lead.Round(time.Millisecond), recovered)}, []float64{ms(rec)}, false))
 	return out, nil
 }
