@@ -630,13 +630,13 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	profiled := cpuProfile(env, node, "scale-restart-recovery", 30*time.Second)
 	sort.Strings(ids)
 	polled, err := answerAll(ctx, stream, promptVia([]*harness.Node{node}), api, ids, "after-restart", 16, 600*time.Second)
+	rec := time.Since(t1)
 	if path := profiled(); path != "" {
 		env.Logf("scale: CPU profile of the first 30 s of recovery: %s", path)
 	}
 	if polled > 0 {
 		env.Logf("scale: %d sessions were seen answering only by the backup poll", polled)
 	}
-	rec := time.Since(t1)
 	if err != nil {
 		out = append(out, Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms", Met: "no",
 			Note: fmt.Sprintf("kill -9 and restart of the only node with %d idle sessions: NOT all usable again: %v", n, err)})
