@@ -59,10 +59,20 @@ type Target struct {
 	Logger hclog.Logger
 }
 
+// writeBuffers lends the clients' sockets a write buffer only while a message is being
+// sent, so the many idle terminal connections hold none (a pool is a cache, safe for
+// concurrent use; its contents may be dropped at any GC).
+var writeBuffers sync.Pool
+
+// inputBuffers does the same for the sockets to agentctl (input, small buffers):
+// a pool holds buffers of one size.
+var inputBuffers sync.Pool
+
 var upgrader = websocket.Upgrader{
 	ReadBufferSize: 16 << 10,
 	// A whole live output frame (header included) fits, so each is one write.
 	WriteBufferSize: term.MaxLiveChunk + 64,
+	WriteBufferPool: &writeBuffers,
 	Subprotocols:    []string{term.Subprotocol},
 	// The API has checked the Origin before calling Serve.
 	CheckOrigin: func(*http.Request) bool { return true },
@@ -119,6 +129,7 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		Subprotocols:     []string{term.Subprotocol},
 		ReadBufferSize:   term.MaxLiveChunk + 64,
 		WriteBufferSize:  16 << 10,
+		WriteBufferPool:  &inputBuffers,
 	}
 	hdr := http.Header{"Authorization": []string{"Bearer " + t.Secret}}
 	upstream, resp, err := d.DialContext(r.Context(), target, hdr)
