@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term"
+	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -187,26 +188,26 @@ func dockerExecutor(t *testing.T, api *client.Client, sessionID string) state.Ex
 }
 
 // shellAttach attaches to the session's shell over the supervisor (no ACL).
-func shellAttach(t *testing.T, n *harness.Node, sessionID string) *termClient {
+func shellAttach(t *testing.T, n *harness.Node, sessionID string) *termtest.Client {
 	t.Helper()
 	c, resp, err := termDial(t, termURL(n, sessionID, "shell"), nil, term.Hello{Cols: 200, Rows: 50})
 	if err != nil {
 		t.Fatalf("attach to the shell of %s via %s: %v (%v)", sessionID, n.Name, err, resp)
 	}
-	c.waitMsg("attached")
+	c.WaitMsg("attached")
 	return c
 }
 
-// run types cmd into the shell and returns what it printed, found between
+// shellRun types cmd into c's shell and returns what it printed, found between
 // two markers the typed line itself does not contain.
-func (c *termClient) run(cmd string) string {
-	c.t.Helper()
+func shellRun(t *testing.T, c *termtest.Client, cmd string) string {
+	t.Helper()
 	n := mrand.IntN(1_000_000)
 	begin, end := fmt.Sprintf("BEGIN%d", n+1), fmt.Sprintf("END%d", n+2)
-	c.input(fmt.Sprintf("echo \"BEGIN$((%d+1))\"; %s; echo \"END$((%d+2))\"\r", n, cmd, n))
+	c.Input(fmt.Sprintf("echo \"BEGIN$((%d+1))\"; %s; echo \"END$((%d+2))\"\r", n, cmd, n))
 	var got string
-	waitFor(c.t, 15*time.Second, "the output of "+cmd, func() bool {
-		out := c.output()
+	waitFor(t, 15*time.Second, "the output of "+cmd, func() bool {
+		out := c.Output()
 		i, j := strings.LastIndex(out, begin), strings.LastIndex(out, end)
 		if i < 0 || j < i {
 			return false
@@ -223,22 +224,22 @@ func (c *termClient) run(cmd string) string {
 func checkInsideContainer(t *testing.T, n *harness.Node, s dockerSession) (int, string) {
 	t.Helper()
 	c := shellAttach(t, n, s.id)
-	cmdline := strings.Fields(c.run("tr '\\0' ' ' </proc/1/cmdline"))
+	cmdline := strings.Fields(shellRun(t, c, "tr '\\0' ' ' </proc/1/cmdline"))
 	if len(cmdline) < 2 || filepath.Base(cmdline[0]) != "agentctl" || cmdline[1] != "serve" {
 		t.Fatalf("pid 1 of the container runs %q, want agentctl serve", cmdline)
 	}
-	host := c.run("hostname")
+	host := shellRun(t, c, "hostname")
 	want := docker(t, "inspect", "-f", "{{.Config.Hostname}}", s.containerID)
 	if host != want || !strings.HasPrefix(host, "paddock-") {
 		t.Fatalf("hostname in the shell %q, container's %q (want it, starting with paddock-)", host, want)
 	}
-	if pwd := c.run("pwd"); pwd != "/workspace" {
+	if pwd := shellRun(t, c, "pwd"); pwd != "/workspace" {
 		t.Fatalf("the shell's directory %q, want /workspace", pwd)
 	}
-	pid := c.shellPid()
-	mark := c.marker()
-	_ = c.ws.Close()
-	c.waitClosed()
+	pid := c.ShellPid()
+	mark := c.Marker()
+	_ = c.Close()
+	c.WaitClosed()
 	return pid, mark
 }
 
@@ -247,12 +248,12 @@ func checkInsideContainer(t *testing.T, n *harness.Node, s dockerSession) (int, 
 func checkSameShell(t *testing.T, n *harness.Node, s dockerSession) {
 	t.Helper()
 	c := shellAttach(t, n, s.id)
-	c.waitOutput(s.shellMark)
-	if got := c.shellPid(); got != s.shellPid {
+	c.WaitOutput(s.shellMark)
+	if got := c.ShellPid(); got != s.shellPid {
 		t.Fatalf("shell pid %d after recovery, want the same %d", got, s.shellPid)
 	}
-	_ = c.ws.Close()
-	c.waitClosed()
+	_ = c.Close()
+	c.WaitClosed()
 }
 
 // checkRecoveredContainer waits until the session runs again and checks it

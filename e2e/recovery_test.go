@@ -189,14 +189,14 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 
 	// A terminal attached through the leader, with a shell that has state.
 	tc, att := termAttach(t, leader, sessions[3].id, "shell", term.Hello{})
-	tc.input("export X=kept42\r")
-	pid := tc.shellPid()
+	tc.Input("export X=kept42\r")
+	pid := tc.ShellPid()
 	// A background job prints once the test lets it (after the client has
 	// lost its connection), then removes its go file: the output is made
 	// while no client is attached, whatever the failover takes.
 	goFile := filepath.Join(t.TempDir(), "go")
-	tc.input(fmt.Sprintf("(while [ ! -e %s ]; do sleep 0.05; done; echo \"DURING$((40+2))\"; rm %s) &\r", goFile, goFile))
-	tc.waitOutput("$((40+2))")
+	tc.Input(fmt.Sprintf("(while [ ! -e %s ]; do sleep 0.05; done; echo \"DURING$((40+2))\"; rm %s) &\r", goFile, goFile))
+	tc.WaitOutput("$((40+2))")
 	leader.Kill()
 	killPID(t, rPID)
 	killPID(t, nPID)
@@ -207,8 +207,8 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	// The client lost its connection with the leader and reconnects through
 	// another node with its epoch and offset: same shell, state kept, and
 	// what the shell printed meanwhile replayed.
-	tc.waitClosed()
-	pos := tc.position()
+	tc.WaitClosed()
+	pos := tc.Position()
 	if err := os.WriteFile(goFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -220,12 +220,12 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	if att2.Epoch != att.Epoch || att2.Replay != term.ReplayDelta {
 		t.Fatalf("reattach: epoch %s replay %s, want the same epoch and a delta", att2.Epoch, att2.Replay)
 	}
-	tc2.waitOutput("DURING42")
-	if got := tc2.shellPid(); got != pid {
+	tc2.WaitOutput("DURING42")
+	if got := tc2.ShellPid(); got != pid {
 		t.Fatalf("shell pid %d after failover, want %d", got, pid)
 	}
-	tc2.input("echo \"X=$X.\"\r")
-	tc2.waitOutput("X=kept42.")
+	tc2.Input("echo \"X=$X.\"\r")
+	tc2.WaitOutput("X=kept42.")
 	checkRecovered(t, apiClient(t, newLeader), sessions, nonResumable.id)
 	// The new leader's runtime found or restarted every executor: it is
 	// theirs now (a node-local runtime proves one gone only from its node).

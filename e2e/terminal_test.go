@@ -2,25 +2,21 @@ package e2e
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term"
+	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -59,249 +55,99 @@ func termCluster(t *testing.T, agent string) (*harness.Node, string) {
 	return node, s.ID
 }
 
-// termClient is a paddock.terminal.v1 client of the supervisor that records what it gets.
-type termClient struct {
-	t  *testing.T
-	ws *websocket.Conn
-
-	mu        sync.Mutex
-	out       bytes.Buffer
-	pos       int64
-	msgs      []term.Message
-	closeCode int
-	done      chan struct{}
-}
-
 func termURL(n *harness.Node, session, name string) string {
 	return "ws://" + n.HTTP + "/v1/sessions/" + session + "/terminal?name=" + name
 }
 
 // termDial opens a terminal WebSocket with the given headers and sends hello.
-func termDial(t *testing.T, url string, hdr http.Header, hello term.Hello) (*termClient, *http.Response, error) {
+func termDial(t *testing.T, url string, hdr http.Header, hello term.Hello) (*termtest.Client, *http.Response, error) {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second}
-	ws, resp, err := d.Dial(url, hdr)
+	c, resp, err := termtest.Dial(t, url, hdr, termtest.Hello(t, hello))
 	if err != nil {
 		return nil, resp, err
 	}
-	c := &termClient{t: t, ws: ws, done: make(chan struct{})}
-	t.Cleanup(func() { _ = ws.Close(); <-c.done })
-	if hello.Cols == 0 {
-		hello.Cols, hello.Rows = 80, 24
-	}
-	b, _ := term.EncodeMessage(hello)
-	if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
-		t.Fatal(err)
-	}
-	go c.readLoop()
+	c.Timeout = 15 * time.Second
 	return c, resp, nil
 }
 
 func authHeader() http.Header { return http.Header{"Authorization": {"Bearer " + termToken}} }
 
 // termAttach dials with the token header and waits for attached.
-func termAttach(t *testing.T, n *harness.Node, session, name string, hello term.Hello) (*termClient, term.Attached) {
+func termAttach(t *testing.T, n *harness.Node, session, name string, hello term.Hello) (*termtest.Client, term.Attached) {
 	t.Helper()
 	c, resp, err := termDial(t, termURL(n, session, name), authHeader(), hello)
 	if err != nil {
 		t.Fatalf("attach %s/%s: %v (%v)", session, name, err, resp)
 	}
-	return c, c.waitMsg("attached").(term.Attached)
-}
-
-func (c *termClient) readLoop() {
-	defer close(c.done)
-	for {
-		typ, b, err := c.ws.ReadMessage()
-		if err != nil {
-			c.mu.Lock()
-			var ce *websocket.CloseError
-			if errors.As(err, &ce) {
-				c.closeCode = ce.Code
-			} else {
-				c.closeCode = -1
-			}
-			c.mu.Unlock()
-			return
-		}
-		c.mu.Lock()
-		if typ == websocket.TextMessage {
-			if m, err := term.DecodeServerMessage(b); err == nil {
-				if _, ok := m.(term.ResetDone); ok {
-					c.pos = 0
-				}
-				c.msgs = append(c.msgs, m)
-			} else {
-				c.t.Errorf("bad server message %s: %v", b, err)
-			}
-		} else if f, err := term.DecodeFrame(b); err == nil {
-			c.out.Write(f.Data)
-			if f.Type == term.FrameOutput {
-				c.pos = f.Offset + int64(len(f.Data))
-			}
-		} else {
-			c.t.Errorf("bad frame: %v", err)
-		}
-		c.mu.Unlock()
-	}
-}
-
-func (c *termClient) input(s string) {
-	c.t.Helper()
-	if err := c.ws.WriteMessage(websocket.BinaryMessage, term.EncodeInput([]byte(s))); err != nil {
-		c.t.Fatalf("input: %v", err)
-	}
-}
-
-func (c *termClient) send(m term.Message) {
-	c.t.Helper()
-	b, _ := term.EncodeMessage(m)
-	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
-		c.t.Fatalf("send: %v", err)
-	}
-}
-
-func (c *termClient) output() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.out.String()
-}
-
-func (c *termClient) position() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.pos
-}
-
-func (c *termClient) waitOutput(s string) {
-	c.t.Helper()
-	waitFor(c.t, 15*time.Second, "terminal output "+s, func() bool { return strings.Contains(c.output(), s) })
-}
-
-func (c *termClient) waitMsg(typ string) term.Message {
-	c.t.Helper()
-	var got term.Message
-	waitFor(c.t, 15*time.Second, "terminal message "+typ, func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		for i, m := range c.msgs {
-			if m.MessageType() == typ {
-				got = m
-				c.msgs = append(c.msgs[:i], c.msgs[i+1:]...)
-				return true
-			}
-		}
-		return false
-	})
-	return got
-}
-
-func (c *termClient) waitClosed() int {
-	c.t.Helper()
-	select {
-	case <-c.done:
-	case <-time.After(15 * time.Second):
-		c.t.Fatal("terminal connection not closed")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closeCode
-}
-
-// marker makes the shell print a random marker that the typed line does not contain.
-func (c *termClient) marker() string {
-	c.t.Helper()
-	n := rand.IntN(1_000_000)
-	c.input(fmt.Sprintf("echo \"MK$((%d+1))\"\r", n))
-	m := fmt.Sprintf("MK%d", n+1)
-	c.waitOutput(m)
-	return m
-}
-
-var termPidRE = regexp.MustCompile(`PID(\d+):`)
-
-func (c *termClient) shellPid() int {
-	c.t.Helper()
-	before := len(termPidRE.FindAllString(c.output(), -1))
-	c.input("echo \"PID$$:\"\r")
-	var pid int
-	waitFor(c.t, 15*time.Second, "echo $$", func() bool {
-		all := termPidRE.FindAllStringSubmatch(c.output(), -1)
-		if len(all) <= before {
-			return false
-		}
-		pid, _ = strconv.Atoi(all[len(all)-1][1])
-		return true
-	})
-	return pid
+	return c, c.WaitMsg("attached").(term.Attached)
 }
 
 func TestTerminalOverSupervisor(t *testing.T) {
 	node, sid := termCluster(t, "demo")
 
 	c, a := termAttach(t, node, sid, "shell", term.Hello{})
-	mark := c.marker()
-	pid := c.shellPid()
+	mark := c.Marker()
+	pid := c.ShellPid()
 	if pid != a.Pid {
 		t.Fatalf("$$ %d, attached says %d", pid, a.Pid)
 	}
-	c.input("pwd\r")
-	c.waitOutput(sid) // the shell runs in the session's workspace
+	c.Input("pwd\r")
+	c.WaitOutput(sid) // the shell runs in the session's workspace
 
 	// Disconnect and come back with the position: only the delta, same shell.
-	pos := c.position()
-	_ = c.ws.Close()
-	c.waitClosed()
+	pos := c.Position()
+	_ = c.Close()
+	c.WaitClosed()
 	c2, a2 := termAttach(t, node, sid, "shell", term.Hello{Epoch: a.Epoch, Offset: &pos})
 	if a2.Epoch != a.Epoch || (a2.Replay != term.ReplayDelta && a2.Replay != term.ReplayNone) {
 		t.Fatalf("reattach %+v", a2)
 	}
-	if p := c2.shellPid(); p != pid {
+	if p := c2.ShellPid(); p != pid {
 		t.Fatalf("pid after reconnect %d, want %d", p, pid)
 	}
-	if strings.Contains(c2.output(), mark) {
+	if strings.Contains(c2.Output(), mark) {
 		t.Fatal("delta replay repeated the marker")
 	}
-	_ = c2.ws.Close()
-	c2.waitClosed()
+	_ = c2.Close()
+	c2.WaitClosed()
 
 	// A fresh screen gets the marker replayed.
 	c3, a3 := termAttach(t, node, sid, "shell", term.Hello{})
 	if a3.Replay != term.ReplayFull {
 		t.Fatalf("fresh attach %+v", a3)
 	}
-	c3.waitOutput(mark)
+	c3.WaitOutput(mark)
 
 	// Two clients: the first is taken over with close 4001.
 	c4, _ := termAttach(t, node, sid, "shell", term.Hello{})
-	c3.waitMsg("taken_over")
-	if code := c3.waitClosed(); code != term.CloseTakenOver {
+	c3.WaitMsg("taken_over")
+	if code := c3.WaitClosed(); code != term.CloseTakenOver {
 		t.Fatalf("takeover close code %d", code)
 	}
 
 	// Reset: a new pid and a new epoch.
-	c4.send(term.Reset{})
-	rd := c4.waitMsg("reset").(term.ResetDone)
+	c4.Send(term.Reset{})
+	rd := c4.WaitMsg("reset").(term.ResetDone)
 	if rd.Epoch == a.Epoch {
 		t.Fatal("reset kept the epoch")
 	}
-	if p := c4.shellPid(); p == pid || p != rd.Pid {
+	if p := c4.ShellPid(); p == pid || p != rd.Pid {
 		t.Fatalf("after reset $$ %d (old %d, announced %d)", p, pid, rd.Pid)
 	}
 
 	// exit: the next attach starts a fresh shell and says so.
-	c4.input("exit 6\r")
-	if ex := c4.waitMsg("exited").(term.Exited); ex.Code != 6 {
+	c4.Input("exit 6\r")
+	if ex := c4.WaitMsg("exited").(term.Exited); ex.Code != 6 {
 		t.Fatalf("exit code %d", ex.Code)
 	}
-	_ = c4.ws.Close()
-	c4.waitClosed()
+	_ = c4.Close()
+	c4.WaitClosed()
 	c5, a5 := termAttach(t, node, sid, "shell", term.Hello{})
 	if a5.Notice == "" || a5.Pid == rd.Pid {
 		t.Fatalf("attach after exit %+v", a5)
 	}
-	c5.waitOutput("exited with code 6")
-	c5.marker()
+	c5.WaitOutput("exited with code 6")
+	c5.Marker()
 }
 
 func TestTerminalAuthAndOrigin(t *testing.T) {
@@ -326,18 +172,18 @@ func TestTerminalAuthAndOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := bad.waitMsg("error").(term.Error); e.Code != term.CodeUnauth {
+	if e := bad.WaitMsg("error").(term.Error); e.Code != term.CodeUnauth {
 		t.Fatalf("wrong hello token: %+v", e)
 	}
-	if code := bad.waitClosed(); code != term.CloseUnauthorized {
+	if code := bad.WaitClosed(); code != term.CloseUnauthorized {
 		t.Fatalf("wrong hello token close %d", code)
 	}
 	good, _, err := termDial(t, url, browser, term.Hello{Token: termToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	good.waitMsg("attached")
-	good.marker()
+	good.WaitMsg("attached")
+	good.Marker()
 
 	// An unknown session: 404 before the upgrade.
 	_, resp, err = termDial(t, termURL(node, "no-such-session", "shell"), authHeader(), term.Hello{})
@@ -352,9 +198,9 @@ func TestAgentTerminalOfPtyAgent(t *testing.T) {
 	if a.Pid == 0 || a.Replay != term.ReplayFull {
 		t.Fatalf("agent attach %+v", a)
 	}
-	c.waitOutput("demo> ") // the agent's own screen, from before the attach
-	c.send(term.Reset{})
-	if e := c.waitMsg("error").(term.Error); !strings.Contains(e.Message, "cannot be reset") {
+	c.WaitOutput("demo> ") // the agent's own screen, from before the attach
+	c.Send(term.Reset{})
+	if e := c.WaitMsg("error").(term.Error); !strings.Contains(e.Message, "cannot be reset") {
 		t.Fatalf("reset of the agent terminal: %+v", e)
 	}
 	// The session's shell is a separate terminal.
@@ -362,7 +208,7 @@ func TestAgentTerminalOfPtyAgent(t *testing.T) {
 	if sa.Pid == a.Pid {
 		t.Fatal("shell and agent share a pid")
 	}
-	sh.marker()
+	sh.Marker()
 }
 
 func TestAttachCommandPipeMode(t *testing.T) {
@@ -406,7 +252,7 @@ func TestAttachCommandPipeMode(t *testing.T) {
 	}
 	// The shell outlived the detach: a new client sees the marker replayed.
 	c, _ := termAttach(t, node, sid, "shell", term.Hello{})
-	c.waitOutput(want)
+	c.WaitOutput(want)
 }
 
 // lockedBuffer is a goroutine-safe buffer for a child's output.
