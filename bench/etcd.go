@@ -13,8 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/paddockhq/paddock/bench/harness"
@@ -73,9 +71,7 @@ type EtcdMember struct {
 	bin    string
 	dir    string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	harness.Process // the etcd process
 }
 
 // EtcdCluster is a set of etcd processes on loopback.
@@ -132,59 +128,7 @@ func StartEtcd(bin, dir string, size int) (*EtcdCluster, error) {
 
 // Start runs the member (again after Kill: same data dir).
 func (m *EtcdMember) Start() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	logf, err := os.OpenFile(filepath.Join(m.dir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(m.bin, m.args...)
-	cmd.Dir = m.dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", m.Name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(exited)
-	}()
-	m.cmd, m.exited = cmd, exited
-	return nil
-}
-
-// Kill sends SIGKILL and waits for the process to be gone.
-func (m *EtcdMember) Kill() {
-	m.mu.Lock()
-	cmd, exited := m.cmd, m.exited
-	m.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-exited:
-	default:
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-	}
-}
-
-// Running reports whether the process is alive.
-func (m *EtcdMember) Running() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
-		return false
-	}
-	select {
-	case <-m.exited:
-		return false
-	default:
-		return true
-	}
+	return m.Process.Start(m.dir, filepath.Join(m.dir, "etcd.log"), append([]string{m.bin}, m.args...)...)
 }
 
 // Stop kills every member.

@@ -11,11 +11,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -28,10 +26,7 @@ type Node struct {
 	HTTP   string // host:port of its API
 	bin    string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    *os.File
+	Process // the server process
 }
 
 // Cluster is a set of server processes that form one raft cluster.
@@ -141,59 +136,7 @@ func NewNode(bin, name, dir, config, httpAddr string) *Node {
 
 // Start runs the node's process (again, after Kill: same data_dir).
 func (n *Node) Start() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	logf, err := os.OpenFile(filepath.Join(n.Dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(filepath.Join(n.bin, "paddock"), "server", "-config", n.Config)
-	cmd.Dir = n.Dir
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return fmt.Errorf("start %s: %w", n.Name, err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(exited)
-	}()
-	n.cmd, n.exited, n.log = cmd, exited, logf
-	return nil
-}
-
-// Kill sends SIGKILL and waits until the process is gone.
-func (n *Node) Kill() {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	select {
-	case <-exited:
-	default:
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-	}
-}
-
-// Running reports whether the process is alive.
-func (n *Node) Running() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.exited:
-		return false
-	default:
-		return true
-	}
+	return n.Process.Start(n.Dir, filepath.Join(n.Dir, "server.log"), filepath.Join(n.bin, "paddock"), "server", "-config", n.Config)
 }
 
 // Log returns the node's server log.

@@ -108,16 +108,6 @@ func wrapBin(dir, realBin string, wrap []string) (string, error) {
 	return bin, nil
 }
 
-// PID is the server process's pid (0 when never started).
-func (n *Node) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil || n.cmd.Process == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
-
 // Signal sends sig to the running server process (e.g. SIGSTOP, SIGCONT).
 func (n *Node) Signal(sig syscall.Signal) error {
 	if !n.Running() {
