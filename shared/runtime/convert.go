@@ -115,7 +115,36 @@ func launchRequestToPB(r LaunchRequest) *runtimepb.LaunchRequest {
 		FencingToken:   r.FencingToken,
 		Env:            r.Env,
 		Options:        r.Options,
+		Terminal:       terminalToPB(r.Terminal),
 	}
+}
+
+func terminalToPB(t Terminal) *runtimepb.TerminalSettings {
+	if t.Shell == nil && t.ReplayBytes == 0 && t.IdleTimeout == 0 {
+		return nil
+	}
+	ms := durationToMS(t.IdleTimeout)
+	if t.IdleTimeout < 0 {
+		ms = -1 // refused by Validate on the plugin side, never read as "default"
+	} else if t.IdleTimeout > 0 && ms == 0 {
+		ms = 1 // a set sub-millisecond timeout stays set
+	}
+	return &runtimepb.TerminalSettings{Shell: t.Shell, ReplayBytes: int64(t.ReplayBytes), IdleTimeoutMs: ms}
+}
+
+func terminalFromPB(t *runtimepb.TerminalSettings) Terminal {
+	if t == nil {
+		return Terminal{}
+	}
+	out := Terminal{Shell: t.GetShell(), IdleTimeout: durationFromMS(t.GetIdleTimeoutMs())}
+	if t.GetIdleTimeoutMs() < 0 {
+		out.IdleTimeout = -1 // refused by Validate, never read as "default"
+	}
+	out.ReplayBytes = int(t.GetReplayBytes())
+	if rb := t.GetReplayBytes(); rb < 0 || int64(out.ReplayBytes) != rb {
+		out.ReplayBytes = -1 // refused by Validate, never read as "default"
+	}
+	return out
 }
 
 func launchRequestFromPB(r *runtimepb.LaunchRequest) LaunchRequest {
@@ -129,6 +158,7 @@ func launchRequestFromPB(r *runtimepb.LaunchRequest) LaunchRequest {
 		FencingToken:   r.GetFencingToken(),
 		Env:            r.GetEnv(),
 		Options:        r.GetOptions(),
+		Terminal:       terminalFromPB(r.GetTerminal()),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -105,4 +106,28 @@ type capturingReconciler struct {
 func (c *capturingReconciler) Reconcile(_ context.Context, req ReconcileRequest) ([]string, error) {
 	*c.got = &req
 	return nil, nil
+}
+
+// Malformed terminal settings from a foreign host are never read as
+// "default": they survive conversion as invalid values Validate refuses.
+func TestTerminalFromPBKeepsInvalidValues(t *testing.T) {
+	for name, pb := range map[string]*runtimepb.TerminalSettings{
+		"negative_replay":  {ReplayBytes: -5},
+		"negative_timeout": {IdleTimeoutMs: -5},
+		"empty_program":    {Shell: []string{""}},
+	} {
+		if err := terminalFromPB(pb).Validate(); !errors.Is(err, ErrInvalidRequest) {
+			t.Errorf("%s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	in := Terminal{Shell: []string{"sh"}, ReplayBytes: 5000, IdleTimeout: 3 * time.Second}
+	if out := terminalFromPB(terminalToPB(in)); out.ReplayBytes != in.ReplayBytes || out.IdleTimeout != in.IdleTimeout || len(out.Shell) != 1 || out.Shell[0] != "sh" {
+		t.Fatalf("round trip: %+v, want %+v", out, in)
+	}
+	if terminalToPB(Terminal{}) != nil || !terminalFromPB(nil).IsZero() {
+		t.Fatal("zero terminal does not map to nil and back")
+	}
+	if out := terminalFromPB(terminalToPB(Terminal{IdleTimeout: time.Microsecond})); out.IdleTimeout <= 0 {
+		t.Fatalf("a set sub-millisecond idle timeout became %s", out.IdleTimeout)
+	}
 }

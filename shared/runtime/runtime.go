@@ -2,8 +2,10 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -117,6 +119,71 @@ type LaunchRequest struct {
 	FencingToken   uint64
 	Env            map[string]string
 	Options        map[string]string
+	// Terminal configures the terminals agentctl serves (the server's
+	// `terminal` block); its zero value keeps agentctl's defaults.
+	Terminal Terminal
+}
+
+// MinReplayBytes is the smallest terminal replay buffer agentctl accepts.
+const MinReplayBytes = 4096
+
+// Terminal is how agentctl runs the session's terminals. A zero field means
+// agentctl's default: $SHELL of agentctl (else /bin/sh), its default replay
+// buffer and idle timeout.
+type Terminal struct {
+	// Shell is the argv of a terminal's program; nil means agentctl's default.
+	Shell []string
+	// ReplayBytes is each terminal's replay buffer size (0: default; at
+	// least MinReplayBytes otherwise).
+	ReplayBytes int
+	// IdleTimeout ends a terminal with no connection for that long (0: default).
+	IdleTimeout time.Duration
+}
+
+// IsZero reports whether t keeps all of agentctl's defaults.
+func (t Terminal) IsZero() bool {
+	return len(t.Shell) == 0 && t.ReplayBytes == 0 && t.IdleTimeout == 0
+}
+
+// Args returns the `agentctl serve` flags for t's set fields, each flag and
+// its value a separate argv element (the shell as one -shell JSON array, so
+// words beginning with '[' stay words). It assumes t passed Validate.
+func (t Terminal) Args() []string {
+	var args []string
+	if len(t.Shell) > 0 {
+		b, err := json.Marshal(t.Shell)
+		if err == nil { // a []string always marshals
+			args = append(args, "-shell", string(b))
+		}
+	}
+	if t.ReplayBytes > 0 {
+		args = append(args, "-replay-bytes", strconv.Itoa(t.ReplayBytes))
+	}
+	if t.IdleTimeout > 0 {
+		args = append(args, "-idle-timeout", t.IdleTimeout.String())
+	}
+	return args
+}
+
+// Validate checks t: a set shell has a non-empty program and no NUL bytes,
+// sizes and durations are not negative, and a set replay buffer is at least
+// MinReplayBytes. Failures wrap ErrInvalidRequest.
+func (t Terminal) Validate() error {
+	if t.Shell != nil && (len(t.Shell) == 0 || t.Shell[0] == "") {
+		return fmt.Errorf("terminal shell %q: the program (first word) is empty: %w", t.Shell, ErrInvalidRequest)
+	}
+	for i, w := range t.Shell {
+		if containsAny(w, "\x00") {
+			return fmt.Errorf("terminal shell word %d holds a NUL byte: %w", i, ErrInvalidRequest)
+		}
+	}
+	if t.ReplayBytes < 0 || (t.ReplayBytes > 0 && t.ReplayBytes < MinReplayBytes) {
+		return fmt.Errorf("terminal replay_bytes %d must be 0 (default) or at least %d: %w", t.ReplayBytes, MinReplayBytes, ErrInvalidRequest)
+	}
+	if t.IdleTimeout < 0 {
+		return fmt.Errorf("terminal idle_timeout %s is negative: %w", t.IdleTimeout, ErrInvalidRequest)
+	}
+	return nil
 }
 
 // String describes the request without its secret.
@@ -153,6 +220,9 @@ func (r LaunchRequest) Validate() error {
 		if containsAny(v, "\x00") {
 			return fmt.Errorf("env %s holds a NUL byte: %w", k, ErrInvalidRequest)
 		}
+	}
+	if err := r.Terminal.Validate(); err != nil {
+		return err
 	}
 	return nil
 }

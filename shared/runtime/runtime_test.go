@@ -385,3 +385,72 @@ func BenchmarkInspectRPC(b *testing.B) {
 		}
 	}
 }
+
+// Terminal settings cross the process boundary intact and reach the plugin
+// as the agentctl flags they stand for.
+func TestTerminalCrossesTheBoundary(t *testing.T) {
+	c := mustLoad(t)
+	req := runtime.LaunchRequest{SessionID: "s1", AgentctlSecret: "sec", Terminal: runtime.Terminal{
+		Shell: []string{"/bin/sh", "-c", "echo hi; exec sh"}, ReplayBytes: 8192, IdleTimeout: 90 * time.Second}}
+	resp, err := c.Launch(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(req.Terminal.Args(), " "); resp.ContainerID != want {
+		t.Fatalf("plugin saw terminal flags %q, want %q", resp.ContainerID, want)
+	}
+	resp, err = c.Launch(context.Background(), runtime.LaunchRequest{SessionID: "s1", AgentctlSecret: "sec"})
+	if err != nil || resp.ContainerID != "" {
+		t.Fatalf("no terminal settings: plugin saw %q, %v", resp.ContainerID, err)
+	}
+}
+
+func TestTerminalArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   runtime.Terminal
+		want []string
+	}{
+		{"zero", runtime.Terminal{}, nil},
+		{"shell", runtime.Terminal{Shell: []string{"/bin/sh", "-l"}}, []string{"-shell", `["/bin/sh","-l"]`}},
+		{"shell_bracket_word", runtime.Terminal{Shell: []string{"[x"}}, []string{"-shell", `["[x"]`}},
+		{"replay", runtime.Terminal{ReplayBytes: 262144}, []string{"-replay-bytes", "262144"}},
+		{"idle", runtime.Terminal{IdleTimeout: 30 * time.Minute}, []string{"-idle-timeout", "30m0s"}},
+		{"all", runtime.Terminal{Shell: []string{"zsh"}, ReplayBytes: 4096, IdleTimeout: time.Second},
+			[]string{"-shell", `["zsh"]`, "-replay-bytes", "4096", "-idle-timeout", "1s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.in.Args()
+			if strings.Join(got, "\x00") != strings.Join(tc.want, "\x00") || len(got) != len(tc.want) {
+				t.Fatalf("Args() = %q, want %q", got, tc.want)
+			}
+			if tc.in.IsZero() != (len(tc.want) == 0) {
+				t.Fatalf("IsZero() = %v with args %q", tc.in.IsZero(), got)
+			}
+		})
+	}
+}
+
+func TestTerminalValidate(t *testing.T) {
+	for _, ok := range []runtime.Terminal{{}, {Shell: []string{"/bin/sh"}}, {ReplayBytes: runtime.MinReplayBytes}, {IdleTimeout: time.Millisecond}} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+	for name, bad := range map[string]runtime.Terminal{
+		"empty_shell":      {Shell: []string{}},
+		"empty_program":    {Shell: []string{"", "-l"}},
+		"nul_word":         {Shell: []string{"/bin/sh", "a\x00b"}},
+		"negative_replay":  {ReplayBytes: -1},
+		"tiny_replay":      {ReplayBytes: runtime.MinReplayBytes - 1},
+		"negative_timeout": {IdleTimeout: -time.Second},
+	} {
+		if err := bad.Validate(); !errors.Is(err, runtime.ErrInvalidRequest) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalidRequest", name, err)
+		}
+		r := runtime.LaunchRequest{SessionID: "s", AgentctlSecret: "x", Terminal: bad}
+		if err := r.Validate(); !errors.Is(err, runtime.ErrInvalidRequest) {
+			t.Errorf("%s: LaunchRequest.Validate() = %v, want ErrInvalidRequest", name, err)
+		}
+	}
+}

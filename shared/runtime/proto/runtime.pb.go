@@ -120,7 +120,7 @@ func (x InspectResponse_State) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InspectResponse_State.Descriptor instead.
 func (InspectResponse_State) EnumDescriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{19, 0}
+	return file_runtime_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type ErrorDetail_Kind int32
@@ -178,7 +178,7 @@ func (x ErrorDetail_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Kind.Descriptor instead.
 func (ErrorDetail_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{26, 0}
+	return file_runtime_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type InfoRequest struct {
@@ -1022,8 +1022,10 @@ type LaunchRequest struct {
 	FencingToken   uint64                 `protobuf:"varint,7,opt,name=fencing_token,json=fencingToken,proto3" json:"fencing_token,omitempty"`
 	Env            map[string]string      `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Options        map[string]string      `protobuf:"bytes,9,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Terminal settings for agentctl; unset or zero fields keep its defaults.
+	Terminal      *TerminalSettings `protobuf:"bytes,10,opt,name=terminal,proto3" json:"terminal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LaunchRequest) Reset() {
@@ -1119,6 +1121,77 @@ func (x *LaunchRequest) GetOptions() map[string]string {
 	return nil
 }
 
+func (x *LaunchRequest) GetTerminal() *TerminalSettings {
+	if x != nil {
+		return x.Terminal
+	}
+	return nil
+}
+
+// TerminalSettings is how agentctl runs the session's terminals.
+type TerminalSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// argv of a terminal's program; empty means agentctl's default.
+	Shell []string `protobuf:"bytes,1,rep,name=shell,proto3" json:"shell,omitempty"`
+	// replay buffer per terminal in bytes; 0 means the default.
+	ReplayBytes int64 `protobuf:"varint,2,opt,name=replay_bytes,json=replayBytes,proto3" json:"replay_bytes,omitempty"`
+	// idle timeout in milliseconds; 0 means the default.
+	IdleTimeoutMs int64 `protobuf:"varint,3,opt,name=idle_timeout_ms,json=idleTimeoutMs,proto3" json:"idle_timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TerminalSettings) Reset() {
+	*x = TerminalSettings{}
+	mi := &file_runtime_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TerminalSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TerminalSettings) ProtoMessage() {}
+
+func (x *TerminalSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TerminalSettings.ProtoReflect.Descriptor instead.
+func (*TerminalSettings) Descriptor() ([]byte, []int) {
+	return file_runtime_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *TerminalSettings) GetShell() []string {
+	if x != nil {
+		return x.Shell
+	}
+	return nil
+}
+
+func (x *TerminalSettings) GetReplayBytes() int64 {
+	if x != nil {
+		return x.ReplayBytes
+	}
+	return 0
+}
+
+func (x *TerminalSettings) GetIdleTimeoutMs() int64 {
+	if x != nil {
+		return x.IdleTimeoutMs
+	}
+	return 0
+}
+
 type LaunchResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Handle         []byte                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
@@ -1135,7 +1208,7 @@ type LaunchResponse struct {
 
 func (x *LaunchResponse) Reset() {
 	*x = LaunchResponse{}
-	mi := &file_runtime_proto_msgTypes[16]
+	mi := &file_runtime_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1220,7 @@ func (x *LaunchResponse) String() string {
 func (*LaunchResponse) ProtoMessage() {}
 
 func (x *LaunchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[16]
+	mi := &file_runtime_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1233,7 @@ func (x *LaunchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LaunchResponse.ProtoReflect.Descriptor instead.
 func (*LaunchResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{16}
+	return file_runtime_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LaunchResponse) GetHandle() []byte {
@@ -1229,7 +1302,7 @@ type RecoverRequest struct {
 
 func (x *RecoverRequest) Reset() {
 	*x = RecoverRequest{}
-	mi := &file_runtime_proto_msgTypes[17]
+	mi := &file_runtime_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1314,7 @@ func (x *RecoverRequest) String() string {
 func (*RecoverRequest) ProtoMessage() {}
 
 func (x *RecoverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[17]
+	mi := &file_runtime_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1327,7 @@ func (x *RecoverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoverRequest.ProtoReflect.Descriptor instead.
 func (*RecoverRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{17}
+	return file_runtime_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RecoverRequest) GetHandle() []byte {
@@ -1280,7 +1353,7 @@ type InspectRequest struct {
 
 func (x *InspectRequest) Reset() {
 	*x = InspectRequest{}
-	mi := &file_runtime_proto_msgTypes[18]
+	mi := &file_runtime_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1365,7 @@ func (x *InspectRequest) String() string {
 func (*InspectRequest) ProtoMessage() {}
 
 func (x *InspectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[18]
+	mi := &file_runtime_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1378,7 @@ func (x *InspectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectRequest.ProtoReflect.Descriptor instead.
 func (*InspectRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{18}
+	return file_runtime_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InspectRequest) GetHandle() []byte {
@@ -1328,7 +1401,7 @@ type InspectResponse struct {
 
 func (x *InspectResponse) Reset() {
 	*x = InspectResponse{}
-	mi := &file_runtime_proto_msgTypes[19]
+	mi := &file_runtime_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1413,7 @@ func (x *InspectResponse) String() string {
 func (*InspectResponse) ProtoMessage() {}
 
 func (x *InspectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[19]
+	mi := &file_runtime_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1426,7 @@ func (x *InspectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InspectResponse.ProtoReflect.Descriptor instead.
 func (*InspectResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{19}
+	return file_runtime_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InspectResponse) GetState() InspectResponse_State {
@@ -1401,7 +1474,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_runtime_proto_msgTypes[20]
+	mi := &file_runtime_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1486,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[20]
+	mi := &file_runtime_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1499,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{20}
+	return file_runtime_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StopRequest) GetHandle() []byte {
@@ -1451,7 +1524,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_runtime_proto_msgTypes[21]
+	mi := &file_runtime_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1536,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[21]
+	mi := &file_runtime_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1549,7 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{21}
+	return file_runtime_proto_rawDescGZIP(), []int{22}
 }
 
 type DestroyRequest struct {
@@ -1488,7 +1561,7 @@ type DestroyRequest struct {
 
 func (x *DestroyRequest) Reset() {
 	*x = DestroyRequest{}
-	mi := &file_runtime_proto_msgTypes[22]
+	mi := &file_runtime_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1500,7 +1573,7 @@ func (x *DestroyRequest) String() string {
 func (*DestroyRequest) ProtoMessage() {}
 
 func (x *DestroyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[22]
+	mi := &file_runtime_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1513,7 +1586,7 @@ func (x *DestroyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyRequest.ProtoReflect.Descriptor instead.
 func (*DestroyRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{22}
+	return file_runtime_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DestroyRequest) GetHandle() []byte {
@@ -1531,7 +1604,7 @@ type DestroyResponse struct {
 
 func (x *DestroyResponse) Reset() {
 	*x = DestroyResponse{}
-	mi := &file_runtime_proto_msgTypes[23]
+	mi := &file_runtime_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1616,7 @@ func (x *DestroyResponse) String() string {
 func (*DestroyResponse) ProtoMessage() {}
 
 func (x *DestroyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[23]
+	mi := &file_runtime_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1629,7 @@ func (x *DestroyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestroyResponse.ProtoReflect.Descriptor instead.
 func (*DestroyResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{23}
+	return file_runtime_proto_rawDescGZIP(), []int{24}
 }
 
 // ReconcileRequest asks a runtime to remove the executors it finds labelled
@@ -1573,7 +1646,7 @@ type ReconcileRequest struct {
 
 func (x *ReconcileRequest) Reset() {
 	*x = ReconcileRequest{}
-	mi := &file_runtime_proto_msgTypes[24]
+	mi := &file_runtime_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1658,7 @@ func (x *ReconcileRequest) String() string {
 func (*ReconcileRequest) ProtoMessage() {}
 
 func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[24]
+	mi := &file_runtime_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1671,7 @@ func (x *ReconcileRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileRequest) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{24}
+	return file_runtime_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ReconcileRequest) GetCluster() string {
@@ -1632,7 +1705,7 @@ type ReconcileResponse struct {
 
 func (x *ReconcileResponse) Reset() {
 	*x = ReconcileResponse{}
-	mi := &file_runtime_proto_msgTypes[25]
+	mi := &file_runtime_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1717,7 @@ func (x *ReconcileResponse) String() string {
 func (*ReconcileResponse) ProtoMessage() {}
 
 func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[25]
+	mi := &file_runtime_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1730,7 @@ func (x *ReconcileResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileResponse) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{25}
+	return file_runtime_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReconcileResponse) GetRemoved() []string {
@@ -1678,7 +1751,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_runtime_proto_msgTypes[26]
+	mi := &file_runtime_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1763,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[26]
+	mi := &file_runtime_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1776,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{26}
+	return file_runtime_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ErrorDetail) GetKind() ErrorDetail_Kind {
@@ -1782,7 +1855,7 @@ const file_runtime_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\bR\x05value:\x028\x01\"7\n" +
 	"\tWorkspace\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
-	"\x06branch\x18\x02 \x01(\tR\x06branch\"\x89\x04\n" +
+	"\x06branch\x18\x02 \x01(\tR\x06branch\"\xcb\x04\n" +
 	"\rLaunchRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
@@ -1794,13 +1867,19 @@ const file_runtime_proto_rawDesc = "" +
 	"\x0fagentctl_secret\x18\x06 \x01(\tR\x0eagentctlSecret\x12#\n" +
 	"\rfencing_token\x18\a \x01(\x04R\ffencingToken\x12<\n" +
 	"\x03env\x18\b \x03(\v2*.paddock.runtime.v1.LaunchRequest.EnvEntryR\x03env\x12H\n" +
-	"\aoptions\x18\t \x03(\v2..paddock.runtime.v1.LaunchRequest.OptionsEntryR\aoptions\x1a6\n" +
+	"\aoptions\x18\t \x03(\v2..paddock.runtime.v1.LaunchRequest.OptionsEntryR\aoptions\x12@\n" +
+	"\bterminal\x18\n" +
+	" \x01(\v2$.paddock.runtime.v1.TerminalSettingsR\bterminal\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"s\n" +
+	"\x10TerminalSettings\x12\x14\n" +
+	"\x05shell\x18\x01 \x03(\tR\x05shell\x12!\n" +
+	"\freplay_bytes\x18\x02 \x01(\x03R\vreplayBytes\x12&\n" +
+	"\x0fidle_timeout_ms\x18\x03 \x01(\x03R\ridleTimeoutMs\"\x8b\x02\n" +
 	"\x0eLaunchResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\fR\x06handle\x12!\n" +
 	"\fagentctl_url\x18\x02 \x01(\tR\vagentctlUrl\x12\x10\n" +
@@ -1876,7 +1955,7 @@ func file_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_runtime_proto_goTypes = []any{
 	(Diagnostic_Severity)(0),     // 0: paddock.runtime.v1.Diagnostic.Severity
 	(InspectResponse_State)(0),   // 1: paddock.runtime.v1.InspectResponse.State
@@ -1897,21 +1976,22 @@ var file_runtime_proto_goTypes = []any{
 	(*CapabilitiesResponse)(nil), // 16: paddock.runtime.v1.CapabilitiesResponse
 	(*Workspace)(nil),            // 17: paddock.runtime.v1.Workspace
 	(*LaunchRequest)(nil),        // 18: paddock.runtime.v1.LaunchRequest
-	(*LaunchResponse)(nil),       // 19: paddock.runtime.v1.LaunchResponse
-	(*RecoverRequest)(nil),       // 20: paddock.runtime.v1.RecoverRequest
-	(*InspectRequest)(nil),       // 21: paddock.runtime.v1.InspectRequest
-	(*InspectResponse)(nil),      // 22: paddock.runtime.v1.InspectResponse
-	(*StopRequest)(nil),          // 23: paddock.runtime.v1.StopRequest
-	(*StopResponse)(nil),         // 24: paddock.runtime.v1.StopResponse
-	(*DestroyRequest)(nil),       // 25: paddock.runtime.v1.DestroyRequest
-	(*DestroyResponse)(nil),      // 26: paddock.runtime.v1.DestroyResponse
-	(*ReconcileRequest)(nil),     // 27: paddock.runtime.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),    // 28: paddock.runtime.v1.ReconcileResponse
-	(*ErrorDetail)(nil),          // 29: paddock.runtime.v1.ErrorDetail
-	nil,                          // 30: paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
-	nil,                          // 31: paddock.runtime.v1.LaunchRequest.EnvEntry
-	nil,                          // 32: paddock.runtime.v1.LaunchRequest.OptionsEntry
-	nil,                          // 33: paddock.runtime.v1.InspectResponse.DetailsEntry
+	(*TerminalSettings)(nil),     // 19: paddock.runtime.v1.TerminalSettings
+	(*LaunchResponse)(nil),       // 20: paddock.runtime.v1.LaunchResponse
+	(*RecoverRequest)(nil),       // 21: paddock.runtime.v1.RecoverRequest
+	(*InspectRequest)(nil),       // 22: paddock.runtime.v1.InspectRequest
+	(*InspectResponse)(nil),      // 23: paddock.runtime.v1.InspectResponse
+	(*StopRequest)(nil),          // 24: paddock.runtime.v1.StopRequest
+	(*StopResponse)(nil),         // 25: paddock.runtime.v1.StopResponse
+	(*DestroyRequest)(nil),       // 26: paddock.runtime.v1.DestroyRequest
+	(*DestroyResponse)(nil),      // 27: paddock.runtime.v1.DestroyResponse
+	(*ReconcileRequest)(nil),     // 28: paddock.runtime.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),    // 29: paddock.runtime.v1.ReconcileResponse
+	(*ErrorDetail)(nil),          // 30: paddock.runtime.v1.ErrorDetail
+	nil,                          // 31: paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
+	nil,                          // 32: paddock.runtime.v1.LaunchRequest.EnvEntry
+	nil,                          // 33: paddock.runtime.v1.LaunchRequest.OptionsEntry
+	nil,                          // 34: paddock.runtime.v1.InspectResponse.DetailsEntry
 }
 var file_runtime_proto_depIdxs = []int32{
 	8,  // 0: paddock.runtime.v1.BlockSchema.body:type_name -> paddock.runtime.v1.Schema
@@ -1925,38 +2005,39 @@ var file_runtime_proto_depIdxs = []int32{
 	11, // 8: paddock.runtime.v1.Diagnostic.context:type_name -> paddock.runtime.v1.Range
 	10, // 9: paddock.runtime.v1.SetConfigRequest.start:type_name -> paddock.runtime.v1.Pos
 	12, // 10: paddock.runtime.v1.SetConfigResponse.diagnostics:type_name -> paddock.runtime.v1.Diagnostic
-	30, // 11: paddock.runtime.v1.CapabilitiesResponse.extra:type_name -> paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
+	31, // 11: paddock.runtime.v1.CapabilitiesResponse.extra:type_name -> paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
 	17, // 12: paddock.runtime.v1.LaunchRequest.workspace:type_name -> paddock.runtime.v1.Workspace
-	31, // 13: paddock.runtime.v1.LaunchRequest.env:type_name -> paddock.runtime.v1.LaunchRequest.EnvEntry
-	32, // 14: paddock.runtime.v1.LaunchRequest.options:type_name -> paddock.runtime.v1.LaunchRequest.OptionsEntry
-	1,  // 15: paddock.runtime.v1.InspectResponse.state:type_name -> paddock.runtime.v1.InspectResponse.State
-	33, // 16: paddock.runtime.v1.InspectResponse.details:type_name -> paddock.runtime.v1.InspectResponse.DetailsEntry
-	2,  // 17: paddock.runtime.v1.ErrorDetail.kind:type_name -> paddock.runtime.v1.ErrorDetail.Kind
-	3,  // 18: paddock.runtime.v1.Runtime.Info:input_type -> paddock.runtime.v1.InfoRequest
-	5,  // 19: paddock.runtime.v1.Runtime.ConfigSchema:input_type -> paddock.runtime.v1.ConfigSchemaRequest
-	13, // 20: paddock.runtime.v1.Runtime.SetConfig:input_type -> paddock.runtime.v1.SetConfigRequest
-	15, // 21: paddock.runtime.v1.Runtime.Capabilities:input_type -> paddock.runtime.v1.CapabilitiesRequest
-	18, // 22: paddock.runtime.v1.Runtime.Launch:input_type -> paddock.runtime.v1.LaunchRequest
-	20, // 23: paddock.runtime.v1.Runtime.Recover:input_type -> paddock.runtime.v1.RecoverRequest
-	21, // 24: paddock.runtime.v1.Runtime.Inspect:input_type -> paddock.runtime.v1.InspectRequest
-	23, // 25: paddock.runtime.v1.Runtime.Stop:input_type -> paddock.runtime.v1.StopRequest
-	25, // 26: paddock.runtime.v1.Runtime.Destroy:input_type -> paddock.runtime.v1.DestroyRequest
-	27, // 27: paddock.runtime.v1.Runtime.Reconcile:input_type -> paddock.runtime.v1.ReconcileRequest
-	4,  // 28: paddock.runtime.v1.Runtime.Info:output_type -> paddock.runtime.v1.InfoResponse
-	9,  // 29: paddock.runtime.v1.Runtime.ConfigSchema:output_type -> paddock.runtime.v1.ConfigSchemaResponse
-	14, // 30: paddock.runtime.v1.Runtime.SetConfig:output_type -> paddock.runtime.v1.SetConfigResponse
-	16, // 31: paddock.runtime.v1.Runtime.Capabilities:output_type -> paddock.runtime.v1.CapabilitiesResponse
-	19, // 32: paddock.runtime.v1.Runtime.Launch:output_type -> paddock.runtime.v1.LaunchResponse
-	19, // 33: paddock.runtime.v1.Runtime.Recover:output_type -> paddock.runtime.v1.LaunchResponse
-	22, // 34: paddock.runtime.v1.Runtime.Inspect:output_type -> paddock.runtime.v1.InspectResponse
-	24, // 35: paddock.runtime.v1.Runtime.Stop:output_type -> paddock.runtime.v1.StopResponse
-	26, // 36: paddock.runtime.v1.Runtime.Destroy:output_type -> paddock.runtime.v1.DestroyResponse
-	28, // 37: paddock.runtime.v1.Runtime.Reconcile:output_type -> paddock.runtime.v1.ReconcileResponse
-	28, // [28:38] is the sub-list for method output_type
-	18, // [18:28] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	32, // 13: paddock.runtime.v1.LaunchRequest.env:type_name -> paddock.runtime.v1.LaunchRequest.EnvEntry
+	33, // 14: paddock.runtime.v1.LaunchRequest.options:type_name -> paddock.runtime.v1.LaunchRequest.OptionsEntry
+	19, // 15: paddock.runtime.v1.LaunchRequest.terminal:type_name -> paddock.runtime.v1.TerminalSettings
+	1,  // 16: paddock.runtime.v1.InspectResponse.state:type_name -> paddock.runtime.v1.InspectResponse.State
+	34, // 17: paddock.runtime.v1.InspectResponse.details:type_name -> paddock.runtime.v1.InspectResponse.DetailsEntry
+	2,  // 18: paddock.runtime.v1.ErrorDetail.kind:type_name -> paddock.runtime.v1.ErrorDetail.Kind
+	3,  // 19: paddock.runtime.v1.Runtime.Info:input_type -> paddock.runtime.v1.InfoRequest
+	5,  // 20: paddock.runtime.v1.Runtime.ConfigSchema:input_type -> paddock.runtime.v1.ConfigSchemaRequest
+	13, // 21: paddock.runtime.v1.Runtime.SetConfig:input_type -> paddock.runtime.v1.SetConfigRequest
+	15, // 22: paddock.runtime.v1.Runtime.Capabilities:input_type -> paddock.runtime.v1.CapabilitiesRequest
+	18, // 23: paddock.runtime.v1.Runtime.Launch:input_type -> paddock.runtime.v1.LaunchRequest
+	21, // 24: paddock.runtime.v1.Runtime.Recover:input_type -> paddock.runtime.v1.RecoverRequest
+	22, // 25: paddock.runtime.v1.Runtime.Inspect:input_type -> paddock.runtime.v1.InspectRequest
+	24, // 26: paddock.runtime.v1.Runtime.Stop:input_type -> paddock.runtime.v1.StopRequest
+	26, // 27: paddock.runtime.v1.Runtime.Destroy:input_type -> paddock.runtime.v1.DestroyRequest
+	28, // 28: paddock.runtime.v1.Runtime.Reconcile:input_type -> paddock.runtime.v1.ReconcileRequest
+	4,  // 29: paddock.runtime.v1.Runtime.Info:output_type -> paddock.runtime.v1.InfoResponse
+	9,  // 30: paddock.runtime.v1.Runtime.ConfigSchema:output_type -> paddock.runtime.v1.ConfigSchemaResponse
+	14, // 31: paddock.runtime.v1.Runtime.SetConfig:output_type -> paddock.runtime.v1.SetConfigResponse
+	16, // 32: paddock.runtime.v1.Runtime.Capabilities:output_type -> paddock.runtime.v1.CapabilitiesResponse
+	20, // 33: paddock.runtime.v1.Runtime.Launch:output_type -> paddock.runtime.v1.LaunchResponse
+	20, // 34: paddock.runtime.v1.Runtime.Recover:output_type -> paddock.runtime.v1.LaunchResponse
+	23, // 35: paddock.runtime.v1.Runtime.Inspect:output_type -> paddock.runtime.v1.InspectResponse
+	25, // 36: paddock.runtime.v1.Runtime.Stop:output_type -> paddock.runtime.v1.StopResponse
+	27, // 37: paddock.runtime.v1.Runtime.Destroy:output_type -> paddock.runtime.v1.DestroyResponse
+	29, // 38: paddock.runtime.v1.Runtime.Reconcile:output_type -> paddock.runtime.v1.ReconcileResponse
+	29, // [29:39] is the sub-list for method output_type
+	19, // [19:29] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_runtime_proto_init() }
@@ -1970,7 +2051,7 @@ func file_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runtime_proto_rawDesc), len(file_runtime_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -72,7 +73,8 @@ func (r *testRuntime) Capabilities(context.Context) (runtime.Capabilities, error
 
 func (r *testRuntime) Launch(_ context.Context, req runtime.LaunchRequest) (runtime.LaunchResponse, error) {
 	return runtime.LaunchResponse{Handle: []byte(req.SessionID), AgentctlURL: "http://127.0.0.1:1", PID: 1, Nonce: "n",
-		WorktreeBranch: req.Workspace.Branch, WorkspacePath: req.Env["WS"] + req.Options["opt"]}, nil
+		WorktreeBranch: req.Workspace.Branch, WorkspacePath: req.Env["WS"] + req.Options["opt"],
+		ContainerID: strings.Join(req.Terminal.Args(), " ")}, nil
 }
 
 // errorFor maps a handle to the error the SDK tests expect to see typed.
