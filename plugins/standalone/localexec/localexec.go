@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -124,6 +125,36 @@ type handle struct {
 	Nonce          string            `json:"nonce"`
 	URL            string            `json:"url"`
 	Env            map[string]string `json:"env,omitempty"`
+	// Terminal is the launch's terminal settings, so a restart by Recover
+	// runs agentctl with the same ones.
+	Terminal *handleTerminal `json:"terminal,omitempty"`
+}
+
+// handleTerminal is runtime.Terminal as a handle stores it.
+type handleTerminal struct {
+	Shell         []string `json:"shell,omitempty"`
+	ReplayBytes   int      `json:"replay_bytes,omitempty"`
+	IdleTimeoutMS int64    `json:"idle_timeout_ms,omitempty"`
+}
+
+func newHandleTerminal(t runtime.Terminal) *handleTerminal {
+	if t.IsZero() {
+		return nil
+	}
+	ms := t.IdleTimeout.Milliseconds()
+	if t.IdleTimeout > 0 && ms == 0 {
+		ms = 1
+	}
+	return &handleTerminal{Shell: t.Shell, ReplayBytes: t.ReplayBytes, IdleTimeoutMS: ms}
+}
+
+// terminal is the runtime.Terminal h stores (zero for none).
+func (h handle) terminal() runtime.Terminal {
+	if h.Terminal == nil {
+		return runtime.Terminal{}
+	}
+	return runtime.Terminal{Shell: h.Terminal.Shell, ReplayBytes: h.Terminal.ReplayBytes,
+		IdleTimeout: time.Duration(h.Terminal.IdleTimeoutMS) * time.Millisecond}
 }
 
 const handleVersion = 1
@@ -152,6 +183,12 @@ func (r *Runtime) decodeHandle(b []byte) (handle, error) {
 	}
 	if h.SessionDir != filepath.Join(root, h.SessionID) || !within(h.SessionDir, h.StateDir) || (h.OwnsWorkspace && !within(h.SessionDir, h.Workspace)) {
 		return h, fmt.Errorf("handle paths are outside workspace_root %s: %w", root, runtime.ErrNotFound)
+	}
+	if h.Terminal != nil && (h.Terminal.IdleTimeoutMS < 0 || h.Terminal.IdleTimeoutMS > int64(math.MaxInt64/time.Millisecond)) {
+		return h, fmt.Errorf("handle terminal idle timeout %dms is out of range: %w", h.Terminal.IdleTimeoutMS, runtime.ErrNotFound)
+	}
+	if err := h.terminal().Validate(); err != nil {
+		return h, fmt.Errorf("handle terminal settings: %v: %w", err, runtime.ErrNotFound)
 	}
 	r.handlesMu.Lock()
 	if r.handlesRoot != root || len(r.handles) >= maxCachedHandles {
@@ -195,6 +232,7 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 		SessionID:  req.SessionID,
 		SessionDir: filepath.Join(cfg.WorkspaceRoot, req.SessionID),
 		Env:        req.Env,
+		Terminal:   newHandleTerminal(req.Terminal),
 	}
 	h.StateDir = filepath.Join(h.SessionDir, "state")
 	if err := r.prepareWorkspace(ctx, cfg, req, &h); err != nil {
@@ -271,6 +309,7 @@ func (r *Runtime) start(ctx context.Context, cfg Config, agentctl, secret string
 		Secret:       secret,
 		Env:          childEnv(agentctl, h.Env),
 		Timeout:      cfg.StartTimeout,
+		Terminal:     h.terminal(),
 	})
 	if err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)

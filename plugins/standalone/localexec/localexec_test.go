@@ -314,3 +314,81 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// The request's terminal settings become agentctl's flags, and a restart by
+// Recover passes the same ones (they live in the handle).
+func TestTerminalSettingsReachAgentctlAndSurviveRecover(t *testing.T) {
+	root := t.TempDir()
+	c := load(t, root)
+	ctx := context.Background()
+	term := runtime.Terminal{Shell: []string{"/bin/sh", "-c", "echo from config; exec /bin/sh"}, ReplayBytes: 65536, IdleTimeout: 90 * time.Second}
+	resp, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: "s1", AgentctlSecret: "sec", Terminal: term})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy(ctx, resp.Handle) })
+	want := []string{"-shell", `["/bin/sh","-c","echo from config; exec /bin/sh"]`, "-replay-bytes", "65536", "-idle-timeout", "1m30s"}
+	assertArgs(t, resp.PID, want)
+
+	if err := killGroup(resp.PID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "agentctl to die", func() bool { return !agentctlproc.Alive(resp.PID) })
+	rec, err := c.Recover(ctx, resp.Handle, "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.PID == resp.PID {
+		t.Fatalf("Recover did not restart agentctl: %+v", rec)
+	}
+	assertArgs(t, rec.PID, want)
+
+	// Without settings agentctl gets none of the flags (its defaults apply).
+	plain, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: "s2", AgentctlSecret: "sec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy(ctx, plain.Handle) })
+	for _, a := range cmdline(t, plain.PID) {
+		if a == "-shell" || a == "-replay-bytes" || a == "-idle-timeout" {
+			t.Fatalf("agentctl without terminal settings got %s: %q", a, cmdline(t, plain.PID))
+		}
+	}
+
+	if _, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: "s3", AgentctlSecret: "sec", Terminal: runtime.Terminal{Shell: []string{""}}}); !errors.Is(err, runtime.ErrInvalidRequest) {
+		t.Fatalf("Launch with an empty shell program = %v, want ErrInvalidRequest", err)
+	}
+}
+
+// A handle whose stored terminal settings are malformed is not a usable handle.
+func TestHandleWithInvalidTerminalIsNotFound(t *testing.T) {
+	root := t.TempDir()
+	c := load(t, root)
+	dir := filepath.Join(root, "s1")
+	for _, term := range []string{`{"shell":[""]}`, `{"replay_bytes":-1}`, `{"idle_timeout_ms":-1}`, `{"idle_timeout_ms":9223372036854775807}`} {
+		forged := fmt.Sprintf(`{"v":1,"session_id":"s1","session_dir":%q,"workspace":%q,"owns_workspace":true,"state_dir":%q,"terminal":%s}`,
+			dir, filepath.Join(dir, "workspace"), filepath.Join(dir, "state"), term)
+		if _, err := c.Inspect(context.Background(), []byte(forged)); !errors.Is(err, runtime.ErrNotFound) {
+			t.Errorf("Inspect(handle with terminal %s) = %v, want ErrNotFound", term, err)
+		}
+	}
+}
+
+// cmdline is pid's argv from /proc.
+func cmdline(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatalf("agentctl %d command line: %v", pid, err)
+	}
+	return strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+}
+
+// assertArgs fails unless pid's argv holds want as one contiguous run.
+func assertArgs(t *testing.T, pid int, want []string) {
+	t.Helper()
+	got := cmdline(t, pid)
+	if !strings.Contains("\x00"+strings.Join(got, "\x00")+"\x00", "\x00"+strings.Join(want, "\x00")+"\x00") {
+		t.Fatalf("agentctl argv %q lacks %q", got, want)
+	}
+}

@@ -1,7 +1,8 @@
 // Package agentctlproc starts `agentctl serve` as a detached local process and
 // checks on it: the building block of local runtimes (plugins/standalone, the
 // example plugin). It speaks only the fixed agentctl launch interface (flags,
-// info file, GET /v1/health) and must not import supervisor/.
+// info file, GET /v1/health; terminal settings as shared/runtime's Terminal)
+// and must not import supervisor/.
 package agentctlproc
 
 import (
@@ -19,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/paddockhq/paddock/shared/runtime"
 )
 
 // SecretEnv is the environment variable agentctl reads its secret from.
@@ -58,6 +61,9 @@ type StartConfig struct {
 	Env []string
 	// Timeout bounds the wait for the info file and a healthy answer; default 15s.
 	Timeout time.Duration
+	// Terminal becomes agentctl's -shell, -replay-bytes and -idle-timeout
+	// flags (its zero value keeps agentctl's defaults).
+	Terminal runtime.Terminal
 }
 
 // InfoFile is where agentctl's info file lives in a state dir.
@@ -82,6 +88,9 @@ type Process struct {
 func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 	if cfg.AgentctlPath == "" || cfg.SessionID == "" || cfg.Workspace == "" || cfg.StateDir == "" || cfg.Secret == "" {
 		return nil, errors.New("start agentctl: agentctl path, session, workspace, state dir and secret are required")
+	}
+	if err := cfg.Terminal.Validate(); err != nil {
+		return nil, fmt.Errorf("start agentctl: %w", err)
 	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
@@ -117,6 +126,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 	if cfg.Advertise != "" {
 		args = append(args, "-advertise", cfg.Advertise)
 	}
+	args = append(args, cfg.Terminal.Args()...)
 	cmd := exec.Command(cfg.AgentctlPath, args...)
 	cmd.Dir = cfg.Workspace
 	cmd.Env = withoutKey(cfg.Env, SecretEnv)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/shared/runtime"
 )
 
 func TestReadInfoRejectsMalformed(t *testing.T) {
@@ -214,5 +216,37 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestStartRefusesInvalidTerminal(t *testing.T) {
+	dir := t.TempDir()
+	for name, term := range map[string]runtime.Terminal{
+		"empty_program":   {Shell: []string{""}},
+		"negative_replay": {ReplayBytes: -1},
+		"negative_idle":   {IdleTimeout: -time.Second},
+	} {
+		_, err := Start(context.Background(), StartConfig{AgentctlPath: "/bin/true", SessionID: "s", Workspace: dir,
+			StateDir: filepath.Join(dir, "st"), Secret: "x", Terminal: term})
+		if !errors.Is(err, runtime.ErrInvalidRequest) {
+			t.Errorf("%s: Start = %v, want ErrInvalidRequest", name, err)
+		}
+	}
+}
+
+// Terminal flags never make a command line unrecognisable as the session's
+// agentctl, nor make another session's look like it: the shell travels as
+// one JSON array, never as a bare word.
+func TestTerminalArgsKeepCmdlineRecognisable(t *testing.T) {
+	term := runtime.Terminal{Shell: []string{"serve", "-session", "s1"}, ReplayBytes: 8192, IdleTimeout: time.Minute}
+	line := func(session string) []byte {
+		args := append([]string{"/bin/agentctl", "serve", "-session", session}, term.Args()...)
+		return []byte(strings.Join(args, "\x00") + "\x00")
+	}
+	if !isSessionAgentctlCmdline(line("s1"), "s1") {
+		t.Error("agentctl with terminal flags not recognised")
+	}
+	if isSessionAgentctlCmdline(line("s2"), "s1") {
+		t.Error("another session's agentctl taken for s1 because of its shell argv")
 	}
 }
