@@ -359,13 +359,18 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 	}
 	polled, err := answerAll(ctx, stream, promptVia(survivors), apiOf(obs), ids, fmt.Sprintf("ping-%d", rand.Int64()), 16, 120*time.Second)
 	u := usable{Total: ms(time.Since(t0)), Leader: <-led, Recovered: -1}
-	for _, n := range survivors {
-		if l, lerr := n.Leads(); lerr == nil && l {
-			if at := recoveryFinished(n); at.After(t0) {
-				u.Recovered = ms(at.Sub(t0))
+	// The last sessions can answer before the run has noted its end.
+	_ = waitUntil(ctx, 30*time.Second, 20*time.Millisecond, "the new leader's recovery run to finish", func() bool {
+		for _, n := range survivors {
+			if l, lerr := n.Leads(); lerr == nil && l {
+				if at := recoveryFinished(n); at.After(t0) {
+					u.Recovered = ms(at.Sub(t0))
+					return true
+				}
 			}
 		}
-	}
+		return false
+	})
 	if polled > 0 {
 		env.Logf("%d sessions were seen answering only by the backup poll", polled)
 	}

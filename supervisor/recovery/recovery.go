@@ -26,8 +26,11 @@ import (
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
-// workers bounds how many sessions recover at once.
-const workers = 32
+// workers bounds how many sessions recover at once. Recovering one is a
+// handful of calls that mostly wait (plugin, agentctl, raft commits), so
+// the bound is wide: 100 sessions took 1.5 s with 32 and 0.7 s with 128
+// after the election, on the same 2-core machine.
+const workers = 128
 
 // Sessions is what recovery needs from the session manager.
 type Sessions interface {
