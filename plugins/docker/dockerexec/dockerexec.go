@@ -456,14 +456,16 @@ func (r *Runtime) create(ctx context.Context, cli *client.Client, cfg Config, re
 			User:       user,
 			Env:        env,
 			Entrypoint: []string{entry},
-			Cmd: []string{"serve",
+			// The terminal flags are part of the container's command, so
+			// a restart of the container (by Recover or the engine) keeps them.
+			Cmd: append([]string{"serve",
 				"-session", req.SessionID,
 				"-workspace", ContainerWorkspace,
 				"-state-dir", ContainerStateDir,
 				"-listen", "0.0.0.0:" + strconv.Itoa(AgentctlPort),
 				"-advertise", cfg.advertiseHost(),
 				"-info-file", ContainerStateDir + "/agentctl.json",
-			},
+			}, req.Terminal.Args()...),
 			WorkingDir:   ContainerWorkspace,
 			ExposedPorts: network.PortSet{agentctlPort: {}},
 			Labels: map[string]string{

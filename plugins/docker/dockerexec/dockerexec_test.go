@@ -557,3 +557,38 @@ func BenchmarkLaunch(b *testing.B) {
 		}
 	}
 }
+
+// The request's terminal settings are flags of the container's agentctl, and
+// a container restarted by Recover keeps them (they are its command).
+func TestTerminalSettingsInContainerCommand(t *testing.T) {
+	needDocker(t)
+	root := t.TempDir()
+	cfg := baseConfig(root)
+	r := newRuntime(t, cfg)
+	session := newSession("term")
+	cleanupSession(t, session)
+	req := request(session)
+	req.Terminal = runtime.Terminal{Shell: []string{"/bin/sh", "-c", "echo from config; exec /bin/sh"}, ReplayBytes: 65536, IdleTimeout: 90 * time.Second}
+	want := "\x00-shell\x00" + `["/bin/sh","-c","echo from config; exec /bin/sh"]` + "\x00-replay-bytes\x0065536\x00-idle-timeout\x001m30s\x00"
+	resp, err := r.Launch(ctxT(t, time.Minute), req)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	if cmdline := dockerCLI(t, "exec", resp.ContainerID, "cat", "/proc/1/cmdline"); !strings.Contains(cmdline, want) {
+		t.Fatalf("/proc/1/cmdline = %q, want it to hold %q", cmdline, want)
+	}
+	dockerCLI(t, "stop", "-t", "1", resp.ContainerID)
+	got, err := newRuntime(t, cfg).Recover(ctxT(t, time.Minute), resp.Handle, req.AgentctlSecret)
+	if err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	if got.Nonce == resp.Nonce {
+		t.Fatal("Recover did not restart the stopped container's agentctl")
+	}
+	if cmdline := dockerCLI(t, "exec", got.ContainerID, "cat", "/proc/1/cmdline"); !strings.Contains(cmdline, want) {
+		t.Fatalf("after Recover /proc/1/cmdline = %q, want it to hold %q", cmdline, want)
+	}
+	if err := r.Destroy(ctxT(t, time.Minute), got.Handle); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+}
