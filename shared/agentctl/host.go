@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -49,6 +51,65 @@ type CreateInstanceRequest struct {
 	// Secret, when set, becomes the instance's secret instead of a generated
 	// one (the remote runtime passes the secret the supervisor chose).
 	Secret string `json:"secret,omitempty"`
+	// Terminal, when set, configures the instance's terminals (the remote
+	// runtime passes the server's `terminal` block).
+	Terminal *InstanceTerminal `json:"terminal,omitempty"`
+}
+
+// MinReplayBytes is the smallest terminal replay buffer `agentctl serve` accepts.
+const MinReplayBytes = 4096
+
+// InstanceTerminal is how an instance runs its terminals. A zero field keeps
+// `agentctl serve`'s default ($SHELL, else /bin/sh; its default replay
+// buffer and idle timeout).
+type InstanceTerminal struct {
+	// Shell is the argv of a terminal's program.
+	Shell []string `json:"shell,omitempty"`
+	// ReplayBytes is each terminal's replay buffer (at least MinReplayBytes).
+	ReplayBytes int `json:"replay_bytes,omitempty"`
+	// IdleTimeoutMS ends a terminal with no connection for that many milliseconds.
+	IdleTimeoutMS int64 `json:"idle_timeout_ms,omitempty"`
+}
+
+// maxIdleTimeoutMS keeps IdleTimeoutMS within a time.Duration.
+const maxIdleTimeoutMS = int64(1<<63-1) / int64(time.Millisecond)
+
+// Validate checks t: a set shell has a non-empty program and no NUL bytes,
+// a set replay buffer is at least MinReplayBytes, and nothing is negative.
+func (t InstanceTerminal) Validate() error {
+	if t.Shell != nil && (len(t.Shell) == 0 || t.Shell[0] == "") {
+		return errors.New("terminal shell: the program (first word) is empty")
+	}
+	for i, w := range t.Shell {
+		if strings.ContainsRune(w, 0) {
+			return fmt.Errorf("terminal shell word %d holds a NUL byte", i)
+		}
+	}
+	if t.ReplayBytes < 0 || (t.ReplayBytes > 0 && t.ReplayBytes < MinReplayBytes) {
+		return fmt.Errorf("terminal replay_bytes %d must be 0 (default) or at least %d", t.ReplayBytes, MinReplayBytes)
+	}
+	if t.IdleTimeoutMS < 0 || t.IdleTimeoutMS > maxIdleTimeoutMS {
+		return fmt.Errorf("terminal idle_timeout_ms %d is out of range", t.IdleTimeoutMS)
+	}
+	return nil
+}
+
+// Args returns the `agentctl serve` flags for t's set fields, each flag and
+// value its own argv element; the shell is one -shell JSON array. t must
+// have passed Validate.
+func (t InstanceTerminal) Args() []string {
+	var args []string
+	if len(t.Shell) > 0 {
+		b, _ := json.Marshal(t.Shell) // a []string always marshals
+		args = append(args, "-shell", string(b))
+	}
+	if t.ReplayBytes > 0 {
+		args = append(args, "-replay-bytes", strconv.Itoa(t.ReplayBytes))
+	}
+	if t.IdleTimeoutMS > 0 {
+		args = append(args, "-idle-timeout", (time.Duration(t.IdleTimeoutMS) * time.Millisecond).String())
+	}
+	return args
 }
 
 // Host starts, lists and stops per-session agentctl serve instances.
@@ -139,7 +200,7 @@ func (h *Host) routes() {
 		if !decodeJSON(w, r, &req) {
 			return
 		}
-		inst, err := h.CreateWithSecret(r.Context(), req.SessionID, req.Secret)
+		inst, err := h.CreateInstance(r.Context(), req)
 		if err != nil {
 			writeErr(w, err)
 			return
@@ -177,11 +238,26 @@ func (h *Host) Create(ctx context.Context, sessionID string) (Instance, error) {
 // CreateWithSecret is Create with a caller-chosen instance secret (16 to 256
 // printable, non-space ASCII characters); empty means generate one.
 func (h *Host) CreateWithSecret(ctx context.Context, sessionID, secret string) (Instance, error) {
+	return h.CreateInstance(ctx, CreateInstanceRequest{SessionID: sessionID, Secret: secret})
+}
+
+// CreateInstance is Create with every option of a POST /v1/instances body:
+// a caller-chosen secret (see CreateWithSecret) and terminal settings,
+// passed to `agentctl serve` as flags (argv only).
+func (h *Host) CreateInstance(ctx context.Context, req CreateInstanceRequest) (Instance, error) {
+	sessionID, secret := req.SessionID, req.Secret
 	if err := CheckToken("session_id", sessionID); err != nil {
 		return Instance{}, fmt.Errorf("%w: %v", errBadRequest, err)
 	}
 	if secret != "" && !validInstanceSecret(secret) {
 		return Instance{}, fmt.Errorf("%w: secret must be 16 to 256 printable non-space ASCII characters", errBadRequest)
+	}
+	var terminalArgs []string
+	if req.Terminal != nil {
+		if err := req.Terminal.Validate(); err != nil {
+			return Instance{}, fmt.Errorf("%w: %v", errBadRequest, err)
+		}
+		terminalArgs = req.Terminal.Args()
 	}
 	h.mu.Lock()
 	if old, ok := h.reg[sessionID]; ok {
@@ -218,6 +294,7 @@ func (h *Host) CreateWithSecret(ctx context.Context, sessionID, secret string) (
 	if h.opts.Advertise != "" {
 		args = append(args, "-advertise", h.opts.Advertise)
 	}
+	args = append(args, terminalArgs...)
 	cmd := exec.Command(h.opts.Executable, args...)
 	cmd.Dir = ws
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

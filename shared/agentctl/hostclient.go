@@ -74,6 +74,13 @@ func (c *HostClient) CreateInstanceWithSecret(ctx context.Context, sessionID, se
 	return v, c.do(ctx, "POST", "/v1/instances", CreateInstanceRequest{SessionID: sessionID, Secret: secret}, &v)
 }
 
+// CreateInstanceFrom calls POST /v1/instances with a whole request body
+// (secret and terminal settings; see Host.CreateInstance).
+func (c *HostClient) CreateInstanceFrom(ctx context.Context, req CreateInstanceRequest) (Instance, error) {
+	var v Instance
+	return v, c.do(ctx, "POST", "/v1/instances", req, &v)
+}
+
 // Instances calls GET /v1/instances.
 func (c *HostClient) Instances(ctx context.Context) ([]Instance, error) {
 	var v struct {
