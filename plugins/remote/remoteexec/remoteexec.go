@@ -264,14 +264,15 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 		r.logger.Debug("the task workspace is not used: remote sessions work in the host's workspace", "session_id", req.SessionID, "workspace", req.Workspace.Path)
 	}
 	hc := agentctl.NewHostClient(host.URL, host.Secret, createTimeout)
-	inst, err := hc.CreateInstanceWithSecret(ctx, req.SessionID, req.AgentctlSecret)
+	create := agentctl.CreateInstanceRequest{SessionID: req.SessionID, Secret: req.AgentctlSecret, Terminal: instanceTerminal(req.Terminal)}
+	inst, err := hc.CreateInstanceFrom(ctx, create)
 	if isConflict(err) {
 		// An instance of an earlier launch still runs: replace it.
 		r.logger.Info("replacing the running instance of an earlier launch", "host", host.Name, "session_id", req.SessionID)
 		if derr := hc.DeleteInstance(ctx, req.SessionID); derr != nil && !isNotFound(derr) {
 			return runtime.LaunchResponse{}, hostError(host, "delete earlier instance", derr)
 		}
-		inst, err = hc.CreateInstanceWithSecret(ctx, req.SessionID, req.AgentctlSecret)
+		inst, err = hc.CreateInstanceFrom(ctx, create)
 	}
 	if err != nil {
 		return runtime.LaunchResponse{}, hostError(host, "create instance", err)
@@ -287,6 +288,19 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	}
 	r.logger.Info("launched remote agentctl", "host", host.Name, "session_id", h.SessionID, "url", h.URL, "nonce", h.Nonce, "remote_pid", h.PID)
 	return h.response(), nil
+}
+
+// instanceTerminal is the host API's form of a launch's terminal settings
+// (nil when they are all defaults, so older hosts still accept the request).
+func instanceTerminal(t runtime.Terminal) *agentctl.InstanceTerminal {
+	if t.IsZero() {
+		return nil
+	}
+	ms := t.IdleTimeout.Milliseconds()
+	if t.IdleTimeout > 0 && ms == 0 {
+		ms = 1 // a set sub-millisecond timeout stays set
+	}
+	return &agentctl.InstanceTerminal{Shell: t.Shell, ReplayBytes: t.ReplayBytes, IdleTimeoutMS: ms}
 }
 
 // checkInstance verifies a new instance: it runs with the requested secret,

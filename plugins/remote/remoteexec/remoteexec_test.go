@@ -557,3 +557,36 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// The launch's terminal settings travel in the host's create-instance
+// request and become the remote agentctl's flags; a launch without them
+// passes none (agentctl's defaults apply).
+func TestTerminalSettingsReachRemoteAgentctl(t *testing.T) {
+	h := startHost(t)
+	r, _ := newRuntime(t, h.config(""))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := runtime.LaunchRequest{SessionID: "s-" + randHex(4), TaskID: "t1", AgentctlSecret: randHex(16), FencingToken: 3,
+		Terminal: runtime.Terminal{Shell: []string{"/bin/sh", "-c", "echo from config; exec /bin/sh"}, ReplayBytes: 65536, IdleTimeout: 90 * time.Second}}
+	resp, err := r.Launch(ctx, req)
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", remotePID(t, r, resp.Handle)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "\x00-shell\x00" + `["/bin/sh","-c","echo from config; exec /bin/sh"]` + "\x00-replay-bytes\x0065536\x00-idle-timeout\x001m30s\x00"
+	if !strings.Contains(string(cmdline), want) {
+		t.Fatalf("remote agentctl argv %q lacks %q", cmdline, want)
+	}
+
+	_, plain := launch(t, r, nil)
+	cmdline, err = os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", remotePID(t, r, plain.Handle)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(cmdline, []byte("\x00-shell\x00")) || bytes.Contains(cmdline, []byte("\x00-replay-bytes\x00")) {
+		t.Fatalf("agentctl launched without terminal settings got terminal flags: %q", cmdline)
+	}
+}
