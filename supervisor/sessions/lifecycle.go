@@ -222,6 +222,7 @@ func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, sess 
 			SessionID: sess.ID, TaskID: sess.TaskID, ExecutorID: executorID, Cluster: m.name,
 			Workspace:      runtime.Workspace{Path: task.Workspace.Path, Branch: task.Workspace.Branch},
 			AgentctlSecret: ex.Secret, FencingToken: token, Options: sess.RuntimeOptions,
+			Terminal: runtime.Terminal{Shell: m.cfg.Terminal.Shell, ReplayBytes: int(m.cfg.Terminal.ReplayBytes), IdleTimeout: m.cfg.Terminal.IdleTimeout},
 		})
 		if err != nil {
 			return ex, resp, fmt.Errorf("launch executor on runtime %q: %w", sess.Runtime, err)
