@@ -272,3 +272,48 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// The server's terminal block reaches the session's agentctl: a terminal
+// runs the configured shell argv (which announces itself), not agentctl's
+// $SHELL.
+func TestTerminalRunsConfiguredShell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	// The marker is assembled by the shell, so it appears in the output only
+	// if the configured argv ran (never from an echo of the config text).
+	cfg := standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\n", termToken) + `
+terminal {
+  shell        = ["/bin/sh", "-c", "echo SHELL-FROM-$0; exec /bin/sh", "CONFIG"]
+  replay_bytes = "64KiB"
+  idle_timeout = "10m"
+}
+`
+	node := startCluster(t, 1, false, cfg).Nodes[0]
+	api, err := client.New(node.URL(), termToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the node to lead", func() bool {
+		h, err := api.Health(testCtx(t))
+		return err == nil && h.Leader
+	})
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "configured shell"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, s.ID, state.SessionWaitingForInput)
+
+	c, a := termAttach(t, node, s.ID, "shell", term.Hello{})
+	c.WaitOutput("SHELL-FROM-CONFIG")
+	c.Marker() // the exec'd /bin/sh answers
+	if pid := c.ShellPid(); pid != a.Pid {
+		t.Fatalf("$$ %d, attached says %d (the configured argv should exec the shell)", pid, a.Pid)
+	}
+	_ = c.Close()
+	c.WaitClosed()
+}
