@@ -18,6 +18,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -74,15 +75,16 @@ type InstanceTerminal struct {
 // maxIdleTimeoutMS keeps IdleTimeoutMS within a time.Duration.
 const maxIdleTimeoutMS = int64(1<<63-1) / int64(time.Millisecond)
 
-// Validate checks t: a set shell has a non-empty program and no NUL bytes,
-// a set replay buffer is at least MinReplayBytes, and nothing is negative.
+// Validate checks t: a set shell has a non-empty program, no NUL bytes and
+// only UTF-8 (it travels as JSON); a set replay buffer is at least
+// MinReplayBytes, and nothing is negative.
 func (t InstanceTerminal) Validate() error {
 	if t.Shell != nil && (len(t.Shell) == 0 || t.Shell[0] == "") {
 		return errors.New("terminal shell: the program (first word) is empty")
 	}
 	for i, w := range t.Shell {
-		if strings.ContainsRune(w, 0) {
-			return fmt.Errorf("terminal shell word %d holds a NUL byte", i)
+		if strings.ContainsRune(w, 0) || !utf8.ValidString(w) {
+			return fmt.Errorf("terminal shell word %d holds a NUL byte or is not UTF-8", i)
 		}
 	}
 	if t.ReplayBytes < 0 || (t.ReplayBytes > 0 && t.ReplayBytes < MinReplayBytes) {

@@ -32,6 +32,7 @@ func TestInstanceTerminalArgsAndValidate(t *testing.T) {
 		"empty_shell":     {Shell: []string{}},
 		"empty_program":   {Shell: []string{"", "-l"}},
 		"nul_word":        {Shell: []string{"sh", "a\x00"}},
+		"not_utf8":        {Shell: []string{"sh", "\xb0"}},
 		"negative_replay": {ReplayBytes: -1},
 		"tiny_replay":     {ReplayBytes: agentctl.MinReplayBytes - 1},
 		"negative_idle":   {IdleTimeoutMS: -1},

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -165,16 +166,17 @@ func (t Terminal) Args() []string {
 	return args
 }
 
-// Validate checks t: a set shell has a non-empty program and no NUL bytes,
-// sizes and durations are not negative, and a set replay buffer is at least
-// MinReplayBytes. Failures wrap ErrInvalidRequest.
+// Validate checks t: a set shell has a non-empty program, no NUL bytes and
+// only UTF-8 (it travels as JSON); sizes and durations are not negative,
+// and a set replay buffer is at least MinReplayBytes. Failures wrap
+// ErrInvalidRequest.
 func (t Terminal) Validate() error {
 	if t.Shell != nil && (len(t.Shell) == 0 || t.Shell[0] == "") {
 		return fmt.Errorf("terminal shell %q: the program (first word) is empty: %w", t.Shell, ErrInvalidRequest)
 	}
 	for i, w := range t.Shell {
-		if containsAny(w, "\x00") {
-			return fmt.Errorf("terminal shell word %d holds a NUL byte: %w", i, ErrInvalidRequest)
+		if containsAny(w, "\x00") || !utf8.ValidString(w) {
+			return fmt.Errorf("terminal shell word %d holds a NUL byte or is not UTF-8: %w", i, ErrInvalidRequest)
 		}
 	}
 	if t.ReplayBytes < 0 || (t.ReplayBytes > 0 && t.ReplayBytes < MinReplayBytes) {

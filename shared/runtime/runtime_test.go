@@ -441,6 +441,7 @@ func TestTerminalValidate(t *testing.T) {
 		"empty_shell":      {Shell: []string{}},
 		"empty_program":    {Shell: []string{"", "-l"}},
 		"nul_word":         {Shell: []string{"/bin/sh", "a\x00b"}},
+		"not_utf8":         {Shell: []string{"/bin/sh", "\xb0"}},
 		"negative_replay":  {ReplayBytes: -1},
 		"tiny_replay":      {ReplayBytes: runtime.MinReplayBytes - 1},
 		"negative_timeout": {IdleTimeout: -time.Second},
