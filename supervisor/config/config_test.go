@@ -386,6 +386,7 @@ func TestErrors(t *testing.T) {
 		{"bad size unit", "api {\n  max_body = \"1MB2\"\n}\n", `2:14: Invalid size`},
 		{"bad size", "terminal {\n  replay_bytes = \"lots\"\n}\n", `2:18: Invalid size`},
 		{"fractional size", "terminal {\n  replay_bytes = 1.5\n}\n", `2:18: Invalid size`},
+		{"replay buffer below agentctl's minimum", "terminal {\n  replay_bytes = \"1KiB\"\n}\n", `2:18: Invalid terminal.replay_bytes`},
 		{"zero size", "api {\n  max_body = 0\n}\n", `2:14: Invalid api.max_body`},
 		{"bool as size", "api {\n  max_body = true\n}\n", `2:14: Invalid size`},
 		{"huge size", "api {\n  max_body = \"99999999999GiB\"\n}\n", `2:14: Invalid size`},

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/paddockhq/paddock/shared/runtime"
 )
 
 // minRaftTimeout is the smallest raft timing hashicorp/raft accepts.
@@ -52,7 +54,11 @@ func validate(c *Config, ranges map[string]hcl.Range) hcl.Diagnostics {
 		v.fail("terminal.shell", "Invalid terminal.shell", "The shell argv is empty.",
 			`give a program and its arguments, such as ["/bin/sh", "-l"], or omit shell to use agentctl's $SHELL`)
 	}
-	v.positiveSize("terminal.replay_bytes", c.Terminal.ReplayBytes)
+	if c.Terminal.ReplayBytes < runtime.MinReplayBytes {
+		v.fail("terminal.replay_bytes", "Invalid terminal.replay_bytes",
+			fmt.Sprintf("terminal.replay_bytes must be at least %d bytes (agentctl's smallest replay buffer), not %d.", runtime.MinReplayBytes, c.Terminal.ReplayBytes),
+			`use a size such as "256KiB" or "1MiB"`)
+	}
 	v.positive("terminal.idle_timeout", c.Terminal.IdleTimeout)
 	v.positive("lease.ttl", c.Lease.TTL)
 	return v.diags
