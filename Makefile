@@ -31,6 +31,7 @@ test: build ## Run the whole test suite (what CI runs)
 	@if [ -n "$$PADDOCK_REQUIRE_DOCKER" ]; then \
 		echo "docker engine restart test (runs alone)"; \
 		PADDOCK_BIN=$(CURDIR)/$(BIN) PADDOCK_DOCKER_ENGINE_RESTART=1 $(GO) test -count=1 -run '^TestEngineRestart$$' ./plugins/docker/dockerexec/ || exit 1; \
+		PADDOCK_BIN=$(CURDIR)/$(BIN) PADDOCK_DOCKER_ENGINE_RESTART=1 $(GO) test -count=1 -run '^TestDockerEngineStoppedDuringSupervisorRestart$$' ./e2e/ || exit 1; \
 	fi
 	$(MAKE) fuzz-smoke
 

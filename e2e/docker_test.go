@@ -11,8 +11,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -665,4 +667,99 @@ func TestDockerReconcileRemovesOrphanContainer(t *testing.T) {
 	if ex := dockerExecutor(t, api, stopped.id); ex.ContainerID != stopped.containerID {
 		t.Fatalf("resumed in container %s, want the kept %s", ex.ContainerID, stopped.containerID)
 	}
+}
+
+// The engine stops while the supervisor is down and comes back after it
+// restarted: recovery retries the unavailable runtime, then finds the same
+// container (stopped with the engine, started again) and resumes the agent
+// from its token. It stops the shared engine, so it runs alone (make test
+// runs it after the rest with PADDOCK_DOCKER_ENGINE_RESTART=1).
+func TestDockerEngineStoppedDuringSupervisorRestart(t *testing.T) {
+	if os.Getenv("PADDOCK_DOCKER_ENGINE_RESTART") != "1" {
+		t.Skip("stops the shared engine; set PADDOCK_DOCKER_ENGINE_RESTART=1 to run")
+	}
+	e := newDockerEnv(t, dockerTestImage)
+	out, err := exec.Command("pgrep", "-x", "dockerd").Output()
+	pids := strings.Fields(string(out))
+	if err != nil || len(pids) != 1 || os.Getuid() != 0 {
+		t.Skipf("needs root and exactly one local dockerd (pgrep: %q, %v)", out, err)
+	}
+	cmdline, err := os.ReadFile(filepath.Join("/proc", pids[0], "cmdline"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	engineUp := func() bool { return exec.Command("docker", "version").Run() == nil }
+	startEngine := func() {
+		if engineUp() {
+			return
+		}
+		logf, err := os.OpenFile("/var/log/dockerd.log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Errorf("dockerd log: %v", err)
+			return
+		}
+		defer logf.Close()
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := cmd.Start(); err != nil {
+			t.Errorf("restart dockerd: %v", err)
+			return
+		}
+		_ = cmd.Process.Release()
+		waitFor(t, time.Minute, "the engine to answer again", engineUp)
+	}
+	t.Cleanup(startEngine)
+
+	c := startCluster(t, 1, false, e.config())
+	node := leaderOf(t, c)
+	api := apiClient(t, node)
+	s := startDockerSession(t, api, e, "plum")
+	node.Kill()
+	if err := syscall.Kill(mustAtoi(t, pids[0]), syscall.SIGTERM); err != nil {
+		t.Fatalf("stop dockerd: %v", err)
+	}
+	waitFor(t, time.Minute, "dockerd to stop", func() bool {
+		_, err := os.Stat(filepath.Join("/proc", pids[0]))
+		return err != nil
+	})
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, c)
+	// Recovery is retrying the runtime now; the engine comes back within
+	// its budget.
+	waitFor(t, 30*time.Second, "the restarted node's recovery to start", func() bool {
+		return strings.Count(node.Log(), "recovery started") >= 2
+	})
+	startEngine()
+	waitFor(t, 90*time.Second, "session "+s.id+" to run again", func() bool {
+		st, err := api.SessionStatus(testCtx(t), s.id)
+		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+	})
+	ex := dockerExecutor(t, api, s.id)
+	if ex.ContainerID != s.containerID || ex.Status != state.ExecutorReady {
+		t.Fatalf("executor after the engine restart: %s (%s), want container %s ready", ex.ContainerID, ex.Status, s.containerID)
+	}
+	if got := e.containers(t, s.id); len(got) != 1 || got[0] != s.containerID {
+		t.Fatalf("containers of session %s: %v, want only %s", s.id, got, s.containerID)
+	}
+	// The engine stopped the container and its agentctl with it: the same
+	// container was started again and the agent resumed from its token.
+	if got := docker(t, "inspect", "-f", "{{.State.StartedAt}}", s.containerID); got == s.startedAt || ex.Nonce == s.nonce {
+		t.Fatalf("container started at %s (was %s), agentctl nonce %s (was %s): want both new", got, s.startedAt, ex.Nonce, s.nonce)
+	}
+	if got := promptAndWait(t, api, s.id, "recall"); got != "you asked me to remember: plum" {
+		t.Fatalf("after the engine restart, recall = %q", got)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
