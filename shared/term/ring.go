@@ -206,8 +206,15 @@ func (r *Ring) firstSafe() int64 {
 	if !p.safe() {
 		off = r.next
 	}
-	// Prefer the start of a line a little further on, so the replay does not begin with
-	// a partial line (or a lone combining mark) at the top of the screen.
+	if off == 0 {
+		// Nothing was ever evicted: the stream's own start is the cleanest cut
+		// (a fresh client must see the shell's first line).
+		r.safeFrom, r.safeValid = 0, true
+		return 0
+	}
+	// The window starts inside the stream: prefer the start of a line a little further
+	// on, so the replay does not begin with a partial line (or a lone combining mark) at
+	// the top of the screen.
 	limit := min(r.next, off+lineSearch)
 	for o := off; o < limit; o++ {
 		b := r.buf[o%size]

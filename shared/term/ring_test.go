@@ -88,6 +88,21 @@ func TestRingBasics(t *testing.T) {
 	}
 }
 
+// A fresh client's full replay of a ring that never wrapped starts at the
+// stream's start: the shell's first lines are not skipped for a line start.
+func TestRingFullReplayOfUnwrappedRingStartsAtZero(t *testing.T) {
+	r := NewRing(64 << 10)
+	_, _ = r.Write([]byte("first line\r\n"))
+	_, _ = r.Write([]byte("second line\r\n$ "))
+	f, kind, end := r.Replay(-1)
+	if want := "first line\r\nsecond line\r\n$ "; kind != ReplayFull || string(concat(f)) != want || end != int64(len(want)) {
+		t.Fatalf("full replay = %q %v %d, want %q", concat(f), kind, end, want)
+	}
+	if r.SafeStart() != 0 {
+		t.Fatalf("SafeStart = %d, want 0", r.SafeStart())
+	}
+}
+
 func TestRingSkipsPartialSequences(t *testing.T) {
 	r := NewRing(10)
 	// The window starts inside the CSI, then inside 世 (3 bytes).
