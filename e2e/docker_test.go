@@ -11,15 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/plugins/docker/enginetest"
 	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -679,51 +678,13 @@ func TestDockerEngineStoppedDuringSupervisorRestart(t *testing.T) {
 		t.Skip("stops the shared engine; set PADDOCK_DOCKER_ENGINE_RESTART=1 to run")
 	}
 	e := newDockerEnv(t, dockerTestImage)
-	out, err := exec.Command("pgrep", "-x", "dockerd").Output()
-	pids := strings.Fields(string(out))
-	if err != nil || len(pids) != 1 || os.Getuid() != 0 {
-		t.Skipf("needs root and exactly one local dockerd (pgrep: %q, %v)", out, err)
-	}
-	cmdline, err := os.ReadFile(filepath.Join("/proc", pids[0], "cmdline"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-	engineUp := func() bool { return exec.Command("docker", "version").Run() == nil }
-	startEngine := func() {
-		if engineUp() {
-			return
-		}
-		logf, err := os.OpenFile("/var/log/dockerd.log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Errorf("dockerd log: %v", err)
-			return
-		}
-		defer logf.Close()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := cmd.Start(); err != nil {
-			t.Errorf("restart dockerd: %v", err)
-			return
-		}
-		_ = cmd.Process.Release()
-		waitFor(t, time.Minute, "the engine to answer again", engineUp)
-	}
-	t.Cleanup(startEngine)
-
+	engine := enginetest.Find(t)
 	c := startCluster(t, 1, false, e.config())
 	node := leaderOf(t, c)
 	api := apiClient(t, node)
 	s := startDockerSession(t, api, e, "plum")
 	node.Kill()
-	if err := syscall.Kill(mustAtoi(t, pids[0]), syscall.SIGTERM); err != nil {
-		t.Fatalf("stop dockerd: %v", err)
-	}
-	waitFor(t, time.Minute, "dockerd to stop", func() bool {
-		_, err := os.Stat(filepath.Join("/proc", pids[0]))
-		return err != nil
-	})
+	engine.Stop()
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -733,7 +694,7 @@ func TestDockerEngineStoppedDuringSupervisorRestart(t *testing.T) {
 	waitFor(t, 30*time.Second, "the restarted node's recovery to start", func() bool {
 		return strings.Count(node.Log(), "recovery started") >= 2
 	})
-	startEngine()
+	engine.Start()
 	waitFor(t, 90*time.Second, "session "+s.id+" to run again", func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.id)
 		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
@@ -753,13 +714,4 @@ func TestDockerEngineStoppedDuringSupervisorRestart(t *testing.T) {
 	if got := promptAndWait(t, api, s.id, "recall"); got != "you asked me to remember: plum" {
 		t.Fatalf("after the engine restart, recall = %q", got)
 	}
-}
-
-func mustAtoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
 }

@@ -27,12 +27,12 @@ const (
 
 // termCluster starts one node with the standalone runtime, an ACL token and an allowed
 // browser origin, and a session of agent on it.
-func termCluster(t *testing.T, agent string) (*harness.Node, string) {
+func termCluster(t *testing.T, agent string, extra ...string) (*harness.Node, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	cfg := standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\napi {\n  allowed_origins = [%q]\n}\n", termToken, termOrigin)
+	cfg := standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\napi {\n  allowed_origins = [%q]\n}\n", termToken, termOrigin) + strings.Join(extra, "\n")
 	c := startCluster(t, 1, false, cfg)
 	node := c.Nodes[0] // leaderOf reads /v1/status without the token
 	api, err := client.New(node.URL(), termToken)
@@ -277,38 +277,16 @@ func (l *lockedBuffer) String() string {
 // runs the configured shell argv (which announces itself), not agentctl's
 // $SHELL.
 func TestTerminalRunsConfiguredShell(t *testing.T) {
-	if testing.Short() {
-		t.Skip("process test")
-	}
 	// The marker is assembled by the shell, so it appears in the output only
 	// if the configured argv ran (never from an echo of the config text).
-	cfg := standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\n", termToken) + `
+	node, sid := termCluster(t, "demo", `
 terminal {
   shell        = ["/bin/sh", "-c", "echo SHELL-FROM-$0; exec /bin/sh", "CONFIG"]
   replay_bytes = "64KiB"
   idle_timeout = "10m"
 }
-`
-	node := startCluster(t, 1, false, cfg).Nodes[0]
-	api, err := client.New(node.URL(), termToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 20*time.Second, "the node to lead", func() bool {
-		h, err := api.Health(testCtx(t))
-		return err == nil && h.Leader
-	})
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "configured shell"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, api, s.ID, state.SessionWaitingForInput)
-
-	c, a := termAttach(t, node, s.ID, "shell", term.Hello{})
+`)
+	c, a := termAttach(t, node, sid, "shell", term.Hello{})
 	c.WaitOutput("SHELL-FROM-CONFIG")
 	c.Marker() // the exec'd /bin/sh answers
 	if pid := c.ShellPid(); pid != a.Pid {

@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/plugins/docker/dockerexec"
+	"github.com/paddockhq/paddock/plugins/docker/enginetest"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
@@ -465,12 +466,7 @@ func TestEngineRestart(t *testing.T) {
 	if os.Getenv("PADDOCK_DOCKER_ENGINE_RESTART") != "1" {
 		t.Skip("stops the shared engine; set PADDOCK_DOCKER_ENGINE_RESTART=1 to run")
 	}
-	pid := dockerdPID(t)
-	cmdline, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-	if err != nil {
-		t.Skipf("cannot read dockerd's command line: %v", err)
-	}
-	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	engine := enginetest.Find(t)
 	root := t.TempDir()
 	cfg := baseConfig(root)
 	r := newRuntime(t, cfg)
@@ -481,37 +477,13 @@ func TestEngineRestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Launch: %v", err)
 	}
-	startEngine := func() {
-		if pingEngine() == nil {
-			return
-		}
-		logf, err := os.OpenFile("/var/log/dockerd.log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			t.Errorf("dockerd log: %v", err)
-			return
-		}
-		defer logf.Close()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = detached()
-		if err := cmd.Start(); err != nil {
-			t.Errorf("restart dockerd: %v", err)
-			return
-		}
-		_ = cmd.Process.Release()
-		waitFor(t, time.Minute, "the engine to answer again", func() bool { return pingEngine() == nil })
-	}
-	t.Cleanup(startEngine)
-	if err := exec.Command("kill", "-TERM", pid).Run(); err != nil {
-		t.Fatalf("stop dockerd: %v", err)
-	}
-	waitFor(t, time.Minute, "dockerd to stop", func() bool { return !fileExists(filepath.Join("/proc", pid)) })
+	engine.Stop()
 
 	r2 := newRuntime(t, cfg) // the restarted supervisor's plugin
 	if _, err := r2.Recover(ctxT(t, 10*time.Second), resp.Handle, req.AgentctlSecret); !errors.Is(err, runtime.ErrUnavailable) {
 		t.Fatalf("Recover with dockerd stopped: %v, want ErrUnavailable", err)
 	}
-	startEngine()
+	engine.Start()
 	var got runtime.LaunchResponse
 	waitFor(t, time.Minute, "Recover to succeed once the engine is back", func() bool {
 		got, err = r2.Recover(ctxT(t, time.Minute), resp.Handle, req.AgentctlSecret)
@@ -524,15 +496,6 @@ func TestEngineRestart(t *testing.T) {
 		t.Errorf("agentctl after the engine restart: %v", err)
 	}
 	_ = r2.Destroy(ctxT(t, time.Minute), got.Handle)
-}
-
-func dockerdPID(t *testing.T) string {
-	out, err := exec.Command("pgrep", "-x", "dockerd").Output()
-	pids := strings.Fields(string(out))
-	if err != nil || len(pids) != 1 || os.Getuid() != 0 {
-		t.Skipf("needs root and exactly one local dockerd (pgrep: %q, %v)", out, err)
-	}
-	return pids[0]
 }
 
 // BenchmarkLaunch measures Launch: API call → container started → agentctl

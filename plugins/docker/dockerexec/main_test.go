@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -256,6 +255,3 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-// detached puts a started daemon in its own session so it outlives the test.
-func detached() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setsid: true} }
