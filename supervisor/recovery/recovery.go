@@ -28,8 +28,9 @@ import (
 
 // workers bounds how many sessions recover at once. Recovering one is a
 // handful of calls that mostly wait (plugin, agentctl, raft commits), so
-// the bound is wide: 100 sessions took 1.5 s with 32 and 0.7 s with 128
-// after the election, on the same 2-core machine.
+// the bound is wide: after the election, 100 sessions took ~1.5 s with 32
+// and ~0.7 s with 128 in back-to-back runs on the same loaded 2-core machine
+// (~0.5 s with 128 in the quiet benchmark run).
 const workers = 128
 
 // Sessions is what recovery needs from the session manager.

@@ -195,7 +195,8 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 // launches a new one; the executor row is recorded either way.
 func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, sess state.Session, task state.Task, executorID string, token uint64) (state.Executor, runtime.LaunchResponse, error) {
 	ex := state.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: m.cluster.ID(), Status: state.ExecutorStarting}
-	if old, ok := m.store.Executor(executorID); ok {
+	old, recorded := m.store.Executor(executorID)
+	if recorded {
 		// Keep what agentctl reported until it is probed again: a launch
 		// cut off before the probe must not leave a resumable session
 		// recorded as not resumable.
@@ -203,7 +204,7 @@ func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, sess 
 	}
 	var resp runtime.LaunchResponse
 	var err error
-	if old, ok := m.store.Executor(executorID); ok && len(old.Handle) > 0 {
+	if recorded && len(old.Handle) > 0 {
 		ex.Secret = old.Secret
 		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: state.ExecutorStarting}); err != nil {
 			return ex, resp, err
