@@ -426,7 +426,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	status, code := 500, CodeInternal
 	switch {
 	case errors.Is(err, errBadRequest), errors.Is(err, ErrBadToken), errors.Is(err, workspace.ErrEscape),
-		errors.Is(err, workspace.ErrIsDir), errors.Is(err, workspace.ErrTooLarge):
+		errors.Is(err, workspace.ErrIsDir), errors.Is(err, workspace.ErrTooLarge), errors.Is(err, workspace.ErrNotRegular):
 		status, code = 400, CodeBadRequest
 	case errors.Is(err, workspace.ErrProtected):
 		status, code = 403, "forbidden"

@@ -4,7 +4,8 @@
 // Every path is relative to the workspace root; absolute paths, ".." components
 // that leave the root and symlinks that lead out of it are refused (the checks
 // are done by os.Root, which resolves each component against an open directory
-// descriptor). git is always run with argv (never a shell) as `git -C ROOT ...`.
+// descriptor). Only regular files are read or written (a FIFO or device is
+// refused without blocking). git is always run with argv (never a shell) as `git -C ROOT ...`.
 //
 // This package must not import agentctl or anything under supervisor/.
 package workspace
@@ -22,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -39,6 +41,8 @@ var (
 	ErrNotGit = errors.New("workspace is not a git repository")
 	// ErrIsDir means a file operation was asked of a directory.
 	ErrIsDir = errors.New("path is a directory")
+	// ErrNotRegular means a file operation was asked of a FIFO, socket or device.
+	ErrNotRegular = errors.New("not a regular file")
 )
 
 // MaxFileSize bounds reads and writes through the workspace API.
@@ -145,7 +149,7 @@ func (w *Workspace) List(p string) ([]Entry, error) {
 		return nil, err
 	}
 	defer r.Close()
-	f, err := r.Open(c)
+	f, err := openNoBlock(r, c)
 	if err != nil {
 		return nil, mapErr(p, err)
 	}
@@ -182,6 +186,15 @@ func entryOf(p string, fi fs.FileInfo) Entry {
 	return Entry{Name: fi.Name(), Path: p, Type: t, Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().UTC()}
 }
 
+// openNoBlock opens name read-only without waiting: opening a FIFO for
+// reading blocks until a writer comes (forever, holding a thread), and a
+// device's open may act. The caller checks the type with Stat on the
+// descriptor it got; O_NONBLOCK changes nothing for regular files and
+// directories.
+func openNoBlock(r *os.Root, name string) (*os.File, error) {
+	return r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+}
+
 // ReadFile returns a file's contents (at most MaxFileSize bytes).
 func (w *Workspace) ReadFile(p string) ([]byte, error) {
 	c, err := Clean(p)
@@ -193,17 +206,20 @@ func (w *Workspace) ReadFile(p string) ([]byte, error) {
 		return nil, err
 	}
 	defer r.Close()
-	f, err := r.Open(c)
+	f, err := openNoBlock(r, c)
 	if err != nil {
 		return nil, mapErr(p, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	st, err := f.Stat() // fstat of the opened descriptor: no race with a rename
 	if err != nil {
 		return nil, mapErr(p, err)
 	}
 	if st.IsDir() {
 		return nil, fmt.Errorf("%q: %w", p, ErrIsDir)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%q (%s): %w", p, st.Mode().Type(), ErrNotRegular)
 	}
 	if st.Size() > MaxFileSize {
 		return nil, fmt.Errorf("%q (%d bytes): %w", p, st.Size(), ErrTooLarge)
@@ -248,6 +264,9 @@ func (w *Workspace) WriteFile(p string, data []byte) error {
 	}
 	if st, err := r.Stat(c); err == nil && st.IsDir() {
 		return fmt.Errorf("%q: %w", p, ErrIsDir)
+	} else if err == nil && !st.Mode().IsRegular() {
+		// Opening a FIFO for writing would block until a reader comes.
+		return fmt.Errorf("%q (%s): %w", p, st.Mode().Type(), ErrNotRegular)
 	}
 	if err := r.WriteFile(c, data, 0o644); err != nil {
 		return mapErr(p, err)
