@@ -5,7 +5,9 @@
 // that leave the root and symlinks that lead out of it are refused (the checks
 // are done by os.Root, which resolves each component against an open directory
 // descriptor). Only regular files are read or written (a FIFO or device is
-// refused without blocking). git is always run with argv (never a shell) as `git -C ROOT ...`.
+// refused without blocking). A write goes to a new file beside the target that
+// is then renamed over it, so it is atomic and never writes through a hard
+// link. git is always run with argv (never a shell) as `git -C ROOT ...`.
 //
 // This package must not import agentctl or anything under supervisor/.
 package workspace
@@ -13,6 +15,8 @@ package workspace
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -234,7 +238,12 @@ func (w *Workspace) ReadFile(p string) ([]byte, error) {
 	return b, nil
 }
 
-// WriteFile writes a file, creating parent directories as needed.
+// WriteFile writes a regular file, creating parent directories as needed.
+// The data goes to a new file in the same directory that is then renamed
+// over the target: readers see the old or the new content, never a part, and
+// a hard link to a file outside the workspace is replaced, not written
+// through. A symlink inside the workspace is kept and its target written.
+// Names in the protected list (after symlinks) are refused with ErrProtected.
 func (w *Workspace) WriteFile(p string, data []byte) error {
 	c, err := Clean(p)
 	if err != nil {
@@ -243,11 +252,8 @@ func (w *Workspace) WriteFile(p string, data []byte) error {
 	if c == "." {
 		return fmt.Errorf("%q: %w", p, ErrIsDir)
 	}
-	first := strings.SplitN(c, "/", 2)[0]
-	for _, prot := range w.protected {
-		if first == prot {
-			return fmt.Errorf("%q: %w", p, ErrProtected)
-		}
+	if err := w.writable(p, c); err != nil {
+		return err
 	}
 	if len(data) > MaxFileSize {
 		return fmt.Errorf("%q: %w", p, ErrTooLarge)
@@ -257,21 +263,133 @@ func (w *Workspace) WriteFile(p string, data []byte) error {
 		return err
 	}
 	defer r.Close()
-	if d := path.Dir(c); d != "." {
+	target, err := resolve(r, p, c)
+	if err != nil {
+		return err
+	}
+	if err := w.writable(p, target); err != nil {
+		return err
+	}
+	if d := path.Dir(target); d != "." {
+		// 0755 like any tool's mkdir: the workspace root (or the session
+		// directory above it) is 0700, so nobody else reaches these.
 		if err := r.MkdirAll(d, 0o755); err != nil {
 			return mapErr(p, err)
 		}
 	}
-	if st, err := r.Stat(c); err == nil && st.IsDir() {
+	perm, keep := fs.FileMode(0o644), false
+	switch st, err := r.Lstat(target); {
+	case err == nil && st.IsDir():
 		return fmt.Errorf("%q: %w", p, ErrIsDir)
-	} else if err == nil && !st.Mode().IsRegular() {
-		// Opening a FIFO for writing would block until a reader comes.
+	case err == nil && !st.Mode().IsRegular():
 		return fmt.Errorf("%q (%s): %w", p, st.Mode().Type(), ErrNotRegular)
+	case err == nil:
+		perm, keep = st.Mode().Perm(), true
+	case !errors.Is(err, fs.ErrNotExist):
+		return mapErr(p, err)
 	}
-	if err := r.WriteFile(c, data, 0o644); err != nil {
+	if err := replace(r, target, data, perm, keep); err != nil {
 		return mapErr(p, err)
 	}
 	return nil
+}
+
+// writable refuses protected names; c is a cleaned path.
+func (w *Workspace) writable(p, c string) error {
+	first := strings.SplitN(c, "/", 2)[0]
+	for _, prot := range w.protected {
+		if first == prot {
+			return fmt.Errorf("%q: %w", p, ErrProtected)
+		}
+	}
+	return nil
+}
+
+// maxLinks bounds symlink resolution, as the kernel's limit of 40 does.
+const maxLinks = 40
+
+// resolve returns the cleaned path c with every symlink on it replaced by
+// its target, so that WriteFile checks and replaces the file that would
+// really be written. Components that do not exist yet are kept as they are.
+// os.Root still confines every access; resolve only decides where a write
+// lands (an absolute or climbing symlink is an escape, as os.Root says too).
+func resolve(r *os.Root, p, c string) (string, error) {
+	todo := strings.Split(c, "/")
+	done := "."
+	for links := 0; len(todo) > 0; {
+		name := todo[0]
+		todo = todo[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			if done == "." {
+				return "", fmt.Errorf("%q: %w", p, ErrEscape)
+			}
+			done = path.Dir(done)
+			continue
+		}
+		next := path.Join(done, name)
+		st, err := r.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			rest := path.Join(append([]string{next}, todo...)...)
+			if rest == ".." || strings.HasPrefix(rest, "../") {
+				return "", fmt.Errorf("%q: %w", p, ErrEscape)
+			}
+			return rest, nil
+		}
+		if err != nil {
+			return "", mapErr(p, err)
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			done = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%q: too many levels of symbolic links", p)
+		}
+		dest, err := r.Readlink(next)
+		if err != nil {
+			return "", mapErr(p, err)
+		}
+		if path.IsAbs(dest) {
+			return "", fmt.Errorf("%q: symlink %s is absolute: %w", p, next, ErrEscape)
+		}
+		todo = append(strings.Split(dest, "/"), todo...)
+	}
+	return done, nil
+}
+
+// replace writes data to a new file beside name and renames it over name.
+// keep: chmod the new file to perm (the old file's mode) instead of leaving
+// perm to the umask.
+func replace(r *os.Root, name string, data []byte, perm fs.FileMode, keep bool) error {
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return err
+	}
+	tmp := path.Join(path.Dir(name), ".paddock-write-"+hex.EncodeToString(rnd[:]))
+	f, err := r.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && keep {
+		err = f.Chmod(perm)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = r.Rename(tmp, name)
+	}
+	if err != nil {
+		_ = r.Remove(tmp)
+	}
+	return err
 }
 
 // IsGitRepo reports whether the workspace is inside a git work tree.

@@ -13,6 +13,13 @@ import (
 	"github.com/paddockhq/paddock/shared/agentctl/workspace"
 )
 
+func writeFile(t *testing.T, p, content string) {
+	t.Helper()
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReadSpecialFileReturnsPromptly: a FIFO in the workspace (no writer) is
 // refused at once by ReadFile, List and WriteFile instead of blocking a
 // thread forever.
@@ -65,5 +72,84 @@ func TestReadSpecialFileReturnsPromptly(t *testing.T) {
 				t.Fatalf("%s(FIFO) still blocked after 5s", op.name)
 			}
 		})
+	}
+}
+
+// TestWriteReplacesHardLinkInsteadOfWritingThrough: a hard link in the
+// workspace to a file outside it is replaced by the write; the outside file
+// keeps its content.
+func TestWriteReplacesHardLinkInsteadOfWritingThrough(t *testing.T) {
+	dir := t.TempDir()
+	ws, err := workspace.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(t.TempDir(), "victim")
+	writeFile(t, outside, "outside content\n")
+	if err := os.Link(outside, filepath.Join(dir, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, "linked"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteFile("linked", []byte("new content\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outside); string(b) != "outside content\n" {
+		t.Fatalf("the file outside the workspace now holds %q", b)
+	}
+	if b, err := ws.ReadFile("linked"); err != nil || string(b) != "new content\n" {
+		t.Fatalf("ReadFile(linked) = %q, %v", b, err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "linked")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("mode after write = %v, %v; want the old file's 0600 kept", st.Mode(), err)
+	}
+	entries, err := ws.List(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 {
+		t.Errorf("workspace holds %+v after the write, want only linked (no temporary file left)", entries)
+	}
+}
+
+// TestWriteThroughSymlinkWritesItsTarget: a symlink inside the workspace is
+// kept and its target written, as before writes became renames.
+func TestWriteThroughSymlinkWritesItsTarget(t *testing.T) {
+	dir := t.TempDir()
+	ws, err := workspace.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "docs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "docs", "AGENTS.md"), "old\n")
+	if err := os.Symlink("docs/AGENTS.md", filepath.Join(dir, "CLAUDE.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("docs", filepath.Join(dir, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteFile("CLAUDE.md", []byte("new\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteFile("d/new/file.txt", []byte("made\n")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "CLAUDE.md")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("CLAUDE.md is no longer a symlink: %v %v", fi, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "docs", "AGENTS.md")); string(b) != "new\n" {
+		t.Errorf("docs/AGENTS.md = %q, want the write through the symlink", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "docs", "new", "file.txt")); string(b) != "made\n" {
+		t.Errorf("docs/new/file.txt = %q", b)
+	}
+	if err := os.Symlink("../..", filepath.Join(dir, "up")); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.WriteFile("up/x", []byte("x")); !errors.Is(err, workspace.ErrEscape) {
+		t.Errorf("WriteFile through a symlink out of the workspace = %v, want ErrEscape", err)
 	}
 }
