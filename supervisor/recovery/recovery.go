@@ -39,12 +39,23 @@ type Sessions interface {
 	Start(ctx context.Context, sessionID string) error
 }
 
-// Report summarises one recovery run.
+// Report summarises one recovery run. Outcomes counts each finished
+// session once, by its final outcome; Retried, Failed and Pending say how
+// the run got there.
 type Report struct {
 	Started  time.Time
 	Duration time.Duration
 	Outcomes map[sessions.Outcome]int
-	Errors   int
+	// Retried counts sessions that needed at least one retry after a
+	// transient failure (sessions.Retryable) before their final outcome;
+	// Retries counts those retries, all sessions together.
+	Retried, Retries int
+	// Failed counts sessions whose last step failed for a reason that is
+	// not transient (their outcome is counted too; usually skipped).
+	Failed int
+	// Pending counts sessions left unfinished because leadership ended
+	// (the next leader's recovery takes them).
+	Pending int
 }
 
 // Recovery runs startup recovery on the leader.
@@ -113,8 +124,9 @@ func (r *Recovery) allows(s state.SessionState) bool {
 	return s == state.SessionStarting || s == state.SessionWaitingForInput || s == state.SessionRunning
 }
 
-// Run recovers every candidate once; it is a cluster.LeaderFunc. With
-// WithOrphans it then reconciles orphaned executors until ctx ends.
+// Run recovers every candidate, retrying transient failures for as long as
+// this node leads; it is a cluster.LeaderFunc. With WithOrphans it then
+// reconciles orphaned executors until ctx ends.
 func (r *Recovery) Run(ctx context.Context) {
 	r.recoverAll(ctx)
 	r.mu.Lock()
@@ -125,7 +137,59 @@ func (r *Recovery) Run(ctx context.Context) {
 	}
 }
 
-// recoverAll is one recovery pass.
+// retryBackoff paces the retries of one session's transient failures: the
+// first comes soon (a leadership transfer is over within seconds), later
+// ones back off to retryMax.
+func retryBackoff(attempt int) time.Duration {
+	return min(100*time.Millisecond<<min(attempt, 6), retryMax)
+}
+
+// retryMax is the longest pause between two attempts at one session.
+const retryMax = 5 * time.Second
+
+// result is what recovering one candidate came to.
+type result struct {
+	outcome sessions.Outcome
+	retries int
+	err     error // the last error; nil when the session finished cleanly
+	pending bool  // leadership ended first
+}
+
+// recoverOne recovers (or starts) one candidate, retrying a transient
+// failure with backoff for as long as this node leads (ctx): a failure that
+// is not transient ends it, and one that is never counts as done.
+func (r *Recovery) recoverOne(ctx context.Context, c candidate) result {
+	var res result
+	for {
+		var err error
+		if c.start {
+			res.outcome, err = sessions.OutcomeStarted, r.sessions.Start(ctx, c.sessionID)
+		} else {
+			res.outcome, err = r.sessions.Recover(ctx, c.sessionID, c.autoResume)
+		}
+		res.err = err
+		switch {
+		case err == nil:
+			return res
+		case ctx.Err() != nil:
+			res.pending = true
+			return res
+		case !sessions.Retryable(err):
+			return res
+		}
+		r.log.Info("recovery step failed; retrying", "session", c.sessionID, "attempt", res.retries+1, "error", err)
+		select {
+		case <-ctx.Done():
+			res.pending = true
+			return res
+		case <-time.After(retryBackoff(res.retries)):
+		}
+		res.retries++
+	}
+}
+
+// recoverAll is one recovery pass: every candidate is recovered, or left
+// pending when leadership ends.
 func (r *Recovery) recoverAll(ctx context.Context) {
 	rep := &Report{Started: time.Now(), Outcomes: map[sessions.Outcome]int{}}
 	list := r.candidates()
@@ -138,45 +202,54 @@ func (r *Recovery) recoverAll(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			for c := range work {
-				if c.start {
-					err := r.sessions.Start(ctx, c.sessionID)
-					mu.Lock()
-					rep.Outcomes[sessions.OutcomeStarted]++
-					if err != nil {
-						rep.Errors++
-						r.log.Warn("start recorded session", "session", c.sessionID, "error", err)
-					}
-					mu.Unlock()
-					continue
-				}
-				out, err := r.sessions.Recover(ctx, c.sessionID, c.autoResume)
+				res := r.recoverOne(ctx, c)
 				mu.Lock()
-				rep.Outcomes[out]++
-				if err != nil {
-					rep.Errors++
-					r.log.Warn("recover session", "session", c.sessionID, "outcome", out, "error", err)
-				}
+				rep.record(res)
 				mu.Unlock()
+				if res.err != nil && !res.pending {
+					r.log.Warn("recover session", "session", c.sessionID, "start", c.start, "outcome", res.outcome, "retries", res.retries, "error", res.err)
+				}
 			}
 		}()
 	}
+	fed := 0
 feed:
 	for _, c := range list {
 		select {
 		case work <- c:
+			fed++
 		case <-ctx.Done():
 			break feed
 		}
 	}
 	close(work)
 	wg.Wait()
+	rep.Pending += len(list) - fed
 	rep.Duration = time.Since(rep.Started)
 	r.mu.Lock()
 	r.last = rep
 	r.mu.Unlock()
 	r.log.Info("recovery finished", "duration", rep.Duration, "continued", rep.Outcomes[sessions.OutcomeContinued],
 		"resumed", rep.Outcomes[sessions.OutcomeResumed], "workspace_only", rep.Outcomes[sessions.OutcomeWorkspace],
-		"lost", rep.Outcomes[sessions.OutcomeLost], "errors", rep.Errors, "cancelled", ctx.Err() != nil)
+		"lost", rep.Outcomes[sessions.OutcomeLost], "started", rep.Outcomes[sessions.OutcomeStarted],
+		"skipped", rep.Outcomes[sessions.OutcomeSkipped], "retried", rep.Retried, "retries", rep.Retries,
+		"failed", rep.Failed, "pending", rep.Pending, "cancelled", ctx.Err() != nil)
+}
+
+// record counts one candidate's result.
+func (rep *Report) record(res result) {
+	rep.Retries += res.retries
+	if res.retries > 0 {
+		rep.Retried++
+	}
+	switch {
+	case res.pending:
+		rep.Pending++
+		return
+	case res.err != nil:
+		rep.Failed++
+	}
+	rep.Outcomes[res.outcome]++
 }
 
 // Last returns the report of the last completed run (nil before one).

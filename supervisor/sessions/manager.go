@@ -164,13 +164,35 @@ func (m *Manager) live1(id string) *execution {
 // IsRunning reports whether the session has a live agent execution here.
 func (m *Manager) IsRunning(sessionID string) bool { return m.live1(sessionID) != nil }
 
-// apply commits a command and returns its domain error, if any.
+// apply commits a command and returns its domain error, if any. A command
+// raft refused without appending it (a leadership transfer pending, a full
+// apply queue) is tried again with backoff until it commits, this node
+// stops leading or ctx ends, so leader work carries on through a transfer
+// that fails. Other cluster failures come back as Retryable.
 func (m *Manager) apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error) {
-	res, err := m.cluster.LeaderApply(ctx, typ, body)
-	if err != nil {
-		return nil, err
+	for i := 0; ; i++ {
+		res, err := m.cluster.LeaderApply(ctx, typ, body)
+		if err == nil {
+			return res, res.Err
+		}
+		if !notApplied(err) || ctx.Err() != nil {
+			return nil, &applyError{err: err}
+		}
+		if i == 0 {
+			m.log.Info("command refused while leadership is being transferred; retrying", "type", typ, "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, &applyError{err: err}
+		case <-time.After(applyBackoff(i)):
+		}
 	}
-	return res, res.Err
+}
+
+// applyBackoff paces retries of a refused command: a transfer ends within
+// raft's transport timeout (5 s), so short steps resume work soon after.
+func applyBackoff(attempt int) time.Duration {
+	return min(20*time.Millisecond<<min(attempt, 4), 250*time.Millisecond)
 }
 
 // setState moves a session; from (optional) makes it a compare-and-set.
@@ -179,12 +201,33 @@ func (m *Manager) setState(ctx context.Context, id string, to state.SessionState
 	return err
 }
 
-// publish records a session event that is not a state change.
+// publish records a session event that is not a state change. A publish
+// that fails for a transient reason is tried again while ctx lives (apply
+// already waits out a leadership transfer); it is given up only when ctx
+// ends (leadership lost: the next leader's recovery reports the session
+// afresh) or on a domain refusal.
 func (m *Manager) publish(ctx context.Context, id, typ string, data map[string]any) {
-	if _, err := m.apply(ctx, state.CmdPublishEvent, &state.PublishEventBody{SessionID: id, Type: typ, Data: data}); err != nil {
-		m.log.Warn("publish event", "session", id, "type", typ, "error", err)
+	body := &state.PublishEventBody{SessionID: id, Type: typ, Data: data}
+	for i := 0; ; i++ {
+		_, err := m.apply(ctx, state.CmdPublishEvent, body)
+		if err == nil {
+			return
+		}
+		if !Retryable(err) || ctx.Err() != nil || i >= publishRetries {
+			m.log.Warn("publish event", "session", id, "type", typ, "attempts", i+1, "error", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff(i)):
+		}
 	}
 }
+
+// publishRetries bounds the retries of one event whose failure is not a
+// pending transfer (apply waits those out): a leader that keeps failing to
+// commit is about to lose leadership.
+const publishRetries = 8
 
 // fail records a lifecycle failure: session ERROR with a message and reason,
 // an agentctl_error event, and the executor's status when given.

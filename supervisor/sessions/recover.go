@@ -33,6 +33,11 @@ const runtimeRetries = 8
 // requirement 2): recover its executor through the runtime, health-check
 // agentctl, enable workspace access, then continue a live agent, resume a
 // gone one from its token (when autoResume), or record why it cannot.
+//
+// An error with OutcomeSkipped that is Retryable means a step failed for a
+// transient reason with nothing recorded against the session: the caller
+// tries again under the same leadership (every step is safe to repeat).
+// A failure that was recorded returns its outcome and no error.
 func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool) (Outcome, error) {
 	lctx, err := m.leaderCtx()
 	if err != nil {
@@ -68,12 +73,17 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 	}
 	rt, err := m.runtimes.Get(ex.Runtime)
 	for i := 0; err != nil && i < runtimeRetries && ctx.Err() == nil; i++ {
-		time.Sleep(backoff(i))
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff(i)):
+		}
 		rt, err = m.runtimes.Get(ex.Runtime)
 	}
 	if err != nil {
+		// Recorded as a failure: the outcome says so, and recovery has
+		// nothing left to retry.
 		m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("runtime %q: %w", ex.Runtime, err))
-		return OutcomeLost, err
+		return OutcomeLost, nil
 	}
 	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": ex.ID, "recovery": true})
 	oldGone := m.provenGone(ctx, rt, ex)
@@ -131,7 +141,12 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 	// Workspace access (shell, files) is on from here, agent or not.
 	m.publish(ctx, sess.ID, state.EventAgentctlReady, map[string]any{"executor_id": ex.ID, "recovery": true, "nonce_changed": prevNonce != health.Nonce})
 
-	agent, err := client.AgentState(ctx)
+	// A timed-out answer is asked again: taking it for a gone agent would
+	// start a second one beside it.
+	agent, err := retryTimeouts(ctx, client.AgentState)
+	if err != nil && ctx.Err() == nil && Retryable(err) {
+		return OutcomeSkipped, fmt.Errorf("agent state of session %s: %w", sess.ID, err)
+	}
 	alive := err == nil && prevNonce == health.Nonce && (agent.Status == agentctl.StatusWaitingForInput || agent.Status == agentctl.StatusRunning)
 	if alive {
 		m.attach(lctx, sess.ID, ex, client)
@@ -177,7 +192,7 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 }
 
 // recoverExecutor asks the runtime to recover an executor, retrying while
-// the runtime is temporarily unavailable.
+// the runtime is temporarily unavailable or the call times out.
 func (m *Manager) recoverExecutor(ctx context.Context, rt runtime.Runtime, ex state.Executor) (runtime.LaunchResponse, error) {
 	var resp runtime.LaunchResponse
 	var err error
@@ -185,10 +200,10 @@ func (m *Manager) recoverExecutor(ctx context.Context, rt runtime.Runtime, ex st
 		rctx, cancel := context.WithTimeout(ctx, launchTimeout)
 		resp, err = rt.Recover(rctx, ex.Handle, ex.Secret)
 		cancel()
-		if err == nil || !errors.Is(err, runtime.ErrUnavailable) || i >= runtimeRetries || ctx.Err() != nil {
+		if err == nil || !(errors.Is(err, runtime.ErrUnavailable) || timedOut(ctx, err)) || i >= runtimeRetries || ctx.Err() != nil {
 			return resp, err
 		}
-		m.log.Info("runtime unavailable during recovery; retrying", "executor", ex.ID, "attempt", i+1, "error", err)
+		m.log.Info("runtime unavailable or slow during recovery; retrying", "executor", ex.ID, "attempt", i+1, "error", err)
 		select {
 		case <-ctx.Done():
 			return resp, ctx.Err()
