@@ -58,6 +58,12 @@ func (n *Node) startLeaderLoop(ctx context.Context) *leaderRun {
 // leaderLoop runs while this node leads: a barrier so the FSM holds every
 // committed entry, registration of this node's addresses, then every
 // registered LeaderFunc until the context ends.
+//
+// A leadership transfer does not end the loop: only the loss of leadership
+// does (monitorLeadership). While a transfer is pending raft refuses
+// commands, and leader work waits and retries them (sessions' apply,
+// recovery's per-session retries); when the transfer fails this node still
+// leads and its work carries on where it was, under the same context.
 func (n *Node) leaderLoop(ctx context.Context) {
 	n.log.Info("gained leadership")
 	defer n.log.Info("leader loop stopped")
@@ -90,13 +96,21 @@ func (n *Node) leaderLoop(ctx context.Context) {
 }
 
 // registerSelf records this node's addresses in replicated state so that
-// followers can forward to it.
+// followers can forward to it. A failed write (a leadership transfer that
+// outlasted Apply's own retries, say) is tried again until it commits or
+// leadership ends: followers cannot forward to a leader they cannot find.
 func (n *Node) registerSelf(ctx context.Context) {
 	self := state.NodeInfo{ID: n.cfg.NodeID, RaftAddr: n.cfg.RaftAddr, HTTPAddr: n.cfg.HTTPAddr}
-	if n.store.Nodes()[self.ID] == self {
-		return
-	}
-	if _, err := n.Apply(ctx, state.CmdRegisterNode, &state.RegisterNodeBody{Node: self}); err != nil {
-		n.log.Warn("register leader address", "error", err)
+	for attempt := 0; n.store.Nodes()[self.ID] != self; attempt++ {
+		_, err := n.Apply(ctx, state.CmdRegisterNode, &state.RegisterNodeBody{Node: self})
+		if err == nil {
+			return
+		}
+		n.log.Warn("register leader address", "attempt", attempt+1, "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)):
+		}
 	}
 }

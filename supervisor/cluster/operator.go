@@ -81,7 +81,8 @@ func (n *Node) RemovePeer(id string) error {
 }
 
 // TransferLeadership hands leadership to another server (to id when given)
-// and returns the new leader's id.
+// and returns the new leader's id. A transfer that fails (the target did not
+// take over within raft's election timeout) leaves this node leading.
 func (n *Node) TransferLeadership(id string) (string, error) {
 	var f raft.Future
 	if id == "" {
@@ -103,6 +104,10 @@ func (n *Node) TransferLeadership(id string) (string, error) {
 		f = n.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))
 	}
 	if err := f.Error(); err != nil {
+		// This node keeps leading: its leader loop was never stopped, and
+		// the work the transfer held up (commands raft refused meanwhile)
+		// is retried by its callers (see leaderLoop).
+		n.log.Warn("leadership transfer failed; this node keeps leading", "target", id, "error", err)
 		return "", fmt.Errorf("transfer leadership: %w", err)
 	}
 	_, leader := n.raft.LeaderWithID()
