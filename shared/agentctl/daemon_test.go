@@ -162,6 +162,9 @@ func TestWorkspaceAccessWithoutAgent(t *testing.T) {
 	if err := c.WriteFile(ctx(t), ".paddock/fencing.json", []byte(`{"highest":0}`)); apiErr(t, err).Status != 403 {
 		t.Fatalf("write into the state dir: %v", err)
 	}
+	if err := c.WriteFile(ctx(t), ".git/config", []byte("[core]\n\tfsmonitor = /bin/false\n")); apiErr(t, err).Status != 403 {
+		t.Fatalf("write into .git: %v", err)
+	}
 	if _, err := c.ReadFile(ctx(t), "nope.txt"); apiErr(t, err).Status != 404 {
 		t.Fatalf("read missing: %v", err)
 	}

@@ -26,7 +26,7 @@
 //	GET  /v1/events?since=N&wait=25s long poll → {"nonce","events":[{"seq","type","time","data"}],"next"}
 //	GET  /v1/files?path=             {"entries":[{"name","path","type","size","mode","mod_time"}]}
 //	GET  /v1/files/content?path=     raw bytes of a regular file (a FIFO or device is 400)
-//	PUT  /v1/files/content?path= (F) raw bytes → {"path","size"}, replaced atomically; STATE_DIR (.paddock) is read-only
+//	PUT  /v1/files/content?path= (F) raw bytes → {"path","size"}, replaced atomically; STATE_DIR (.paddock) and .git are read-only (403)
 //	GET  /v1/git/status              {"is_repo","branch","entries":[{"path","status"}]}
 //	GET  /v1/git/diff?staged=        {"diff"}; 409 when not a git repository
 //	POST /v1/fencing (F)             presents the token → {"fencing_token": highest}

@@ -428,7 +428,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, errBadRequest), errors.Is(err, ErrBadToken), errors.Is(err, workspace.ErrEscape),
 		errors.Is(err, workspace.ErrIsDir), errors.Is(err, workspace.ErrTooLarge), errors.Is(err, workspace.ErrNotRegular):
 		status, code = 400, CodeBadRequest
-	case errors.Is(err, workspace.ErrProtected):
+	case errors.Is(err, workspace.ErrProtected), errors.Is(err, workspace.ErrGitDir):
 		status, code = 403, "forbidden"
 	case errors.Is(err, workspace.ErrNotFound), errors.Is(err, ErrNoInstance):
 		status, code = 404, CodeNotFound

@@ -7,7 +7,11 @@
 // descriptor). Only regular files are read or written (a FIFO or device is
 // refused without blocking). A write goes to a new file beside the target that
 // is then renamed over it, so it is atomic and never writes through a hard
-// link. git is always run with argv (never a shell) as `git -C ROOT ...`.
+// link; paths inside a .git directory are never written.
+//
+// git is always run with argv (never a shell) as `git -C ROOT ...`, with a
+// configuration and environment under which it starts no program named by the
+// workspace's own .git/config, which the agent can write (see gitSafety).
 //
 // This package must not import agentctl or anything under supervisor/.
 package workspace
@@ -45,6 +49,9 @@ var (
 	ErrNotGit = errors.New("workspace is not a git repository")
 	// ErrIsDir means a file operation was asked of a directory.
 	ErrIsDir = errors.New("path is a directory")
+	// ErrGitDir means a write was asked inside a .git directory (or of a .git
+	// file): git metadata is never written through the API.
+	ErrGitDir = errors.New("path is git metadata (.git), which the workspace API does not write")
 	// ErrNotRegular means a file operation was asked of a FIFO, socket or device.
 	ErrNotRegular = errors.New("not a regular file")
 )
@@ -243,7 +250,8 @@ func (w *Workspace) ReadFile(p string) ([]byte, error) {
 // over the target: readers see the old or the new content, never a part, and
 // a hard link to a file outside the workspace is replaced, not written
 // through. A symlink inside the workspace is kept and its target written.
-// Names in the protected list (after symlinks) are refused with ErrProtected.
+// Paths inside .git (any component, in any case, after symlinks) are refused
+// with ErrGitDir, names in the protected list with ErrProtected.
 func (w *Workspace) WriteFile(p string, data []byte) error {
 	c, err := Clean(p)
 	if err != nil {
@@ -294,11 +302,16 @@ func (w *Workspace) WriteFile(p string, data []byte) error {
 	return nil
 }
 
-// writable refuses protected names; c is a cleaned path.
+// writable refuses git metadata and protected names; c is a cleaned path.
 func (w *Workspace) writable(p, c string) error {
-	first := strings.SplitN(c, "/", 2)[0]
+	parts := strings.Split(c, "/")
+	for _, part := range parts {
+		if strings.EqualFold(part, ".git") {
+			return fmt.Errorf("%q: %w", p, ErrGitDir)
+		}
+	}
 	for _, prot := range w.protected {
-		if first == prot {
+		if parts[0] == prot {
 			return fmt.Errorf("%q: %w", p, ErrProtected)
 		}
 	}
@@ -393,8 +406,11 @@ func replace(r *os.Root, name string, data []byte, perm fs.FileMode, keep bool) 
 }
 
 // IsGitRepo reports whether the workspace is inside a git work tree.
+// rev-parse reads no file content, so it needs no filter look-up.
 func (w *Workspace) IsGitRepo(ctx context.Context) bool {
-	out, err := w.git(ctx, "rev-parse", "--is-inside-work-tree")
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := w.runGit(ctx, gitEnv(), "rev-parse", "--is-inside-work-tree")
 	return err == nil && strings.TrimSpace(string(out)) == "true"
 }
 
@@ -403,7 +419,7 @@ func (w *Workspace) Status(ctx context.Context) (GitStatus, error) {
 	if !w.IsGitRepo(ctx) {
 		return GitStatus{IsRepo: false, Entries: []GitStatusEntry{}}, nil
 	}
-	out, err := w.git(ctx, "status", "--porcelain=v1", "-b", "-z", "--untracked-files=all")
+	out, err := w.git(ctx, "status", "--porcelain=v1", "-b", "-z", "--untracked-files=all", "--ignore-submodules=all")
 	if err != nil {
 		return GitStatus{}, err
 	}
@@ -437,7 +453,7 @@ func (w *Workspace) Diff(ctx context.Context, staged bool) (string, error) {
 	if !w.IsGitRepo(ctx) {
 		return "", ErrNotGit
 	}
-	args := []string{"diff", "--no-color", "--no-ext-diff"}
+	args := []string{"diff", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all"}
 	if staged {
 		args = append(args, "--cached")
 	}
@@ -448,17 +464,98 @@ func (w *Workspace) Diff(ctx context.Context, staged bool) (string, error) {
 	return string(out), nil
 }
 
+// gitSafety is the part of every API git command line that keeps git from
+// starting a program named by configuration. git reads the workspace's own
+// .git/config (which the agent, or anyone with a shell there, can write), so
+// each setting that names a program is overridden on the command line, which
+// wins over every config file. With them: status and diff pass
+// --ignore-submodules=all (a submodule's git would read the submodule's own
+// config) and diff passes --no-ext-diff --no-textconv (diff.<driver>.command
+// and .textconv). Filter drivers have names of the config's choosing; git
+// (below) empties every one it finds.
+var gitSafety = []string{
+	"-c", "core.fsmonitor=", // a hook program, or git's own fsmonitor daemon
+	"-c", "core.hooksPath=/dev/null",
+	"-c", "diff.external=",
+	"-c", "core.pager=cat",
+	"-c", "protocol.ext.allow=never",
+}
+
+// gitEnv is agentctl's environment without any GIT_* variable (a GIT_DIR or
+// GIT_CONFIG_* inherited from the launcher would redirect or reconfigure the
+// API's git), with system and global config off and no prompts or locks.
+func gitEnv() []string {
+	env := make([]string, 0, len(os.Environ())+6)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_ATTR_NOSYSTEM=1",
+		"GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0")
+}
+
+// git runs git in the workspace under gitSafety and gitEnv. Every filter
+// driver the config defines (filter.NAME.clean/smudge/process, which git
+// status runs on changed files) is first emptied through GIT_CONFIG_COUNT,
+// which, unlike -c, takes any name, "=" included. A driver added to the
+// config between that look-up and the command is not covered: whoever can
+// write .git/config in that window already runs code as the workspace's user.
 func (w *Workspace) git(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	argv := append([]string{"-C", w.dir}, args...)
+	env := gitEnv()
+	out, err := w.runGit(ctx, env, "config", "-z", "--get-regexp", `^filter\.`)
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 { // 1: no such key
+			return nil, err
+		}
+	}
+	env = append(env, filterOverrides(out)...)
+	return w.runGit(ctx, env, args...)
+}
+
+// filterOverrides turns `git config -z --get-regexp ^filter\.` output
+// (records "KEY\nVALUE\0") into GIT_CONFIG_COUNT variables that empty each
+// driver's programs and make it optional.
+func filterOverrides(out []byte) []string {
+	seen := map[string]bool{}
+	var env []string
+	n := 0
+	for _, rec := range strings.Split(string(out), "\x00") {
+		key, _, _ := strings.Cut(rec, "\n")
+		rest, ok := strings.CutPrefix(key, "filter.") // filter.NAME.VAR
+		i := strings.LastIndexByte(rest, '.')
+		if !ok || i <= 0 {
+			continue
+		}
+		name := rest[:i]
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		for _, v := range [][2]string{{"clean", ""}, {"smudge", ""}, {"process", ""}, {"required", "false"}} {
+			env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=filter.%s.%s", n, name, v[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, v[1]))
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", n))
+}
+
+// runGit runs git with gitSafety in the workspace and env as its whole environment.
+func (w *Workspace) runGit(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	argv := append(append([]string{"-C", w.dir}, gitSafety...), args...)
 	cmd := exec.CommandContext(ctx, w.gitPath, argv...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "GIT_OPTIONAL_LOCKS=0")
+	cmd.Env = env
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
+		return out, fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(stderr.String()))
 	}
 	return out, nil
 }

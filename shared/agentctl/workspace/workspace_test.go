@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,10 +15,201 @@ import (
 	"github.com/paddockhq/paddock/shared/agentctl/workspace"
 )
 
+// newRepo returns a workspace holding a git repository with one commit of
+// "tracked.txt".
+func newRepo(t *testing.T) (*workspace.Workspace, string) {
+	t.Helper()
+	dir := t.TempDir()
+	gitRun(t, dir, "init", "-q", "-b", "main")
+	writeFile(t, filepath.Join(dir, "tracked.txt"), "one\n")
+	gitRun(t, dir, "add", "tracked.txt")
+	gitRun(t, dir, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "init")
+	ws, err := workspace.New(dir, ".paddock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws, dir
+}
+
+func gitRun(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+}
+
 func writeFile(t *testing.T, p, content string) {
 	t.Helper()
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func appendFile(t *testing.T, p, content string) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(content); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// markerScript writes a script that creates marker when run (and passes its
+// input through, so it also works as a filter or textconv).
+func markerScript(t *testing.T) (script, marker string) {
+	t.Helper()
+	d := t.TempDir()
+	script, marker = filepath.Join(d, "payload.sh"), filepath.Join(d, "ran")
+	if err := os.WriteFile(script, []byte(fmt.Sprintf("#!/bin/sh\ntouch %q\ncat\n", marker)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script, marker
+}
+
+// TestGitRunsNoProgramFromWorkspaceConfig: the agent can write the
+// workspace's .git/config and .gitattributes directly on disk; git status and
+// diff through the API must not start any program they name.
+func TestGitRunsNoProgramFromWorkspaceConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		config string // appended to .git/config; %s is the payload script
+		attrs  string // .gitattributes, if any
+	}{
+		{name: "fsmonitor", config: "[core]\n\tfsmonitor = %s\n"},
+		{name: "hooks path", config: "[core]\n\thooksPath = HOOKS\n"},
+		{name: "clean filter", config: "[filter \"x\"]\n\tclean = %s\n\tsmudge = %s\n\trequired = true\n", attrs: "* filter=x\n"},
+		{name: "filter with a dot and equals in its name", config: "[filter \"a.b=c\"]\n\tclean = %s\n", attrs: "* filter=a.b=c\n"},
+		{name: "textconv", config: "[diff \"x\"]\n\ttextconv = %s\n", attrs: "* diff=x\n"},
+		{name: "diff driver command", config: "[diff \"x\"]\n\tcommand = %s\n", attrs: "* diff=x\n"},
+		{name: "external diff", config: "[diff]\n\texternal = %s\n"},
+		{name: "pager", config: "[core]\n\tpager = %s\n[pager]\n\tdiff = %s\n\tstatus = %s\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws, dir := newRepo(t)
+			script, marker := markerScript(t)
+			hooks := t.TempDir()
+			for _, h := range []string{"post-index-change", "pre-commit", "reference-transaction"} {
+				if err := os.Symlink(script, filepath.Join(hooks, h)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.attrs != "" {
+				writeFile(t, filepath.Join(dir, ".gitattributes"), tc.attrs)
+				gitRun(t, dir, "add", ".gitattributes")
+			}
+			// A tracked file changed (with an old mtime, so the index's stat
+			// data cannot vouch for it and git must read its content) and a
+			// staged change, so status and both diffs have work to do.
+			writeFile(t, filepath.Join(dir, "tracked.txt"), "two\n")
+			old := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+			if err := os.Chtimes(filepath.Join(dir, "tracked.txt"), old, old); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(dir, "staged.txt"), "staged\n")
+			gitRun(t, dir, "add", "staged.txt")
+			// Last, as an agent would: the payload goes into .git/config on disk.
+			cfg := strings.ReplaceAll(tc.config, "%s", script)
+			cfg = strings.ReplaceAll(cfg, "HOOKS", hooks)
+			appendFile(t, filepath.Join(dir, ".git", "config"), cfg)
+
+			ctx := context.Background()
+			st, err := ws.Status(ctx)
+			if err != nil {
+				t.Fatalf("Status: %v", err)
+			}
+			if !st.IsRepo || len(st.Entries) == 0 {
+				t.Errorf("Status = %+v, want a repository with changes", st)
+			}
+			for _, staged := range []bool{false, true} {
+				d, err := ws.Diff(ctx, staged)
+				if err != nil {
+					t.Fatalf("Diff(staged=%v): %v", staged, err)
+				}
+				if d == "" {
+					t.Errorf("Diff(staged=%v) is empty", staged)
+				}
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Fatalf("git through the workspace API ran %s from the workspace's .git/config", script)
+			}
+		})
+	}
+}
+
+// TestGitIgnoresInheritedGitEnvironment: GIT_* variables in agentctl's own
+// environment (GIT_DIR, extra config) do not reach the API's git.
+func TestGitIgnoresInheritedGitEnvironment(t *testing.T) {
+	ws, dir := newRepo(t)
+	_, otherDir := newRepo(t)
+	script, marker := markerScript(t)
+	t.Setenv("GIT_DIR", filepath.Join(otherDir, ".git"))
+	t.Setenv("GIT_CONFIG_COUNT", "1")
+	t.Setenv("GIT_CONFIG_KEY_0", "diff.external")
+	t.Setenv("GIT_CONFIG_VALUE_0", script)
+	global := filepath.Join(t.TempDir(), "gitconfig")
+	writeFile(t, global, "[core]\n\tfsmonitor = "+script+"\n")
+	t.Setenv("GIT_CONFIG_GLOBAL", global)
+	writeFile(t, filepath.Join(dir, "only-here.txt"), "x\n")
+
+	st, err := ws.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Entries) != 1 || st.Entries[0].Path != "only-here.txt" {
+		t.Errorf("Status entries = %+v, want only-here.txt from the workspace's own repository", st.Entries)
+	}
+	if _, err := ws.Diff(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("git ran a program named by agentctl's inherited GIT_* environment")
+	}
+}
+
+// TestWriteIntoGitDirIsRefused: git metadata is never written through the
+// file API, whatever the case of ".git" or the symlinks on the way.
+func TestWriteIntoGitDirIsRefused(t *testing.T) {
+	ws, dir := newRepo(t)
+	if err := os.Symlink(".git", filepath.Join(dir, "meta")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".git/config", filepath.Join(dir, "cfg")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "sub", ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(dir, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".git/config", "./.git/config", ".GIT/config", ".Git/hooks/pre-commit", "sub/.git/config", ".git",
+		"meta/config", "cfg", "sub/../.git/config"} {
+		t.Run(p, func(t *testing.T) {
+			err := ws.WriteFile(p, []byte("[core]\n\tfsmonitor = /bin/false\n"))
+			if !errors.Is(err, workspace.ErrGitDir) {
+				t.Fatalf("WriteFile(%q) = %v, want ErrGitDir", p, err)
+			}
+		})
+	}
+	after, err := os.ReadFile(filepath.Join(dir, ".git", "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(after) != string(before) {
+		t.Fatalf(".git/config changed:\n%s", after)
+	}
+	// Reading git metadata stays allowed, and names merely containing "git" are ordinary.
+	if _, err := ws.ReadFile(".git/config"); err != nil {
+		t.Errorf("ReadFile(.git/config) = %v", err)
+	}
+	for _, p := range []string{".gitignore", "a.git/x", "git/config", ".github/workflows/ci.yml"} {
+		if err := ws.WriteFile(p, []byte("ok\n")); err != nil {
+			t.Errorf("WriteFile(%q) = %v", p, err)
+		}
 	}
 }
 
