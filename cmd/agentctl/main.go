@@ -29,6 +29,12 @@ import (
 func main() { os.Exit(run(os.Args[1:])) }
 
 func run(args []string) int {
+	// First, before any secret is read: same-uid processes (the agent) must
+	// not read agentctl's memory.
+	if err := forbidMemoryReads(); err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl:", err)
+		return 1
+	}
 	if len(args) == 0 {
 		fmt.Fprintln(os.Stderr, "usage: agentctl serve|host [flags]")
 		return 2

@@ -325,7 +325,14 @@ func shortID(id string) string {
 // prepareWorkspace resolves the session's workspace and returns the git
 // common dir to mount when the workspace is a worktree.
 func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.LaunchRequest, h *handle) (string, error) {
-	if err := os.MkdirAll(cfg.WorkspaceRoot, 0o755); err != nil {
+	// 0700 for workspace_root (when created here), the session directory and
+	// the workspaces made here, so other local users cannot read a session's
+	// files; the engine bind-mounts them as root, so the container needs no
+	// search permission on the host's parents. The container user must own
+	// the workspace and state directories, as it always had to in order to
+	// write them: by default it is the plugin's own uid:gid. An existing
+	// workspace_root is the operator's and keeps its mode.
+	if err := os.MkdirAll(cfg.WorkspaceRoot, 0o700); err != nil {
 		return "", fmt.Errorf("create workspace_root: %w", err)
 	}
 	root, err := filepath.EvalSymlinks(cfg.WorkspaceRoot)
@@ -353,12 +360,15 @@ func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.
 		}
 		src = real
 	}
-	if err := os.MkdirAll(filepath.Join(h.SessionDir, "state"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(h.SessionDir, "state"), 0o700); err != nil {
 		return "", fmt.Errorf("create session dir: %w", err)
+	}
+	if err := os.Chmod(h.SessionDir, 0o700); err != nil { // made 0755 by an earlier version
+		return "", fmt.Errorf("session dir: %w", err)
 	}
 	if src == "" {
 		h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
-		if err := os.MkdirAll(h.Workspace, 0o755); err != nil {
+		if err := os.MkdirAll(h.Workspace, 0o700); err != nil {
 			return "", fmt.Errorf("create workspace: %w", err)
 		}
 		return "", nil

@@ -247,13 +247,22 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 }
 
 func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.LaunchRequest, h *handle) error {
-	if err := os.MkdirAll(h.SessionDir, 0o755); err != nil {
+	// 0700: a session's files (and its state dir with the agentctl log) are
+	// its owner's alone. MkdirAll also makes workspace_root 0700 when it does
+	// not exist yet; an existing workspace_root is the operator's and keeps
+	// its mode. The session directory is ours: one made 0755 by an earlier
+	// version is tightened. What the agent or the file API creates inside
+	// may be 0755, as nobody else can reach it.
+	if err := os.MkdirAll(h.SessionDir, 0o700); err != nil {
 		return fmt.Errorf("create session dir: %w", err)
+	}
+	if err := os.Chmod(h.SessionDir, 0o700); err != nil {
+		return fmt.Errorf("session dir: %w", err)
 	}
 	src := req.Workspace.Path
 	if src == "" {
 		h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
-		if err := os.MkdirAll(h.Workspace, 0o755); err != nil {
+		if err := os.MkdirAll(h.Workspace, 0o700); err != nil {
 			return fmt.Errorf("create workspace: %w", err)
 		}
 		return nil

@@ -392,3 +392,26 @@ func assertArgs(t *testing.T, pid int, want []string) {
 		t.Fatalf("agentctl argv %q lacks %q", got, want)
 	}
 }
+
+// TestWorkspaceIsPrivateToItsOwner: workspace_root, the session directory and
+// the workspace the runtime creates are 0700, so other local users cannot
+// read a session's files.
+func TestWorkspaceIsPrivateToItsOwner(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "workspaces") // created by the runtime
+	c := load(t, root)
+	ctx := context.Background()
+	resp, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: "s1", AgentctlSecret: "sec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy(ctx, resp.Handle) })
+	for _, dir := range []string{root, filepath.Join(root, "s1"), resp.WorkspacePath, filepath.Join(root, "s1", "state")} {
+		st, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Mode().Perm(); got != 0o700 {
+			t.Errorf("%s has mode %v, want 0700", dir, got)
+		}
+	}
+}
