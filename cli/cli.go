@@ -153,8 +153,9 @@ func (e *env) runCommand(cmd *command, args []string) int {
 }
 
 // fail prints err as one line on stderr and returns the error exit code.
+// The message may carry server text, so its control characters go.
 func (e *env) fail(err error) int {
-	msg := strings.Join(strings.Fields(strings.ReplaceAll(err.Error(), "\n", "; ")), " ")
+	msg := strings.Join(strings.Fields(noControls(strings.ReplaceAll(err.Error(), "\n", "; "), "")), " ")
 	fmt.Fprintf(e.stderr, "Error: %s\n", msg)
 	return 1
 }

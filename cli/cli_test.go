@@ -455,6 +455,35 @@ func TestCellSanitizesServerData(t *testing.T) {
 	}
 }
 
+// TestSessionMessagesPrintNoTerminalControls: message text from the agent or
+// a user cannot retitle the terminal, clear the screen or colour it (7-bit
+// or 8-bit sequences); its newlines and tabs still print.
+func TestSessionMessagesPrintNoTerminalControls(t *testing.T) {
+	f, addr := startFake(t)
+	f.routes["GET /v1/sessions/s1/messages"] = route{200, `{"messages":[` +
+		`{"id":"m1","role":"user\u001b[2J","text":"look\u009b31m here","complete":true},` +
+		`{"id":"m2","role":"agent","text":"\u001b]0;owned\u0007title\u001b[2J\u001b[Hcleared\r\n\tindented\u0008x\u007f","complete":true}]}`}
+	code, out, errOut := runCLI(addr, "session", "messages", "s1")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if i := strings.IndexAny(out, "\x1b\x07\x08\r\x7f\u009b"); i >= 0 {
+		t.Fatalf("output holds control character %q at %d: %q", out[i:i+1], i, out)
+	}
+	assertInOrder(t, out, []string{"[user [2J] look 31m here\n", "[agent]  ]0;owned title [2J [Hcleared \n", "\tindented x \n"})
+}
+
+// TestErrorPrintsNoTerminalControls: an error message from the server reaches
+// stderr without its escape sequences.
+func TestErrorPrintsNoTerminalControls(t *testing.T) {
+	f, addr := startFake(t)
+	f.routes["GET /v1/sessions/s1/messages"] = route{409, `{"error":{"code":"conflict","message":"agent said \u001b]0;owned\u0007\u001b[2Jbye"}}`}
+	code, _, errOut := runCLI(addr, "session", "messages", "s1")
+	if code != 1 || strings.ContainsAny(errOut, "\x1b\x07") || !strings.Contains(errOut, "agent said ]0;owned [2Jbye") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
 func FuzzParseInterspersed(f *testing.F) {
 	f.Add("session\x00-json\x00s1\x00--\x00-x")
 	f.Add("-task\x00t1\x00-state")

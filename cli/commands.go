@@ -437,11 +437,12 @@ func runSessionMessages(e *env, _ any, pos []string) error {
 			return nil
 		}
 		for _, m := range msgs {
-			text := strings.TrimRight(m.Text, "\n")
+			// Agent and user text: controls go as in tables, lines and tabs stay.
+			text := noControls(strings.TrimRight(m.Text, "\n"), "\n\t")
 			if !m.Complete {
 				text += " …"
 			}
-			prefix := "[" + string(m.Role) + "] "
+			prefix := "[" + cell(string(m.Role)) + "] "
 			lines := strings.Split(text, "\n")
 			fmt.Fprintf(e.stdout, "%s%s\n", prefix, lines[0])
 			for _, l := range lines[1:] {

@@ -41,16 +41,23 @@ func kv(w io.Writer, pairs [][2]string) error {
 // cell makes s safe for one table cell: control characters become spaces and
 // an empty value shows as "-".
 func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
+	s = noControls(s, "")
 	if strings.TrimSpace(s) == "" {
 		return "-"
 	}
 	return s
+}
+
+// noControls replaces every control character (C0, DEL and C1) of server
+// data with a space, except those in keep: an ESC or 8-bit CSI would let the
+// text retitle the terminal, clear the screen or recolour what follows.
+func noControls(s, keep string) string {
+	return strings.Map(func(r rune) rune {
+		if (r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f) && !strings.ContainsRune(keep, r) {
+			return ' '
+		}
+		return r
+	}, s)
 }
 
 // printJSON writes the server's raw JSON body indented, or "{}" when the
