@@ -37,7 +37,7 @@ func startNode(t *testing.T) string {
 	node, err := cluster.New(cluster.Config{
 		NodeID: "n1", DataDir: cfg.DataDir, RaftAddr: raftAddr, HTTPAddr: ln.Addr().String(),
 		BootstrapExpect: 1, HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond, Token: "tok",
+		LeaderLeaseTimeout: 100 * time.Millisecond, NodeSecret: cfg.NodeSecret(),
 	}, state.NewStore())
 	if err != nil {
 		t.Fatalf("cluster.New: %v", err)

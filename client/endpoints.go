@@ -60,6 +60,21 @@ func (c *Client) RemovePeer(ctx context.Context, id string, opts ...CallOption) 
 	return c.do(ctx, http.MethodDelete, "/v1/operator/raft/peers/"+seg(id), nil, nil, nil, opts)
 }
 
+// AddPeer asks the leader to add the server answering at httpAddr (host:port)
+// as a voter and returns its id.
+func (c *Client) AddPeer(ctx context.Context, httpAddr string, opts ...CallOption) (string, error) {
+	if httpAddr == "" {
+		return "", fmt.Errorf("add peer: missing the server's HTTP address (host:port)")
+	}
+	var out struct {
+		Added string `json:"added"`
+	}
+	if err := c.do(ctx, http.MethodPost, "/v1/operator/raft/peers", nil, map[string]string{"address": httpAddr}, &out, opts); err != nil {
+		return "", err
+	}
+	return out.Added, nil
+}
+
 // TransferLeadership asks the leader to hand leadership to the server id (any
 // voter when id is empty) and returns the new leader's id.
 func (c *Client) TransferLeadership(ctx context.Context, id string, opts ...CallOption) (string, error) {

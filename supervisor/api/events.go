@@ -3,8 +3,10 @@ package api
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,13 +23,16 @@ const (
 )
 
 const (
+	// eventsReadLimit bounds a frame read from an events client.
+	eventsReadLimit  = 4 << 10
 	authFrameTimeout = 10 * time.Second
 	writeTimeout     = 10 * time.Second
 	pingInterval     = 30 * time.Second
 )
 
 // checkOrigin allows requests with no Origin (CLIs), the API's own origin, and
-// the configured api.allowed_origins.
+// the configured api.allowed_origins. Comparing with the Host is sound
+// because checkHost has already refused Hosts that are not this node's.
 func (s *Server) checkOrigin(r *http.Request) bool {
 	origin := r.Header.Get("Origin")
 	if origin == "" {
@@ -38,11 +43,50 @@ func (s *Server) checkOrigin(r *http.Request) bool {
 		return true
 	}
 	for _, allowed := range s.cfg.API.AllowedOrigins {
-		if strings.EqualFold(strings.TrimSuffix(allowed, "/"), origin) {
+		if allowed == "*" || strings.EqualFold(strings.TrimSuffix(allowed, "/"), origin) {
 			return true
 		}
 	}
 	return false
+}
+
+// checkHost refuses requests addressed to a name this node does not answer
+// to. A web page whose own name resolves to this machine (DNS rebinding)
+// talks to the API as its own origin; its Host header still carries the
+// page's name. Accepted: IP addresses, localhost, the node name and the
+// machine's hostname, and the hosts of api.allowed_origins ("*" there turns
+// the check off).
+func (s *Server) checkHost(r *http.Request) error {
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" || net.ParseIP(host) != nil || strings.EqualFold(host, "localhost") ||
+		strings.HasSuffix(strings.ToLower(host), ".localhost") || strings.EqualFold(host, s.cfg.NodeName) {
+		return nil
+	}
+	if name, err := os.Hostname(); err == nil && strings.EqualFold(host, name) {
+		return nil
+	}
+	for _, allowed := range s.cfg.API.AllowedOrigins {
+		if allowed == "*" {
+			return nil
+		}
+		if u, err := url.Parse(allowed); err == nil && strings.EqualFold(u.Hostname(), host) {
+			return nil
+		}
+	}
+	return errorf(http.StatusForbidden, CodeForbidden,
+		"this node does not answer to the name %q; to reach it by that name, add its origin (such as \"http://%s:%s\") to api.allowed_origins",
+		host, host, portOf(r.Host))
+}
+
+func portOf(hostport string) string {
+	if _, p, err := net.SplitHostPort(hostport); err == nil {
+		return p
+	}
+	return "80"
 }
 
 // upgrade checks the Origin (403 before any upgrade) and upgrades.
@@ -113,6 +157,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer conn.Close()
+	// A client sends nothing but its auth frame: bound every read, the
+	// first one (not yet authenticated) included.
+	conn.SetReadLimit(eventsReadLimit)
 	if !s.firstFrameAuth(conn, r) {
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 
 	"github.com/paddockhq/paddock/supervisor/cluster"
@@ -31,6 +32,26 @@ func (s *Server) peers(w http.ResponseWriter, _ *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"peers": peers})
+	return nil
+}
+
+// addPeer adds a server by its HTTP address. The server must answer there
+// as a node of this cluster (it needs the same node secret).
+func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Address string `json:"address"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if _, _, err := net.SplitHostPort(req.Address); err != nil {
+		return badRequest("address must be the new server's HTTP address as host:port, got %q", req.Address)
+	}
+	p, err := s.cluster.AddPeer(r.Context(), req.Address)
+	if err != nil {
+		return errorf(http.StatusBadGateway, CodeUnavailable, "%v", err)
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"added": p.ID, "raft_addr": p.RaftAddr, "http_addr": p.HTTPAddr})
 	return nil
 }
 

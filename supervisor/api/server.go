@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,6 +43,7 @@ type Cluster interface {
 	Status() (cluster.Status, error)
 	Peers() ([]cluster.Peer, error)
 	RemovePeer(id string) error
+	AddPeer(ctx context.Context, httpAddr string) (cluster.PeerInfo, error)
 	TransferLeadership(id string) (string, error)
 	SnapshotTo(w io.Writer) error
 	Restore(r io.Reader) error
@@ -105,6 +108,8 @@ const (
 	local   = 1 << iota // served by any node, never forwarded
 	open                // no token needed
 	bigBody             // exempt from api.max_body (snapshots)
+	socket              // a WebSocket: a real upgrade may authenticate in its first frame
+	node                // node-to-node: the node secret, never the user token
 )
 
 // New builds the API server.
@@ -131,6 +136,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/metrics", local, s.metricsHandler)
 	s.handle("GET /v1/status", 0, s.status)
 	s.handle("GET /v1/operator/raft/peers", 0, s.peers)
+	s.handle("POST /v1/operator/raft/peers", 0, s.addPeer)
 	s.handle("DELETE /v1/operator/raft/peers/{id}", 0, s.removePeer)
 	s.handle("POST /v1/operator/raft/transfer-leadership", 0, s.transferLeadership)
 	s.handle("GET /v1/operator/snapshot", 0, s.snapshotSave)
@@ -158,15 +164,17 @@ func (s *Server) routes() {
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
 	// Terminals are served by any node: the executor's address and secret
 	// are replicated, and a WebSocket should not detour through the leader.
-	s.handle("GET /v1/sessions/{id}/terminal", local, s.terminal)
+	s.handle("GET /v1/sessions/{id}/terminal", local|socket, s.terminal)
 	s.handle("GET /v1/executors", 0, s.listExecutors)
 	s.handle("GET /v1/executors/{id}", 0, s.getExecutor)
 	s.handle("GET /v1/agents", 0, s.agents)
-	s.handle("GET /v1/events", local, s.events)
+	s.handle("GET /v1/events", local|socket, s.events)
 
-	s.handle("GET /v1/internal/node", local, s.internalNode)
-	s.handle("POST /v1/internal/join", 0, s.internalJoin)
-	s.handle("POST /v1/internal/apply", local, s.internalApply)
+	// Node-to-node routes. A join reaches the leader directly (a node asks
+	// the leader it knows), so none of these is forwarded.
+	s.handle("GET /v1/internal/node", local|node, s.internalNode)
+	s.handle("POST /v1/internal/join", local|node, s.internalJoin)
+	s.handle("POST /v1/internal/apply", local|node, s.internalApply)
 	if s.cfg.EnableDebug {
 		s.debugRoutes()
 	}
@@ -195,9 +203,12 @@ func (s *Server) handle(pattern string, flags int, h handlerFunc) {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, h handlerFunc) error {
 	if flags&open == 0 {
-		if err := s.authenticate(r); err != nil {
+		if err := s.authenticate(r, flags); err != nil {
 			return err
 		}
+	}
+	if !safeMethod(r.Method) && !s.checkOrigin(r) {
+		return errorf(http.StatusForbidden, CodeForbidden, "origin %q may not write to this API; add it to api.allowed_origins to allow it", r.Header.Get("Origin"))
 	}
 	limit := int64(s.cfg.API.MaxBody)
 	if flags&bigBody != 0 {
@@ -223,15 +234,30 @@ func isStale(r *http.Request) bool {
 	return v
 }
 
-// authenticate checks the token when acl.token is set. A WebSocket request
-// with no token header may authenticate in its first frame instead.
-func (s *Server) authenticate(r *http.Request) error {
+// authenticate checks the caller's credential for a route:
+//   - node-to-node routes take only the node secret (cluster.NodeSecretHeader);
+//   - every other route takes the user token in a header, except that a real
+//     WebSocket upgrade on a socket route may leave it out and send it in its
+//     first frame (browsers cannot set headers on WebSockets); the handler
+//     then reads that frame before it serves anything.
+func (s *Server) authenticate(r *http.Request, flags int) error {
+	if flags&node != 0 {
+		want := s.cfg.NodeSecret()
+		if want == "" {
+			return nil // an open cluster: no acl.token and no server.cluster_secret
+		}
+		got := r.Header.Get(cluster.NodeSecretHeader)
+		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			return errorf(http.StatusUnauthorized, CodeUnauthorized, "this route is for the cluster's own nodes: it needs the node secret, not a user token")
+		}
+		return nil
+	}
 	want := s.cfg.ACL.Token
 	if want == "" {
 		return nil
 	}
 	got, present := requestToken(r)
-	if !present && isWebSocket(r) {
+	if !present && flags&socket != 0 && websocket.IsWebSocketUpgrade(r) {
 		return nil
 	}
 	if !present {
@@ -243,6 +269,11 @@ func (s *Server) authenticate(r *http.Request) error {
 	return nil
 }
 
+// safeMethod reports whether a method only reads.
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
+
 func requestToken(r *http.Request) (string, bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
 		return strings.TrimPrefix(h, "Bearer "), true
@@ -251,10 +282,6 @@ func requestToken(r *http.Request) (string, bool) {
 		return h, true
 	}
 	return "", false
-}
-
-func isWebSocket(r *http.Request) bool {
-	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
 }
 
 // forward proxies a request to the leader. It waits a bounded time for a
@@ -324,8 +351,10 @@ func (s *Server) proxy(addr string, errp *error) *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Transport: s.transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// This node has checked the Host and Origin; the leader sees its
+			// own address and no Origin, as for a CLI.
 			pr.SetURL(target)
-			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Del("Origin")
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { *errp = err },
 	}
@@ -339,12 +368,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
 		}
 	}()
+	if err := s.checkHost(r); err != nil {
+		writeError(w, err)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
 // decode reads a strict JSON body into v: unknown fields, trailing data and
 // oversized bodies are errors.
 func decode(r *http.Request, v any) error {
+	if err := requireJSON(r); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -359,6 +395,22 @@ func decode(r *http.Request, v any) error {
 	}
 	if dec.More() {
 		return badRequest("invalid JSON body: unexpected data after the object")
+	}
+	return nil
+}
+
+// requireJSON refuses a body declared as anything but JSON. A browser can
+// send text/plain, form and multipart bodies to another site without asking
+// it first, so accepting them would let any web page write to the API. A
+// missing Content-Type is accepted: browsers always send one.
+func requireJSON(r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return errorf(http.StatusUnsupportedMediaType, CodeBadRequest, "Content-Type %q is not accepted for a JSON body; send Content-Type: application/json", ct)
 	}
 	return nil
 }

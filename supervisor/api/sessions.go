@@ -84,6 +84,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if err := s.checkSessionCap(); err != nil {
+		return err
+	}
 	sess := state.Session{ID: newID(), TaskID: taskID, Agent: req.Agent, Runtime: req.Runtime, RuntimeOptions: req.RuntimeOptions}
 	if err := s.apply(r, state.CmdCreateSession, &state.CreateSessionBody{Session: sess}); err != nil {
 		return err
@@ -253,6 +256,11 @@ func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if !lc.IsRunning(sess.ID) {
+		if err := s.checkSessionCap(); err != nil {
+			return err
+		}
+	}
 	if err := lc.Resume(r.Context(), sess.ID); err != nil {
 		return err
 	}
@@ -337,5 +345,27 @@ func (s *Server) agents(w http.ResponseWriter, _ *http.Request) error {
 		out = append(out, info)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"agents": out})
+	return nil
+}
+
+// checkSessionCap refuses a new executor past limits.max_sessions_per_node.
+// The leader launches executors, so its own live ones are counted. Two
+// creates racing may both pass at the cap's edge: it protects the node from
+// a flood, it is not an exact quota.
+func (s *Server) checkSessionCap() error {
+	limit := s.cfg.Limits.MaxSessionsPerNode
+	if limit <= 0 {
+		return nil
+	}
+	live := 0
+	for _, e := range s.store.Executors("") {
+		if e.Node == s.cluster.ID() && (e.Status == state.ExecutorStarting || e.Status == state.ExecutorReady) {
+			live++
+		}
+	}
+	if live >= limit {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable,
+			"node %s already runs %d sessions, its limits.max_sessions_per_node; stop or delete a session first", s.cluster.ID(), live)
+	}
 	return nil
 }

@@ -105,9 +105,16 @@ func (n *Node) forwardApply(ctx context.Context, leaderHTTP string, data []byte)
 	return &res, nil
 }
 
+// NodeSecretHeader carries the cluster's node secret on node-to-node calls.
+// It is a header of its own so that a user's token is never taken for it.
+const NodeSecretHeader = "X-Paddock-Node-Secret"
+
 func (n *Node) authorize(req *http.Request) {
-	if n.cfg.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+n.cfg.Token)
+	if n.cfg.NodeSecret != "" {
+		req.Header.Set(NodeSecretHeader, n.cfg.NodeSecret)
+	}
+	if req.Body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sort"
 	"time"
@@ -184,6 +185,9 @@ func (n *Node) Join(ctx context.Context, p PeerInfo) error {
 		}
 	}
 	if !member {
+		if err := n.verifyPeer(ctx, p); err != nil {
+			return err
+		}
 		if err := n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, 0).Error(); err != nil {
 			return fmt.Errorf("join %s: %w", p.ID, err)
 		}
@@ -194,6 +198,36 @@ func (n *Node) Join(ctx context.Context, p PeerInfo) error {
 		return err
 	}
 	return res.Err
+}
+
+// AddPeer adds the server answering at httpAddr as a voter: the operator's
+// explicit way to grow a cluster (a new server with retry_join asks the
+// leader itself). Called on the leader.
+func (n *Node) AddPeer(ctx context.Context, httpAddr string) (PeerInfo, error) {
+	p, err := n.peerInfo(ctx, httpAddr)
+	if err != nil {
+		return PeerInfo{}, fmt.Errorf("add peer: the server does not answer at %s: %w", httpAddr, err)
+	}
+	return p, n.Join(ctx, PeerInfo{ID: p.ID, RaftAddr: p.RaftAddr, HTTPAddr: p.HTTPAddr})
+}
+
+// verifyPeer checks, before a server becomes a voter, that it answers at its
+// HTTP address as the server it claims to be, with this cluster's node
+// secret. A voter that cannot be reached would cost the cluster its quorum.
+func (n *Node) verifyPeer(ctx context.Context, p PeerInfo) error {
+	httpHost, _, err1 := net.SplitHostPort(p.HTTPAddr)
+	raftHost, _, err2 := net.SplitHostPort(p.RaftAddr)
+	if err1 != nil || err2 != nil || httpHost != raftHost {
+		return fmt.Errorf("join %s: http_addr %q and raft_addr %q must be host:port on the same host", p.ID, p.HTTPAddr, p.RaftAddr)
+	}
+	got, err := n.peerInfo(ctx, p.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("join %s: the server does not answer at %s: %w", p.ID, p.HTTPAddr, err)
+	}
+	if got.ID != p.ID || got.RaftAddr != p.RaftAddr {
+		return fmt.Errorf("join %s: the server at %s is %s with raft address %s, not %s at %s", p.ID, p.HTTPAddr, got.ID, got.RaftAddr, p.ID, p.RaftAddr)
+	}
+	return nil
 }
 
 // LocalInfo describes this node for peers.

@@ -43,8 +43,9 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
-	// Token authenticates calls to peers' internal endpoints.
-	Token string
+	// NodeSecret authenticates this node's calls to peers' node-to-node
+	// routes (sent in NodeSecretHeader); "" when the cluster runs open.
+	NodeSecret string
 	// ApplyTimeout bounds one raft apply (default 10s).
 	ApplyTimeout time.Duration
 	// LeaderWait bounds how long a write waits for a leader (default 5s).
@@ -73,8 +74,9 @@ type Node struct {
 
 	applied *sync.Cond
 
-	dead   *deadLeader
-	timing struct{ heartbeat, election, lease time.Duration } // as configured
+	dead     *deadLeader
+	badAddrs sync.Map                                           // registered HTTP addresses already warned about
+	timing   struct{ heartbeat, election, lease time.Duration } // as configured
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -274,14 +276,31 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 // Leader returns the leader's id and its HTTP address as registered in state
 // (empty when unknown).
 func (n *Node) Leader() (id, httpAddr string) {
-	_, lid := n.raft.LeaderWithID()
+	raftAddr, lid := n.raft.LeaderWithID()
 	if lid == "" {
 		return "", ""
 	}
 	if string(lid) == n.cfg.NodeID {
 		return n.cfg.NodeID, n.cfg.HTTPAddr
 	}
-	return string(lid), n.store.Nodes()[string(lid)].HTTPAddr
+	return string(lid), n.peerHTTPAddr(string(lid), string(raftAddr))
+}
+
+// peerHTTPAddr is the registered HTTP address of a raft server, or "" when
+// it is not on the host raft knows the server by. Followers forward clients'
+// requests, tokens included, to that address, so a registration that points
+// elsewhere (a forged or stale record) is never used.
+func (n *Node) peerHTTPAddr(id, raftAddr string) string {
+	addr := n.store.Nodes()[id].HTTPAddr
+	httpHost, _, err1 := net.SplitHostPort(addr)
+	raftHost, _, err2 := net.SplitHostPort(raftAddr)
+	if err1 != nil || err2 != nil || httpHost != raftHost {
+		if _, seen := n.badAddrs.LoadOrStore(id+" "+addr, true); !seen && addr != "" {
+			n.log.Warn("ignoring a registered HTTP address that is not on the server's raft host", "server", id, "http_addr", addr, "raft_addr", raftAddr)
+		}
+		return ""
+	}
+	return addr
 }
 
 // WaitForLeader waits until a leader with a known HTTP address exists.

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"net"
 	"os"
 	"strconv"
@@ -85,6 +88,8 @@ type Config struct {
 	Terminal Terminal
 	// Lease controls executor leases.
 	Lease Lease
+	// Limits keep a node standing under abuse.
+	Limits Limits
 }
 
 // Ports is the `ports` block.
@@ -107,6 +112,9 @@ type Server struct {
 	ElectionTimeout time.Duration
 	// LeaderLeaseTimeout is raft's leader lease (default 150ms); never above HeartbeatTimeout.
 	LeaderLeaseTimeout time.Duration
+	// ClusterSecret authenticates node-to-node calls (joins, forwarded
+	// writes); "" derives one from acl.token (see NodeSecret).
+	ClusterSecret string
 }
 
 // ACL is the `acl` block.
@@ -139,6 +147,12 @@ type Terminal struct {
 	ReplayBytes int64
 	// IdleTimeout closes terminals without a client for that long (default 30m).
 	IdleTimeout time.Duration
+}
+
+// Limits is the `limits` block.
+type Limits struct {
+	// MaxSessionsPerNode caps the live executors a node runs (0: no cap).
+	MaxSessionsPerNode int
 }
 
 // Lease is the `lease` block.
@@ -230,6 +244,23 @@ func (c *Config) Plugin(name string) *Plugin {
 		}
 	}
 	return nil
+}
+
+// NodeSecret is the credential nodes present to each other's node-to-node
+// routes: server.cluster_secret when set, else one derived from acl.token
+// (an HMAC, so the user token itself is never accepted there, though whoever
+// holds it can derive this one: set cluster_secret to keep them apart), else
+// "" when the whole API is open.
+func (c *Config) NodeSecret() string {
+	if c.Server.ClusterSecret != "" {
+		return c.Server.ClusterSecret
+	}
+	if c.ACL.Token == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, []byte(c.ACL.Token))
+	m.Write([]byte("paddock node-to-node secret v1"))
+	return hex.EncodeToString(m.Sum(nil))
 }
 
 // RaftAddr is BindAddr:Ports.Raft.

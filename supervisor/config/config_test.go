@@ -390,6 +390,8 @@ func TestErrors(t *testing.T) {
 		{"zero size", "api {\n  max_body = 0\n}\n", `2:14: Invalid api.max_body`},
 		{"bool as size", "api {\n  max_body = true\n}\n", `2:14: Invalid size`},
 		{"huge size", "api {\n  max_body = \"99999999999GiB\"\n}\n", `2:14: Invalid size`},
+		{"short cluster secret", "server {\n  cluster_secret = \"short\"\n}\n", `2:20: Invalid server.cluster_secret`},
+		{"negative session cap", "limits {\n  max_sessions_per_node = -1\n}\n", `2:27: Invalid limits.max_sessions_per_node`},
 		{"bootstrap_expect 2", "server {\n  bootstrap_expect = 2\n}\n", `2:22: Invalid server.bootstrap_expect`},
 		{"port 0", "ports {\n  http = 0\n}\n", `2:10: Invalid ports.http`},
 		{"port 70000", "ports {\n  raft = 70000\n}\n", `2:10: Invalid ports.raft`},
@@ -585,5 +587,22 @@ func TestDiagErrorWithoutSubject(t *testing.T) {
 	e := &DiagError{Diags: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "S", Detail: "multi\nline"}}}
 	if got := e.Error(); got != "S: multi line hint: see the Configuration section of CONTRACT.md" {
 		t.Fatalf("got %q", got)
+	}
+}
+
+// TestNodeSecret: node-to-node routes never take the user token itself.
+func TestNodeSecret(t *testing.T) {
+	open := mustParse(t, "")
+	if open.NodeSecret() != "" {
+		t.Fatalf("open API: node secret %q, want none", open.NodeSecret())
+	}
+	withToken := mustParse(t, "acl {\n  token = \"user-token\"\n}\n")
+	derived := withToken.NodeSecret()
+	if derived == "" || derived == "user-token" || derived != mustParse(t, "acl {\n  token = \"user-token\"\n}\n").NodeSecret() {
+		t.Fatalf("derived node secret %q: want a stable value other than the token", derived)
+	}
+	explicit := mustParse(t, "acl {\n  token = \"user-token\"\n}\nserver {\n  cluster_secret = \"0123456789abcdef-cluster\"\n}\n")
+	if explicit.NodeSecret() != "0123456789abcdef-cluster" {
+		t.Fatalf("cluster_secret not used: %q", explicit.NodeSecret())
 	}
 }

@@ -182,7 +182,7 @@ func (l *loader) root(body hcl.Body, src []byte) {
 		},
 		blocks: []hcl.BlockHeaderSchema{
 			{Type: "ports"}, {Type: "server"}, {Type: "acl"}, {Type: "api"},
-			{Type: "recovery"}, {Type: "terminal"}, {Type: "lease"},
+			{Type: "recovery"}, {Type: "terminal"}, {Type: "lease"}, {Type: "limits"},
 			{Type: "plugin", LabelNames: []string{"name"}},
 			{Type: "agent", LabelNames: []string{"name"}},
 		},
@@ -227,6 +227,7 @@ func (l *loader) section(b *hcl.Block) {
 			"heartbeat_timeout":    l.duration(&c.Server.HeartbeatTimeout),
 			"election_timeout":     l.duration(&c.Server.ElectionTimeout),
 			"leader_lease_timeout": l.duration(&c.Server.LeaderLeaseTimeout),
+			"cluster_secret":       l.str(&c.Server.ClusterSecret),
 		}
 	case "acl":
 		spec.attrs = map[string]setter{"token": l.str(&c.ACL.Token)}
@@ -242,6 +243,8 @@ func (l *loader) section(b *hcl.Block) {
 		}
 	case "lease":
 		spec.attrs = map[string]setter{"ttl": l.duration(&c.Lease.TTL)}
+	case "limits":
+		spec.attrs = map[string]setter{"max_sessions_per_node": l.integer(&c.Limits.MaxSessionsPerNode)}
 	}
 	l.decode(b.Body, spec)
 }

@@ -27,6 +27,9 @@ var (
 	knownTemplates = []string{"{{resume_token}}", "{{session_id}}", "{{workspace}}"}
 )
 
+// minClusterSecret is the shortest server.cluster_secret accepted.
+const minClusterSecret = 16
+
 // validator checks a merged Config; ranges (may be nil) locate each value.
 type validator struct {
 	ranges map[string]hcl.Range
@@ -61,6 +64,10 @@ func validate(c *Config, ranges map[string]hcl.Range) hcl.Diagnostics {
 	}
 	v.positive("terminal.idle_timeout", c.Terminal.IdleTimeout)
 	v.positive("lease.ttl", c.Lease.TTL)
+	if c.Limits.MaxSessionsPerNode < 0 {
+		v.fail("limits.max_sessions_per_node", "Invalid limits.max_sessions_per_node",
+			fmt.Sprintf("%d is negative.", c.Limits.MaxSessionsPerNode), "use 0 for no cap, or the most live sessions one node may run, such as 200")
+	}
 	return v.diags
 }
 
@@ -139,6 +146,11 @@ func (v *validator) top(c *Config) {
 
 func (v *validator) server(c *Config) {
 	s := c.Server
+	if s.ClusterSecret != "" && len(s.ClusterSecret) < minClusterSecret {
+		v.fail("server.cluster_secret", "Invalid server.cluster_secret",
+			fmt.Sprintf("The cluster secret is %d characters; at least %d are needed.", len(s.ClusterSecret), minClusterSecret),
+			"use a long random string, the same on every server, such as the output of: head -c 32 /dev/urandom | base64")
+	}
 	if !slices.Contains([]int{1, 3, 5}, s.BootstrapExpect) {
 		v.fail("server.bootstrap_expect", "Invalid server.bootstrap_expect",
 			fmt.Sprintf("%d is not a supported cluster size.", s.BootstrapExpect),

@@ -11,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -27,6 +28,10 @@ func rawCall(t *testing.T, method, url, token, body string, header map[string]st
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for k, v := range header {
+		if k == "Host" {
+			req.Host = v // Go sends req.Host, not a Host header
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -86,7 +91,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"remove unknown peer", "DELETE", "/v1/operator/raft/peers/ghost", testToken, "", nil, 404, "not_found"},
 		{"foreign origin websocket", "GET", "/v1/events", testToken, "", map[string]string{"Origin": "http://evil.example", "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, 403, "forbidden"},
 		{"websocket with wrong token", "GET", "/v1/events", "nope", "", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, 401, "unauthorized"},
-		{"internal apply of garbage", "POST", "/v1/internal/apply", testToken, "\x33\x01{}", nil, 400, "bad_request"},
+		{"internal apply of garbage", "POST", "/v1/internal/apply", "", "\x33\x01{}", map[string]string{cluster.NodeSecretHeader: c.cfgs[0].NodeSecret()}, 400, "bad_request"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -86,13 +86,24 @@ func joinList(ports []int, self int) string {
 
 func newTestCluster(t *testing.T, n int, token string) *testCluster {
 	t.Helper()
+	return newTestClusterWith(t, n, token, nil)
+}
+
+// newTestClusterWith is newTestCluster with each node's config changed by
+// edit (when not nil) before the node starts.
+func newTestClusterWith(t *testing.T, n int, token string, edit func(i int, cfg *config.Config)) *testCluster {
+	t.Helper()
 	ports := make([]int, n)
 	for i := range ports {
 		ports[i] = freePort(t)
 	}
 	c := &testCluster{t: t, servers: make([]*Server, n)}
 	for i := 0; i < n; i++ {
-		c.cfgs = append(c.cfgs, testConfig(t, i, ports, token))
+		cfg := testConfig(t, i, ports, token)
+		if edit != nil {
+			edit(i, cfg)
+		}
+		c.cfgs = append(c.cfgs, cfg)
 	}
 	for i := range c.cfgs {
 		c.start(i)

@@ -68,7 +68,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		HeartbeatTimeout:   cfg.Server.HeartbeatTimeout,
 		ElectionTimeout:    cfg.Server.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Server.LeaderLeaseTimeout,
-		Token:              cfg.ACL.Token,
+		NodeSecret:         cfg.NodeSecret(),
 		LeaderWait:         leaderWait,
 		Logger:             log.Named("cluster"),
 	}, state.NewStore())

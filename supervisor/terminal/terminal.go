@@ -136,7 +136,7 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the session's terminal %q: %v", t.Name, err)
 		if resp != nil {
-			msg = fmt.Sprintf("the session's agentctl refused terminal %q: %s", t.Name, upstreamError(resp))
+			msg = fmt.Sprintf("the session's agentctl refused terminal %q: %s", t.Name, upstreamError(resp, log))
 		}
 		log.Warn("dial agentctl terminal", "status", statusOf(resp), "error", err)
 		failClient(client, "unavailable", msg, CloseUnavailable)
@@ -312,14 +312,24 @@ func terminalURL(base, name string) (string, error) {
 	return u.String(), nil
 }
 
-func upstreamError(resp *http.Response) string {
+// upstreamError describes agentctl's refusal: its status, and the message of
+// an error in agentctl's own JSON shape. Anything else the address answers
+// is logged, never relayed: the executor's address is replicated state, and
+// echoing what any server there says would let a forged address read it.
+func upstreamError(resp *http.Response, log hclog.Logger) string {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	_ = resp.Body.Close()
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return resp.Status
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
 	}
-	return resp.Status + ": " + s
+	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" && e.Error.Message != "" && len(e.Error.Message) <= 512 {
+		return resp.Status + ": " + e.Error.Message
+	}
+	log.Debug("a terminal's upstream refused with a body that is not agentctl's", "status", resp.Status, "body", strings.TrimSpace(string(b)))
+	return resp.Status
 }
 
 func statusOf(resp *http.Response) int {

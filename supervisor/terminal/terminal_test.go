@@ -292,6 +292,13 @@ func TestRelayHelloTokenAndBadInput(t *testing.T) {
 
 func TestRelayRefusals(t *testing.T) {
 	live := startAgentctl(t)
+	// An address that is not an agentctl (a forged executor row pointing at
+	// another server): its answer must not reach the client.
+	const private = "internal-only-response-body"
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, private, http.StatusNotFound)
+	}))
+	t.Cleanup(other.Close)
 	cases := []struct {
 		name string
 		tgt  Target
@@ -299,13 +306,14 @@ func TestRelayRefusals(t *testing.T) {
 	}{
 		{"wrong secret", Target{URL: live, Secret: "nope"}, "401"},
 		{"agentctl down", Target{URL: "http://127.0.0.1:1", Secret: secret}, "cannot reach"},
+		{"not an agentctl", Target{URL: other.URL, Secret: secret}, "404"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startRelay(t, tc.tgt)
 			c := dial(t, srv, "name=shell", termtest.Hello(t, term.Hello{}))
 			e := c.WaitMsg("error").(term.Error)
-			if e.Code != "unavailable" || !strings.Contains(e.Message, tc.want) || strings.Contains(e.Message, secret) {
+			if e.Code != "unavailable" || !strings.Contains(e.Message, tc.want) || strings.Contains(e.Message, secret) || strings.Contains(e.Message, private) {
 				t.Fatalf("error %+v", e)
 			}
 			if code := c.WaitClosed(); code != CloseUnavailable {
