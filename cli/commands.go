@@ -21,6 +21,7 @@ const snapshotTimeout = 10 * time.Minute
 var commands = []command{
 	{path: "status", summary: "show the cluster's leader, term, indexes and nodes", run: runStatus},
 	{path: "operator raft list-peers", summary: "list the raft peers", run: runListPeers},
+	{path: "operator raft add-peer", args: "ADDRESS", summary: "add the server answering at ADDRESS (its HTTP host:port) as a voter", run: runAddPeer},
 	{path: "operator raft remove-peer", args: "ID", summary: "remove a raft peer", run: runRemovePeer},
 	{path: "operator raft transfer-leadership", args: "[-id ID]", summary: "hand leadership to another voter", flags: transferFlags, run: runTransferLeadership},
 	{path: "operator snapshot save", args: "FILE", summary: "save the cluster state to FILE", run: runSnapshotSave},
@@ -122,6 +123,20 @@ func runListPeers(e *env, _ any, pos []string) error {
 		peers, err = c.RaftPeers(e.ctx(), o...)
 		return err
 	}, func() error { return peerTable(e, peers) })
+}
+
+func runAddPeer(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "server address"); err != nil {
+		return err
+	}
+	var id string
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		id, err = c.AddPeer(e.ctx(), pos[0], o...)
+		return err
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Added peer %s at %s\n", id, pos[0])
+		return nil
+	})
 }
 
 func runRemovePeer(e *env, _ any, pos []string) error {
