@@ -60,6 +60,9 @@ type Sessions interface {
 	Prompt(ctx context.Context, sessionID, text string) error
 	Cancel(ctx context.Context, sessionID string) error
 	IsRunning(sessionID string) bool
+	// LeaseExpiry is the leader's live expiry of a held lease (renewals are
+	// not raft writes, so the replicated expires_at is the claim's).
+	LeaseExpiry(sessionID string) (time.Time, bool)
 	Agentctl(sessionID string) (*agentctl.Client, error)
 }
 

@@ -197,6 +197,11 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errorf(http.StatusNotFound, CodeNotFound, "session %q has no lease", sess.ID)
 	}
+	if l.State == state.LeaseHeld && s.sessions != nil && s.cluster.IsLeader() {
+		if t, ok := s.sessions.LeaseExpiry(sess.ID); ok {
+			l.ExpiresAt = t
+		}
+	}
 	writeJSON(w, http.StatusOK, l)
 	return nil
 }

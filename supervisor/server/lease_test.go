@@ -1,0 +1,47 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// TestLeaseShowsTheLiveExpiry: renewals are not raft writes, so the
+// replicated expires_at is the claim's. The API showed that, so a healthy
+// lease read as held with an expiry in the past; it now shows the leader's.
+func TestLeaseShowsTheLiveExpiry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	const ttl = time.Second
+	c := newTestClusterWith(t, 1, testToken, func(_ int, cfg *config.Config) { cfg.Lease.TTL = ttl })
+	cl := c.client(0)
+	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "lease"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), sess.ID) })
+	var first *state.Lease
+	waitFor(t, 20*time.Second, "a held lease", func() bool {
+		first, err = cl.Lease(ctx(t), sess.ID)
+		return err == nil && first.State == state.LeaseHeld
+	})
+	// Wait until the claim's own expiry has passed: the lease has been
+	// renewed at least twice by then.
+	waitFor(t, 10*time.Second, "the claim's expiry to pass", func() bool { return time.Now().After(first.ExpiresAt.Add(ttl / 2)) })
+	now := time.Now()
+	l, err := cl.Lease(ctx(t), sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.State != state.LeaseHeld || !l.ExpiresAt.After(now) || l.ExpiresAt.After(now.Add(2*ttl)) {
+		t.Fatalf("lease %+v at %s: want held, expiring within the next ttl (%s)", l, now.Format(time.RFC3339Nano), ttl)
+	}
+}
