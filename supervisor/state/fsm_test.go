@@ -279,6 +279,9 @@ func TestComputeStatus(t *testing.T) {
 		{"no token", StatusInput{Session: base, SupportsResume: &yes}, ReasonMissingResumeToken, false, false},
 		{"executor lost", StatusInput{Session: withToken, SupportsResume: &yes, Executor: lost}, ReasonExecutorLost, true, true},
 		{"stopped", StatusInput{Session: withToken, SupportsResume: &yes}, ReasonAgentNotRunning, true, true},
+		{"starting new", StatusInput{Session: starting(base), SupportsResume: &yes}, ReasonMissingResumeToken, false, false},
+		{"created", StatusInput{Session: created(base)}, ReasonMissingResumeToken, false, false},
+		{"starting resume", StatusInput{Session: starting(withToken), SupportsResume: &yes}, ReasonAgentNotRunning, true, true},
 	}
 	for _, c := range cases {
 		st := ComputeStatus(c.in)
@@ -292,8 +295,14 @@ func TestComputeStatus(t *testing.T) {
 		if got != c.reason || st.IsResumable != c.resumable || st.NeedsResume != c.needResume {
 			t.Errorf("%s: reason %q resumable %v needs %v; want %q %v %v", c.name, got, st.IsResumable, st.NeedsResume, c.reason, c.resumable, c.needResume)
 		}
+		if st.ResumeMessage != nil && (st.State == SessionStarting || st.State == SessionCreated) && *st.ResumeMessage != startingMessage {
+			t.Errorf("%s: a starting session's message %q asks for something", c.name, *st.ResumeMessage)
+		}
 	}
 }
+
+func starting(s Session) Session { s.State = SessionStarting; return s }
+func created(s Session) Session  { s.State = SessionCreated; return s }
 
 func FuzzDecodeCommand(f *testing.F) {
 	good, _ := Command{Type: CmdCreateTask, Key: "k", Now: t0, Body: &CreateTaskBody{Task: Task{ID: "t"}}}.Encode()

@@ -18,6 +18,9 @@ var resumeMessages = map[string]string{
 	ReasonAgentNotRunning:    "The agent is not running. Resume the session to continue the conversation.",
 }
 
+// startingMessage is the sentence while a session starts (or resumes).
+const startingMessage = "The agent is starting; it takes prompts once it is waiting for input."
+
 // ResumeMessage returns the sentence for a resume reason.
 func ResumeMessage(reason string) string { return resumeMessages[reason] }
 
@@ -67,12 +70,14 @@ func ComputeStatus(in StatusInput) Status {
 	default:
 		reason = ReasonAgentNotRunning
 	}
-	if s.State == SessionCreated || s.State == SessionStarting {
-		// Nothing has run yet: there is nothing to resume.
-		return st
-	}
 	st.ResumeReason = strPtr(reason)
 	st.ResumeMessage = strPtr(resumeMessages[reason])
+	if s.State == SessionCreated || s.State == SessionStarting {
+		// The agent is not running yet, so a reason is given; the sentence
+		// says what is happening rather than ask for a resume or a new
+		// session while the start is under way.
+		st.ResumeMessage = strPtr(startingMessage)
+	}
 	return st
 }
 
