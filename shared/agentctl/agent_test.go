@@ -112,18 +112,113 @@ func TestACPConversationSurvivesAgentctlRestart(t *testing.T) { runConversation(
 
 func TestPTYConversationSurvivesAgentctlRestart(t *testing.T) { runConversation(t, ptyProfile) }
 
-func TestProbe(t *testing.T) {
+// TestProbeAsksTheACPAgent probes the real demo agent with and without
+// --no-resume. The answer is what the agent advertises in initialize
+// (loadSession), agentctl remembers it for GET /v1/capabilities, and it is
+// true to what the agent then does with its resume token.
+func TestProbeAsksTheACPAgent(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want bool
+	}{
+		{"resumable", nil, true},
+		{"--no-resume", []string{"--no-resume"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := startServe(t, t.TempDir())
+			c := p.c
+			c.SetFencingToken(1)
+			prof := agentctl.Profile{Protocol: "acp", Command: append([]string{"paddock-demo-agent"}, tc.args...), Permission: "deny"}
+
+			if caps, err := c.Capabilities(ctx(t)); err != nil || caps.SupportsSessionResume != nil {
+				t.Fatalf("capabilities before any probe: %+v %v (want supports_session_resume unknown)", caps, err)
+			}
+			caps, err := c.Probe(ctx(t), prof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if caps.SupportsSessionResume == nil || *caps.SupportsSessionResume != tc.want || !caps.SupportsWorkspaceOnly {
+				t.Fatalf("probe: %+v, want supports_session_resume=%v", caps, tc.want)
+			}
+			if caps, _ := c.Capabilities(ctx(t)); caps.SupportsSessionResume == nil || *caps.SupportsSessionResume != tc.want {
+				t.Fatalf("capabilities after the probe: %+v, want supports_session_resume=%v", caps, tc.want)
+			}
+
+			// What the agent does agrees with the probe.
+			w := newWatcher(c)
+			st, err := c.StartAgent(ctx(t), prof, "")
+			if err != nil || st.SupportsSessionResume != tc.want {
+				t.Fatalf("start: %+v %v, want supports_session_resume=%v", st, err, tc.want)
+			}
+			if _, err := c.Prompt(ctx(t), "remember kiwi"); err != nil {
+				t.Fatal(err)
+			}
+			w.waitEvent(t, agentctl.EventTurnFinished, nil, 10*time.Second)
+			if _, err := c.StopAgent(ctx(t)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.StartAgent(ctx(t), prof, st.ResumeToken)
+			if !tc.want {
+				if ae := apiErr(t, err); ae.Status != 409 || !contains(ae.Message, "does not support session resume") {
+					t.Fatalf("resume of an agent probed not resumable: %+v", ae)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("resume of an agent probed resumable: %v", err)
+			}
+			if _, err := c.Prompt(ctx(t), "recall"); err != nil {
+				t.Fatal(err)
+			}
+			w.waitEvent(t, agentctl.EventTurnFinished, nil, 10*time.Second)
+			if m := lastAgentMessage(t, c); m.Text != "you asked me to remember: kiwi" {
+				t.Fatalf("after resume: %+v", m)
+			}
+		})
+	}
+}
+
+// TestProbeOfAProgramThatIsNotAnACPAgent: the probe runs the program, so a
+// missing command is refused as a bad profile and a program that does not
+// answer initialize is an error, never a guessed capability.
+func TestProbeOfAProgramThatIsNotAnACPAgent(t *testing.T) {
 	p := startServe(t, t.TempDir())
 	p.c.SetFencingToken(1)
+	_, err := p.c.Probe(ctx(t), agentctl.Profile{Protocol: "acp", Command: []string{"paddock-no-such-agent"}})
+	if ae := apiErr(t, err); ae.Status != 422 || !contains(ae.Message, "not found") {
+		t.Fatalf("probe of a missing command: %+v", ae)
+	}
+	// The demo agent in --tty mode prints a terminal UI, not JSON-RPC.
+	caps, err := p.c.Probe(ctx(t), agentctl.Profile{Protocol: "acp", Command: []string{"paddock-demo-agent", "--tty"}})
+	if err == nil {
+		t.Fatalf("probe of a pty program as ACP answered %+v", caps)
+	}
+	if caps, _ := p.c.Capabilities(ctx(t)); caps.SupportsSessionResume != nil {
+		t.Fatalf("a failed probe recorded a capability: %+v", caps)
+	}
+}
+
+// TestProbePTYReportsTheProfileDeclaration: a pty agent has no handshake to
+// ask, so the probe reports the profile's declaration (supports_session_resume
+// with resume_args), whatever the command; the same command is resumable or
+// not by declaration alone. TestPTYConversationSurvivesAgentctlRestart shows
+// the declared profile really resumes; here an undeclared one is refused.
+func TestProbePTYReportsTheProfileDeclaration(t *testing.T) {
+	p := startServe(t, t.TempDir())
+	p.c.SetFencingToken(1)
+	cmd := []string{"paddock-demo-agent", "--tty"}
+	resumeArgs := []string{"--resume", "{{resume_token}}"}
 	cases := []struct {
 		name    string
 		profile agentctl.Profile
 		want    bool
 	}{
-		{"acp resumable", acpProfile, true},
-		{"acp --no-resume", agentctl.Profile{Protocol: "acp", Command: []string{"paddock-demo-agent", "--no-resume"}}, false},
-		{"pty declared", ptyProfile, true},
-		{"pty undeclared", agentctl.Profile{Protocol: "pty", Command: []string{"paddock-demo-agent", "--tty", "--no-resume"}}, false},
+		{"declared with resume_args", ptyProfile, true},
+		{"declared without resume_args", agentctl.Profile{Protocol: "pty", Command: cmd, SupportsSessionResume: true}, false},
+		{"resume_args undeclared", agentctl.Profile{Protocol: "pty", Command: cmd, ResumeArgs: resumeArgs}, false},
+		{"nothing declared", agentctl.Profile{Protocol: "pty", Command: cmd}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,20 +231,16 @@ func TestProbe(t *testing.T) {
 			}
 		})
 	}
-	// Starting the non-resumable agent works; resuming it is refused.
-	noResume := agentctl.Profile{Protocol: "acp", Command: []string{"paddock-demo-agent", "--no-resume"}}
-	st, err := p.c.StartAgent(ctx(t), noResume, "")
-	if err != nil || st.SupportsSessionResume {
-		t.Fatalf("start --no-resume: %+v %v", st, err)
-	}
-	if caps, _ := p.c.Capabilities(ctx(t)); caps.SupportsSessionResume == nil || *caps.SupportsSessionResume {
-		t.Fatalf("capabilities after start: %+v", caps)
+	undeclared := agentctl.Profile{Protocol: "pty", Command: cmd, NewArgs: []string{"--session-id", "{{resume_token}}"}}
+	st, err := p.c.StartAgent(ctx(t), undeclared, "")
+	if err != nil || st.SupportsSessionResume || st.ResumeToken != "" {
+		t.Fatalf("start undeclared pty agent: %+v %v (want no resume token)", st, err)
 	}
 	if _, err := p.c.StopAgent(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.c.StartAgent(ctx(t), noResume, st.ResumeToken)
+	_, err = p.c.StartAgent(ctx(t), undeclared, "0123abcd-0000-4000-8000-0123456789ab")
 	if ae := apiErr(t, err); ae.Status != 409 || !contains(ae.Message, "does not support session resume") {
-		t.Fatalf("resume of non-resumable: %+v", ae)
+		t.Fatalf("resume of an undeclared pty agent: %+v", ae)
 	}
 }
