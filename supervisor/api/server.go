@@ -39,6 +39,9 @@ type Cluster interface {
 	Apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error)
 	ApplyEncoded(ctx context.Context, data []byte) (*state.Result, error)
 	WaitApplied(ctx context.Context, index uint64) error
+	// ConfirmRead makes a read of Store linearizable; an error wrapping
+	// cluster.ErrNotLeader means this node does not lead.
+	ConfirmRead(ctx context.Context) error
 	Store() *state.Store
 	Status() (cluster.Status, error)
 	Peers() ([]cluster.Peer, error)
@@ -221,12 +224,43 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, h hand
 		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body of %d bytes exceeds api.max_body (%d bytes)", r.ContentLength, limit)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, limit)
-	if flags&local == 0 && !isStale(r) && !s.cluster.IsLeader() {
-		if err := s.forward(w, r); !errors.Is(err, errRetryLocal) {
+	if flags&local == 0 && !isStale(r) {
+		if err := s.routeToLeader(w, r, flags); !errors.Is(err, errRetryLocal) {
 			return err
 		}
 	}
 	return h(w, r)
+}
+
+// routeToLeader forwards a request to the leader, or returns errRetryLocal
+// when this node leads and may serve it. A read served here is linearizable:
+// the node confirms its leadership in a read round shared with concurrent
+// reads (cluster.Node.ConfirmRead) and its state then holds every write
+// committed before the read. A leader that learns it was deposed forwards
+// the read to the new leader; one that cannot confirm answers 503. Local
+// state is never served in either case.
+func (s *Server) routeToLeader(w http.ResponseWriter, r *http.Request, flags int) error {
+	for attempt := 0; ; attempt++ {
+		if !s.cluster.IsLeader() {
+			if err := s.forward(w, r); !errors.Is(err, errRetryLocal) {
+				return err
+			}
+		}
+		if !safeMethod(r.Method) || flags&socket != 0 {
+			return errRetryLocal // writes are committed through raft
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.leaderWait)
+		err := s.cluster.ConfirmRead(ctx)
+		cancel()
+		switch {
+		case err == nil:
+			return errRetryLocal
+		case errors.Is(err, cluster.ErrNotLeader) && attempt < 2:
+			s.log.Debug("leadership not confirmed for a read; forwarding it", "path", r.URL.Path, "error", err)
+		default:
+			return errorf(http.StatusServiceUnavailable, CodeUnavailable, "cannot serve a consistent read: %v; retry, or read this node's state with ?stale=true", err)
+		}
+	}
 }
 
 func isStale(r *http.Request) bool {

@@ -75,6 +75,8 @@ type Node struct {
 	applied *sync.Cond
 
 	dead     *deadLeader
+	reads    *readBarrier                                       // batches read rounds (readindex.go)
+	stalls   *stallWatch                                        // pauses of this process, which read rounds distrust
 	badAddrs sync.Map                                           // registered HTTP addresses already warned about
 	timing   struct{ heartbeat, election, lease time.Duration } // as configured
 
@@ -165,6 +167,8 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 		rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	}
 	n.timing.heartbeat, n.timing.election, n.timing.lease = rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout
+	n.reads = newReadBarrier(n.readRound)
+	n.stalls = newStallWatch(rc.HeartbeatTimeout / 4)
 	fsm := &notifyingFSM{FSM: state.NewFSM(store), cond: n.applied}
 	r, err := raft.NewRaft(rc, fsm, bolt, bolt, snaps, transport)
 	if err != nil {
@@ -234,10 +238,14 @@ func (n *Node) OnLeader(f LeaderFunc) {
 func (n *Node) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go func() {
 		defer n.wg.Done()
 		n.monitorLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.stalls.run(ctx)
 	}()
 	go func() {
 		defer n.wg.Done()
@@ -255,6 +263,7 @@ func (n *Node) Shutdown() error {
 		n.cancel()
 	}
 	err := n.raft.Shutdown().Error()
+	n.reads.close()
 	n.applied.L.Lock()
 	n.applied.Broadcast()
 	n.applied.L.Unlock()
