@@ -154,16 +154,21 @@ func rssKiB(pid int) int {
 	return 0
 }
 
-// childPIDs lists the direct children of pid.
+// childPIDs lists the direct children of pid, forked from any of its threads:
+// a Go program forks from whichever thread runs the goroutine, and
+// /proc/PID/task/PID/children lists only the main thread's.
 func childPIDs(pid int) []int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	if err != nil {
-		return nil
-	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	var out []int
-	for _, f := range strings.Fields(string(b)) {
-		if n, err := strconv.Atoi(f); err == nil {
-			out = append(out, n)
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
 		}
 	}
 	return out
@@ -226,8 +231,22 @@ func agentctlPID(ctx context.Context, api *client.Client, id string) (int, error
 	return 0, fmt.Errorf("session %s has no ready local executor", id)
 }
 
-// noteMachine is appended to every area's note.
-const noteShared = "The machine (2 cores) is shared with other engineers running tests, so tails are noisy."
+// loadAverage is the 1-minute load average from /proc/loadavg (-1 if unread).
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
+}
 
 // cpuProfile takes a CPU profile of a node started with enable_debug for d,
 // in the background, into env.Profiles/name.pprof (`go tool pprof -top

@@ -480,8 +480,8 @@ func TerminalSuite(ctx context.Context, env Env) ([]Result, error) {
 		r := Summary(Result{Name: name, Area: areaTerminal, Unit: "ratio", Goal: fmt.Sprintf("≥ %.2f", goal),
 			Note: fmt.Sprintf("cat of a pre-generated %d MiB text file (80-column lines) through %s, fresh shell each trial, client reads into one reused buffer and never acks; "+
 				"median of %d per-pair ratios, each the trial's MiB/s over the mean of the direct-PTY trials just before and after it (D A D S D …, plus one warm-up of each path); "+
-				"p50 %.0f MiB/s vs direct %.0f MiB/s; machine idle during these trials (others' load) p50 %.0f%%; %s. %s",
-				size>>20, desc, len(ratios[path]), Percentile(rates[path], 50), direct, 100*Percentile(idle[path], 50), costs, profileNote)}, ratios[path], true)
+				"p50 %.0f MiB/s vs direct %.0f MiB/s; machine idle during these trials (others' load) p50 %.0f%%; %s",
+				size>>20, desc, len(ratios[path]), Percentile(rates[path], 50), direct, 100*Percentile(idle[path], 50), costs)}, ratios[path], true)
 		return Verdict(r, r.P50 >= goal)
 	}
 	out = append(out,
@@ -548,17 +548,6 @@ func endShell(st termStream) {
 // shellReady bounds a fresh shell's first command: generous, the machine is
 // shared and a loaded machine has been seen to take seconds.
 const shellReady = 60 * time.Second
-
-// profileNote is what a profile of the throughput trials showed (perf record
-// -F 499 -g -p of the supervisor and both agentctls during a quick run of this
-// suite at commit f56166f, machine idle ≈ 0%; percentages are of each process's
-// own samples). Measured, not a guess; re-take it when the path changes.
-const profileNote = "Profile of the trials (perf, quick run): agentctl's time is the kernel and Go's scheduler, not Paddock's code: " +
-	"39% under term.(*Terminal).readLoop's PTY read (n_tty_read waits in tty_buffer_flush_work for the kernel worker that moves cat's output into the 4 KiB line-discipline buffer, so a read returns at most ~4 KiB: 256+ reads and ~530 context switches per MiB, as the direct reader's ~580), " +
-	"21% scheduler park/findRunnable, 19% sysmon (20 µs polling while reads block in the kernel), 11% the WebSocket writes; the replay parser (skipGround) 0.9% and Ring.Write under 1%. " +
-	"The supervisor's relay (pump) is socket read/write syscalls and futex wake-ups (≈ 49 context switches per MiB), no user-space copy or allocation worth a sample. " +
-	"So on a saturated machine the ratio follows the path's total CPU per MiB (above): the whole path adds the supervisor and a second socket hop to the same PTY cost. " +
-	"Before this suite set SHELL, the session's shell was bash running its rc files (pyenv init): processes under the session's agentctl (bash, pyenv, readlink, sort, sed) took 53% of the profile's samples during the trials, which made the whole path both slower and erratic between runs."
 
 // catResult is one throughput trial.
 type catResult struct {
@@ -862,7 +851,7 @@ func memRep(p *termPaths, pid int) (growth, shellAnon, shellPss float64, err err
 	}
 	before := settledAnon(pid)
 	old := map[int]bool{}
-	for _, c := range allChildren(pid) {
+	for _, c := range childPIDs(pid) {
 		old[c] = true
 	}
 	for i := 0; i < idleTerminals; i++ {
@@ -872,7 +861,7 @@ func memRep(p *termPaths, pid int) (growth, shellAnon, shellPss float64, err err
 	}
 	after := settledAnon(pid)
 	var anon, pss []float64
-	for _, c := range allChildren(pid) {
+	for _, c := range childPIDs(pid) {
 		if !old[c] {
 			anon = append(anon, float64(procKiB(c, "status", "RssAnon:")))
 			pss = append(pss, float64(procKiB(c, "smaps_rollup", "Pss:")))
@@ -913,24 +902,4 @@ func procKiB(pid int, file, key string) int {
 		}
 	}
 	return 0
-}
-
-// allChildren lists the children of pid forked from any of its threads (a
-// Go program forks from whichever thread runs the goroutine, and
-// /proc/pid/task/pid/children lists only the main thread's).
-func allChildren(pid int) []int {
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }
