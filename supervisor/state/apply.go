@@ -68,7 +68,57 @@ func applySetTaskState(d *data, _ uint64, now time.Time, body any) ([]Event, uin
 	if !ok {
 		return nil, 0, notFound("task", b.TaskID)
 	}
-	t.State, t.UpdatedAt = b.State, now
+	switch b.State {
+	case TaskDone:
+		if t.State != TaskDone {
+			t.State, t.UpdatedAt = TaskDone, now
+		}
+	case TaskOpen:
+		// Reopen: the task follows its sessions again. A task that is not
+		// done is left as it is.
+		if t.State == TaskDone {
+			t.State, t.UpdatedAt = TaskOpen, now
+			deriveTaskState(d, t.ID, now)
+		}
+	default:
+		return nil, 0, invalidf("a task is closed (%s) or reopened (%s), not set to %q", TaskDone, TaskOpen, b.State)
+	}
+	return nil, 0, nil
+}
+
+func init() { dispatch[CmdDeleteTask] = applyDeleteTask }
+
+// applyDeleteTask removes a task and its sessions, which must all have
+// ended (COMPLETED): the caller stops and deletes them first, so a session
+// created meanwhile makes the delete a conflict instead of an orphan.
+func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*DeleteTaskBody)
+	if _, ok := d.Tasks[b.TaskID]; !ok {
+		return nil, 0, notFound("task", b.TaskID)
+	}
+	var ids []string
+	for id, s := range d.Sessions {
+		if s.TaskID != b.TaskID {
+			continue
+		}
+		if s.State != SessionCompleted {
+			return nil, 0, conflictf("task %s still has session %s in %s", b.TaskID, id, s.State)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		for eid, e := range d.Executors {
+			if e.SessionID == id {
+				delete(d.Executors, eid)
+				delete(d.Private, eid)
+			}
+		}
+		delete(d.Sessions, id)
+		delete(d.Messages, id)
+		delete(d.Leases, id)
+		delete(d.SessionTokens, id)
+	}
+	delete(d.Tasks, b.TaskID)
 	return nil, 0, nil
 }
 
@@ -122,7 +172,8 @@ func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event
 	if b.Reason != "" {
 		data["reason"] = b.Reason
 	}
-	return []Event{sessionEvent(s, EventStateChanged, idx, data)}, 0, nil
+	events := []Event{sessionEvent(s, EventStateChanged, idx, data)}
+	return append(events, endTurn(d, s, from, b, idx, now)...), 0, nil
 }
 
 func containsState(list []SessionState, s SessionState) bool {
@@ -224,6 +275,12 @@ func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uin
 	}
 	if b.Message.ID == "" {
 		return nil, 0, invalidf("message id is empty")
+	}
+	if b.Source != "" {
+		return putSourcedMessage(d, s, b, idx, now), 0, nil
+	}
+	if t := d.Transcripts[s.ID]; t != nil {
+		t.Seq = max(t.Seq, messageNumber(b.Message.ID))
 	}
 	msgs := d.Messages[s.ID]
 	typ := EventMessageAdded

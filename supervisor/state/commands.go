@@ -30,6 +30,7 @@ const (
 	CmdDeleteSession    CommandType = 13
 	CmdPublishEvent     CommandType = 14
 	CmdSetLeaseNonce    CommandType = 15
+	CmdDeleteTask       CommandType = 16
 )
 
 // bodyVersion is the version of every body encoded by this build.
@@ -77,10 +78,17 @@ type CreateTaskBody struct {
 	Task Task `json:"task"`
 }
 
-// SetTaskStateBody changes a task's state.
+// SetTaskStateBody changes a task's state: DONE closes it; OPEN reopens a
+// task, whose state then follows its sessions again.
 type SetTaskStateBody struct {
 	TaskID string    `json:"task_id"`
 	State  TaskState `json:"state"`
+}
+
+// DeleteTaskBody removes a task whose sessions have all ended (COMPLETED),
+// with those sessions and everything recorded for them.
+type DeleteTaskBody struct {
+	TaskID string `json:"task_id"`
 }
 
 // CreateSessionBody creates a session in CREATED. ResumeToken is carried
@@ -99,6 +107,12 @@ type SetSessionStateBody struct {
 	From         []SessionState `json:"from,omitempty"`
 	ErrorMessage string         `json:"error_message,omitempty"`
 	Reason       string         `json:"reason,omitempty"`
+	// TurnOutcome, when set, records how the turn that this change ends
+	// went; TurnError says why a failed or interrupted one did. A change
+	// from RUNNING to ERROR, STOPPED or STARTING needs neither: that turn
+	// was interrupted, and the FSM records it so.
+	TurnOutcome TurnOutcome `json:"turn_outcome,omitempty"`
+	TurnError   string      `json:"turn_error,omitempty"`
 }
 
 // SetResumeTokenBody stores the agent's conversation id for a session.
@@ -130,10 +144,18 @@ type SetExecutorStateBody struct {
 	Nonce        string         `json:"nonce,omitempty"`
 }
 
-// PutMessageBody inserts or updates one message of a session by id.
+// PutMessageBody inserts or updates one message of a session. Without
+// Source, Message.ID is the message's id in the session. With Source (the
+// agentctl boot that numbered it), Message.ID is that agentctl's id and the
+// FSM gives the message an id unique in the session: agentctl numbers
+// messages afresh with every boot. History marks a message the agent
+// replayed when it resumed a conversation: it is recorded only into a
+// transcript that does not already hold the conversation.
 type PutMessageBody struct {
 	SessionID string  `json:"session_id"`
 	Message   Message `json:"message"`
+	Source    string  `json:"source,omitempty"`
+	History   bool    `json:"history,omitempty"`
 }
 
 // ClaimLeaseBody claims a session's lease for a holder.
@@ -210,6 +232,8 @@ func bodyFor(t CommandType) any {
 		return &PublishEventBody{}
 	case CmdSetLeaseNonce:
 		return &SetLeaseNonceBody{}
+	case CmdDeleteTask:
+		return &DeleteTaskBody{}
 	}
 	return nil
 }

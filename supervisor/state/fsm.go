@@ -153,6 +153,10 @@ func (d *data) clone() *data {
 	for k, v := range d.SessionTokens {
 		c.SessionTokens[k] = v
 	}
+	c.Transcripts = make(map[string]*transcript, len(d.Transcripts))
+	for k, v := range d.Transcripts {
+		c.Transcripts[k] = v.clone()
+	}
 	return c
 }
 
@@ -225,6 +229,9 @@ func (d *data) fillNil() {
 	}
 	if d.SessionTokens == nil {
 		d.SessionTokens = e.SessionTokens
+	}
+	if d.Transcripts == nil {
+		d.Transcripts = e.Transcripts
 	}
 }
 

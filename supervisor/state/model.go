@@ -85,10 +85,13 @@ type Session struct {
 	ErrorMessage   string            `json:"error_message"`
 	// StateReason says why the session last entered ERROR or STOPPED (a
 	// resume reason such as agent_not_running or executor_lost).
-	StateReason    string    `json:"state_reason,omitempty"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-	LastActivityAt time.Time `json:"last_activity_at"`
+	StateReason string `json:"state_reason,omitempty"`
+	// LastTurnOutcome is how the session's last turn ended (a TurnOutcome);
+	// empty until a turn has ended.
+	LastTurnOutcome TurnOutcome `json:"last_turn_outcome,omitempty"`
+	CreatedAt       time.Time   `json:"created_at"`
+	UpdatedAt       time.Time   `json:"updated_at"`
+	LastActivityAt  time.Time   `json:"last_activity_at"`
 }
 
 // Executor is where a session runs. Secret and Handle never leave the cluster.
@@ -133,6 +136,22 @@ const (
 	RoleUser   Role = "user"
 	RoleAgent  Role = "agent"
 	RoleSystem Role = "system"
+)
+
+// TurnOutcome is how a turn ended (the status object's last_turn_outcome).
+type TurnOutcome string
+
+// Turn outcomes.
+const (
+	// TurnCompleted: the agent answered and ended the turn.
+	TurnCompleted TurnOutcome = "completed"
+	// TurnCancelled: the user cancelled the turn.
+	TurnCancelled TurnOutcome = "cancelled"
+	// TurnInterrupted: the turn was cut short because its agent stopped
+	// (it died, its executor was lost, or the session was stopped).
+	TurnInterrupted TurnOutcome = "interrupted"
+	// TurnFailed: the agent answered the turn with an error.
+	TurnFailed TurnOutcome = "failed"
 )
 
 // Message is one conversation entry with its whole text so far.
@@ -183,4 +202,6 @@ type Status struct {
 	ResumeMessage    *string         `json:"resume_message"`
 	WorktreePath     *string         `json:"worktree_path"`
 	WorktreeBranch   *string         `json:"worktree_branch"`
+	// LastTurnOutcome is how the last turn ended; null when none has.
+	LastTurnOutcome *TurnOutcome `json:"last_turn_outcome"`
 }

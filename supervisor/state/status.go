@@ -8,7 +8,15 @@ const (
 	ReasonMissingResumeToken = "missing_resume_token"
 	ReasonExecutorLost       = "executor_lost"
 	ReasonAgentNotRunning    = "agent_not_running"
+	// ReasonNodeUnavailable: the node that owns the session's executor does
+	// not answer; the session waits for it (its message names the node).
+	ReasonNodeUnavailable = "node_unavailable"
 )
+
+// NodeUnavailableMessage is the resume_message of ReasonNodeUnavailable.
+func NodeUnavailableMessage(node string) string {
+	return "The session's node " + node + " does not answer. The session resumes there when the node is back."
+}
 
 // resumeMessages are the sentences a client shows for each reason.
 var resumeMessages = map[string]string{
@@ -32,6 +40,8 @@ type StatusInput struct {
 	Executor       *Executor
 	AgentRunning   bool
 	SupportsResume *bool
+	// NodeUnavailable names the executor's node when it does not answer.
+	NodeUnavailable string
 }
 
 // ComputeStatus builds the session status object: every field present, null
@@ -40,6 +50,10 @@ func ComputeStatus(in StatusInput) Status {
 	s := in.Session
 	st := Status{SessionID: s.ID, TaskID: s.TaskID, State: s.State}
 	st.AgentProfileID = strPtr(s.Agent)
+	if s.LastTurnOutcome != "" {
+		outcome := s.LastTurnOutcome
+		st.LastTurnOutcome = &outcome
+	}
 	st.Runtime = strPtr(s.Runtime)
 	if e := in.Executor; e != nil {
 		status := e.Status
@@ -61,6 +75,8 @@ func ComputeStatus(in StatusInput) Status {
 	switch {
 	case in.SupportsResume != nil && !*in.SupportsResume:
 		reason = ReasonNotResumable
+	case in.NodeUnavailable != "":
+		reason = ReasonNodeUnavailable
 	case !s.HasResumeToken:
 		reason = ReasonMissingResumeToken
 	case s.StateReason == ReasonExecutorLost || s.StateReason == ReasonAgentNotRunning:
@@ -72,6 +88,10 @@ func ComputeStatus(in StatusInput) Status {
 	}
 	st.ResumeReason = strPtr(reason)
 	st.ResumeMessage = strPtr(resumeMessages[reason])
+	if reason == ReasonNodeUnavailable {
+		st.ResumeMessage = strPtr(NodeUnavailableMessage(in.NodeUnavailable))
+		return st
+	}
 	if s.State == SessionCreated || s.State == SessionStarting {
 		// The agent is not running yet, so a reason is given; the sentence
 		// says what is happening rather than ask for a resume or a new

@@ -31,7 +31,9 @@ type data struct {
 	Private map[string]executorPrivate `json:"private"`
 	// SessionTokens carries resume tokens (json:"-" on Session).
 	SessionTokens map[string]string `json:"session_tokens"`
-	LastIndex     uint64            `json:"last_index"`
+	// Transcripts numbers each session's messages (transcript.go).
+	Transcripts map[string]*transcript `json:"transcripts,omitempty"`
+	LastIndex   uint64                 `json:"last_index"`
 }
 
 type outcome struct {
@@ -58,6 +60,7 @@ func newData() *data {
 		Dedupe:        map[string]outcome{},
 		Private:       map[string]executorPrivate{},
 		SessionTokens: map[string]string{},
+		Transcripts:   map[string]*transcript{},
 	}
 }
 

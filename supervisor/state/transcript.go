@@ -1,0 +1,166 @@
+package state
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A session's transcript outlives its agent executions: every execution runs
+// under an agentctl that numbers its messages from m1 at each boot, and a
+// resumed ACP agent replays the whole conversation before its first new turn.
+// The FSM therefore gives each message its session id itself ("m" and a
+// number that only grows within the session) and keeps, for the agentctl
+// boot that feeds the session now, which session message each agentctl id
+// became, so that streamed updates land on the right message. Replayed
+// history is recorded only into a transcript that does not hold the
+// conversation yet (a session created with the resume token of an existing
+// conversation).
+
+// transcript is a session's message numbering.
+type transcript struct {
+	// Seq is the number of the last message id given ("m<Seq>").
+	Seq uint64 `json:"seq"`
+	// Source is the agentctl boot whose ids Keys maps.
+	Source string `json:"source,omitempty"`
+	// History is set when Source's replayed history is being recorded (it
+	// arrived into an empty transcript).
+	History bool `json:"history,omitempty"`
+	// Keys maps Source's message ids to the session's.
+	Keys map[string]string `json:"keys,omitempty"`
+}
+
+func (t *transcript) clone() *transcript {
+	c := *t
+	c.Keys = copyMap(t.Keys)
+	return &c
+}
+
+// transcriptOf returns a session's numbering, created on first use with Seq
+// past every id the session already has (ids written before the FSM
+// numbered messages were agentctl's own "m<N>").
+func (d *data) transcriptOf(sessionID string) *transcript {
+	if t, ok := d.Transcripts[sessionID]; ok {
+		return t
+	}
+	t := &transcript{}
+	for _, m := range d.Messages[sessionID] {
+		t.Seq = max(t.Seq, messageNumber(m.ID))
+	}
+	d.Transcripts[sessionID] = t
+	return t
+}
+
+// messageNumber is N of an id "mN", else 0.
+func messageNumber(id string) uint64 {
+	n, err := strconv.ParseUint(strings.TrimPrefix(id, "m"), 10, 64)
+	if err != nil || !strings.HasPrefix(id, "m") {
+		return 0
+	}
+	return n
+}
+
+// newMessageID returns the session's next message id, never one it holds.
+func (d *data) newMessageID(sessionID string) string {
+	t := d.transcriptOf(sessionID)
+	for {
+		t.Seq++
+		id := "m" + strconv.FormatUint(t.Seq, 10)
+		if findMessage(d.Messages[sessionID], id) == nil {
+			return id
+		}
+	}
+}
+
+func findMessage(msgs []*Message, id string) *Message {
+	for _, m := range msgs {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// appendMessage adds a message to a session, dropping the oldest beyond
+// MaxMessagesPerSession, and returns its message.added event.
+func (d *data) appendMessage(s *Session, m *Message, idx uint64) Event {
+	msgs := append(d.Messages[s.ID], m)
+	if len(msgs) > MaxMessagesPerSession {
+		msgs = msgs[len(msgs)-MaxMessagesPerSession:]
+		if t := d.Transcripts[s.ID]; t != nil && len(t.Keys) > MaxMessagesPerSession {
+			// Forget the keys of dropped messages (amortised: only once
+			// the map has outgrown the transcript).
+			for k, id := range t.Keys {
+				if findMessage(msgs, id) == nil {
+					delete(t.Keys, k)
+				}
+			}
+		}
+	}
+	d.Messages[s.ID] = msgs
+	return sessionEvent(s, EventMessageAdded, idx, map[string]any{"message": *m})
+}
+
+// putSourcedMessage records a message numbered by an agentctl boot
+// (PutMessageBody.Source) under the session's own id.
+func putSourcedMessage(d *data, s *Session, b *PutMessageBody, idx uint64, now time.Time) []Event {
+	t := d.transcriptOf(s.ID)
+	if b.Source != t.Source {
+		if b.History && len(d.Messages[s.ID]) > 0 {
+			return nil // the transcript already holds the replayed conversation
+		}
+		t.Source, t.History, t.Keys = b.Source, b.History, map[string]string{}
+	}
+	id, known := t.Keys[b.Message.ID]
+	if !known && b.History && !t.History {
+		return nil // replayed history of an execution whose history was not wanted
+	}
+	s.LastActivityAt = now
+	if m := findMessage(d.Messages[s.ID], id); known && m != nil {
+		m.Text, m.Complete, m.UpdatedAt = b.Message.Text, b.Message.Complete, now
+		return []Event{sessionEvent(s, EventMessageUpdated, idx, map[string]any{"message": *m})}
+	}
+	id = d.newMessageID(s.ID)
+	t.Keys[b.Message.ID] = id
+	m := &Message{ID: id, Role: b.Message.Role, Text: b.Message.Text, Complete: b.Message.Complete, CreatedAt: now, UpdatedAt: now}
+	return []Event{d.appendMessage(s, m, idx)}
+}
+
+// endTurn records how a turn ended when a state change ends one: the
+// outcome the change carries, or interrupted when a running turn's session
+// leaves RUNNING for ERROR, STOPPED or STARTING (its agent is gone). An
+// interrupted or failed turn gets a system message saying so and why.
+func endTurn(d *data, s *Session, from SessionState, b *SetSessionStateBody, idx uint64, now time.Time) []Event {
+	outcome, why := b.TurnOutcome, b.TurnError
+	if outcome == "" && from == SessionRunning {
+		switch b.State {
+		case SessionError:
+			outcome, why = TurnInterrupted, b.ErrorMessage
+		case SessionStopped:
+			outcome, why = TurnInterrupted, "the session was stopped"
+		case SessionStarting:
+			outcome, why = TurnInterrupted, "the agent stopped and the session is being resumed"
+		}
+	}
+	if outcome == "" {
+		return nil
+	}
+	s.LastTurnOutcome = outcome
+	var text string
+	switch outcome {
+	case TurnInterrupted:
+		text = "This turn was interrupted"
+	case TurnFailed:
+		text = "This turn failed"
+	default:
+		return nil
+	}
+	if why = strings.TrimSuffix(strings.TrimSpace(why), "."); why != "" {
+		text = fmt.Sprintf("%s: %s.", text, why)
+	} else {
+		text += "."
+	}
+	m := &Message{ID: d.newMessageID(s.ID), Role: RoleSystem, Text: text, Complete: true, CreatedAt: now, UpdatedAt: now}
+	return []Event{d.appendMessage(s, m, idx)}
+}

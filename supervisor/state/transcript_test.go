@@ -1,0 +1,184 @@
+package state
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+)
+
+func (h *harness) put(source, id string, role Role, text string, history bool) {
+	h.t.Helper()
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Source: source, History: history,
+		Message: Message{ID: id, Role: role, Text: text, Complete: true}})
+}
+
+func (h *harness) setState(to SessionState, b SetSessionStateBody) {
+	h.t.Helper()
+	b.SessionID, b.State = "s1", to
+	h.mustApply(CmdSetSessionState, &b)
+}
+
+func transcriptOf(store *Store) (ids, texts []string) {
+	for _, m := range store.Messages("s1") {
+		ids = append(ids, m.ID)
+		texts = append(texts, string(m.Role)+":"+m.Text)
+	}
+	return ids, texts
+}
+
+// Two agentctl boots both number their messages from m1; the session keeps
+// every message under its own id, and a resumed agent's replayed history is
+// not recorded twice.
+func TestTranscriptNumbersMessagesAcrossExecutions(t *testing.T) {
+	h := newHarness(t)
+	h.taskAndSession()
+	h.put("boot1", "m1", RoleUser, "remember cats", false)
+	h.put("boot1", "m2", RoleAgent, "ok, remembering", false)
+	h.put("boot1", "m2", RoleAgent, "ok, remembering cats", false) // a streamed update
+	// The next execution replays the conversation, then takes a new turn.
+	h.put("boot2", "m1", RoleUser, "remember cats", true)
+	h.put("boot2", "m2", RoleAgent, "ok, remembering cats", true)
+	h.put("boot2", "m3", RoleUser, "recall", false)
+	h.put("boot2", "m4", RoleAgent, "you asked me to remember: cats", false)
+	// A new leader catching up with boot2 sends everything again.
+	for i, text := range []string{"remember cats", "ok, remembering cats"} {
+		h.put("boot2", []string{"m1", "m2"}[i], RoleUser, text, true)
+	}
+	h.put("boot2", "m4", RoleAgent, "you asked me to remember: cats", false)
+	// A pty agent replays nothing; its agentctl starts again at m1.
+	h.put("boot3", "m1", RoleUser, "hello", false)
+
+	ids, texts := transcriptOf(h.store)
+	wantIDs := []string{"m1", "m2", "m3", "m4", "m5"}
+	wantTexts := []string{"user:remember cats", "agent:ok, remembering cats", "user:recall", "agent:you asked me to remember: cats", "user:hello"}
+	if strings.Join(ids, " ") != strings.Join(wantIDs, " ") || strings.Join(texts, "|") != strings.Join(wantTexts, "|") {
+		t.Fatalf("transcript\n ids   %v\n texts %q\nwant\n ids   %v\n texts %q", ids, texts, wantIDs, wantTexts)
+	}
+}
+
+// A session created with the token of an existing conversation records the
+// history its agent replays.
+func TestTranscriptRecordsReplayedHistoryIntoAnEmptyTranscript(t *testing.T) {
+	h := newHarness(t)
+	h.taskAndSession()
+	h.put("boot1", "m1", RoleUser, "earlier", true)
+	h.put("boot1", "m2", RoleAgent, "turn 1: earlier", true)
+	h.put("boot1", "m3", RoleUser, "now", false)
+	if _, texts := transcriptOf(h.store); len(texts) != 3 {
+		t.Fatalf("transcript %q, want the replayed history and the new turn", texts)
+	}
+}
+
+// Ids keep growing past those written before the FSM numbered messages.
+func TestTranscriptContinuesAfterUnsourcedIDs(t *testing.T) {
+	h := newHarness(t)
+	h.taskAndSession()
+	h.put("", "m1", RoleUser, "old", false)
+	h.put("", "m2", RoleAgent, "old reply", false)
+	h.put("boot1", "m1", RoleUser, "new", false)
+	if ids, _ := transcriptOf(h.store); strings.Join(ids, " ") != "m1 m2 m3" {
+		t.Fatalf("ids %v, want m1 m2 m3", ids)
+	}
+}
+
+// How a turn ends sets last_turn_outcome; a turn cut short by its agent's
+// end, or failed, leaves a system message saying so and why.
+func TestTurnOutcomes(t *testing.T) {
+	cases := []struct {
+		name   string
+		end    SessionState
+		body   SetSessionStateBody
+		want   TurnOutcome
+		system string // "" when no system message is expected
+	}{
+		{"completed", SessionWaitingForInput, SetSessionStateBody{TurnOutcome: TurnCompleted}, TurnCompleted, ""},
+		{"cancelled", SessionWaitingForInput, SetSessionStateBody{TurnOutcome: TurnCancelled}, TurnCancelled, ""},
+		{"failed", SessionWaitingForInput, SetSessionStateBody{TurnOutcome: TurnFailed, TurnError: "session/prompt: boom"}, TurnFailed, "This turn failed: session/prompt: boom."},
+		{"agent died", SessionError, SetSessionStateBody{ErrorMessage: "the agent exited with code 137", Reason: ReasonAgentNotRunning}, TurnInterrupted, "This turn was interrupted: the agent exited with code 137."},
+		{"stopped", SessionStopped, SetSessionStateBody{Reason: ReasonAgentNotRunning}, TurnInterrupted, "This turn was interrupted: the session was stopped."},
+		{"resumed by recovery", SessionStarting, SetSessionStateBody{}, TurnInterrupted, "This turn was interrupted: the agent stopped and the session is being resumed."},
+		{"prompt undone", SessionWaitingForInput, SetSessionStateBody{}, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.taskAndSession()
+			h.setState(SessionStarting, SetSessionStateBody{})
+			h.setState(SessionWaitingForInput, SetSessionStateBody{})
+			if st := ComputeStatus(StatusInput{Session: mustSession(t, h.store)}); st.LastTurnOutcome != nil {
+				t.Fatalf("last_turn_outcome before any turn: %v", *st.LastTurnOutcome)
+			}
+			h.setState(SessionRunning, SetSessionStateBody{})
+			h.put("boot1", "m1", RoleUser, "a prompt", false)
+			h.setState(c.end, c.body)
+			st := ComputeStatus(StatusInput{Session: mustSession(t, h.store)})
+			got := TurnOutcome("")
+			if st.LastTurnOutcome != nil {
+				got = *st.LastTurnOutcome
+			}
+			if got != c.want {
+				t.Errorf("last_turn_outcome = %q, want %q", got, c.want)
+			}
+			msgs := h.store.Messages("s1")
+			if msgs[0].Text != "a prompt" {
+				t.Errorf("the user's message is gone: %+v", msgs)
+			}
+			switch {
+			case c.system == "" && len(msgs) != 1:
+				t.Errorf("messages %+v, want only the prompt", msgs)
+			case c.system != "" && (len(msgs) != 2 || msgs[1].Role != RoleSystem || msgs[1].Text != c.system || msgs[1].ID != "m2" || !msgs[1].Complete):
+				t.Errorf("messages %+v, want the prompt then system m2 %q", msgs, c.system)
+			}
+		})
+	}
+}
+
+// A state change that ends no turn records no outcome: a session that stops
+// while waiting for input keeps the last turn's.
+func TestStopBetweenTurnsKeepsTheOutcome(t *testing.T) {
+	h := newHarness(t)
+	h.taskAndSession()
+	h.setState(SessionStarting, SetSessionStateBody{})
+	h.setState(SessionWaitingForInput, SetSessionStateBody{})
+	h.setState(SessionRunning, SetSessionStateBody{})
+	h.setState(SessionWaitingForInput, SetSessionStateBody{TurnOutcome: TurnCompleted})
+	h.setState(SessionStopped, SetSessionStateBody{})
+	if s := mustSession(t, h.store); s.LastTurnOutcome != TurnCompleted || len(h.store.Messages("s1")) != 0 {
+		t.Fatalf("outcome %q, messages %+v", s.LastTurnOutcome, h.store.Messages("s1"))
+	}
+}
+
+// The numbering survives a snapshot: a restored node gives the same ids.
+func TestTranscriptSurvivesASnapshot(t *testing.T) {
+	h := newHarness(t)
+	h.taskAndSession()
+	h.put("boot1", "m1", RoleUser, "one", false)
+	snap, err := h.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	h2 := newHarness(t)
+	if err := h2.fsm.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	h2.idx = h.idx
+	h2.put("boot1", "m1", RoleUser, "one, edited", false)
+	h2.put("boot1", "m2", RoleAgent, "two", false)
+	if ids, texts := transcriptOf(h2.store); strings.Join(ids, " ") != "m1 m2" || texts[0] != "user:one, edited" {
+		t.Fatalf("after restore: %v %q", ids, texts)
+	}
+}
+
+func mustSession(t *testing.T, s *Store) Session {
+	t.Helper()
+	sess, ok := s.Session("s1")
+	if !ok {
+		t.Fatal("no session s1")
+	}
+	return sess
+}
