@@ -92,6 +92,76 @@ func PaddockWriter(url string) Writer {
 	}
 }
 
+// PaddockReader lists tasks (GET /v1/tasks) through url: a consistent read,
+// or with stale the local node's state (?stale=true). It has the Writer
+// shape so that RunWrites drives it as a closed loop.
+func PaddockReader(url string, stale bool) Writer {
+	target := url + "/v1/tasks"
+	if stale {
+		target += "?stale=true"
+	}
+	return func(ctx context.Context, hc *http.Client, _ int) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("status %s", resp.Status)
+		}
+		return nil
+	}
+}
+
+// readSeed is how many tasks the read benchmark lists: a short list, so a
+// read's latency is the read path's, not the JSON encoding of a long one.
+const readSeed = 20
+
+// readLatencies measures consistent reads on the leader (each confirmed by a
+// read round) against ?stale=true reads of the same leader's local state (no
+// round: what every read cost before reads were made linearizable), at 1 and
+// 64 closed-loop clients, trials alternating the two. It runs before the
+// write benchmarks, on a state of readSeed tasks.
+func readLatencies(ctx context.Context, env Env, leader *harness.Node, trials int, d time.Duration) ([]Result, error) {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	seed := PaddockWriter(leader.URL())
+	for i := 0; i < readSeed; i++ {
+		if err := seed(ctx, hc, -1-i); err != nil {
+			return nil, fmt.Errorf("seed tasks for the read benchmark: %w", err)
+		}
+	}
+	var out []Result
+	for _, clients := range []int{1, 64} {
+		var lats, staleLats, rates, staleRates []float64
+		errs, staleErrs := 0, 0
+		for t := 0; t < trials; t++ {
+			load := RunWrites(ctx, clients, d, PaddockReader(leader.URL(), false))
+			lats, rates, errs = append(lats, load.Latencies...), append(rates, load.Rate), errs+load.Errors
+			load = RunWrites(ctx, clients, d, PaddockReader(leader.URL(), true))
+			staleLats, staleRates, staleErrs = append(staleLats, load.Latencies...), append(staleRates, load.Rate), staleErrs+load.Errors
+		}
+		env.Logf("reads c%d: consistent p50 %.3fms %.0f/s (%d errors), ?stale=true p50 %.3fms %.0f/s (%d errors)",
+			clients, Percentile(lats, 50), Percentile(rates, 50), errs, Percentile(staleLats, 50), Percentile(staleRates, 50), staleErrs)
+		lat := Summary(Result{Name: fmt.Sprintf("read_latency_ms_c%d", clients), Area: areaCluster, Unit: "ms",
+			Note: fmt.Sprintf("closed loop, %d client(s), each GET /v1/tasks (%d tasks) on the leader, a consistent read (a read round: VerifyLeader shared by concurrent reads, then the FSM caught up); compared with ?stale=true reads of the same node in the same run; %d×%s trials alternating; %.0f reads/s at p50; %d/%d errors",
+				clients, readSeed, trials, d, Percentile(rates, 50), errs, staleErrs)}, lats, false)
+		lat.Peer, lat.PeerP50 = "?stale=true", Percentile(staleLats, 50)
+		if lat.PeerP50 > 0 {
+			lat.Ratio = lat.P50 / lat.PeerP50
+		}
+		stale := Summary(Result{Name: fmt.Sprintf("stale_read_latency_ms_c%d", clients), Area: areaCluster, Unit: "ms",
+			Note: fmt.Sprintf("the baseline of read_latency_ms_c%d: the same reads with ?stale=true, served from the leader's local state without a read round; %.0f reads/s at p50", clients, Percentile(staleRates, 50))}, staleLats, false)
+		out = append(out, lat, stale)
+	}
+	return out, nil
+}
+
 // FailoverTrial is one leader kill: milliseconds from the kill until a
 // survivor said it leads (Leader) and until a write through a survivor
 // succeeded (Write).

@@ -20,10 +20,11 @@ type Env struct {
 	Logf     func(format string, args ...any)
 }
 
-const areaCluster = "Cluster: writes and failover (side by side with etcd)"
+const areaCluster = "Cluster: reads, writes and failover (side by side with etcd)"
 
-// ClusterSuite measures API writes on a 3-node Paddock cluster of real
-// processes at 1 and 64 clients, and leader failover (kill -9 until a write
+// ClusterSuite measures API reads (consistent against ?stale=true) and
+// writes on a 3-node Paddock cluster of real processes at 1 and 64 clients,
+// and leader failover (kill -9 until a write
 // succeeds), side by side with a 3-node etcd cluster doing the same work in
 // the same run: trials alternate Paddock, etcd, Paddock, … so that load from
 // other users of the machine hits both alike.
@@ -62,8 +63,12 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	if env.Quick {
 		trials, d, kills = 2, 2*time.Second, 3
 	}
+	reads, err := readLatencies(ctx, env, leader, trials, d)
+	if err != nil {
+		return nil, err
+	}
 	timing := fmt.Sprintf("Paddock raft: heartbeat_timeout = election_timeout = 300ms, leader_lease_timeout 150ms (defaults); etcd: --election-timeout %d --heartbeat-interval %d", etcdElectionMS, etcdHeartbeatMS)
-	var out []Result
+	out := reads
 	for _, clients := range []int{1, 64} {
 		var rates, lats, peerRates, peerLats []float64
 		errs, peerErrs := 0, 0
