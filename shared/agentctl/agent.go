@@ -186,7 +186,9 @@ func (m *manager) messages() []Message {
 func (m *manager) addMessage(role, text string, complete bool) *Message {
 	m.nextMsg++
 	now := time.Now().UTC()
-	msg := &Message{ID: "m" + strconv.Itoa(m.nextMsg), Role: role, Text: text, Complete: complete, CreatedAt: now, UpdatedAt: now}
+	// While the agent starts, what it says is the conversation it resumed.
+	history := m.status == StatusStarting
+	msg := &Message{ID: "m" + strconv.Itoa(m.nextMsg), Role: role, Text: text, Complete: complete, CreatedAt: now, UpdatedAt: now, History: history}
 	m.msgs = append(m.msgs, msg)
 	m.events.publish(EventMessageAdded, MessageData{Message: *msg})
 	return msg
@@ -291,6 +293,11 @@ func (m *manager) watch(d driver) {
 	if m.drv != d {
 		return
 	}
+	if m.running {
+		// The turn's own end may not have been seen yet: report it first,
+		// so turn_finished always comes before agent_stopped.
+		m.endTurn(m.turn, OutcomeInterrupted, fmt.Sprintf("the agent exited with code %d", code))
+	}
 	m.exit = &code
 	m.status = StatusExited
 	m.drv, m.pty = nil, nil
@@ -344,7 +351,7 @@ func (m *manager) startPTY(ctx context.Context, req StartRequest) error {
 		return err
 	}
 	d := &ptyDriver{m: m, ready: make(chan struct{})}
-	parser := &ptyagent.Parser{OnReply: d.onReply, OnReplyStart: d.onReplyStart, OnPrompt: d.onPrompt, OnCancelled: d.onCancelled}
+	parser := &ptyagent.Parser{OnReply: d.onReply, OnReplyStart: d.onReplyStart, OnPrompt: d.onPrompt, OnCancelled: d.onCancelled, OnInput: d.onInput}
 	a, err := ptyagent.Start(ptyagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), Logger: m.log.Named("pty"), OnOutput: parser.Feed})
 	if err != nil {
 		return fmt.Errorf("start pty agent: %w", err)
@@ -404,26 +411,50 @@ func (m *manager) prompt(text string) (PromptResponse, error) {
 func (m *manager) runTurn(d driver, turn int, text string) {
 	defer m.wg.Done()
 	outcome, err := d.prompt(context.Background(), text)
+	exited := false
+	if err != nil {
+		// A turn cut by the agent's death usually fails first with a closed
+		// pipe: give the process a moment so the turn is reported as
+		// interrupted by its exit, not as an agent error.
+		t := time.NewTimer(time.Second)
+		select {
+		case <-d.done():
+			exited = true
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.running || m.turn != turn {
+		return // watch ended the turn when the agent exited
+	}
+	switch {
+	case err != nil && exited:
+		m.endTurn(turn, OutcomeInterrupted, fmt.Sprintf("the agent exited with code %d", d.exitCode()))
+	case err != nil:
+		m.fail(fmt.Sprintf("turn %d: %v", turn, err))
+		m.endTurn(turn, OutcomeError, err.Error())
+	case outcome == "cancelled" || m.cancelled:
+		m.endTurn(turn, OutcomeCancelled, "")
+	default:
+		m.endTurn(turn, OutcomeEndTurn, "")
+	}
+	if m.drv == d && m.status == StatusRunning {
+		m.status = StatusWaitingForInput
+	}
+}
+
+// endTurn completes the streamed reply and reports the turn's end once;
+// m.mu must be held.
+func (m *manager) endTurn(turn int, outcome, errText string) {
 	if m.current != nil {
 		m.updateMessage(m.current, m.current.Text, true)
 		m.current = nil
 	}
-	data := TurnFinishedData{Turn: turn, Outcome: OutcomeEndTurn}
-	switch {
-	case err != nil:
-		data.Outcome, data.Error = OutcomeError, err.Error()
-		m.fail(fmt.Sprintf("turn %d: %v", turn, err))
-	case outcome == "cancelled" || m.cancelled:
-		data.Outcome = OutcomeCancelled
-	}
 	m.running = false
-	m.outcome = data.Outcome
-	if m.drv == d && m.status == StatusRunning {
-		m.status = StatusWaitingForInput
-	}
-	m.events.publish(EventTurnFinished, data)
+	m.outcome = outcome
+	m.events.publish(EventTurnFinished, TurnFinishedData{Turn: turn, Outcome: outcome, Error: errText})
 }
 
 func (m *manager) cancel(ctx context.Context) error {
@@ -548,6 +579,26 @@ type ptyDriver struct {
 	turnDone  chan struct{}
 	started   chan struct{} // closed when the current turn's reply line begins
 	cancelled bool
+	// typed is set while a turn typed in the agent's terminal (not sent as
+	// a prompt) runs: its line and reply are part of the conversation.
+	typed bool
+}
+
+// onInput records a line typed in the agent's terminal as a user message;
+// the echo of a prompt agentctl typed itself is already recorded.
+func (d *ptyDriver) onInput(text string) {
+	d.mu.Lock()
+	if d.turnDone != nil {
+		d.mu.Unlock()
+		return
+	}
+	d.typed = true
+	d.mu.Unlock()
+	m := d.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.current = nil
+	m.addMessage("user", text, true)
 }
 
 func (d *ptyDriver) onReplyStart() {
@@ -566,7 +617,18 @@ func (d *ptyDriver) onPrompt() {
 		close(d.turnDone)
 		d.turnDone = nil
 	}
+	typed := d.typed
+	d.typed = false
 	d.mu.Unlock()
+	if typed {
+		m := d.m
+		m.mu.Lock()
+		if m.current != nil && !m.running {
+			m.updateMessage(m.current, m.current.Text, true)
+			m.current = nil
+		}
+		m.mu.Unlock()
+	}
 }
 
 func (d *ptyDriver) onCancelled() {
@@ -577,7 +639,7 @@ func (d *ptyDriver) onCancelled() {
 
 func (d *ptyDriver) onReply(text string, final bool) {
 	d.mu.Lock()
-	inTurn := d.turnDone != nil
+	inTurn := d.turnDone != nil || d.typed
 	d.mu.Unlock()
 	if !inTurn || text == "" {
 		return
@@ -595,7 +657,7 @@ func (d *ptyDriver) onReply(text string, final bool) {
 func (d *ptyDriver) prompt(ctx context.Context, text string) (string, error) {
 	done := make(chan struct{})
 	d.mu.Lock()
-	d.turnDone, d.cancelled, d.started = done, false, make(chan struct{})
+	d.turnDone, d.cancelled, d.started, d.typed = done, false, make(chan struct{}), false
 	d.mu.Unlock()
 	line := strings.NewReplacer("\r", " ", "\n", " ").Replace(text)
 	if _, err := d.a.Write([]byte(line + "\r")); err != nil {

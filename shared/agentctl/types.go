@@ -46,6 +46,8 @@ const (
 	OutcomeEndTurn   = "end_turn"
 	OutcomeCancelled = "cancelled"
 	OutcomeError     = "error"
+	// OutcomeInterrupted: the agent exited before it ended the turn.
+	OutcomeInterrupted = "interrupted"
 )
 
 // Error codes used in JSON error bodies.
@@ -171,6 +173,9 @@ type Message struct {
 	Complete  bool      `json:"complete"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// History marks a message the agent replayed while it resumed a
+	// conversation (not said in this execution).
+	History bool `json:"history,omitempty"`
 }
 
 // MessagesResponse answers GET /v1/messages.

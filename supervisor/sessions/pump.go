@@ -30,7 +30,7 @@ const (
 // ctx ends or the execution ends. Message chunks are coalesced; a turn's end
 // flushes them before the session returns to WAITING_FOR_INPUT.
 func (m *Manager) pump(ctx context.Context, e *execution) {
-	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}, since: e.since}
+	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}, since: e.since, source: e.nonce}
 	events := make(chan agentctl.EventsResponse)
 	errs := make(chan error, 1)
 	go p.poll(ctx, events, errs)
@@ -49,6 +49,7 @@ func (m *Manager) pump(ctx context.Context, e *execution) {
 			armed = false
 			p.flush(ctx)
 		case resp := <-events:
+			p.setSource(ctx, resp.Nonce)
 			for _, ev := range resp.Events {
 				if done := p.handle(ctx, ev); done {
 					return
@@ -72,6 +73,9 @@ type pumper struct {
 	pending map[string]agentctl.Message
 	order   []string
 	since   uint64
+	// source is the agentctl boot (its nonce) whose message ids the pump
+	// relays; the FSM gives each message an id unique in the session.
+	source string
 	// selfFenced is set when agentctl stopped the agent because renewals
 	// stopped (e.g. across a slow leader change): a stop to resume from.
 	selfFenced bool
@@ -88,14 +92,39 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) uint64 {
 		m.log.Warn("catch up with agentctl events", "session", e.sessionID, "error", err)
 		return 0
 	}
-	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}}
+	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}, source: e.nonce}
+	p.setSource(ctx, resp.Nonce)
+	// The outcome of a turn that ended while no leader watched is recorded
+	// too: the last turn_finished, unless a prompt came after it.
+	var ended *agentctl.TurnFinishedData
 	for _, ev := range resp.Events {
-		if ev.Type == agentctl.EventMessageAdded || ev.Type == agentctl.EventMessageUpdated {
+		switch ev.Type {
+		case agentctl.EventMessageAdded, agentctl.EventMessageUpdated:
 			p.handle(ctx, ev)
+			var d agentctl.MessageData
+			if ev.Type == agentctl.EventMessageAdded && json.Unmarshal(ev.Data, &d) == nil && d.Message.Role == string(state.RoleUser) && !d.Message.History {
+				ended = nil
+			}
+		case agentctl.EventTurnFinished:
+			var d agentctl.TurnFinishedData
+			if json.Unmarshal(ev.Data, &d) == nil {
+				ended = &d
+			}
 		}
 	}
 	p.flush(ctx)
+	if sess, ok := m.store.Session(e.sessionID); ok && ended != nil && sess.State == state.SessionRunning {
+		p.turnFinished(ctx, *ended)
+	}
 	return resp.Next
+}
+
+// setSource notes the agentctl boot the events come from.
+func (p *pumper) setSource(ctx context.Context, nonce string) {
+	if nonce != "" && nonce != p.source {
+		p.flush(ctx)
+		p.source = nonce
+	}
 }
 
 // poll long-polls agentctl's events. It reports an error when agentctl stays
@@ -161,9 +190,7 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 		var d agentctl.TurnFinishedData
 		_ = json.Unmarshal(ev.Data, &d)
 		p.flush(ctx)
-		if err := m.setState(ctx, id, state.SessionWaitingForInput, "", "", state.SessionRunning); err != nil && !errors.Is(err, state.ErrConflict) {
-			m.log.Warn("turn finished", "session", id, "error", err)
-		}
+		p.turnFinished(ctx, d)
 	case agentctl.EventAgentStarted:
 		var d agentctl.AgentStartedData
 		if json.Unmarshal(ev.Data, &d) == nil && d.ResumeToken != "" {
@@ -192,11 +219,38 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 	return false
 }
 
+// turnOutcomes maps agentctl's turn outcomes to the session's.
+var turnOutcomes = map[string]state.TurnOutcome{
+	agentctl.OutcomeEndTurn:   state.TurnCompleted,
+	agentctl.OutcomeCancelled: state.TurnCancelled,
+	agentctl.OutcomeError:     state.TurnFailed,
+}
+
+// turnFinished ends a turn: RUNNING → WAITING_FOR_INPUT with its outcome. A
+// turn its agent's exit interrupted leaves the session RUNNING: the
+// agent_stopped that follows moves it to ERROR, and the FSM records that
+// the turn was interrupted, and why.
+func (p *pumper) turnFinished(ctx context.Context, d agentctl.TurnFinishedData) {
+	if d.Outcome == agentctl.OutcomeInterrupted {
+		return
+	}
+	outcome, ok := turnOutcomes[d.Outcome]
+	if !ok {
+		outcome = state.TurnCompleted
+	}
+	body := &state.SetSessionStateBody{SessionID: p.e.sessionID, State: state.SessionWaitingForInput, From: []state.SessionState{state.SessionRunning},
+		TurnOutcome: outcome, TurnError: d.Error}
+	if _, err := p.m.apply(ctx, state.CmdSetSessionState, body); err != nil && !errors.Is(err, state.ErrConflict) {
+		p.m.log.Warn("turn finished", "session", p.e.sessionID, "error", err)
+	}
+}
+
 // flush writes coalesced messages, one raft write per changed message.
 func (p *pumper) flush(ctx context.Context) {
 	for _, mid := range p.order {
 		msg := p.pending[mid]
-		body := &state.PutMessageBody{SessionID: p.e.sessionID, Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete}}
+		body := &state.PutMessageBody{SessionID: p.e.sessionID, Source: p.source, History: msg.History,
+			Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete}}
 		if _, err := p.m.apply(ctx, state.CmdPutMessage, body); err != nil {
 			p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
 		}

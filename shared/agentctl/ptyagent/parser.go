@@ -2,6 +2,7 @@ package ptyagent
 
 import (
 	"strings"
+	"unicode/utf8"
 )
 
 // Markers of the demo agent's terminal convention.
@@ -24,6 +25,9 @@ type Parser struct {
 	OnPrompt func()
 	// OnCancelled is called when the agent reports a cancelled turn.
 	OnCancelled func()
+	// OnInput is called with a line typed at the agent's prompt (its echo,
+	// with erased characters removed), whoever typed it.
+	OnInput func(text string)
 
 	line     []byte
 	esc      int // 0 none, 1 after ESC, 2 in CSI, 3 in OSC
@@ -65,6 +69,8 @@ func (p *Parser) Feed(b []byte) {
 		case '\r':
 		case '\n':
 			p.endLine()
+		case 0x08, 0x7f: // the echo of an erased character
+			p.erase()
 		default:
 			p.line = append(p.line, c)
 		}
@@ -101,7 +107,11 @@ func (p *Parser) endLine() {
 	p.prompted = false
 	p.replying = false
 	// A prompt line followed by typed input ("demo> remember x") is the echo.
-	s = strings.TrimPrefix(s, PromptMarker)
+	input, typed := strings.CutPrefix(s, PromptMarker)
+	if typed && strings.TrimSpace(input) != "" && p.OnInput != nil {
+		p.OnInput(strings.TrimSpace(input))
+	}
+	s = input
 	switch {
 	case strings.HasPrefix(s, ReplyMarker):
 		if p.OnReply != nil {
@@ -113,6 +123,15 @@ func (p *Parser) endLine() {
 		}
 	}
 	p.lastSent = ""
+}
+
+// erase removes the last character of the line (UTF-8 aware).
+func (p *Parser) erase() {
+	if len(p.line) == 0 {
+		return
+	}
+	_, n := utf8.DecodeLastRune(p.line)
+	p.line = p.line[:len(p.line)-n]
 }
 
 func cleanReply(s string) string {
