@@ -115,6 +115,7 @@ func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64,
 		}
 		delete(d.Sessions, id)
 		delete(d.Messages, id)
+		delete(d.Transcripts, id)
 		delete(d.Leases, id)
 		delete(d.SessionTokens, id)
 	}
