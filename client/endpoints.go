@@ -168,6 +168,34 @@ func (c *Client) GetTask(ctx context.Context, id string, opts ...CallOption) (*s
 	return &out, nil
 }
 
+// CloseTask marks the task DONE; its sessions are left as they are, and it
+// takes no new sessions until it is reopened.
+func (c *Client) CloseTask(ctx context.Context, id string, opts ...CallOption) (*state.Task, error) {
+	return c.taskCall(ctx, http.MethodPost, id, "/close", opts)
+}
+
+// ReopenTask makes a DONE task follow its sessions' states again.
+func (c *Client) ReopenTask(ctx context.Context, id string, opts ...CallOption) (*state.Task, error) {
+	return c.taskCall(ctx, http.MethodPost, id, "/reopen", opts)
+}
+
+// DeleteTask stops and deletes the task's sessions, then removes the task;
+// it returns the task as it was.
+func (c *Client) DeleteTask(ctx context.Context, id string, opts ...CallOption) (*state.Task, error) {
+	return c.taskCall(ctx, http.MethodDelete, id, "", opts)
+}
+
+func (c *Client) taskCall(ctx context.Context, method, id, suffix string, opts []CallOption) (*state.Task, error) {
+	if err := requireID("task", id); err != nil {
+		return nil, err
+	}
+	var out state.Task
+	if err := c.do(ctx, method, "/v1/tasks/"+seg(id)+suffix, nil, nil, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // CreateSession creates and starts a session of the task taskID.
 func (c *Client) CreateSession(ctx context.Context, taskID string, req CreateSessionRequest, opts ...CallOption) (*state.Session, error) {
 	if err := requireID("task", taskID); err != nil {

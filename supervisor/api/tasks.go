@@ -90,3 +90,59 @@ func (s *Server) apply(r *http.Request, typ state.CommandType, body any) error {
 	}
 	return s.cluster.WaitApplied(r.Context(), res.Index)
 }
+
+// closeTask marks a task DONE. Its sessions are left as they are: a running
+// agent keeps running and can still be prompted, stopped or deleted; a
+// closed task only refuses new sessions until it is reopened.
+func (s *Server) closeTask(w http.ResponseWriter, r *http.Request) error {
+	return s.setTaskState(w, r, state.TaskDone)
+}
+
+// reopenTask makes a DONE task follow its sessions again (OPEN, IN_PROGRESS
+// or REVIEW); a task that is not done is returned unchanged.
+func (s *Server) reopenTask(w http.ResponseWriter, r *http.Request) error {
+	return s.setTaskState(w, r, state.TaskOpen)
+}
+
+func (s *Server) setTaskState(w http.ResponseWriter, r *http.Request, to state.TaskState) error {
+	id := r.PathValue("id")
+	if _, ok := s.store.Task(id); !ok {
+		return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", id)
+	}
+	if err := s.apply(r, state.CmdSetTaskState, &state.SetTaskStateBody{TaskID: id, State: to}); err != nil {
+		return err
+	}
+	t, _ := s.store.Task(id)
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+// deleteTask stops and deletes the task's sessions (each as DELETE
+// /v1/sessions/{id} does: agent stopped, executor destroyed), then removes
+// the task with them. It answers the task as it was.
+func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	t, ok := s.store.Task(id)
+	if !ok {
+		return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", id)
+	}
+	for _, sess := range s.store.Sessions(state.SessionFilter{TaskID: id}) {
+		if sess.State == state.SessionCompleted {
+			continue
+		}
+		var err error
+		if s.sessions != nil {
+			err = s.sessions.Delete(r.Context(), sess.ID)
+		} else {
+			err = s.apply(r, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sess.ID})
+		}
+		if err != nil {
+			return fmt.Errorf("delete session %s of task %s: %w", sess.ID, id, err)
+		}
+	}
+	if err := s.apply(r, state.CmdDeleteTask, &state.DeleteTaskBody{TaskID: id}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
