@@ -32,12 +32,27 @@ func (m *Manager) Start(ctx context.Context, sessionID string) error {
 // Resume restarts a STOPPED or ERROR session's agent from its resume token
 // (PRODUCT.md requirement 4). Validation and the lease claim happen before
 // it returns, so a session with a live owner gets state.ErrConflict.
+//
+// A resume that arrives while a stop drains the session (the stop holds the
+// session lock and STOPPED is not written yet) waits for the drain, up to
+// drainWait, and then resumes.
 func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 	sess, ok := m.store.Session(sessionID)
 	if !ok {
 		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
-	if sess.State != state.SessionStopped && sess.State != state.SessionError {
+	if sess.State == state.SessionWaitingForInput || sess.State == state.SessionRunning {
+		sess = m.waitDrain(ctx, sess)
+	}
+	switch sess.State {
+	case state.SessionStopped, state.SessionError:
+	case state.SessionWaitingForInput, state.SessionRunning:
+		return fmt.Errorf("%w: session %s is %s: its agent is running already", state.ErrConflict, sess.ID, sess.State)
+	case state.SessionCreated, state.SessionStarting:
+		return fmt.Errorf("%w: session %s is %s: its agent is being started already", state.ErrConflict, sess.ID, sess.State)
+	case state.SessionCompleted:
+		return fmt.Errorf("%w: session %s was deleted and cannot be resumed; create a new session", state.ErrConflict, sess.ID)
+	default:
 		return fmt.Errorf("%w: session %s is %s; only STOPPED or ERROR sessions can be resumed", state.ErrConflict, sess.ID, sess.State)
 	}
 	if _, ok := m.store.Task(sess.TaskID); !ok {
@@ -50,6 +65,31 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("%w: %s", ErrNotResumable, state.ResumeMessage(reason))
 	}
 	return m.begin(ctx, sessionID, true, state.SessionStopped, state.SessionError)
+}
+
+// waitDrain waits, while a lifecycle operation holds the session's lock and
+// the session still looks active (a stop draining it), until the operation
+// ends or leaves the session inactive. It returns the session as last read;
+// an active session whose lock is free is running and is returned at once.
+func (m *Manager) waitDrain(ctx context.Context, sess state.Session) state.Session {
+	lock := m.sessionLock(sess.ID)
+	out, err := m.waitSession(ctx, sess.ID, drainWait, func(s state.Session) bool {
+		if s.State != state.SessionWaitingForInput && s.State != state.SessionRunning {
+			return true
+		}
+		if lock.TryLock() {
+			lock.Unlock()
+			return true
+		}
+		return false
+	})
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		m.log.Info("resume waited for a stop that did not finish", "session", sess.ID, "state", out.State, "error", err)
+	}
+	if out.ID == "" {
+		return sess
+	}
+	return out
 }
 
 // resumeBlocker returns the reason a session cannot resume, or "".
@@ -328,16 +368,35 @@ func (m *Manager) detach(sessionID string) *execution {
 }
 
 // Prompt sends a prompt to the session's agent: WAITING_FOR_INPUT → RUNNING.
-// A prompt while a turn runs is a conflict.
+// A prompt to a session that is still starting waits (up to startWait) until
+// it takes prompts. A prompt while a turn runs is a conflict.
 func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	sess, ok := m.store.Session(sessionID)
 	if !ok {
 		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
+	if sess.State == state.SessionCreated || sess.State == state.SessionStarting {
+		var err error
+		sess, err = m.waitSession(ctx, sessionID, startWait, func(s state.Session) bool {
+			return s.State != state.SessionCreated && s.State != state.SessionStarting
+		})
+		switch {
+		case errors.Is(err, state.ErrNotFound):
+			return err
+		case err != nil:
+			return fmt.Errorf("%w: session %s is still %s after %s; its agent is not ready for prompts yet", state.ErrConflict, sess.ID, sess.State, startWait)
+		}
+	}
 	switch sess.State {
 	case state.SessionWaitingForInput:
 	case state.SessionRunning:
 		return fmt.Errorf("%w: session %s is running a turn; wait for it or cancel it", state.ErrConflict, sess.ID)
+	case state.SessionError:
+		return fmt.Errorf("%w: session %s is ERROR, its agent is not running: %s", state.ErrConflict, sess.ID, sess.ErrorMessage)
+	case state.SessionStopped:
+		return fmt.Errorf("%w: session %s is STOPPED; resume it to continue the conversation", state.ErrConflict, sess.ID)
+	case state.SessionCompleted:
+		return fmt.Errorf("%w: session %s was deleted; create a new session", state.ErrConflict, sess.ID)
 	default:
 		return fmt.Errorf("%w: session %s is %s; it takes prompts when WAITING_FOR_INPUT", state.ErrConflict, sess.ID, sess.State)
 	}
@@ -418,11 +477,16 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 	default:
 		return fmt.Errorf("%w: session %s is %s; only a starting or running session can be stopped", state.ErrConflict, sess.ID, sess.State)
 	}
+	// Take the session lock before answering when it is free, so a resume
+	// right after the answer finds the drain under way and waits for it.
+	lock := m.sessionLock(sessionID)
+	locked := lock.TryLock()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		lock := m.sessionLock(sessionID)
-		lock.Lock()
+		if !locked {
+			lock.Lock()
+		}
 		defer lock.Unlock()
 		ctx, cancel := context.WithTimeout(lctx, launchTimeout)
 		defer cancel()
