@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,14 +29,17 @@ var commands = []command{
 	{path: "operator snapshot restore", args: "FILE", summary: "restore the cluster state from FILE", run: runSnapshotRestore},
 	{path: "task create", args: "-title T [-workspace PATH] [-branch B]", summary: "create a task", flags: taskCreateFlags, run: runTaskCreate},
 	{path: "task list", summary: "list tasks", run: runTaskList},
-	{path: "session create", args: "-task ID -agent NAME -runtime NAME [-option K=V]…", summary: "create and start a session", flags: sessionCreateFlags, run: runSessionCreate},
+	{path: "task close", args: "ID", summary: "mark a task DONE (its sessions are left as they are)", run: runTaskClose},
+	{path: "task reopen", args: "ID", summary: "reopen a DONE task", run: runTaskReopen},
+	{path: "task delete", args: "ID", summary: "stop and delete a task's sessions, then the task", run: runTaskDelete},
+	{path: "session create", args: "-task ID -agent NAME -runtime NAME [-option K=V]… [-detach] [-timeout D]", summary: "create a session and wait until its agent takes prompts", flags: sessionCreateFlags, run: runSessionCreate},
 	{path: "session list", args: "[-task ID] [-state S]", summary: "list sessions", flags: sessionListFlags, run: runSessionList},
 	{path: "session status", args: "ID", summary: "show a session's status", run: runSessionStatus},
-	{path: "session prompt", args: "ID [--] TEXT…", summary: "send a prompt to the session's agent", run: runSessionPrompt},
+	{path: "session prompt", args: "ID [-file F] [-detach] [-timeout D] [--] TEXT…|-", summary: "send a prompt and print the agent's reply as it streams", flags: promptFlags, run: runSessionPrompt},
 	{path: "session messages", args: "ID", summary: "print the session's conversation", run: runSessionMessages},
-	{path: "session resume", args: "ID", summary: "resume a stopped or failed session", run: runSessionResume},
-	{path: "session stop", args: "ID", summary: "stop a session", run: runSessionStop},
-	{path: "session delete", args: "ID", summary: "end a session for good", run: runSessionDelete},
+	{path: "session resume", args: "ID [-detach] [-timeout D]", summary: "resume a stopped or failed session and wait until its agent takes prompts", flags: waitFlags, run: runSessionResume},
+	{path: "session stop", args: "ID [-detach] [-timeout D]", summary: "stop a session and wait until it is STOPPED", flags: waitFlags, run: runSessionStop},
+	{path: "session delete", args: "ID [-detach] [-timeout D]", summary: "end a session for good", flags: waitFlags, run: runSessionDelete},
 	{path: "plugin list", summary: "list runtime plugins", run: runPluginList},
 	{path: "executor list", args: "[-session ID]", summary: "list executors", flags: executorListFlags, run: runExecutorList},
 	{path: "agent list", summary: "list agent profiles", run: runAgentList},
@@ -291,6 +295,67 @@ func runTaskList(e *env, _ any, pos []string) error {
 	})
 }
 
+func runTaskClose(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "task ID"); err != nil {
+		return err
+	}
+	var t *state.Task
+	var live []state.Session
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		if t, err = c.CloseTask(e.ctx(), pos[0], o...); err != nil {
+			return err
+		}
+		if !e.g.json {
+			sessions, lerr := c.ListSessions(e.ctx(), t.ID, "")
+			if lerr == nil {
+				for _, s := range sessions {
+					if s.State.Active() {
+						live = append(live, s)
+					}
+				}
+			}
+		}
+		return nil
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Closed task %s (%s)\n", t.ID, cell(string(t.State)))
+		if len(live) > 0 {
+			fmt.Fprintf(e.stdout, "%d of its sessions still run; \"paddock session stop ID\" stops one, \"paddock task delete %s\" ends them all with the task\n", len(live), t.ID)
+		}
+		return nil
+	})
+}
+
+func runTaskReopen(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "task ID"); err != nil {
+		return err
+	}
+	var t *state.Task
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		t, err = c.ReopenTask(e.ctx(), pos[0], o...)
+		return err
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Reopened task %s (%s)\n", t.ID, cell(string(t.State)))
+		return nil
+	})
+}
+
+func runTaskDelete(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "task ID"); err != nil {
+		return err
+	}
+	// Each session's agent is stopped and its executor destroyed first.
+	ctx, cancel := contextWithTimeout(e, lifecycleTimeout)
+	defer cancel()
+	var t *state.Task
+	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		t, err = c.DeleteTask(ctx, pos[0], o...)
+		return err
+	}, func() error {
+		fmt.Fprintf(e.stdout, "Deleted task %s and its sessions\n", t.ID)
+		return nil
+	})
+}
+
 // kvFlag collects repeated K=V flags.
 type kvFlag map[string]string
 
@@ -308,6 +373,7 @@ func (k kvFlag) Set(s string) error {
 type sessionCreateOpts struct {
 	task, agent, runtime *string
 	options              kvFlag
+	wait                 waitOpts
 }
 
 func sessionCreateFlags(fs *flag.FlagSet) any {
@@ -318,6 +384,7 @@ func sessionCreateFlags(fs *flag.FlagSet) any {
 		options: kvFlag{},
 	}
 	fs.Var(o.options, "option", "runtime option KEY=VALUE (repeatable)")
+	o.wait = addWaitFlags(fs, lifecycleTimeout, "the agent to take prompts")
 	return o
 }
 
@@ -339,15 +406,43 @@ func runSessionCreate(e *env, fl any, pos []string) error {
 	if len(o.options) > 0 {
 		req.RuntimeOptions = o.options
 	}
-	var s *state.Session
-	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
-		s, err = c.CreateSession(e.ctx(), *o.task, req, opts...)
+	c, err := e.client()
+	if err != nil {
 		return err
-	}, func() error {
+	}
+	var raw []byte
+	s, err := c.CreateSession(e.ctx(), *o.task, req, client.CaptureBody(&raw))
+	if err != nil {
+		return err
+	}
+	if *o.wait.detach {
+		if e.g.json {
+			return printJSON(e.stdout, raw)
+		}
 		fmt.Fprintf(e.stdout, "Created session %s (task %s, agent %s, runtime %s, state %s)\n",
 			s.ID, cell(s.TaskID), cell(s.Agent), cell(s.Runtime), cell(string(s.State)))
 		return nil
-	})
+	}
+	if !e.g.json {
+		fmt.Fprintf(e.stdout, "Created session %s (task %s, agent %s, runtime %s); waiting for its agent\n",
+			s.ID, cell(s.TaskID), cell(s.Agent), cell(s.Runtime))
+	}
+	return e.finishWait(c, s.ID, *o.wait.timeout, untilReady("start"))
+}
+
+// finishWait waits for a session's state and prints where it ended (its
+// JSON with -json).
+func (e *env) finishWait(c *client.Client, id string, timeout time.Duration, v verdict) error {
+	var raw []byte
+	s, err := e.waitSession(c, id, timeout, &raw, v)
+	if err != nil {
+		return err
+	}
+	if e.g.json {
+		return printJSON(e.stdout, raw)
+	}
+	fmt.Fprintf(e.stdout, "Session %s is %s\n", s.ID, cell(string(s.State)))
+	return nil
 }
 
 type sessionListOpts struct{ task, state *string }
@@ -419,23 +514,89 @@ func runSessionStatus(e *env, _ any, pos []string) error {
 	})
 }
 
-func runSessionPrompt(e *env, _ any, pos []string) error {
+type promptOpts struct {
+	file *string
+	wait waitOpts
+}
+
+func promptFlags(fs *flag.FlagSet) any {
+	return &promptOpts{
+		file: fs.String("file", "", "read the prompt from file F"),
+		wait: addWaitFlags(fs, turnTimeout, "the turn to end"),
+	}
+}
+
+// promptText is the prompt of `session prompt`: the words after the id, all
+// of stdin for "-", or the file of -file.
+func promptText(pos []string, file string) (string, error) {
+	switch {
+	case file != "" && len(pos) > 1:
+		return "", &usageError{msg: "give the prompt as text or with -file, not both"}
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("read prompt: %w", err)
+		}
+		return string(b), nil
+	case len(pos) == 2 && pos[1] == "-":
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return "", fmt.Errorf("read prompt from stdin: %w", err)
+		}
+		return string(b), nil
+	case len(pos) == 1:
+		return "", &usageError{msg: "missing prompt text"}
+	}
+	return strings.Join(pos[1:], " "), nil
+}
+
+func runSessionPrompt(e *env, fl any, pos []string) error {
+	o := fl.(*promptOpts)
 	if len(pos) == 0 {
 		return &usageError{msg: "missing session ID and prompt text"}
 	}
-	if len(pos) == 1 {
-		return &usageError{msg: "missing prompt text"}
+	id := pos[0]
+	text, err := promptText(pos, *o.file)
+	if err != nil {
+		return err
 	}
-	id, text := pos[0], strings.Join(pos[1:], " ")
 	if strings.TrimSpace(text) == "" {
 		return &usageError{msg: "empty prompt text"}
 	}
-	return e.call(func(c *client.Client, o []client.CallOption) error {
-		return c.Prompt(e.ctx(), id, text, o...)
-	}, func() error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	// The server waits (bounded) for a session that is still starting.
+	ctx, cancel := contextWithTimeout(e, *o.wait.timeout)
+	defer cancel()
+	var stream *client.EventStream
+	if !*o.wait.detach && !e.g.json {
+		// Listen before prompting, from this node's applied index, so the
+		// stream holds the turn from its start.
+		if st, err := c.Status(ctx, client.Stale()); err == nil {
+			stream, _ = c.Events(ctx, client.EventFilter{SessionID: id}, st.AppliedIndex)
+		}
+	}
+	var raw []byte
+	if err := c.Prompt(ctx, id, text, client.CaptureBody(&raw)); err != nil {
+		if stream != nil {
+			stream.Close()
+		}
+		return err
+	}
+	if e.g.json {
+		return printJSON(e.stdout, raw)
+	}
+	if *o.wait.detach {
 		fmt.Fprintf(e.stdout, "Prompt sent to session %s\n", id)
 		return nil
-	})
+	}
+	err = e.streamTurn(ctx, c, id, stream)
+	if errors.Is(err, errTurnTimeout) {
+		return fmt.Errorf("the turn is still running after %s; the agent carries on (\"paddock session messages %s\" shows the reply so far)", *o.wait.timeout, id)
+	}
+	return err
 }
 
 func runSessionMessages(e *env, _ any, pos []string) error {
@@ -468,7 +629,8 @@ func runSessionMessages(e *env, _ any, pos []string) error {
 	})
 }
 
-func runSessionResume(e *env, _ any, pos []string) error {
+func runSessionResume(e *env, fl any, pos []string) error {
+	o := fl.(*waitOpts)
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
@@ -480,11 +642,13 @@ func runSessionResume(e *env, _ any, pos []string) error {
 	var raw []byte
 	s, err := c.Resume(e.ctx(), id, client.CaptureBody(&raw))
 	if err != nil {
-		// Explain a refused resume with the sentence the status carries (e.g.
-		// "This agent cannot resume previous sessions. Create a new session.").
+		// Explain a refused resume with the status' sentence only when it
+		// says why a resume cannot work (e.g. "This agent cannot resume
+		// previous sessions. Create a new session."): the sentence of a
+		// resumable session asks for a resume, which just failed.
 		var ae *client.APIError
 		if errors.As(err, &ae) && ae.Code != "not_found" && ae.Code != "unauthorized" {
-			if st, serr := c.SessionStatus(e.ctx(), id); serr == nil {
+			if st, serr := c.SessionStatus(e.ctx(), id); serr == nil && !st.IsResumable {
 				if msg := strOr(st.ResumeMessage, ""); msg != "" {
 					return fmt.Errorf("cannot resume session %s: %s (%s)", id, msg, ae.Code)
 				}
@@ -492,14 +656,21 @@ func runSessionResume(e *env, _ any, pos []string) error {
 		}
 		return err
 	}
-	if e.g.json {
-		return printJSON(e.stdout, raw)
+	if *o.detach {
+		if e.g.json {
+			return printJSON(e.stdout, raw)
+		}
+		fmt.Fprintf(e.stdout, "Resuming session %s (state %s)\n", s.ID, cell(string(s.State)))
+		return nil
 	}
-	fmt.Fprintf(e.stdout, "Resuming session %s (state %s)\n", s.ID, cell(string(s.State)))
-	return nil
+	if !e.g.json {
+		fmt.Fprintf(e.stdout, "Resuming session %s; waiting for its agent\n", s.ID)
+	}
+	return e.finishWait(c, id, *o.timeout, untilReady("resume"))
 }
 
-func runSessionStop(e *env, _ any, pos []string) error {
+func runSessionStop(e *env, fl any, pos []string) error {
+	o := fl.(*waitOpts)
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
@@ -513,10 +684,22 @@ func runSessionStop(e *env, _ any, pos []string) error {
 	if err != nil {
 		return err
 	}
-	if e.g.json {
-		return printJSON(e.stdout, raw)
+	if *o.detach {
+		if e.g.json {
+			return printJSON(e.stdout, raw)
+		}
+		fmt.Fprintf(e.stdout, "Stopping session %s (state %s)\n", s.ID, cell(string(s.State)))
+	} else {
+		if !e.g.json {
+			fmt.Fprintf(e.stdout, "Stopping session %s; waiting for its agent to drain\n", s.ID)
+		}
+		if err := e.finishWait(c, id, *o.timeout, untilStopped); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(e.stdout, "Stopping session %s (state %s)\n", s.ID, cell(string(s.State)))
+	if e.g.json {
+		return nil
+	}
 	// Warn now if this session will not be resumable later.
 	if st, err := c.SessionStatus(e.ctx(), id); err == nil && !st.IsResumable {
 		if msg := strOr(st.ResumeMessage, ""); msg != "" {
@@ -526,18 +709,28 @@ func runSessionStop(e *env, _ any, pos []string) error {
 	return nil
 }
 
-func runSessionDelete(e *env, _ any, pos []string) error {
+func runSessionDelete(e *env, fl any, pos []string) error {
+	o := fl.(*waitOpts)
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
-	var s *state.Session
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		s, err = c.DeleteSession(e.ctx(), pos[0], o...)
+	c, err := e.client()
+	if err != nil {
 		return err
-	}, func() error {
+	}
+	var raw []byte
+	s, err := c.DeleteSession(e.ctx(), pos[0], client.CaptureBody(&raw))
+	if err != nil {
+		return err
+	}
+	if *o.detach || s.State == state.SessionCompleted {
+		if e.g.json {
+			return printJSON(e.stdout, raw)
+		}
 		fmt.Fprintf(e.stdout, "Deleted session %s (state %s)\n", s.ID, cell(string(s.State)))
 		return nil
-	})
+	}
+	return e.finishWait(c, s.ID, *o.timeout, untilCompleted)
 }
 
 func runPluginList(e *env, _ any, pos []string) error {

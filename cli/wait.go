@@ -1,0 +1,359 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	xterm "golang.org/x/term"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Default bounds of the commands that wait (-timeout overrides them).
+const (
+	lifecycleTimeout = 2 * time.Minute
+	turnTimeout      = 10 * time.Minute
+)
+
+// recheckEvery re-reads the session while waiting even when no event comes
+// (the event stream may open just after a change, or not at all).
+const recheckEvery = 500 * time.Millisecond
+
+// waitOpts are the flags of a command that waits for a session's state, as
+// `nomad job run` monitors its deployment.
+type waitOpts struct {
+	detach  *bool
+	timeout *time.Duration
+}
+
+func addWaitFlags(fs *flag.FlagSet, timeout time.Duration, what string) waitOpts {
+	return waitOpts{
+		detach:  fs.Bool("detach", false, "return at once instead of waiting for "+what),
+		timeout: fs.Duration("timeout", timeout, "how long to wait for "+what),
+	}
+}
+
+func waitFlags(fs *flag.FlagSet) any {
+	o := addWaitFlags(fs, lifecycleTimeout, "the session's state")
+	return &o
+}
+
+// isTerminal reports whether w is a terminal: progress is shown only there.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && xterm.IsTerminal(int(f.Fd()))
+}
+
+// progress prints a monitor line on a terminal only.
+func (e *env) progress(format string, args ...any) {
+	if isTerminal(e.stdout) {
+		fmt.Fprintf(e.stdout, "    %s %s\n", time.Now().Format("15:04:05"), cell(fmt.Sprintf(format, args...)))
+	}
+}
+
+// verdict says whether a waited-for session is where the command wants it
+// (done), or failed to get there (err).
+type verdict func(s *state.Session) (done bool, err error)
+
+// waitSession waits until the session satisfies v, up to timeout. It watches
+// the session's event stream (progress on a terminal) and re-reads the
+// session on every event and every recheckEvery. With -json it leaves the
+// last read's raw body in raw.
+func (e *env) waitSession(c *client.Client, id string, timeout time.Duration, raw *[]byte, v verdict) (*state.Session, error) {
+	ctx, cancel := context.WithTimeout(e.ctx(), timeout)
+	defer cancel()
+	events := make(chan state.Event, 64)
+	var wg sync.WaitGroup
+	if stream, err := c.Events(ctx, client.EventFilter{SessionID: id}, 0); err == nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(events)
+			for {
+				ev, err := stream.Next()
+				if err != nil {
+					return
+				}
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		defer func() {
+			stream.Close()
+			wg.Wait()
+		}()
+	} else {
+		close(events) // no stream (an old server, a proxy): poll only
+	}
+	tick := time.NewTicker(recheckEvery)
+	defer tick.Stop()
+	var last state.SessionState
+	for {
+		var opts []client.CallOption
+		if raw != nil {
+			opts = append(opts, client.CaptureBody(raw))
+		}
+		s, err := c.GetSession(ctx, id, opts...)
+		switch {
+		case err == nil:
+			if last != "" && s.State != last {
+				e.progress("session %s: %s → %s", shortID(id), last, s.State)
+			}
+			last = s.State
+			if done, verr := v(s); done || verr != nil {
+				return s, verr
+			}
+		case ctx.Err() == nil:
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			if last == "" {
+				return nil, fmt.Errorf("could not read session %s within %s", id, timeout)
+			}
+			return nil, fmt.Errorf("session %s is still %s after %s; the server carries on in the background (\"paddock session status %s\" shows where it is)", id, last, timeout, id)
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			e.showEvent(ev)
+		case <-tick.C:
+		}
+	}
+}
+
+// showEvent prints the lifecycle events worth a progress line.
+func (e *env) showEvent(ev state.Event) {
+	str := func(k string) string { s, _ := ev.Data[k].(string); return s }
+	switch ev.Type {
+	case state.EventAgentctlStarting:
+		e.progress("agentctl starting on runtime %s (executor %s)", str("runtime"), str("executor_id"))
+	case state.EventAgentctlReady:
+		e.progress("agentctl ready at %s", str("agentctl_url"))
+	case state.EventAgentctlError:
+		e.progress("agentctl error: %s", str("message"))
+	}
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// untilReady is the verdict of create and resume: the agent takes prompts
+// (WAITING_FOR_INPUT, or RUNNING when a prompt came first); ERROR, STOPPED
+// and COMPLETED end the wait with the reason.
+func untilReady(verb string) verdict {
+	return func(s *state.Session) (bool, error) {
+		switch s.State {
+		case state.SessionWaitingForInput, state.SessionRunning:
+			return true, nil
+		case state.SessionError:
+			return false, fmt.Errorf("session %s failed to %s: %s", s.ID, verb, strings.TrimSpace(orDefault(s.ErrorMessage, "no error message")))
+		case state.SessionStopped:
+			return false, fmt.Errorf("session %s was stopped before its agent was ready", s.ID)
+		case state.SessionCompleted:
+			return false, fmt.Errorf("session %s was deleted before its agent was ready", s.ID)
+		}
+		return false, nil
+	}
+}
+
+// untilStopped is the verdict of stop: STOPPED once the agent has drained.
+func untilStopped(s *state.Session) (bool, error) {
+	switch s.State {
+	case state.SessionStopped:
+		return true, nil
+	case state.SessionError:
+		return false, fmt.Errorf("stopping session %s failed: %s", s.ID, orDefault(s.ErrorMessage, "no error message"))
+	case state.SessionCompleted:
+		return false, fmt.Errorf("session %s was deleted while it stopped", s.ID)
+	}
+	return false, nil
+}
+
+// untilCompleted is the verdict of delete.
+func untilCompleted(s *state.Session) (bool, error) {
+	return s.State == state.SessionCompleted, nil
+}
+
+func orDefault(s, def string) string {
+	if strings.TrimSpace(s) == "" {
+		return def
+	}
+	return s
+}
+
+// errTurnTimeout marks a turn that outlived the wait.
+var errTurnTimeout = errors.New("turn still running")
+
+// streamTurn prints the reply of the turn that a prompt just started, as
+// the agent streams it, and returns once the session leaves RUNNING. The
+// stream must have been opened, before the prompt was sent, with a since
+// index taken before it too, so the turn's start is in it. With no stream
+// (nil) it polls the session and prints the reply once the turn is over.
+func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, stream *client.EventStream) error {
+	printed := map[string]int{} // message id → runes printed
+	var order []string
+	inTurn, lineOpen := false, false
+	show := func(m state.Message) {
+		if m.Role == state.RoleUser {
+			return
+		}
+		text := []rune(noControls(m.Text, "\n\t"))
+		n, seen := printed[m.ID]
+		if !seen {
+			order = append(order, m.ID)
+			if lineOpen {
+				fmt.Fprintln(e.stdout)
+				lineOpen = false
+			}
+			if m.Role != state.RoleAgent {
+				fmt.Fprintf(e.stdout, "[%s] ", cell(string(m.Role)))
+			}
+		}
+		if n < len(text) {
+			fmt.Fprint(e.stdout, string(text[n:]))
+			lineOpen = !strings.HasSuffix(string(text), "\n")
+			printed[m.ID] = len(text)
+		}
+	}
+	finish := func(s *state.Session) error {
+		// The reply as stored: whatever the stream did not carry.
+		if msgs, err := c.Messages(ctx, id); err == nil {
+			for _, m := range turnMessages(msgs, printed) {
+				show(m)
+			}
+		}
+		if lineOpen {
+			fmt.Fprintln(e.stdout)
+		}
+		switch s.State {
+		case state.SessionError:
+			return fmt.Errorf("the turn ended with session %s in ERROR: %s", id, orDefault(s.ErrorMessage, "no error message"))
+		case state.SessionStopped:
+			return fmt.Errorf("the turn ended when session %s was stopped", id)
+		case state.SessionCompleted:
+			return fmt.Errorf("the turn ended when session %s was deleted", id)
+		}
+		return nil
+	}
+	events := make(chan state.Event, 64)
+	if stream != nil {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer close(events)
+			for {
+				ev, err := stream.Next()
+				if err != nil {
+					return
+				}
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		defer func() {
+			stream.Close()
+			<-done
+		}()
+	} else {
+		close(events)
+	}
+	tick := time.NewTicker(recheckEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if lineOpen {
+				fmt.Fprintln(e.stdout)
+			}
+			return errTurnTimeout
+		case ev, ok := <-events:
+			if !ok {
+				events = nil // the stream ended: the ticks carry on
+				continue
+			}
+			switch ev.Type {
+			case state.EventStateChanged:
+				to, _ := ev.Data["to"].(string)
+				from, _ := ev.Data["from"].(string)
+				if to == string(state.SessionRunning) {
+					inTurn = true
+				} else if inTurn && from == string(state.SessionRunning) {
+					s, err := c.GetSession(ctx, id)
+					if err != nil {
+						return err
+					}
+					if s.State != state.SessionRunning {
+						return finish(s)
+					}
+				}
+			case state.EventMessageAdded, state.EventMessageUpdated:
+				if m, ok := eventMessage(ev); ok && inTurn {
+					show(m)
+				}
+			}
+		case <-tick.C:
+			if events != nil && inTurn {
+				continue // the stream speaks for the turn
+			}
+			s, err := c.GetSession(ctx, id)
+			if err != nil {
+				return err
+			}
+			if s.State != state.SessionRunning {
+				return finish(s)
+			}
+		}
+	}
+}
+
+// turnMessages returns the messages of the last turn (after the last user
+// message) and any already printed ones, in order.
+func turnMessages(msgs []state.Message, printed map[string]int) []state.Message {
+	start := 0
+	for i, m := range msgs {
+		if m.Role == state.RoleUser {
+			start = i + 1
+		}
+	}
+	var out []state.Message
+	for i, m := range msgs {
+		if _, ok := printed[m.ID]; ok || i >= start {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// eventMessage decodes the message of a message event.
+func eventMessage(ev state.Event) (state.Message, bool) {
+	raw, err := json.Marshal(ev.Data["message"])
+	if err != nil {
+		return state.Message{}, false
+	}
+	var m state.Message
+	if json.Unmarshal(raw, &m) != nil || m.ID == "" {
+		return state.Message{}, false
+	}
+	return m, true
+}
