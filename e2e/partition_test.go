@@ -67,7 +67,7 @@ agent "demo" {
 		// shared storage.
 		wrap := append(nw.Wrapper(i), "unshare", "--pid", "--kill-child", "--mount-proc")
 		hosts = append(hosts, harness.HostSpec{IP: h.IP, Wrap: wrap,
-			Extra: fmt.Sprintf("plugin \"standalone\" {\n  config {\n    workspace_root = %q\n    listen = %q\n  }\n}\n", root, h.IP+":0")})
+			Extra: fmt.Sprintf("plugin \"standalone\" {\n  config {\n    workspace_root = %q\n    shared_workspace_root = true\n    listen = %q\n  }\n}\n", root, h.IP+":0")})
 	}
 	c, err := harness.StartHosts(harness.Options{Bin: binDir, Dir: t.TempDir(), Extra: common}, hosts)
 	if err != nil {

@@ -22,7 +22,8 @@ func standaloneConfig(t *testing.T) string {
 plugin_dir = %q
 plugin "standalone" {
   config {
-    workspace_root = %q
+    workspace_root        = %q
+    shared_workspace_root = true # every node of these clusters shares it
   }
 }
 agent "demo" {

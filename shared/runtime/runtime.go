@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -124,6 +125,20 @@ type LaunchRequest struct {
 	// `terminal` block); its zero value keeps agentctl's defaults.
 	Terminal Terminal
 }
+
+// Options keys the host sets itself (users' runtime_options never start
+// with "paddock.").
+const (
+	// OptionExistingWorkspace is "true" when the session ran before: its
+	// workspace was made by an earlier launch and must still be there. A
+	// runtime fails such a launch with ErrNotFound when the workspace is
+	// gone, instead of starting the agent in a new, empty one.
+	OptionExistingWorkspace = "paddock.existing_workspace"
+)
+
+// IsHostOption reports whether an Options key was set by the host (a
+// runtime that refuses unknown options lets these through).
+func IsHostOption(key string) bool { return strings.HasPrefix(key, "paddock.") }
 
 // MinReplayBytes is the smallest terminal replay buffer agentctl accepts.
 const MinReplayBytes = 4096

@@ -26,6 +26,20 @@ var Handshake = plugin.HandshakeConfig{
 // logger appends to the file itself.
 const PluginLogFileEnv = "PADDOCK_PLUGIN_LOG_FILE"
 
+// NodeAddrEnv names the environment variable through which a host tells its
+// plugins the address its node serves on (the server's bind_addr). An
+// executor that other nodes must reach (agentctl's endpoint) listens there
+// by default, not on loopback: every node of a cluster talks to it.
+const NodeAddrEnv = "PADDOCK_NODE_ADDR"
+
+// NodeAddr is the host's node address from NodeAddrEnv, or "127.0.0.1".
+func NodeAddr() string {
+	if a := os.Getenv(NodeAddrEnv); a != "" {
+		return a
+	}
+	return "127.0.0.1"
+}
+
 // PluginLogger returns the logger a plugin should use: JSON lines on stderr,
 // which go-plugin forwards into the host's log under the plugin's name. When
 // stderr breaks (the host died) and PluginLogFileEnv is set, the log file

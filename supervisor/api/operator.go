@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -141,4 +142,35 @@ func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(res)
+}
+
+// internalRuntime runs one runtime call in this node's plugin, for the
+// leader (the executor belongs to this node).
+func (s *Server) internalRuntime(w http.ResponseWriter, r *http.Request) error {
+	if s.plugins == nil {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "this node runs no runtime plugins")
+	}
+	nodes.ServeRuntime(w, r, s.plugins, r.PathValue("name"), r.PathValue("op"))
+	return nil
+}
+
+// internalPlugins lists this node's plugins, for the leader's node watch.
+func (s *Server) internalPlugins(w http.ResponseWriter, _ *http.Request) error {
+	if s.plugins == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"plugins": []any{}})
+		return nil
+	}
+	nodes.ServePlugins(w, s.plugins)
+	return nil
+}
+
+// listNodes is the leader's view of every node as an executor host: whether
+// it answers, its last contact, its plugins' health.
+func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) error {
+	list := []nodes.Health{}
+	if s.nodes != nil {
+		list = s.nodes.Health()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": list})
+	return nil
 }

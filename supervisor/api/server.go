@@ -26,6 +26,7 @@ import (
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/plugins"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -63,10 +64,20 @@ type Sessions interface {
 	Prompt(ctx context.Context, sessionID, text string) error
 	Cancel(ctx context.Context, sessionID string) error
 	IsRunning(sessionID string) bool
+	// NodeUnavailable names the node of a session's executor when that
+	// node does not answer.
+	NodeUnavailable(sessionID string) (string, bool)
 	// LeaseExpiry is the leader's live expiry of a held lease (renewals are
 	// not raft writes, so the replicated expires_at is the claim's).
 	LeaseExpiry(sessionID string) (time.Time, bool)
 	Agentctl(sessionID string) (*agentctl.Client, error)
+}
+
+// Nodes is the leader's view of the cluster's nodes as executor hosts
+// (supervisor/nodes).
+type Nodes interface {
+	Usable(runtime string) []string
+	Health() []nodes.Health
 }
 
 // Plugins lists and checks the loaded runtime plugins (supervisor/plugins).
@@ -80,8 +91,10 @@ type Options struct {
 	Cluster  Cluster
 	Sessions Sessions
 	Plugins  Plugins
-	Config   *config.Config
-	Logger   hclog.Logger
+	// Nodes places sessions and reports node health (nil: this node alone).
+	Nodes  Nodes
+	Config *config.Config
+	Logger hclog.Logger
 	// Registry receives the API's metrics (a new one when nil).
 	Registry *prometheus.Registry
 	// LeaderWait bounds how long a request waits for a leader (default 5s).
@@ -93,6 +106,7 @@ type Server struct {
 	cluster    Cluster
 	sessions   Sessions
 	plugins    Plugins
+	nodes      Nodes
 	store      *state.Store
 	cfg        *config.Config
 	log        hclog.Logger
@@ -129,7 +143,7 @@ func New(opts Options) *Server {
 	if opts.LeaderWait == 0 {
 		opts.LeaderWait = 5 * time.Second
 	}
-	s := &Server{cluster: opts.Cluster, sessions: opts.Sessions, plugins: opts.Plugins, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
+	s := &Server{cluster: opts.Cluster, sessions: opts.Sessions, plugins: opts.Plugins, nodes: opts.Nodes, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
 		mux: http.NewServeMux(), registry: opts.Registry, leaderWait: opts.LeaderWait,
 		transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	s.metrics = newMetrics(opts.Registry, opts.Cluster)
@@ -184,6 +198,10 @@ func (s *Server) routes() {
 	s.handle("GET /v1/internal/node", local|node, s.internalNode)
 	s.handle("POST /v1/internal/join", local|node, s.internalJoin)
 	s.handle("POST /v1/internal/apply", local|node, s.internalApply)
+	// The leader runs runtime calls for an executor in its owner's plugins.
+	s.handle("POST /v1/internal/runtimes/{name}/{op}", local|node|bigBody, s.internalRuntime)
+	s.handle("GET /v1/internal/plugins", local|node, s.internalPlugins)
+	s.handle("GET /v1/nodes", 0, s.listNodes)
 	if s.cfg.EnableDebug {
 		s.debugRoutes()
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -85,6 +86,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if err := s.checkSessionCap(); err != nil {
+		return err
+	}
+	if err := s.checkPlacement(req.Runtime, req.RuntimeOptions[sessions.OptionNode]); err != nil {
 		return err
 	}
 	sess := state.Session{ID: newID(), TaskID: taskID, Agent: req.Agent, Runtime: req.Runtime, RuntimeOptions: req.RuntimeOptions}
@@ -174,6 +178,11 @@ func (s *Server) statusOf(sess state.Session) state.Status {
 	if in.SupportsResume == nil {
 		if a := s.cfg.Agent(sess.Agent); a != nil {
 			in.SupportsResume = a.SupportsSessionResume
+		}
+	}
+	if s.sessions != nil && !in.AgentRunning {
+		if node, down := s.sessions.NodeUnavailable(sess.ID); down {
+			in.NodeUnavailable = node
 		}
 	}
 	return state.ComputeStatus(in)
@@ -371,6 +380,26 @@ func (s *Server) checkSessionCap() error {
 	if live >= limit {
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable,
 			"node %s already runs %d sessions, its limits.max_sessions_per_node; stop or delete a session first", s.cluster.ID(), live)
+	}
+	return nil
+}
+
+// checkPlacement refuses runtime_options.node naming a node that is not a
+// server of the cluster (400) or cannot take the session now (503).
+func (s *Server) checkPlacement(runtime, node string) error {
+	if node == "" {
+		return nil
+	}
+	if _, ok := s.store.Nodes()[node]; !ok {
+		var names []string
+		for id := range s.store.Nodes() {
+			names = append(names, id)
+		}
+		sort.Strings(names)
+		return badRequest("runtime_options.node %q is not a server of this cluster (servers: %s)", node, strings.Join(names, ", "))
+	}
+	if s.nodes != nil && !slices.Contains(s.nodes.Usable(runtime), node) {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "node %q cannot take a %s session now: it does not answer, or its %s plugin is unhealthy", node, runtime, runtime)
 	}
 	return nil
 }

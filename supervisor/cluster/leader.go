@@ -68,11 +68,14 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	n.log.Info("gained leadership")
 	defer n.log.Info("leader loop stopped")
 	for {
-		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err == nil {
+		err := n.barrier(ctx)
+		if err == nil {
 			break
-		} else {
-			n.log.Warn("barrier failed", "error", err)
 		}
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.Warn("barrier failed", "error", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -93,6 +96,21 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	}
 	wg.Wait()
 	<-ctx.Done()
+}
+
+// barrier waits for raft's barrier, or for ctx. A barrier enqueued just as
+// raft shuts down is never answered (nothing reads raft's apply queue any
+// more), so waiting on it alone would hold the leader loop, and Shutdown,
+// for good; the goroutine is left to the process in that case.
+func (n *Node) barrier(ctx context.Context) error {
+	done := make(chan error, 1)
+	go func() { done <- n.raft.Barrier(n.cfg.ApplyTimeout).Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // registerSelf records this node's addresses in replicated state so that

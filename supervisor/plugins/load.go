@@ -76,7 +76,7 @@ func (m *Manager) load(ctx context.Context, inst *instance, tryReattach bool) (h
 		stderr := &tailWriter{out: inst.logFile}
 		c, err = runtime.NewClient(lctx, runtime.ClientConfig{
 			Path:                 inst.path,
-			Env:                  []string{runtime.PluginLogFileEnv + "=" + inst.logPath},
+			Env:                  []string{runtime.PluginLogFileEnv + "=" + inst.logPath, runtime.NodeAddrEnv + "=" + m.opts.NodeAddr},
 			Logger:               m.logger,
 			Stderr:               stderr,
 			SupportedAPIVersions: m.opts.SupportedAPIVersions,

@@ -51,6 +51,9 @@ type Options struct {
 	// DataDir is the supervisor's data_dir; plugin state (reattach files and
 	// logs) lives in DataDir/plugins. Required.
 	DataDir string
+	// NodeAddr is the node's address (bind_addr), passed to plugins in
+	// runtime.NodeAddrEnv; default 127.0.0.1.
+	NodeAddr string
 	// Plugins are the `plugin "<name>"` blocks of the configuration.
 	Plugins []*config.Plugin
 	// Logger receives the Manager's and the plugins' log lines; default: a

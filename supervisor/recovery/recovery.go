@@ -66,6 +66,7 @@ type Recovery struct {
 	log      hclog.Logger
 
 	mu          sync.Mutex
+	leaderCtx   context.Context // this term's context (nil before the first)
 	last        *Report
 	orphans     *orphans // nil: no orphan reconciling (see WithOrphans)
 	lastOrphans *OrphanReport
@@ -91,9 +92,14 @@ type candidate struct {
 // candidates are the sessions whose current executor is starting or ready,
 // and active sessions whose executor's failure was recorded without the
 // session's (a leader change in between).
-func (r *Recovery) candidates() []candidate {
+func (r *Recovery) candidates(node string) []candidate {
 	var out []candidate
 	for _, sess := range r.store.Sessions(state.SessionFilter{}) {
+		if node != "" {
+			if ex, ok := r.store.Executor(sess.ExecutorID); !ok || ex.Node != node {
+				continue
+			}
+		}
 		if sess.State == state.SessionCreated && sess.ExecutorID == "" {
 			out = append(out, candidate{sessionID: sess.ID, start: true})
 			continue
@@ -128,7 +134,10 @@ func (r *Recovery) allows(s state.SessionState) bool {
 // this node leads; it is a cluster.LeaderFunc. With WithOrphans it then
 // reconciles orphaned executors until ctx ends.
 func (r *Recovery) Run(ctx context.Context) {
-	r.recoverAll(ctx)
+	r.mu.Lock()
+	r.leaderCtx = ctx
+	r.mu.Unlock()
+	r.recoverAll(ctx, "")
 	r.mu.Lock()
 	o := r.orphans
 	r.mu.Unlock()
@@ -188,12 +197,27 @@ func (r *Recovery) recoverOne(ctx context.Context, c candidate) result {
 	}
 }
 
-// recoverAll is one recovery pass: every candidate is recovered, or left
-// pending when leadership ends.
-func (r *Recovery) recoverAll(ctx context.Context) {
+// RecoverNode runs a recovery pass over the sessions whose executor lives on
+// node, on this leader: the node answers again after it was unavailable,
+// and the sessions that waited for it come back by the usual rules
+// (reattach, or resume from the token). It does nothing when this node
+// does not lead.
+func (r *Recovery) RecoverNode(node string) {
+	r.mu.Lock()
+	ctx := r.leaderCtx
+	r.mu.Unlock()
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
+	r.recoverAll(ctx, node)
+}
+
+// recoverAll is one recovery pass: every candidate (on node, when not "")
+// is recovered, or left pending when leadership ends.
+func (r *Recovery) recoverAll(ctx context.Context, node string) {
 	rep := &Report{Started: time.Now(), Outcomes: map[sessions.Outcome]int{}}
-	list := r.candidates()
-	r.log.Info("recovery started", "sessions", len(list), "auto_resume", r.policy)
+	list := r.candidates(node)
+	r.log.Info("recovery started", "sessions", len(list), "auto_resume", r.policy, "node", node)
 	work := make(chan candidate)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -226,9 +250,11 @@ feed:
 	wg.Wait()
 	rep.Pending += len(list) - fed
 	rep.Duration = time.Since(rep.Started)
-	r.mu.Lock()
-	r.last = rep
-	r.mu.Unlock()
+	if node == "" {
+		r.mu.Lock()
+		r.last = rep
+		r.mu.Unlock()
+	}
 	r.log.Info("recovery finished", "duration", rep.Duration, "continued", rep.Outcomes[sessions.OutcomeContinued],
 		"resumed", rep.Outcomes[sessions.OutcomeResumed], "workspace_only", rep.Outcomes[sessions.OutcomeWorkspace],
 		"lost", rep.Outcomes[sessions.OutcomeLost], "started", rep.Outcomes[sessions.OutcomeStarted],

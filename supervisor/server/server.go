@@ -17,6 +17,7 @@ import (
 	"github.com/paddockhq/paddock/supervisor/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/plugins"
 	"github.com/paddockhq/paddock/supervisor/recovery"
 	"github.com/paddockhq/paddock/supervisor/sessions"
@@ -31,6 +32,7 @@ type Server struct {
 	Plugins  *plugins.Manager
 	Sessions *sessions.Manager
 	Recovery *recovery.Recovery
+	Nodes    *nodes.Nodes
 
 	log      hclog.Logger
 	listener net.Listener
@@ -43,7 +45,7 @@ type Server struct {
 func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	// Plugins first: a plugin that refuses its config block stops the start
 	// before anything else happens (exit 1 with HCL diagnostics).
-	pm, err := plugins.New(plugins.Options{Dir: cfg.PluginDir, DataDir: cfg.DataDir, Plugins: cfg.Plugins, Logger: log.Named("plugins")})
+	pm, err := plugins.New(plugins.Options{Dir: cfg.PluginDir, DataDir: cfg.DataDir, NodeAddr: cfg.BindAddr, Plugins: cfg.Plugins, Logger: log.Named("plugins")})
 	if err != nil {
 		return nil, err
 	}
@@ -78,15 +80,21 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{Config: cfg, Node: node, Plugins: pm, log: log, listener: ln, done: make(chan error, 1)}
-	s.Sessions = sessions.New(sessions.Options{Cluster: node, Runtimes: pm, Config: cfg, Logger: log.Named("sessions")})
+	// Every node is also an executor host: the leader reaches the plugin
+	// that owns an executor through Nodes, and watches which nodes answer.
+	s.Nodes = nodes.New(nodes.Options{Self: cfg.NodeName, Store: node.Store(), Plugins: pm, Secret: cfg.NodeSecret(), Logger: log.Named("nodes")})
+	node.OnLeader(s.Nodes.Watch)
+	s.Sessions = sessions.New(sessions.Options{Cluster: node, Nodes: s.Nodes, Config: cfg, Logger: log.Named("sessions")})
 	node.OnLeader(s.Sessions.Run)
 	// After its recovery pass the leader removes executors no executor row
 	// owns (runtimes with runtime.Reconciler), then every 10 minutes.
 	s.Recovery = recovery.New(node.Store(), s.Sessions, cfg, log.Named("recovery")).WithOrphans(recovery.OrphanOptions{Runtimes: pm})
 	node.OnLeader(s.Recovery.Run)
+	// Sessions that waited for their node come back when it answers again.
+	s.Nodes.OnUp(s.Recovery.RecoverNode)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(s.Recovery.Collectors()...)
-	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait, Registry: registry})
+	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Nodes: s.Nodes, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait, Registry: registry})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {
 		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())

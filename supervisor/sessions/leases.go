@@ -183,6 +183,13 @@ func (m *Manager) reclaimExpired(ctx context.Context, sessionID string) {
 		}
 		return
 	}
+	if ex, ok := m.store.Executor(l.HolderExecutorID); ok && m.waitsForNode(ctx, ex) {
+		// The holder's node does not answer: the session waits for it
+		// (node_unavailable) rather than fail; its agent, if it still runs
+		// behind a partition, has stopped itself by now.
+		lock.Unlock()
+		return
+	}
 	m.log.Warn("lease expired; reclaiming", "session", sessionID, "holder", l.HolderExecutorID, "token", l.FencingToken)
 	if _, err := m.apply(ctx, state.CmdReclaimLease, &state.ReleaseLeaseBody{SessionID: sessionID, FencingToken: l.FencingToken}); err != nil {
 		lock.Unlock()

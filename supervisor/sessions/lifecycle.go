@@ -64,6 +64,9 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 	if reason := m.resumeBlocker(sess); reason != "" {
 		return fmt.Errorf("%w: %s", ErrNotResumable, state.ResumeMessage(reason))
 	}
+	if node, down := m.NodeUnavailable(sess.ID); down {
+		return fmt.Errorf("%w: %s", state.ErrConflict, state.NodeUnavailableMessage(node))
+	}
 	return m.begin(ctx, sessionID, true, state.SessionStopped, state.SessionError)
 }
 
@@ -177,15 +180,20 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 		m.fail(ctx, sess, "", "", "", fmt.Errorf("agent profile %q is not configured", sess.Agent))
 		return
 	}
-	rt, err := m.runtimes.Get(sess.Runtime)
+	node, err := m.place(ctx, sess)
 	if err != nil {
-		m.fail(ctx, sess, "", "", state.ReasonExecutorLost, fmt.Errorf("runtime %q: %w", sess.Runtime, err))
+		m.fail(ctx, sess, "", "", state.ReasonExecutorLost, err)
+		return
+	}
+	rt, err := m.nodes.Runtime(node, sess.Runtime)
+	if err != nil {
+		m.fail(ctx, sess, "", "", state.ReasonExecutorLost, fmt.Errorf("runtime %q on node %s: %w", sess.Runtime, node, err))
 		return
 	}
 	task, _ := m.store.Task(sess.TaskID)
-	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": executorID, "runtime": sess.Runtime})
+	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": executorID, "runtime": sess.Runtime, "node": node})
 
-	ex, resp, err := m.bringUpExecutor(ctx, rt, sess, task, executorID, token)
+	ex, resp, err := m.bringUpExecutor(ctx, rt, node, sess, task, executorID, token)
 	if err != nil {
 		m.fail(ctx, sess, executorID, state.ExecutorError, state.ReasonExecutorLost, err)
 		return
@@ -233,8 +241,8 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 // bringUpExecutor reuses the session's previous executor when its runtime can
 // recover it (same workspace, agentctl reattached or restarted), else
 // launches a new one; the executor row is recorded either way.
-func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, sess state.Session, task state.Task, executorID string, token uint64) (state.Executor, runtime.LaunchResponse, error) {
-	ex := state.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: m.cluster.ID(), Status: state.ExecutorStarting}
+func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, node string, sess state.Session, task state.Task, executorID string, token uint64) (state.Executor, runtime.LaunchResponse, error) {
+	ex := state.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: node, Status: state.ExecutorStarting}
 	old, recorded := m.store.Executor(executorID)
 	if recorded {
 		// Keep what agentctl reported until it is probed again: a launch
@@ -244,7 +252,9 @@ func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, sess 
 	}
 	var resp runtime.LaunchResponse
 	var err error
-	if recorded && len(old.Handle) > 0 {
+	// A handle is recovered only by its own node's plugin; an executor that
+	// moves (shared workspace, its node gone) is launched afresh.
+	if recorded && len(old.Handle) > 0 && old.Node == node {
 		ex.Secret = old.Secret
 		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: state.ExecutorStarting}); err != nil {
 			return ex, resp, err
@@ -262,7 +272,7 @@ func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, sess 
 		resp, err = rt.Launch(ctx, runtime.LaunchRequest{
 			SessionID: sess.ID, TaskID: sess.TaskID, ExecutorID: executorID, Cluster: m.name,
 			Workspace:      runtime.Workspace{Path: task.Workspace.Path, Branch: task.Workspace.Branch},
-			AgentctlSecret: ex.Secret, FencingToken: token, Options: sess.RuntimeOptions,
+			AgentctlSecret: ex.Secret, FencingToken: token, Options: launchOptions(sess, recorded && old.WorkspacePath != ""),
 			Terminal: runtime.Terminal{Shell: m.cfg.Terminal.Shell, ReplayBytes: int(m.cfg.Terminal.ReplayBytes), IdleTimeout: m.cfg.Terminal.IdleTimeout},
 		})
 		if err != nil {
@@ -517,7 +527,7 @@ func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) err
 		m.detach(sessionID)
 	}
 	if ex, ok := m.store.Executor(sess.ExecutorID); ok && len(ex.Handle) > 0 {
-		rt, err := m.runtimes.Get(ex.Runtime)
+		rt, err := m.runtimeOf(ctx, ex)
 		if err != nil {
 			return fmt.Errorf("runtime %q: %w", ex.Runtime, err)
 		}

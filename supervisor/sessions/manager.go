@@ -40,9 +40,23 @@ type Runtimes interface {
 	Get(name string) (runtime.Runtime, error)
 }
 
+// Nodes reaches every node's runtime plugins (supervisor/nodes): an
+// executor of a node-local runtime is managed only by its owner's plugin.
+type Nodes interface {
+	// Runtime returns runtime name on node ("" or this node: the local one).
+	Runtime(node, name string) (runtime.Runtime, error)
+	// Available reports whether node answers.
+	Available(node string) bool
+	// Usable lists the nodes that answer and whose plugin name is healthy.
+	Usable(name string) []string
+}
+
 // Options configure a Manager.
 type Options struct {
-	Cluster  Cluster
+	Cluster Cluster
+	// Nodes routes runtime calls to executors' owners. When nil, Runtimes
+	// (this node's plugins) serve every call: a single node.
+	Nodes    Nodes
 	Runtimes Runtimes
 	Config   *config.Config
 	Logger   hclog.Logger
@@ -52,12 +66,12 @@ type Options struct {
 
 // Manager runs sessions on the leader.
 type Manager struct {
-	cluster  Cluster
-	store    *state.Store
-	runtimes Runtimes
-	cfg      *config.Config
-	log      hclog.Logger
-	name     string
+	cluster Cluster
+	store   *state.Store
+	nodes   Nodes
+	cfg     *config.Config
+	log     hclog.Logger
+	name    string
 
 	mu     sync.Mutex
 	ctx    context.Context // the leader context; nil when not leading
@@ -90,7 +104,10 @@ func New(o Options) *Manager {
 	if o.ClusterName == "" {
 		o.ClusterName = "paddock"
 	}
-	return &Manager{cluster: o.Cluster, store: o.Cluster.Store(), runtimes: o.Runtimes, cfg: o.Config, log: o.Logger,
+	if o.Nodes == nil {
+		o.Nodes = localNodes{self: o.Cluster.ID(), rt: o.Runtimes}
+	}
+	return &Manager{cluster: o.Cluster, store: o.Cluster.Store(), nodes: o.Nodes, cfg: o.Config, log: o.Logger,
 		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sync.Mutex{},
 		leases: leaseClock{expiry: map[string]time.Time{}}}
 }

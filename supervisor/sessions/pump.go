@@ -300,8 +300,13 @@ func (m *Manager) lost(ctx context.Context, e *execution, err error) {
 	ex, _ := m.store.Executor(e.executorID)
 	dead := errors.Is(err, errRestarted)
 	if !dead {
-		if rt, rerr := m.runtimes.Get(ex.Runtime); rerr == nil {
-			dead = m.provenGone(ctx, rt, ex)
+		rt, rerr := m.runtimeOf(ctx, ex)
+		if rerr == nil {
+			dead, rerr = m.provenGone(ctx, rt, ex)
+		}
+		if nodeDown(rerr) && !m.sharedWorkspace(ctx, ex.Runtime) {
+			m.nodeLost(ctx, sess, ex, err)
+			return
 		}
 	}
 	if !dead {

@@ -23,6 +23,9 @@ const (
 	OutcomeLost      Outcome = "lost"      // the executor is gone (ERROR executor_lost)
 	OutcomeSkipped   Outcome = "skipped"   // nothing to recover
 	OutcomeStarted   Outcome = "started"   // recorded but never started: started now
+	// OutcomeNodeUnavailable: the executor's node and its agentctl do not
+	// answer; the session waits for the node (RecoverNode takes it up).
+	OutcomeNodeUnavailable Outcome = "node_unavailable"
 )
 
 // runtimeRetries bounds retries of a runtime that is temporarily unavailable
@@ -71,31 +74,55 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		m.fail(ctx, sess, ex.ID, state.ExecutorError, state.ReasonExecutorLost, errors.New("the executor's launch was interrupted by a leader change"))
 		return OutcomeLost, nil
 	}
-	rt, err := m.runtimes.Get(ex.Runtime)
-	for i := 0; err != nil && i < runtimeRetries && ctx.Err() == nil; i++ {
+	rt, err := m.runtimeOf(ctx, ex)
+	for i := 0; err != nil && !nodeDown(err) && i < runtimeRetries && ctx.Err() == nil; i++ {
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff(i)):
 		}
-		rt, err = m.runtimes.Get(ex.Runtime)
+		rt, err = m.runtimeOf(ctx, ex)
 	}
-	if err != nil {
+	ownerDown := nodeDown(err)
+	if err != nil && !ownerDown {
 		// Recorded as a failure: the outcome says so, and recovery has
 		// nothing left to retry.
 		m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("runtime %q: %w", ex.Runtime, err))
 		return OutcomeLost, nil
 	}
-	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": ex.ID, "recovery": true})
-	oldGone := m.provenGone(ctx, rt, ex)
-	resp, err := m.recoverExecutor(ctx, rt, ex)
-	if err != nil {
-		m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("recover executor %s: %w", ex.ID, err))
-		return OutcomeLost, nil
+	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": ex.ID, "recovery": true, "node": ex.Node})
+	var oldGone bool
+	var resp runtime.LaunchResponse
+	if !ownerDown {
+		takenOver := ex.Node != m.cluster.ID() && !m.nodes.Available(ex.Node)
+		if takenOver {
+			// The owner is gone and runtimeOf gave this node's plugin (a
+			// runtime that is not node-local, or a shared workspace): it
+			// manages the executor from now on.
+			ex.Node = m.cluster.ID()
+		}
+		oldGone, err = m.provenGone(ctx, rt, ex)
+		if takenOver && oldGone {
+			// Only the owner's plugin can prove a node-local executor gone.
+			if caps, cerr := rt.Capabilities(ctx); cerr != nil || caps.NodeLocal {
+				oldGone = false
+			}
+		}
+		if !nodeDown(err) {
+			resp, err = m.recoverExecutor(ctx, rt, ex)
+			if err != nil && !nodeDown(err) {
+				m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("recover executor %s: %w", ex.ID, err))
+				return OutcomeLost, nil
+			}
+		}
+		ownerDown = nodeDown(err)
+	}
+	if ownerDown {
+		// The owner's server does not answer. Its machine may still run the
+		// agentctl (only the server process died): reattach over the
+		// recorded address, with no plugin call.
+		resp = runtime.LaunchResponse{AgentctlURL: ex.AgentctlURL, PID: ex.PID, ContainerID: ex.ContainerID}
 	}
 	prevNonce, recorded := ex.Nonce, ex
-	// This node's runtime manages the executor from now on (it found or
-	// restarted it): a node-local runtime can prove it gone only from here.
-	ex.Node = m.cluster.ID()
 	ex.AgentctlURL, ex.PID, ex.ContainerID = resp.AgentctlURL, resp.PID, resp.ContainerID
 	if len(resp.Handle) > 0 {
 		ex.Handle = resp.Handle
@@ -109,10 +136,47 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		token = lease.FencingToken
 	}
 	client := clientFor(ex, token)
-	health, err := m.waitHealthy(ctx, client)
-	if err != nil {
-		m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("agentctl at %s is not healthy: %w", ex.AgentctlURL, err))
-		return OutcomeLost, nil
+	var health agentctl.Health
+	if ownerDown {
+		hctx, cancel := context.WithTimeout(ctx, m.cfg.Recovery.HealthTimeout)
+		health, err = client.Health(hctx)
+		cancel()
+		if err == nil && health.Nonce != prevNonce {
+			err = fmt.Errorf("agentctl at %s restarted (boot nonce %s, recorded %s)", ex.AgentctlURL, health.Nonce, prevNonce)
+		}
+		if err != nil && !m.sharedWorkspace(ctx, ex.Runtime) {
+			m.nodeLost(ctx, sess, ex, err)
+			return OutcomeNodeUnavailable, nil
+		}
+		if err != nil {
+			// The workspace is on shared storage: this node's plugin takes
+			// the executor over (its holder is not proven gone, so the
+			// lease below is waited out before anything runs here).
+			local, lerr := m.nodes.Runtime("", ex.Runtime)
+			if lerr == nil {
+				ex.Node = m.cluster.ID()
+				resp, lerr = m.recoverExecutor(ctx, local, ex)
+			}
+			if lerr != nil {
+				m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("node %s does not answer, and this node could not take its executor over: %w", recorded.Node, lerr))
+				return OutcomeLost, nil
+			}
+			ex.AgentctlURL, ex.PID, ex.ContainerID = resp.AgentctlURL, resp.PID, resp.ContainerID
+			if len(resp.Handle) > 0 {
+				ex.Handle = resp.Handle
+			}
+			if resp.WorkspacePath != "" {
+				ex.WorkspacePath, ex.WorktreePath, ex.WorktreeBranch = resp.WorkspacePath, resp.WorktreePath, resp.WorktreeBranch
+			}
+			client = clientFor(ex, token)
+			ownerDown = false
+		}
+	}
+	if !ownerDown {
+		if health, err = m.waitHealthy(ctx, client); err != nil {
+			m.failUnproven(ctx, sess, ex.ID, state.ReasonExecutorLost, fmt.Errorf("agentctl at %s is not healthy: %w", ex.AgentctlURL, err))
+			return OutcomeLost, nil
+		}
 	}
 	if token == 0 || lease.HolderNonce != health.Nonce {
 		// The agentctl answering is not the lease holder. Unless the runtime
@@ -236,17 +300,17 @@ func (m *Manager) reclaimAndClaim(ctx context.Context, sessionID, executorID, no
 }
 
 // provenGone reports whether the runtime proves an executor's agentctl gone:
-// it says so (exited or not found), and it can know — the runtime is not
-// node-local, or the executor ran on this node.
-func (m *Manager) provenGone(ctx context.Context, rt runtime.Runtime, ex state.Executor) bool {
+// its owner's plugin says so (exited or not found), or a plugin that is not
+// node-local does. The error is the inspection's (a node that does not
+// answer proves nothing).
+func (m *Manager) provenGone(ctx context.Context, rt runtime.Runtime, ex state.Executor) (bool, error) {
 	ictx, cancel := context.WithTimeout(ctx, agentctlTimeout)
 	defer cancel()
 	insp, err := rt.Inspect(ictx, ex.Handle)
 	if !(errors.Is(err, runtime.ErrNotFound) || (err == nil && insp.State == runtime.StateExited)) {
-		return false
+		return false, err
 	}
-	caps, err := rt.Capabilities(ictx)
-	return err == nil && (!caps.NodeLocal || ex.Node == m.cluster.ID())
+	return true, nil
 }
 
 // waitLeaseExpiry waits until this leader's expiry of a session's lease has

@@ -202,6 +202,8 @@ type Status struct {
 	ResumeMessage    *string         `json:"resume_message"`
 	WorktreePath     *string         `json:"worktree_path"`
 	WorktreeBranch   *string         `json:"worktree_branch"`
+	// Node is the node that owns the session's executor (null before one).
+	Node *string `json:"node"`
 	// LastTurnOutcome is how the last turn ended; null when none has.
 	LastTurnOutcome *TurnOutcome `json:"last_turn_outcome"`
 }

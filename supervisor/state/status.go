@@ -60,6 +60,7 @@ func ComputeStatus(in StatusInput) Status {
 		st.ExecutorStatus = &status
 		st.WorktreePath = strPtr(e.WorktreePath)
 		st.WorktreeBranch = strPtr(e.WorktreeBranch)
+		st.Node = strPtr(e.Node)
 		if in.AgentRunning {
 			st.AgentExecutionID = strPtr(e.AgentExecutionID)
 		}

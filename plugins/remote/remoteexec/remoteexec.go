@@ -247,7 +247,7 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 		return runtime.LaunchResponse{}, err
 	}
 	for k := range req.Options {
-		if k != OptionHost {
+		if k != OptionHost && !runtime.IsHostOption(k) {
 			return runtime.LaunchResponse{}, fmt.Errorf("unknown runtime option %q (the remote runtime knows %q): %w", k, OptionHost, runtime.ErrInvalidRequest)
 		}
 	}

@@ -2,6 +2,7 @@ package localexec
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,12 +23,17 @@ type Config struct {
 	WorkspaceRoot string
 	// AgentctlPath is the agentctl binary; empty means discover it.
 	AgentctlPath string
-	// Listen is agentctl's -listen address (default 127.0.0.1:0).
+	// Listen is agentctl's -listen address (default: the node's address,
+	// port 0, so that every node of the cluster can reach it).
 	Listen string
 	// Advertise is agentctl's -advertise host, when set.
 	Advertise string
 	// StartTimeout bounds agentctl's start until healthy.
 	StartTimeout time.Duration
+	// SharedWorkspaceRoot declares workspace_root to be storage every node
+	// mounts at the same path: a session whose node is gone may then be
+	// relaunched on another node (capability "shared_workspace").
+	SharedWorkspaceRoot bool
 }
 
 var configSchema = &hcl.BodySchema{
@@ -37,6 +43,7 @@ var configSchema = &hcl.BodySchema{
 		{Name: "listen"},
 		{Name: "advertise"},
 		{Name: "start_timeout"},
+		{Name: "shared_workspace_root"},
 	},
 }
 
@@ -44,14 +51,15 @@ var configSchema = &hcl.BodySchema{
 var schemaDoc = runtime.Schema{Attributes: []runtime.AttributeSchema{
 	{Name: "workspace_root", Type: "string", Description: "directory holding every session's workspace (default " + DefaultWorkspaceRoot + ")"},
 	{Name: "agentctl_path", Type: "string", Description: "agentctl binary (default: next to the plugin directory, then PATH)"},
-	{Name: "listen", Type: "string", Description: "agentctl listen address (default 127.0.0.1:0)"},
+	{Name: "shared_workspace_root", Type: "bool", Description: "workspace_root is storage every node mounts at the same path, so a session whose node is gone may be relaunched on another node (default false)"},
+	{Name: "listen", Type: "string", Description: "agentctl listen address (default: the server's bind_addr, port 0)"},
 	{Name: "advertise", Type: "string", Description: "host agentctl advertises in its URL (default: the listen host)"},
 	{Name: "start_timeout", Type: "duration", Description: "how long agentctl may take to become healthy (default 15s)"},
 }}
 
 // ParseConfig parses a config body; diagnostics carry ranges in src.Filename.
 func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
-	cfg := Config{WorkspaceRoot: DefaultWorkspaceRoot, Listen: "127.0.0.1:0", StartTimeout: 15 * time.Second}
+	cfg := Config{WorkspaceRoot: DefaultWorkspaceRoot, Listen: net.JoinHostPort(runtime.NodeAddr(), "0"), StartTimeout: 15 * time.Second}
 	start := src.Start
 	if start.Line == 0 {
 		start = hcl.Pos{Line: 1, Column: 1}
@@ -85,6 +93,18 @@ func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
 	str("advertise", &cfg.Advertise)
 	var timeout string
 	str("start_timeout", &timeout)
+	if attr, ok := content.Attributes["shared_workspace_root"]; ok {
+		v, vdiags := attr.Expr.Value(nil)
+		diags = append(diags, vdiags...)
+		if !vdiags.HasErrors() {
+			if v.IsNull() || !v.IsKnown() || v.Type() != cty.Bool {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid shared_workspace_root",
+					Detail: "shared_workspace_root must be true or false.", Subject: attr.Expr.Range().Ptr()})
+			} else {
+				cfg.SharedWorkspaceRoot = v.True()
+			}
+		}
+	}
 	if diags.HasErrors() {
 		return cfg, diags
 	}

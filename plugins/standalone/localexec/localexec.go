@@ -108,8 +108,14 @@ func (r *Runtime) SetConfig(_ context.Context, src runtime.ConfigSource) (hcl.Di
 
 // Capabilities implements runtime.Runtime.
 func (r *Runtime) Capabilities(context.Context) (runtime.Capabilities, error) {
-	return runtime.Capabilities{SupportsWorkspaceOnly: true, SurvivesSupervisorRestart: true, NodeLocal: true}, nil
+	cfg := r.config()
+	return runtime.Capabilities{SupportsWorkspaceOnly: true, SurvivesSupervisorRestart: true, NodeLocal: true,
+		Extra: map[string]bool{CapSharedWorkspace: cfg.SharedWorkspaceRoot}}, nil
 }
+
+// CapSharedWorkspace is the capability (Capabilities.Extra) of a runtime
+// whose workspace_root every node mounts.
+const CapSharedWorkspace = "shared_workspace"
 
 // handle is what the host stores for an executor. It never holds the secret.
 type handle struct {
@@ -262,6 +268,13 @@ func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.
 	src := req.Workspace.Path
 	if src == "" {
 		h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
+		if req.Options[runtime.OptionExistingWorkspace] == "true" {
+			// The session ran before: never start it again in an empty
+			// workspace that only looks like its own.
+			if st, err := os.Stat(h.Workspace); err != nil || !st.IsDir() {
+				return fmt.Errorf("the session's workspace %s is gone (removed, or on another machine's disk): %w", h.Workspace, runtime.ErrNotFound)
+			}
+		}
 		if err := os.MkdirAll(h.Workspace, 0o700); err != nil {
 			return fmt.Errorf("create workspace: %w", err)
 		}
