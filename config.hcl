@@ -1,5 +1,5 @@
 # Paddock: a single-node configuration for `make run`.
-# Every key and its default is described in CONTRACT.md, section "Configuration".
+# Every key and its default is described in docs/CONFIGURATION.md.
 # Several files can be given (`paddock server -config a.hcl -config b.hcl`); later
 # files override earlier ones.
 

@@ -1,5 +1,5 @@
 // Package cli implements the paddock command-line subcommands other than
-// `paddock server` (CONTRACT.md "CLI"): status, operator, task, session,
+// `paddock server` (docs/CLI.md): status, operator, task, session,
 // plugin, executor and agent commands that talk to a supervisor through the
 // client package.
 //

@@ -1,5 +1,5 @@
-// Package client is a Go client for Paddock's supervisor HTTP API (CONTRACT.md
-// "HTTP API"): one method per endpoint, each taking a context, plus a WebSocket
+// Package client is a Go client for Paddock's supervisor HTTP API (docs/API.md):
+// one method per endpoint, each taking a context, plus a WebSocket
 // stream of session events.
 //
 // API errors come back as *APIError so callers can branch with errors.As on the

@@ -232,7 +232,7 @@ func (c *Client) GetSession(ctx context.Context, id string, opts ...CallOption) 
 	return c.sessionCall(ctx, http.MethodGet, id, "", opts)
 }
 
-// SessionStatus returns the session's status object (CONTRACT.md "Model").
+// SessionStatus returns the session's status object (docs/API.md, "Status object").
 func (c *Client) SessionStatus(ctx context.Context, id string, opts ...CallOption) (*state.Status, error) {
 	if err := requireID("session", id); err != nil {
 		return nil, err

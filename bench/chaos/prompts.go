@@ -12,7 +12,7 @@ import (
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
-// Demo agent replies (CONTRACT.md "The demo agent").
+// Demo agent replies (package shared/demoagent lists them).
 const (
 	rememberReply = "ok, remembering "
 	recallReply   = "you asked me to remember: "

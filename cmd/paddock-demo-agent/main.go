@@ -1,5 +1,5 @@
 // Command paddock-demo-agent is Paddock's offline, deterministic demo agent
-// (CONTRACT.md "The demo agent"). ACP on stdio by default; --tty for the pty protocol.
+// (its replies: package shared/demoagent). ACP on stdio by default; --tty for the pty protocol.
 package main
 
 import (

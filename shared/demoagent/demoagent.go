@@ -1,5 +1,16 @@
 // Package demoagent is the logic of paddock-demo-agent: a small, deterministic,
-// offline agent for demos and tests (CONTRACT.md "The demo agent").
+// offline agent for demos and tests.
+//
+// Every prompt is a turn, counted from 1 across resumes. Its replies, each
+// streamed in several chunks:
+//   - "remember WORD…" → "ok, remembering WORD…";
+//   - "recall" → "you asked me to remember: W1, W2, …" (every word remembered in
+//     this conversation, across resumes), or "nothing to recall";
+//   - "sleep N" → waits N seconds (a long turn, for cancel and failover tests),
+//     then "slept N";
+//   - anything else → "turn K: TEXT", K being the prompt's turn number.
+//
+// --no-resume makes it advertise no loadSession (and refuse --resume).
 //
 // It speaks ACP on stdio (ServeACP) or, for the pty protocol, runs as a
 // line-oriented terminal program (ServeTTY). Conversations are kept in the

@@ -1,5 +1,5 @@
-// Package api is the supervisor's HTTP and WebSocket API (CONTRACT.md "HTTP
-// API"), served by every node: authentication, Origin checks, body limits,
+// Package api is the supervisor's HTTP and WebSocket API (docs/API.md),
+// served by every node: authentication, Origin checks, body limits,
 // the JSON error format, transparent forwarding to the leader, and the
 // handlers over replicated state.
 //

@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// Default values of the configuration, as documented in CONTRACT.md.
+// Default values of the configuration, as documented in docs/CONFIGURATION.md.
 const (
 	DefaultDataDir            = "./data"
 	DefaultBindAddr           = "127.0.0.1"

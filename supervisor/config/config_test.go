@@ -177,7 +177,7 @@ agent "b" {
 func TestContractExample(t *testing.T) {
 	c, err := Load("testdata/contract_example.hcl")
 	if err != nil {
-		t.Fatalf("the CONTRACT.md example does not load: %v", err)
+		t.Fatalf("the full example of docs/CONFIGURATION.md does not load: %v", err)
 	}
 	if c.NodeName != "n1" || c.ACL.Token != "s3cr3t" || c.API.MaxBody != 1<<20 || c.Terminal.ReplayBytes != 256<<10 {
 		t.Fatalf("got %+v", c)
@@ -199,20 +199,18 @@ func TestContractExample(t *testing.T) {
 		cl.SupportsSessionResume == nil || !*cl.SupportsSessionResume {
 		t.Fatalf("claude-cli %+v", cl)
 	}
-	// The testdata copy must stay the example of CONTRACT.md when the doc is at hand.
-	for _, doc := range []string{"../../docs/CONTRACT.md", "../../../shared/docs/CONTRACT.md"} {
-		b, err := os.ReadFile(doc)
-		if err != nil {
-			continue
-		}
-		m := regexp.MustCompile("(?s)## Configuration.*?```hcl\n(.*?)```").FindSubmatch(b)
-		if m == nil {
-			t.Fatalf("%s: no hcl block in the Configuration section", doc)
-		}
-		own, _ := os.ReadFile("testdata/contract_example.hcl")
-		if string(m[1]) != string(own) {
-			t.Fatalf("testdata/contract_example.hcl differs from the example in %s", doc)
-		}
+	// The testdata copy must stay the full example of docs/CONFIGURATION.md.
+	b, err := os.ReadFile("../../docs/CONFIGURATION.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)## Full example.*?```hcl\n(.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docs/CONFIGURATION.md: no hcl block in the Full example section")
+	}
+	own, _ := os.ReadFile("testdata/contract_example.hcl")
+	if string(m[1]) != string(own) {
+		t.Fatal("testdata/contract_example.hcl differs from the full example in docs/CONFIGURATION.md")
 	}
 }
 
@@ -585,7 +583,7 @@ func TestRepoConfig(t *testing.T) {
 // TestDiagErrorWithoutSubject covers diagnostics that carry no range.
 func TestDiagErrorWithoutSubject(t *testing.T) {
 	e := &DiagError{Diags: hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "S", Detail: "multi\nline"}}}
-	if got := e.Error(); got != "S: multi line hint: see the Configuration section of CONTRACT.md" {
+	if got := e.Error(); got != "S: multi line hint: see docs/CONFIGURATION.md" {
 		t.Fatalf("got %q", got)
 	}
 }

@@ -54,7 +54,7 @@ func formatDiag(d *hcl.Diagnostic) string {
 		b.WriteString(detail)
 	}
 	if !strings.Contains(detail, "hint:") {
-		b.WriteString(" hint: see the Configuration section of CONTRACT.md")
+		b.WriteString(" hint: see docs/CONFIGURATION.md")
 	}
 	return b.String()
 }

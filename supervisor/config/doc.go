@@ -1,5 +1,5 @@
 // Package config loads Paddock's server configuration: HCL files in the schema of
-// CONTRACT.md "Configuration", merged in order, with defaults applied and every value
+// docs/CONFIGURATION.md, merged in order, with defaults applied and every value
 // validated before anything starts.
 //
 // Errors are returned as a *DiagError holding hcl.Diagnostics whose subjects point at

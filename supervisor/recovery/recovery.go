@@ -1,6 +1,6 @@
 // Package recovery is the leader's startup recovery: when a node becomes
 // leader (after a restart or a failover) it brings every recorded executor
-// and session back without waiting for a user (PRODUCT.md requirement 2).
+// and session back without waiting for a user.
 // It runs inside the leader loop, whose context is cancelled when
 // leadership is lost, so two recoveries never run at once.
 //

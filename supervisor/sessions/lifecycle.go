@@ -30,7 +30,7 @@ func (m *Manager) Start(ctx context.Context, sessionID string) error {
 }
 
 // Resume restarts a STOPPED or ERROR session's agent from its resume token
-// (PRODUCT.md requirement 4). Validation and the lease claim happen before
+// (the agent continues its conversation). Validation and the lease claim happen before
 // it returns, so a session with a live owner gets state.ErrConflict.
 //
 // A resume that arrives while a stop drains the session (the stop holds the
@@ -173,7 +173,7 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 	return nil
 }
 
-// launch brings up the executor and the agent (PRODUCT.md requirements 2–4).
+// launch brings up the executor and the agent.
 func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executorID string, token uint64, resume bool) {
 	agentCfg := m.cfg.Agent(sess.Agent)
 	if agentCfg == nil {

@@ -285,7 +285,7 @@ func (m *Manager) agentExited(ctx context.Context, e *execution, code int, selfF
 }
 
 // lost handles an agentctl that died or restarted under a live leader:
-// executor error, session ERROR with agent_not_running (CONTRACT.md "Model").
+// executor error, session ERROR with agent_not_running (docs/API.md, "Status object").
 func (m *Manager) lost(ctx context.Context, e *execution, err error) {
 	m.mu.Lock()
 	stopping := e.stopping

@@ -32,8 +32,8 @@ const (
 // (a plugin restarting, a Docker engine coming back).
 const runtimeRetries = 8
 
-// Recover brings one recorded session back on a new leader (PRODUCT.md
-// requirement 2): recover its executor through the runtime, health-check
+// Recover brings one recorded session back on a new leader, so that
+// sessions outlive a failover: recover its executor through the runtime, health-check
 // agentctl, enable workspace access, then continue a live agent, resume a
 // gone one from its token (when autoResume), or record why it cannot.
 //

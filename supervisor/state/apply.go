@@ -5,7 +5,7 @@ import (
 )
 
 // sessionTransitions lists, for each state, the states a session may move to
-// (CONTRACT.md "Model"). ERROR and COMPLETED are reachable from anywhere and
+// (docs/API.md, "Sessions"). ERROR and COMPLETED are reachable from anywhere and
 // are handled separately.
 var sessionTransitions = map[SessionState][]SessionState{
 	SessionCreated:         {SessionStarting, SessionStopped},

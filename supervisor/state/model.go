@@ -2,7 +2,7 @@ package state
 
 import "time"
 
-// SessionState is the lifecycle state of a session (CONTRACT.md "Model").
+// SessionState is the lifecycle state of a session (docs/API.md, "Sessions").
 type SessionState string
 
 // Session states.
@@ -174,7 +174,7 @@ type Event struct {
 	Data      map[string]any `json:"data"`
 }
 
-// Event types (CONTRACT.md "HTTP API").
+// Event types (docs/API.md, "Events").
 const (
 	EventAgentctlStarting = "session.agentctl_starting"
 	EventAgentctlReady    = "session.agentctl_ready"

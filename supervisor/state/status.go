@@ -2,7 +2,7 @@ package state
 
 import "time"
 
-// Resume reasons of the status object (CONTRACT.md "Model").
+// Resume reasons of the status object (docs/API.md, "Status object").
 const (
 	ReasonNotResumable       = "not_resumable"
 	ReasonMissingResumeToken = "missing_resume_token"

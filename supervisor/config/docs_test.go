@@ -1,0 +1,164 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// docKeys returns the keys of the tables in the "## Keys" section of
+// docs/CONFIGURATION.md (the server's own keys; plugin keys follow it).
+func docKeys(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/CONFIGURATION.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "\n## Keys\n")
+	end := strings.Index(doc, "\n## Plugin keys\n")
+	if start < 0 || end < start {
+		t.Fatal(`docs/CONFIGURATION.md has no "## Keys" section followed by "## Plugin keys"`)
+	}
+	var keys []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(doc[start:end], -1) {
+		keys = append(keys, m[1])
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// allowedHint loads src, which must set one unknown argument, and returns the
+// loader's hint listing what the enclosing block allows.
+func allowedHint(t *testing.T, src string) string {
+	t.Helper()
+	_, err := Parse([]byte(src), "probe.hcl")
+	var de *DiagError
+	if !errors.As(err, &de) || len(de.Diags) == 0 {
+		t.Fatalf("%s: want an unknown-argument error, got %v", src, err)
+	}
+	for _, d := range de.Diags {
+		if strings.Contains(d.Detail, "allowed in") {
+			return d.Detail
+		}
+	}
+	t.Fatalf("%s: no diagnostic lists the allowed arguments: %v", src, err)
+	return ""
+}
+
+// listAfter returns the comma-separated names after prefix, up to ";" or the end.
+func listAfter(hint, prefix string) []string {
+	i := strings.Index(hint, prefix)
+	if i < 0 {
+		return nil
+	}
+	rest := hint[i+len(prefix):]
+	if j := strings.Index(rest, ";"); j >= 0 {
+		rest = rest[:j]
+	}
+	var out []string
+	for _, s := range strings.Split(rest, ", ") {
+		out = append(out, strings.TrimSpace(s))
+	}
+	return out
+}
+
+// loaderKeys asks the loader itself, through the hints of its unknown-argument
+// errors, which arguments each block accepts.
+func loaderKeys(t *testing.T) []string {
+	top := allowedHint(t, "no_such_key_zz = 1\n")
+	keys := listAfter(top, "arguments allowed in the top level: ")
+	blocks := listAfter(top, "blocks allowed in the top level: ")
+	if len(keys) == 0 || len(blocks) == 0 {
+		t.Fatalf("unexpected hint %q", top)
+	}
+	for _, b := range blocks {
+		name, labelled := strings.CutSuffix(b, ` "NAME" { … }`)
+		if !labelled {
+			name = strings.TrimSuffix(b, " { … }")
+			hint := allowedHint(t, name+" {\n  no_such_key_zz = 1\n}\n")
+			for _, k := range listAfter(hint, "arguments allowed in "+name+": ") {
+				keys = append(keys, name+"."+k)
+			}
+			continue
+		}
+		hint := allowedHint(t, name+" \"x\" {\n  no_such_key_zz = 1\n}\n")
+		where := name + ` "x": `
+		for _, k := range listAfter(hint, "arguments allowed in "+where) {
+			keys = append(keys, name+".NAME."+k)
+		}
+		for _, nb := range listAfter(hint, "blocks allowed in "+where) {
+			keys = append(keys, name+".NAME."+strings.TrimSuffix(nb, " { … }"))
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// TestConfigurationDocListsEveryKey keeps docs/CONFIGURATION.md's key table and
+// the loader in step, both ways: every key the loader accepts is documented,
+// and every documented key is accepted.
+func TestConfigurationDocListsEveryKey(t *testing.T) {
+	doc, loader := docKeys(t), loaderKeys(t)
+	for _, want := range []string{"server.cluster_secret", "limits.max_sessions_per_node", "agent.NAME.protocol", "plugin.NAME.config"} {
+		if !slices.Contains(loader, want) {
+			t.Fatalf("the loader probe misses %s (got %v): the hint format changed", want, loader)
+		}
+	}
+	for _, k := range loader {
+		if !slices.Contains(doc, k) {
+			t.Errorf("the loader accepts %s but docs/CONFIGURATION.md does not document it", k)
+		}
+	}
+	for _, k := range doc {
+		if !slices.Contains(loader, k) {
+			t.Errorf("docs/CONFIGURATION.md documents %s but the loader does not accept it", k)
+		}
+	}
+}
+
+// TestConfigurationDocDefaults checks the defaults the table states for
+// values whose default is a constant of this package.
+func TestConfigurationDocDefaults(t *testing.T) {
+	b, err := os.ReadFile("../../docs/CONFIGURATION.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := map[string]string{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\| [^|]+ \\| ([^|]+) \\|").FindAllStringSubmatch(string(b), -1) {
+		defaults[m[1]] = strings.TrimSpace(m[2])
+	}
+	d := Default()
+	for key, want := range map[string]string{
+		"data_dir":                     "`\"" + d.DataDir + "\"`",
+		"bind_addr":                    "`\"" + d.BindAddr + "\"`",
+		"log_level":                    "`\"" + d.LogLevel + "\"`",
+		"plugin_dir":                   "`\"" + d.PluginDir + "\"`",
+		"ports.http":                   "`7700`",
+		"ports.raft":                   "`7701`",
+		"server.bootstrap_expect":      "`1`",
+		"server.heartbeat_timeout":     "`\"" + d.Server.HeartbeatTimeout.String() + "\"`",
+		"server.election_timeout":      "`\"" + d.Server.ElectionTimeout.String() + "\"`",
+		"server.leader_lease_timeout":  "`\"" + d.Server.LeaderLeaseTimeout.String() + "\"`",
+		"recovery.auto_resume":         "`\"" + d.Recovery.AutoResume + "\"`",
+		"recovery.health_timeout":      "`\"" + d.Recovery.HealthTimeout.String() + "\"`",
+		"lease.ttl":                    "`\"" + d.Lease.TTL.String() + "\"`",
+		"limits.max_sessions_per_node": "`0`",
+		"agent.NAME.permission":        "`\"" + DefaultPermission + "\"`",
+		"api.max_body":                 "`\"1MiB\"`",
+		"terminal.replay_bytes":        "`\"256KiB\"`",
+		"terminal.idle_timeout":        "`\"30m\"`",
+	} {
+		if defaults[key] != want {
+			t.Errorf("docs/CONFIGURATION.md: default of %s is %s, the code's is %s", key, defaults[key], want)
+		}
+	}
+	if d.Ports.HTTP != 7700 || d.Ports.Raft != 7701 || d.Server.BootstrapExpect != 1 || d.API.MaxBody != 1<<20 ||
+		d.Terminal.ReplayBytes != 256<<10 || d.Terminal.IdleTimeout.String() != "30m0s" || d.Limits.MaxSessionsPerNode != 0 {
+		t.Errorf("a default changed; update docs/CONFIGURATION.md and this test: %+v", d)
+	}
+}
