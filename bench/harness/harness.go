@@ -24,7 +24,10 @@ type Node struct {
 	Dir    string // working directory; data lives in Dir/data
 	Config string // path of its config file
 	HTTP   string // host:port of its API
-	bin    string
+	// Token is the API token the harness's own reads send (the config's
+	// acl.token, when it has one).
+	Token string
+	bin   string
 
 	Process // the server process
 }
@@ -48,6 +51,8 @@ type Options struct {
 	SeparateIPs bool
 	// LogLevel of the servers (default info).
 	LogLevel string
+	// Token is the acl.token Extra sets, if any, for the harness's reads.
+	Token string
 }
 
 // FreePort returns a port that was free on ip a moment ago.
@@ -175,7 +180,14 @@ func (n *Node) Leads() (leader bool, err error) {
 
 // leaderHTTP is what a node believes the leader's API is (stale read).
 func (n *Node) leaderHTTP() string {
-	resp, err := quick.Get(n.URL() + "/v1/status?stale=true")
+	req, err := http.NewRequest(http.MethodGet, n.URL()+"/v1/status?stale=true", nil)
+	if err != nil {
+		return ""
+	}
+	if n.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+n.Token)
+	}
+	resp, err := quick.Do(req)
 	if err != nil {
 		return ""
 	}

@@ -79,7 +79,7 @@ server {
 				return nil, err
 			}
 		}
-		c.Nodes = append(c.Nodes, &Node{Name: name, Dir: dir, Config: path, HTTP: fmt.Sprintf("%s:%d", h.IP, h.HTTPPort), bin: bin})
+		c.Nodes = append(c.Nodes, &Node{Name: name, Dir: dir, Config: path, HTTP: fmt.Sprintf("%s:%d", h.IP, h.HTTPPort), Token: o.Token, bin: bin})
 	}
 	for _, n := range c.Nodes {
 		if err := n.Start(); err != nil {

@@ -173,7 +173,9 @@ func (n *Nodes) healthOf(id string) Health {
 		c := *h
 		return c
 	}
-	return Health{Node: id, Available: !n.watched}
+	// Not probed yet (the watch just started, or the node just joined):
+	// taken to answer until a probe says otherwise.
+	return Health{Node: id, Available: true}
 }
 
 // Watch probes every registered node each Interval until ctx ends (the

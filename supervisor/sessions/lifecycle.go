@@ -44,6 +44,11 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 	if sess.State == state.SessionWaitingForInput || sess.State == state.SessionRunning {
 		sess = m.waitDrain(ctx, sess)
 	}
+	if node, down := m.NodeUnavailable(sess.ID); down && !m.IsRunning(sess.ID) {
+		// Before the state: a session that waits for its node keeps the
+		// state it had, and the node is what stands in the way.
+		return fmt.Errorf("%w: %s", state.ErrConflict, state.NodeUnavailableMessage(node))
+	}
 	switch sess.State {
 	case state.SessionStopped, state.SessionError:
 	case state.SessionWaitingForInput, state.SessionRunning:
@@ -63,9 +68,6 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 	}
 	if reason := m.resumeBlocker(sess); reason != "" {
 		return fmt.Errorf("%w: %s", ErrNotResumable, state.ResumeMessage(reason))
-	}
-	if node, down := m.NodeUnavailable(sess.ID); down {
-		return fmt.Errorf("%w: %s", state.ErrConflict, state.NodeUnavailableMessage(node))
 	}
 	return m.begin(ctx, sessionID, true, state.SessionStopped, state.SessionError)
 }
