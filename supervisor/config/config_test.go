@@ -567,7 +567,8 @@ func TestRepoConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.NodeName != "n1" || c.DataDir != "./data" || c.Ports.HTTP != 7700 || c.Ports.Raft != 7701 || c.PluginDir != "./bin/plugins" {
+	repo, _ := filepath.Abs("../..")
+	if c.NodeName != "n1" || c.DataDir != "./data" || c.Ports.HTTP != 7700 || c.Ports.Raft != 7701 || c.PluginDir != filepath.Join(repo, "bin", "plugins") {
 		t.Fatalf("got %+v", c)
 	}
 	if c.Plugin("standalone") == nil || !strings.Contains(string(c.Plugin("standalone").Source), `workspace_root = "./data/workspaces"`) {

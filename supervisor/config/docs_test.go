@@ -162,3 +162,42 @@ func TestConfigurationDocDefaults(t *testing.T) {
 		t.Errorf("a default changed; update docs/CONFIGURATION.md and this test: %+v", d)
 	}
 }
+
+// TestRelativePluginDirIsRelativeToItsFile: a server started from another
+// directory finds the plugins its file names; an absolute plugin_dir, the
+// default and Parse's are left as they are.
+func TestRelativePluginDirIsRelativeToItsFile(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, src string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rel := write("rel.hcl", "plugin_dir = \"./bin/plugins\"\n")
+	abs := write("abs.hcl", "plugin_dir = \"/opt/paddock/plugins\"\n")
+	none := write("none.hcl", "log_level = \"debug\"\n")
+	for _, tt := range []struct {
+		files []string
+		want  string
+	}{
+		{[]string{rel}, dir + "/bin/plugins"},
+		{[]string{abs}, "/opt/paddock/plugins"},
+		{[]string{none}, DefaultPluginDir},
+		{[]string{rel, none}, dir + "/bin/plugins"},
+		{[]string{rel, abs}, "/opt/paddock/plugins"},
+	} {
+		c, err := Load(tt.files...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.PluginDir != tt.want {
+			t.Errorf("Load(%v): plugin_dir %q, want %q", tt.files, c.PluginDir, tt.want)
+		}
+	}
+	c, err := Parse([]byte("plugin_dir = \"./p\"\n"), dir+"/x.hcl")
+	if err != nil || c.PluginDir != "./p" {
+		t.Fatalf("Parse: %q %v", c.PluginDir, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/big"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -33,7 +34,22 @@ func Load(paths ...string) (*Config, error) {
 		}
 		l.file(src, p)
 	}
+	l.resolvePluginDir()
 	return l.finish()
+}
+
+// resolvePluginDir makes a relative plugin_dir set in a file relative to that
+// file's directory (as Nomad resolves its plugin_dir), so a server started
+// from another directory finds the same plugins. Parse leaves it as written:
+// its file name need not be a real path.
+func (l *loader) resolvePluginDir() {
+	r, ok := l.ranges["plugin_dir"]
+	if !ok || l.cfg.PluginDir == "" || filepath.IsAbs(l.cfg.PluginDir) {
+		return
+	}
+	if dir, err := filepath.Abs(filepath.Dir(r.Filename)); err == nil {
+		l.cfg.PluginDir = filepath.Join(dir, l.cfg.PluginDir)
+	}
 }
 
 // Parse parses one in-memory file named filename, applies defaults and validates it.
