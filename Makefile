@@ -7,7 +7,7 @@ export CGO_ENABLED ?= 0
 
 .DEFAULT_GOAL := help
 
-.PHONY: help build run test test-short fuzz-smoke bench bench-quick lint proto image clean
+.PHONY: help build run test test-short fuzz-smoke bench bench-quick lint proto image clean ui
 
 help: ## Show this help
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,6 +59,9 @@ lint: ## go vet and staticcheck
 
 image: build ## Build the local executor image paddock-executor:dev (FROM scratch; needs docker and busybox-static)
 	deploy/image/build.sh -b $(BIN)
+
+ui: ## Rebuild the web UI bundle ui/dist (needs Node and npm; the bundle is committed and embedded)
+	cd ui && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run --silent build
 
 proto: ## Regenerate gRPC code from shared/runtime/proto
 	$(MAKE) -C shared/runtime/proto

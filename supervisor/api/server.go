@@ -202,6 +202,10 @@ func (s *Server) routes() {
 	s.handle("POST /v1/internal/runtimes/{name}/{op}", local|node|bigBody, s.internalRuntime)
 	s.handle("GET /v1/internal/plugins", local|node, s.internalPlugins)
 	s.handle("GET /v1/nodes", 0, s.listNodes)
+
+	// The web UI (ui.go): every node serves it, and the page asks for the token.
+	s.handle("GET /{$}", local|open, s.uiRoot)
+	s.handle("GET /ui/", local|open, s.uiAsset)
 	if s.cfg.EnableDebug {
 		s.debugRoutes()
 	}

@@ -1,0 +1,94 @@
+// The HTTP API with the user's token. A 401 asks for the token (once, however
+// many requests are waiting) and retries. The token lives in sessionStorage
+// only; it never goes into a URL.
+import { h } from "./dom";
+
+const tokenKey = "paddock.token";
+
+export class ApiError extends Error {
+  constructor(public status: number, public code: string, message: string) {
+    super(message);
+  }
+}
+
+export function token(): string {
+  return sessionStorage.getItem(tokenKey) ?? "";
+}
+
+let pendingLogin: Promise<void> | null = null;
+
+/** login asks for the token; concurrent callers share one form. */
+export function login(failed = false): Promise<void> {
+  if (!pendingLogin) {
+    pendingLogin = showLogin(failed).finally(() => { pendingLogin = null; });
+  }
+  return pendingLogin;
+}
+
+function showLogin(failed: boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const input = h("input", { type: "password", id: "login-token", name: "token", autocomplete: "current-password", required: true });
+    const form = h("form", { class: "login", "aria-label": "Log in" },
+      h("h2", {}, "Log in to Paddock"),
+      failed ? h("p", { class: "error" }, "That token was refused; try again.") : null,
+      h("label", { for: "login-token" }, "Token"),
+      input,
+      h("button", { type: "submit" }, "Log in"));
+    const dialog = h("div", { class: "overlay", role: "dialog", "aria-modal": "true", "aria-label": "Log in" }, form);
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      sessionStorage.setItem(tokenKey, input.value);
+      dialog.remove();
+      resolve();
+    });
+    document.body.append(dialog);
+    input.focus();
+  });
+}
+
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    const headers: Record<string, string> = {};
+    const t = token();
+    if (t) headers["Authorization"] = `Bearer ${t}`;
+    if (body !== undefined) headers["Content-Type"] = "application/json";
+    const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    if (resp.status === 401 && attempt < 5) {
+      if (t) sessionStorage.removeItem(tokenKey);
+      await login(t !== "");
+      continue;
+    }
+    const text = await resp.text();
+    const data = text ? JSON.parse(text) : {};
+    if (!resp.ok) {
+      const err = data?.error ?? {};
+      throw new ApiError(resp.status, err.code ?? "error", err.message ?? `${method} ${path}: ${resp.status}`);
+    }
+    return data as T;
+  }
+}
+
+/** wsURL is the WebSocket address of an API path on this page's node. */
+export function wsURL(path: string): string {
+  const proto = location.protocol === "https:" ? "wss:" : "ws:";
+  return `${proto}//${location.host}${path}`;
+}
+
+export interface Task {
+  id: string; title: string; state: string;
+  workspace: { path?: string; branch?: string };
+  created_at: string; updated_at: string;
+}
+export interface Session {
+  id: string; task_id: string; state: string; agent: string; runtime: string;
+  executor_id?: string; has_resume_token: boolean; error_message?: string;
+  created_at: string; updated_at: string; last_activity_at?: string;
+}
+export interface Status {
+  session_id: string; task_id: string; state: string; agent_profile_id: string | null;
+  executor_status: string | null; runtime: string | null; is_agent_running: boolean;
+  is_resumable: boolean; needs_resume: boolean; resume_reason: string | null;
+  resume_message: string | null; error_message?: string | null;
+}
+export interface Message { id: string; role: string; text: string; complete: boolean; created_at: string; updated_at: string }
+export interface Event { type: string; session_id: string; task_id: string; index: number; data: Record<string, any> }

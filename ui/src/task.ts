@@ -1,0 +1,64 @@
+// A task's page: its sessions with live state badges, and "New session".
+import { api, ApiError, Session, Task } from "./api";
+import { badge, h, replace, when } from "./dom";
+import { EventStream } from "./events";
+import { navigate } from "./nav";
+
+interface Agent { name: string; protocol: string }
+interface Plugin { name: string; healthy?: boolean }
+
+export async function taskPage(root: HTMLElement, id: string): Promise<() => void> {
+  const task = await api<Task>("GET", `/v1/tasks/${encodeURIComponent(id)}`);
+  const [{ agents }, { plugins }] = await Promise.all([
+    api<{ agents: Agent[] }>("GET", "/v1/agents"),
+    api<{ plugins: Plugin[] }>("GET", "/v1/plugins"),
+  ]);
+  const list = h("ul", { class: "sessions", "aria-label": "Sessions" });
+  const error = h("p", { class: "error", "aria-live": "polite" });
+  const agent = h("select", { id: "session-agent", name: "agent" }, ...agents.map((a) => h("option", { value: a.name }, a.name)));
+  const runtime = h("select", { id: "session-runtime", name: "runtime" }, ...plugins.map((p) => h("option", { value: p.name }, p.name)));
+  const form = h("form", { class: "create", "aria-label": "New session" },
+    h("label", { for: "session-agent" }, "Agent"), agent,
+    h("label", { for: "session-runtime" }, "Runtime"), runtime,
+    h("button", { type: "submit" }, "New session"));
+  const stateBadge = h("span", {}, badge(task.state));
+
+  async function load(): Promise<void> {
+    const { sessions } = await api<{ sessions: Session[] }>("GET", `/v1/sessions?task_id=${encodeURIComponent(id)}`);
+    sessions.sort((a, b) => b.created_at.localeCompare(a.created_at));
+    replace(list, ...sessions.map((s) => h("li", { "data-session": s.id },
+      h("a", { href: `/ui/sessions/${s.id}` }, `${s.agent} · ${s.runtime}`), " ", badge(s.state),
+      h("code", {}, s.id.slice(0, 8)), h("time", {}, when(s.created_at)))));
+    if (sessions.length === 0) list.append(h("li", { class: "empty" }, "No sessions yet."));
+    const t = await api<Task>("GET", `/v1/tasks/${encodeURIComponent(id)}`);
+    replace(stateBadge, badge(t.state));
+  }
+
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    error.textContent = "";
+    try {
+      const s = await api<Session>("POST", `/v1/tasks/${encodeURIComponent(id)}/sessions`, { agent: agent.value, runtime: runtime.value });
+      navigate(`/ui/sessions/${s.id}`);
+    } catch (err) {
+      error.textContent = err instanceof ApiError ? err.message : String(err);
+    }
+  });
+
+  replace(root,
+    h("nav", {}, h("a", { href: "/ui/" }, "Tasks")),
+    h("h1", {}, task.title, " ", stateBadge),
+    task.workspace?.path ? h("p", {}, "Workspace ", h("code", {}, task.workspace.path)) : null,
+    h("h2", {}, "Sessions"), list, form, error);
+
+  let pending = 0;
+  const refresh = () => {
+    window.clearTimeout(pending);
+    pending = window.setTimeout(() => { load().catch((e) => { error.textContent = String(e.message); }); }, 100);
+  };
+  const events = new EventStream({ task_id: id }, (ev) => {
+    if (ev.type === "session.state_changed" || ev.type.startsWith("session.agentctl_")) refresh();
+  }, refresh);
+  await load();
+  return () => { window.clearTimeout(pending); events.close(); };
+}

@@ -1,0 +1,175 @@
+// The terminal panel: xterm.js over paddock.terminal.v1. It keeps the epoch
+// and stream offset of what its screen shows, so a reconnect asks only for
+// the bytes it missed; it reconnects by itself with backoff.
+import { Terminal } from "@xterm/xterm";
+import { FitAddon } from "@xterm/addon-fit";
+import { token, wsURL } from "./api";
+import { h } from "./dom";
+
+const subprotocol = "paddock.terminal.v1";
+const ackEvery = 64 * 1024;
+
+export class TerminalPanel {
+  readonly el: HTMLElement;
+  private term: Terminal;
+  private fit = new FitAddon();
+  private ws: WebSocket | null = null;
+  private epoch = "";
+  private offset = -1; // stream position of the screen; -1: nothing yet
+  private acked = 0;
+  private delay = 250;
+  private timer = 0;
+  private closed = false;
+  private everAttached = false;
+  private reconnecting = false;
+  private notice: HTMLElement;
+  private screen: HTMLElement;
+  private observer: ResizeObserver;
+  private enc = new TextEncoder();
+
+  constructor(private sessionID: string, private name = "shell") {
+    this.notice = h("p", { class: "term-notice", "aria-live": "polite" });
+    this.screen = h("div", { class: "term-screen" });
+    const reset = h("button", { type: "button", onclick: () => this.reset() }, "Reset terminal");
+    this.el = h("section", { class: "terminal", role: "region", "aria-label": "Terminal" },
+      h("div", { class: "term-bar" }, h("span", { class: "term-name" }, name), this.notice, reset),
+      this.screen);
+    this.term = new Terminal({ convertEol: false, cursorBlink: true, scrollback: 5000, fontSize: 13 });
+    this.term.loadAddon(this.fit);
+    this.term.onData((d) => this.input(this.enc.encode(d)));
+    this.term.onBinary((d) => this.input(Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff)));
+    this.term.onResize(({ cols, rows }) => this.sendJSON({ type: "resize", cols, rows }));
+    this.observer = new ResizeObserver(() => this.fitNow());
+  }
+
+  /** start opens the screen (the element must be in the document) and connects. */
+  start(): void {
+    this.term.open(this.screen);
+    this.fitNow();
+    this.observer.observe(this.screen);
+    this.connect();
+  }
+
+  private fitNow(): void {
+    try { this.fit.fit(); } catch { /* not laid out yet */ }
+  }
+
+  private setNotice(text: string, ...extra: HTMLElement[]): void {
+    this.notice.replaceChildren(text, ...extra);
+  }
+
+  private connect(): void {
+    if (this.closed) return;
+    const q = new URLSearchParams({ name: this.name, cols: String(this.term.cols), rows: String(this.term.rows) });
+    const ws = new WebSocket(wsURL(`/v1/sessions/${encodeURIComponent(this.sessionID)}/terminal?${q}`), subprotocol);
+    ws.binaryType = "arraybuffer";
+    this.ws = ws;
+    let attached = false;
+    let takenOver = false;
+    ws.onopen = () => {
+      const hello: Record<string, unknown> = { type: "hello", cols: this.term.cols, rows: this.term.rows, token: token() };
+      if (this.epoch && this.offset >= 0) {
+        hello.epoch = this.epoch;
+        hello.offset = this.offset;
+      }
+      ws.send(JSON.stringify(hello));
+    };
+    ws.onmessage = (m) => {
+      if (typeof m.data === "string") {
+        const msg = JSON.parse(m.data);
+        switch (msg.type) {
+          case "attached":
+            attached = true;
+            this.delay = 250;
+            if (msg.epoch !== this.epoch) this.offset = -1;
+            this.epoch = msg.epoch;
+            this.setNotice(this.reconnecting ? "Session resumed" : msg.notice ?? "");
+            this.reconnecting = false;
+            this.everAttached = true;
+            this.el.dataset.pid = String(msg.pid);
+            break;
+          case "reset":
+            this.epoch = msg.epoch;
+            this.offset = -1;
+            this.term.reset();
+            break;
+          case "exited":
+            this.setNotice(`Shell exited (code ${msg.code})`);
+            break;
+          case "taken_over":
+            takenOver = true;
+            this.setNotice("This terminal was opened elsewhere.",
+              h("button", { type: "button", onclick: () => { this.setNotice(""); this.connect(); } }, "Take back"));
+            break;
+          case "error":
+            this.setNotice(`Terminal error: ${msg.message}`);
+            break;
+        }
+        return;
+      }
+      this.output(new Uint8Array(m.data as ArrayBuffer));
+    };
+    ws.onclose = (e) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      if (this.closed || takenOver || e.code === 4001) return;
+      if (!attached) this.delay = Math.min(this.delay * 2, 5000);
+      this.reconnecting = this.everAttached;
+      this.setNotice("Reconnecting…");
+      this.timer = window.setTimeout(() => this.connect(), this.delay);
+    };
+  }
+
+  private output(b: Uint8Array): void {
+    if (b.length === 0) return;
+    if (b[0] === 0x02) {
+      this.term.write(b.subarray(1));
+      return;
+    }
+    if (b[0] !== 0x01 || b.length < 9) return;
+    const off = Number(new DataView(b.buffer, b.byteOffset, b.byteLength).getBigUint64(1));
+    let data = b.subarray(9);
+    if (this.offset >= 0 && off < this.offset) {
+      data = data.subarray(Math.min(data.length, this.offset - off)); // already on screen
+    }
+    const end = off + b.length - 9;
+    if (data.length > 0) {
+      this.term.write(data, () => this.maybeAck());
+    }
+    if (end > this.offset) this.offset = end;
+  }
+
+  private maybeAck(): void {
+    if (this.offset - this.acked >= ackEvery || this.offset < this.acked) {
+      this.acked = this.offset;
+      this.sendJSON({ type: "ack", offset: this.offset });
+    }
+  }
+
+  private input(b: Uint8Array): void {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+    const f = new Uint8Array(b.length + 1);
+    f[0] = 0x00;
+    f.set(b, 1);
+    this.ws.send(f);
+  }
+
+  private sendJSON(v: unknown): void {
+    if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(v));
+  }
+
+  private reset(): void {
+    if (!window.confirm("Reset the terminal? Its shell is ended and a new one started.")) return;
+    this.sendJSON({ type: "reset" });
+  }
+
+  focus(): void { this.term.focus(); }
+
+  dispose(): void {
+    this.closed = true;
+    window.clearTimeout(this.timer);
+    this.observer.disconnect();
+    this.ws?.close();
+    this.term.dispose();
+  }
+}
