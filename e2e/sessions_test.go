@@ -209,16 +209,11 @@ func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, api, sess.ID, state.SessionStopped)
-	// agentctl is stopped with the session; resuming brings the workspace back.
-	// Workspace access itself must not need the agent, so check it on a
-	// session whose agent exited but whose agentctl runs: stop the agent only.
-	if _, err := api.Resume(testCtx(t), sess.ID); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	// The stop ended the agent, not the workspace: everything below runs
+	// on the STOPPED session, with no agent.
 	st, err := api.SessionStatus(testCtx(t), sess.ID)
-	if err != nil || st.WorktreeBranch == nil || st.WorktreePath == nil {
-		t.Fatalf("status of a git task: %+v %v", st, err)
+	if err != nil || st.WorktreeBranch == nil || st.WorktreePath == nil || st.IsAgentRunning || st.State != state.SessionStopped {
+		t.Fatalf("status of a stopped git task: %+v %v", st, err)
 	}
 
 	if err := api.WriteFile(testCtx(t), sess.ID, "notes/hello.txt", strings.NewReader("hi there\n")); err != nil {
@@ -246,6 +241,14 @@ func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(repo, "notes")); !os.IsNotExist(err) {
 		t.Fatalf("the session wrote into the task's repository instead of its worktree")
+	}
+	// The workspace is still there for the agent: a resume continues in it.
+	if _, err := api.Resume(testCtx(t), sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	if data, err := api.ReadFile(testCtx(t), sess.ID, "notes/hello.txt"); err != nil || string(data) != "hi there\n" {
+		t.Fatalf("the file written while stopped, after the resume: %q %v", data, err)
 	}
 }
 

@@ -519,16 +519,27 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 // lease. It runs under the session lock.
 func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) error {
 	sess, _ := m.store.Session(sessionID)
+	agentStopped := false
 	if e := m.live1(sessionID); e != nil {
 		m.mu.Lock()
 		e.stopping = true
 		m.mu.Unlock()
 		if _, err := e.client.StopAgent(ctx); err != nil {
 			m.log.Warn("stop agent", "session", sessionID, "error", err)
+		} else {
+			agentStopped = true
 		}
 		m.detach(sessionID)
 	}
-	if ex, ok := m.store.Executor(sess.ExecutorID); ok && len(ex.Handle) > 0 {
+	ex, ok := m.store.Executor(sess.ExecutorID)
+	if ok && !destroy && agentStopped && ex.Status == state.ExecutorReady && ex.SupportsWorkspaceOnly {
+		// A stop ends the agent, not the workspace: agentctl keeps serving
+		// files, git and shells until the session is deleted, and a resume
+		// starts the agent in it again.
+		m.endLease(ctx, sessionID, false)
+		return nil
+	}
+	if ok && len(ex.Handle) > 0 {
 		rt, err := m.runtimeOf(ctx, ex)
 		if err != nil {
 			return fmt.Errorf("runtime %q: %w", ex.Runtime, err)

@@ -178,6 +178,17 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 			return OutcomeLost, nil
 		}
 	}
+	if sess.State == state.SessionStopped {
+		// A stopped session keeps its agentctl for workspace access: it is
+		// reattached, and nothing is claimed or started.
+		ex.Nonce, ex.Status, ex.ErrorMessage = health.Nonce, state.ExecutorReady, ""
+		if !reflect.DeepEqual(ex, recorded) {
+			if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
+				return OutcomeSkipped, err
+			}
+		}
+		return OutcomeWorkspace, nil
+	}
 	if token == 0 || lease.HolderNonce != health.Nonce {
 		// The agentctl answering is not the lease holder. Unless the runtime
 		// proved the holder gone, the holder may be alive out of reach (a
