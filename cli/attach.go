@@ -41,6 +41,7 @@ var attachCommand = command{
 	summary: "attach to a session's terminal (detach with ctrl-])",
 	flags:   attachFlags,
 	run:     runAttach,
+	id:      idSession,
 }
 
 func attachFlags(fs *flag.FlagSet) any {

@@ -49,6 +49,9 @@ type command struct {
 	summary string
 	flags   func(fs *flag.FlagSet) any
 	run     func(e *env, fl any, pos []string) error
+	// id is the kind of id the first argument is (idSession, idTask), so a
+	// unique prefix of it is expanded before run; "" when it takes none.
+	id string
 }
 
 func (c *command) usage() string {
@@ -71,9 +74,6 @@ func (u *usageError) Error() string {
 	}
 	return fmt.Sprintf("%s. Usage: %s", u.msg, u.usage)
 }
-
-// errNotAvailable marks commands that later issues add.
-var errNotAvailable = errors.New("not yet available")
 
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	e := &env{stdout: stdout, stderr: stderr}
@@ -99,21 +99,68 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return 1
 	}
 	switch rest[0] {
-	case "help", "-help", "--help":
+	case "help", "-help", "--help", "-h":
+		if len(rest) > 1 {
+			return e.groupHelp(rest[1:])
+		}
 		printHelp(stdout)
 		return 0
-	case "attach":
-		return e.runCommand(&attachCommand, rest[1:])
-	case "resume":
-		return e.fail(fmt.Errorf("paddock %s is %w", rest[0], errNotAvailable))
+	case "-version", "--version":
+		return e.runCommand(commandIndex["version"], rest[1:])
 	case "server":
 		return e.fail(errors.New(`"paddock server" is not handled by the CLI dispatcher`))
 	}
 	cmd, n := lookup(rest)
 	if cmd == nil {
+		if isHelpRequest(rest) {
+			return e.groupHelp(rest)
+		}
 		return e.fail(unknownCommand(rest))
 	}
 	return e.runCommand(cmd, rest[n:])
+}
+
+// isHelpRequest reports whether args ask for help (-h, -help, --help).
+func isHelpRequest(args []string) bool {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			return true
+		}
+	}
+	return false
+}
+
+// groupHelp prints the commands under a group (`paddock session --help`),
+// or one command's usage, and exits 0; an unknown group is an error.
+func (e *env) groupHelp(args []string) int {
+	var words []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		words = append(words, a)
+	}
+	if cmd, n := lookup(words); cmd != nil && n == len(words) {
+		return e.runCommand(cmd, []string{"-help"})
+	}
+	group := strings.Join(words, " ")
+	var sub []*command
+	for i := range commands {
+		if group == "" || strings.HasPrefix(commands[i].path, group+" ") {
+			sub = append(sub, &commands[i])
+		}
+	}
+	if len(sub) == 0 {
+		return e.fail(unknownCommand(words))
+	}
+	fmt.Fprintf(e.stdout, "Usage: paddock %s COMMAND [args]\n\nCommands:\n", group)
+	tw := newTable(e.stdout)
+	for _, c := range sub {
+		fmt.Fprintf(tw, "  %s\t%s\n", c.usage(), c.summary)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(e.stdout, "\nRun \"paddock %s COMMAND --help\" for a command's flags.\n", group)
+	return 0
 }
 
 // registerGlobals adds the global flags to fs, bound to g.
@@ -142,7 +189,20 @@ func (e *env) runCommand(cmd *command, args []string) int {
 		}
 		return e.fail(&usageError{msg: err.Error(), usage: cmd.usage()})
 	}
-	if err := cmd.run(e, fl, pos); err != nil {
+	err = cmd.run(e, fl, pos)
+	if cmd.id != "" && len(pos) > 0 && len(pos[0]) >= minPrefix && client.IsCode(err, "not_found") {
+		// Not an id: maybe a unique prefix of one. Nothing was done for a
+		// missing id, so the command runs again with the whole id.
+		full, rerr := e.expandPrefix(cmd.id, pos[0])
+		switch {
+		case rerr != nil:
+			err = rerr
+		case full != pos[0]:
+			pos[0] = full
+			err = cmd.run(e, fl, pos)
+		}
+	}
+	if err != nil {
 		var ue *usageError
 		if errors.As(err, &ue) && ue.usage == "" {
 			ue.usage = cmd.usage()
@@ -155,9 +215,14 @@ func (e *env) runCommand(cmd *command, args []string) int {
 // fail prints err as one line on stderr and returns the error exit code.
 // The message may carry server text, so its control characters go.
 func (e *env) fail(err error) int {
+	code := 1
+	var xe *exitError
+	if errors.As(err, &xe) {
+		code = xe.code
+	}
 	msg := strings.Join(strings.Fields(noControls(strings.ReplaceAll(err.Error(), "\n", "; "), "")), " ")
 	fmt.Fprintf(e.stderr, "Error: %s\n", msg)
-	return 1
+	return code
 }
 
 // client builds an API client from the global flags.
@@ -209,10 +274,14 @@ func unknownCommand(args []string) error {
 		}
 		p := strings.TrimSpace(group + " " + a)
 		if len(subcommands(p)) == 0 {
-			if group == "" {
-				return fmt.Errorf("unknown command %q; run \"paddock help\" for the list", a)
+			hint := ""
+			if s := suggest(a, subcommands(group)); s != "" {
+				hint = fmt.Sprintf("; did you mean %q?", strings.TrimSpace("paddock "+group+" "+s))
 			}
-			return &usageError{msg: fmt.Sprintf("unknown subcommand %q", strings.Join(args[:i+1], " ")),
+			if group == "" {
+				return fmt.Errorf("unknown command %q%s; run \"paddock help\" for the list", a, hint)
+			}
+			return &usageError{msg: fmt.Sprintf("unknown subcommand %q%s", strings.Join(args[:i+1], " "), hint),
 				usage: "paddock " + group + " " + strings.Join(subcommands(group), "|")}
 		}
 		group = p
@@ -226,6 +295,9 @@ func subcommands(group string) []string {
 	seen := map[string]bool{}
 	var out []string
 	prefix := group + " "
+	if group == "" {
+		prefix = ""
+	}
 	for _, c := range commands {
 		if !strings.HasPrefix(c.path, prefix) {
 			continue
@@ -248,7 +320,6 @@ func printHelp(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(tw, "  %s\t%s\n", c.usage(), c.summary)
 	}
-	fmt.Fprintf(tw, "  %s\t%s\n", attachCommand.usage(), attachCommand.summary)
 	fmt.Fprintln(tw, "  paddock help\tshow this help")
 	_ = tw.Flush()
 	fmt.Fprintln(w)
@@ -259,14 +330,22 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "  -stale         read the local node's state instead of the leader's")
 }
 
-// commandIndex maps each command path to its command.
-var commandIndex = func() map[string]*command {
-	m := make(map[string]*command, len(commands))
+// commands is the table of every leaf subcommand and commandIndex maps each
+// path to its command. Both are built once, in init (the completion and
+// help commands read them, so they cannot be variable initializers), and
+// never modified.
+var (
+	commands     []command
+	commandIndex map[string]*command
+)
+
+func init() {
+	commands = commandTable()
+	commandIndex = make(map[string]*command, len(commands))
 	for i := range commands {
-		m[commands[i].path] = &commands[i]
+		commandIndex[commands[i].path] = &commands[i]
 	}
-	return m
-}()
+}
 
 // sortedKeys returns the keys of m whose value is true, sorted.
 func sortedTrueKeys(m map[string]bool) []string {

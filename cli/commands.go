@@ -1,14 +1,18 @@
 package cli
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/paddockhq/paddock/client"
@@ -18,31 +22,42 @@ import (
 // snapshotTimeout bounds a snapshot save or restore.
 const snapshotTimeout = 10 * time.Minute
 
-// commands is the table of every leaf subcommand; it is never modified.
-var commands = []command{
-	{path: "status", summary: "show the cluster's leader, term, indexes and nodes", run: runStatus},
-	{path: "operator raft list-peers", summary: "list the raft peers", run: runListPeers},
-	{path: "operator raft add-peer", args: "ADDRESS", summary: "add the server answering at ADDRESS (its HTTP host:port) as a voter", run: runAddPeer},
-	{path: "operator raft remove-peer", args: "ID", summary: "remove a raft peer", run: runRemovePeer},
-	{path: "operator raft transfer-leadership", args: "[-id ID]", summary: "hand leadership to another voter", flags: transferFlags, run: runTransferLeadership},
-	{path: "operator snapshot save", args: "FILE", summary: "save the cluster state to FILE", run: runSnapshotSave},
-	{path: "operator snapshot restore", args: "FILE", summary: "restore the cluster state from FILE", run: runSnapshotRestore},
-	{path: "task create", args: "-title T [-workspace PATH] [-branch B]", summary: "create a task", flags: taskCreateFlags, run: runTaskCreate},
-	{path: "task list", summary: "list tasks", run: runTaskList},
-	{path: "task close", args: "ID", summary: "mark a task DONE (its sessions are left as they are)", run: runTaskClose},
-	{path: "task reopen", args: "ID", summary: "reopen a DONE task", run: runTaskReopen},
-	{path: "task delete", args: "ID", summary: "stop and delete a task's sessions, then the task", run: runTaskDelete},
-	{path: "session create", args: "-task ID -agent NAME -runtime NAME [-option K=V]… [-detach] [-timeout D]", summary: "create a session and wait until its agent takes prompts", flags: sessionCreateFlags, run: runSessionCreate},
-	{path: "session list", args: "[-task ID] [-state S]", summary: "list sessions", flags: sessionListFlags, run: runSessionList},
-	{path: "session status", args: "ID", summary: "show a session's status", run: runSessionStatus},
-	{path: "session prompt", args: "ID [-file F] [-detach] [-timeout D] [--] TEXT…|-", summary: "send a prompt and print the agent's reply as it streams", flags: promptFlags, run: runSessionPrompt},
-	{path: "session messages", args: "ID", summary: "print the session's conversation", run: runSessionMessages},
-	{path: "session resume", args: "ID [-detach] [-timeout D]", summary: "resume a stopped or failed session and wait until its agent takes prompts", flags: waitFlags, run: runSessionResume},
-	{path: "session stop", args: "ID [-detach] [-timeout D]", summary: "stop a session and wait until it is STOPPED", flags: waitFlags, run: runSessionStop},
-	{path: "session delete", args: "ID [-detach] [-timeout D]", summary: "end a session for good", flags: waitFlags, run: runSessionDelete},
-	{path: "plugin list", summary: "list runtime plugins", run: runPluginList},
-	{path: "executor list", args: "[-session ID]", summary: "list executors", flags: executorListFlags, run: runExecutorList},
-	{path: "agent list", summary: "list agent profiles", run: runAgentList},
+// commandTable is every leaf subcommand, in the order help lists them.
+func commandTable() []command {
+	return []command{
+		{path: "status", summary: "show the cluster's leader, term, indexes and nodes", run: runStatus},
+		{path: "operator raft list-peers", summary: "list the raft peers", run: runListPeers},
+		{path: "operator raft add-peer", args: "ADDRESS", summary: "add the server answering at ADDRESS (its HTTP host:port) as a voter", run: runAddPeer},
+		{path: "operator raft remove-peer", args: "ID", summary: "remove a raft peer", run: runRemovePeer},
+		{path: "operator raft transfer-leadership", args: "[-id ID]", summary: "hand leadership to another voter", flags: transferFlags, run: runTransferLeadership},
+		{path: "operator snapshot save", args: "FILE", summary: "save the cluster state to FILE", run: runSnapshotSave},
+		{path: "operator snapshot restore", args: "FILE", summary: "restore the cluster state from FILE", run: runSnapshotRestore},
+		{path: "task create", args: "-title T [-workspace PATH] [-branch B]", summary: "create a task", flags: taskCreateFlags, run: runTaskCreate},
+		{path: "task list", summary: "list tasks", run: runTaskList},
+		{path: "task close", args: "ID", summary: "mark a task DONE (its sessions are left as they are)", run: runTaskClose, id: idTask},
+		{path: "task reopen", args: "ID", summary: "reopen a DONE task", run: runTaskReopen, id: idTask},
+		{path: "task delete", args: "ID", summary: "stop and delete a task's sessions, then the task", run: runTaskDelete, id: idTask},
+		{path: "session create", args: "-task ID -agent NAME -runtime NAME [-option K=V]… [-detach] [-timeout D]", summary: "create a session and wait until its agent takes prompts", flags: sessionCreateFlags, run: runSessionCreate},
+		{path: "session list", args: "[-task ID] [-state S]", summary: "list sessions", flags: sessionListFlags, run: runSessionList},
+		{path: "session status", args: "ID", summary: "show a session's status", run: runSessionStatus, id: idSession},
+		{path: "session prompt", args: "ID [-file F] [-detach] [-timeout D] [--] TEXT…|-", summary: "send a prompt and print the agent's reply as it streams", flags: promptFlags, run: runSessionPrompt, id: idSession},
+		{path: "session messages", args: "ID [-f]", summary: "print the session's conversation (-f follows it)", flags: followFlags, run: runSessionMessages, id: idSession},
+		{path: "session resume", args: "ID [-detach] [-timeout D]", summary: "resume a stopped or failed session and wait until its agent takes prompts", flags: waitFlags, run: runSessionResume, id: idSession},
+		{path: "session stop", args: "ID [-detach] [-timeout D]", summary: "stop a session and wait until it is STOPPED", flags: waitFlags, run: runSessionStop, id: idSession},
+		{path: "session delete", args: "ID [-detach] [-timeout D]", summary: "end a session for good", flags: waitFlags, run: runSessionDelete, id: idSession},
+		{path: "session cancel", args: "ID", summary: "cancel the running turn (the session stays)", run: runSessionCancel, id: idSession},
+		{path: "session files", args: "ID [PATH]", summary: "list a directory of the session's workspace", run: runSessionFiles, id: idSession},
+		{path: "session cat", args: "ID PATH", summary: "print a file of the session's workspace", run: runSessionCat, id: idSession},
+		{path: "session diff", args: "ID", summary: "print the workspace's git diff", run: runSessionDiff, id: idSession},
+		{path: "plugin list", summary: "list runtime plugins", run: runPluginList},
+		{path: "executor list", args: "[-session ID]", summary: "list executors", flags: executorListFlags, run: runExecutorList},
+		{path: "agent list", summary: "list agent profiles", run: runAgentList},
+		attachCommand,
+		resumeCommand,
+		{path: "events", args: "[-task ID] [-session ID]", summary: "stream the cluster's events (JSON lines with -json)", flags: eventsFlags, run: runEvents},
+		{path: "version", summary: "print the version, commit and Go version (also -version)", run: runVersion},
+		{path: "completion", args: "bash|zsh|fish", summary: "print a shell completion script", run: runCompletion},
+	}
 }
 
 // exactArgs checks the number of positional arguments, naming what is missing.
@@ -402,6 +417,11 @@ func runSessionCreate(e *env, fl any, pos []string) error {
 	if len(missing) > 0 {
 		return &usageError{msg: "missing " + strings.Join(missing, ", ")}
 	}
+	taskID, err := e.resolveID(idTask, *o.task)
+	if err != nil {
+		return err
+	}
+	*o.task = taskID
 	req := client.CreateSessionRequest{Agent: *o.agent, Runtime: *o.runtime}
 	if len(o.options) > 0 {
 		req.RuntimeOptions = o.options
@@ -459,6 +479,11 @@ func runSessionList(e *env, fl any, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
+	taskID, err := e.resolveID(idTask, *o.task)
+	if err != nil {
+		return err
+	}
+	*o.task = taskID
 	var sessions []state.Session
 	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
 		sessions, err = c.ListSessions(e.ctx(), *o.task, strings.ToUpper(*o.state), opts...)
@@ -483,7 +508,14 @@ func runSessionStatus(e *env, _ any, pos []string) error {
 		return err
 	}
 	var st *state.Status
+	var errMsg string
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+		if !e.g.json {
+			// The status object has no error text: the session row has it.
+			if s, gerr := c.GetSession(e.ctx(), pos[0]); gerr == nil {
+				errMsg = s.ErrorMessage
+			}
+		}
 		st, err = c.SessionStatus(e.ctx(), pos[0], o...)
 		return err
 	}, func() error {
@@ -503,9 +535,14 @@ func runSessionStatus(e *env, _ any, pos []string) error {
 			{"Resumable", strconv.FormatBool(st.IsResumable)},
 			{"Needs resume", strconv.FormatBool(st.NeedsResume)},
 			{"Resume reason", strOr(st.ResumeReason, "-")},
+			{"Node", strOr(st.Node, "-")},
+			{"Last turn", strOr(st.LastTurnOutcome, "-")},
 			{"Worktree", worktree},
 		}); err != nil {
 			return err
+		}
+		if errMsg != "" {
+			fmt.Fprintf(e.stdout, "\nError: %s\n", cell(errMsg))
 		}
 		if msg := strOr(st.ResumeMessage, ""); msg != "" {
 			fmt.Fprintf(e.stdout, "\n%s\n", cell(msg))
@@ -599,8 +636,22 @@ func runSessionPrompt(e *env, fl any, pos []string) error {
 	return err
 }
 
-func runSessionMessages(e *env, _ any, pos []string) error {
+func runSessionMessages(e *env, fl any, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
+		return err
+	}
+	if *fl.(*bool) {
+		c, err := e.client()
+		if err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		err = followMessages(ctx, e, c, pos[0], map[string]bool{})
+		if errors.Is(err, errSessionEnded) {
+			fmt.Fprintf(e.stdout, "Session %s was deleted\n", pos[0])
+			return nil
+		}
 		return err
 	}
 	var msgs []state.Message
@@ -613,20 +664,32 @@ func runSessionMessages(e *env, _ any, pos []string) error {
 			return nil
 		}
 		for _, m := range msgs {
-			// Agent and user text: controls go as in tables, lines and tabs stay.
-			text := noControls(strings.TrimRight(m.Text, "\n"), "\n\t")
-			if !m.Complete {
-				text += " …"
-			}
-			prefix := "[" + cell(string(m.Role)) + "] "
-			lines := strings.Split(text, "\n")
-			fmt.Fprintf(e.stdout, "%s%s\n", prefix, lines[0])
-			for _, l := range lines[1:] {
-				fmt.Fprintf(e.stdout, "%s%s\n", strings.Repeat(" ", len(prefix)), l)
-			}
+			e.printMessage(m)
 		}
 		return nil
 	})
+}
+
+// printMessage prints one message of a conversation, its role first and its
+// lines indented under it (or its JSON line with -json).
+func (e *env) printMessage(m state.Message) {
+	if e.g.json {
+		if b, err := json.Marshal(m); err == nil {
+			fmt.Fprintf(e.stdout, "%s\n", b)
+		}
+		return
+	}
+	// Agent and user text: controls go as in tables, lines and tabs stay.
+	text := noControls(strings.TrimRight(m.Text, "\n"), "\n\t")
+	if !m.Complete {
+		text += " …"
+	}
+	prefix := "[" + cell(string(m.Role)) + "] "
+	lines := strings.Split(text, "\n")
+	fmt.Fprintf(e.stdout, "%s%s\n", prefix, lines[0])
+	for _, l := range lines[1:] {
+		fmt.Fprintf(e.stdout, "%s%s\n", strings.Repeat(" ", len(prefix)), l)
+	}
 }
 
 func runSessionResume(e *env, fl any, pos []string) error {
@@ -763,7 +826,10 @@ func runExecutorList(e *env, fl any, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	session := *fl.(*string)
+	session, err := e.resolveID(idSession, *fl.(*string))
+	if err != nil {
+		return err
+	}
 	var execs []state.Executor
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
 		execs, err = c.Executors(e.ctx(), session, o...)

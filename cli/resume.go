@@ -1,0 +1,418 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	xterm "golang.org/x/term"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// EnvSessionID is set by agentctl in a session's terminals: the picker will
+// not offer the session it runs in.
+const EnvSessionID = "PADDOCK_SESSION_ID"
+
+var resumeCommand = command{
+	path:    "resume",
+	args:    "[-task ID] [-all]",
+	summary: "pick a session of this workspace to resume and attach to (interactive)",
+	flags:   resumeFlags,
+	run:     runResumePicker,
+}
+
+type resumeOpts struct {
+	task *string
+	all  *bool
+}
+
+func resumeFlags(fs *flag.FlagSet) any {
+	return &resumeOpts{
+		task: fs.String("task", "", "only the sessions of this task"),
+		all:  fs.Bool("all", false, "every session, whatever its workspace"),
+	}
+}
+
+// exitError ends a command with a specific exit code after its message.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (x *exitError) Error() string { return x.err.Error() }
+func (x *exitError) Unwrap() error { return x.err }
+
+// errCancelled is the picker's Esc.
+var errCancelled = errors.New("cancelled; nothing was changed")
+
+// pickerScope says which sessions the picker lists.
+type pickerScope struct {
+	taskID string
+	all    bool
+	dirs   []string // workspace paths that count as "here"
+}
+
+func runResumePicker(e *env, fl any, pos []string) error {
+	o := fl.(*resumeOpts)
+	if err := exactArgs(pos); err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	scope := pickerScope{all: *o.all}
+	if *o.task != "" {
+		id, err := resolveTaskID(e.ctx(), c, *o.task)
+		if err != nil {
+			return err
+		}
+		scope.taskID = id
+	} else if !scope.all {
+		scope.dirs = workspaceDirs()
+	}
+	l := &rowLoader{c: c, self: os.Getenv(EnvSessionID)}
+	rows, err := l.list(e.ctx(), scope)
+	if err != nil {
+		return err
+	}
+	if !xterm.IsTerminal(int(os.Stdin.Fd())) || !isTerminal(e.stdout) {
+		if err := printPickRows(e, rows); err != nil {
+			return err
+		}
+		return &exitError{code: 2, err: errors.New(`"paddock resume" is interactive and needs a terminal; resume one of these with "paddock session resume ID" and attach with "paddock attach ID"`)}
+	}
+	src := pickerSource{check: l.check, resume: func(ctx context.Context, id string) error {
+		return l.resume(ctx, e, id)
+	}}
+	m := newPicker(rows, src, time.Now)
+	final, err := tea.NewProgram(m, tea.WithOutput(e.stdout)).Run()
+	if err != nil {
+		return fmt.Errorf("picker: %w", err)
+	}
+	p := final.(*picker)
+	if p.cancelled || p.chosen == nil {
+		return errCancelled
+	}
+	return handoff(e, *p.chosen)
+}
+
+// handoff replaces this process with `paddock attach` on the chosen session:
+// the agent's own terminal for a pty agent, the session's shell otherwise.
+// Only argv is used, with the id the server just validated.
+func handoff(e *env, r pickRow) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the paddock binary: %w", err)
+	}
+	argv := []string{"paddock", "attach", r.ID}
+	if r.Protocol == "pty" {
+		argv = append(argv, "-name", "agent")
+	}
+	env := append(os.Environ(), EnvAddress+"="+e.g.address, EnvToken+"="+e.g.token)
+	if r.Protocol != "pty" {
+		fmt.Fprintf(e.stdout, "Session %s is live; its agent takes prompts with \"paddock session prompt %s TEXT\". Opening its shell (detach with ctrl-]).\n", r.ID, r.ID)
+	} else {
+		fmt.Fprintf(e.stdout, "Attaching to session %s (detach with ctrl-])\n", r.ID)
+	}
+	if err := syscall.Exec(exe, argv, env); err != nil {
+		return fmt.Errorf("exec %s: %w", exe, err)
+	}
+	return nil
+}
+
+// workspaceDirs are the current directory and its git top level, with
+// symlinks resolved.
+func workspaceDirs() []string {
+	var dirs []string
+	add := func(d string) {
+		if d == "" {
+			return
+		}
+		if r, err := filepath.EvalSymlinks(d); err == nil {
+			d = r
+		}
+		d = filepath.Clean(d)
+		for _, x := range dirs {
+			if x == d {
+				return
+			}
+		}
+		dirs = append(dirs, d)
+	}
+	wd, err := os.Getwd()
+	if err == nil {
+		add(wd)
+	}
+	if out, err := exec.Command("git", "rev-parse", "--show-toplevel").Output(); err == nil {
+		add(strings.TrimSpace(string(out)))
+	}
+	return dirs
+}
+
+// inScope reports whether a task is listed by the picker.
+func (s pickerScope) inScope(t state.Task) bool {
+	switch {
+	case s.taskID != "":
+		return t.ID == s.taskID
+	case s.all:
+		return true
+	}
+	p := t.Workspace.Path
+	if p == "" {
+		return false
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		p = r
+	}
+	p = filepath.Clean(p)
+	for _, d := range s.dirs {
+		if d == p {
+			return true
+		}
+	}
+	return false
+}
+
+// rowLoader reads picker rows from the server.
+type rowLoader struct {
+	c    *client.Client
+	self string // the caller's own session (PADDOCK_SESSION_ID)
+}
+
+// controller is the client controlling a session's agent terminal, as the
+// status object reports it (null when none, absent on older servers).
+type controller struct {
+	Host  string    `json:"host"`
+	PID   int       `json:"pid"`
+	Nonce string    `json:"nonce"`
+	Since time.Time `json:"since"`
+}
+
+// list loads the rows of every session in scope; a session whose status
+// fails to load gets a row with its own error.
+func (l *rowLoader) list(ctx context.Context, scope pickerScope) ([]pickRow, error) {
+	tasks, err := l.c.ListTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	titles := map[string]string{}
+	for _, t := range tasks {
+		if scope.inScope(t) {
+			titles[t.ID] = t.Title
+		}
+	}
+	if len(titles) == 0 {
+		return nil, nil
+	}
+	taskFilter := ""
+	if scope.taskID != "" {
+		taskFilter = scope.taskID
+	}
+	sessions, err := l.c.ListSessions(ctx, taskFilter, "")
+	if err != nil {
+		return nil, err
+	}
+	agents := l.agents(ctx)
+	var rows []pickRow
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, s := range sessions {
+		title, ok := titles[s.TaskID]
+		if !ok || s.State == state.SessionCompleted {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := l.row(ctx, s, title, agents)
+			mu.Lock()
+			rows = append(rows, r)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sortRows(rows)
+	return rows, nil
+}
+
+// agents maps profile names to profiles; nil when the server would not say
+// (then no row is marked "agent not configured").
+func (l *rowLoader) agents(ctx context.Context) map[string]client.Agent {
+	list, err := l.c.Agents(ctx)
+	if err != nil {
+		return nil
+	}
+	m := make(map[string]client.Agent, len(list))
+	for _, a := range list {
+		m[a.Name] = a
+	}
+	return m
+}
+
+// row reads one session's status and classifies it.
+func (l *rowLoader) row(ctx context.Context, s state.Session, title string, agents map[string]client.Agent) pickRow {
+	var raw []byte
+	st, err := l.c.SessionStatus(ctx, s.ID, client.CaptureBody(&raw))
+	var ctrl *controller
+	if err == nil {
+		var extra struct {
+			Controller *controller `json:"controller"`
+		}
+		if json.Unmarshal(raw, &extra) == nil {
+			ctrl = extra.Controller
+		}
+	}
+	return classify(s, title, st, ctrl, agents, l.self, err)
+}
+
+// check re-reads one row with every check, for a selection.
+func (l *rowLoader) check(ctx context.Context, id string) (pickRow, error) {
+	s, err := l.c.GetSession(ctx, id)
+	if err != nil {
+		return pickRow{}, err
+	}
+	title := ""
+	if t, err := l.c.GetTask(ctx, s.TaskID); err == nil {
+		title = t.Title
+	}
+	return l.row(ctx, *s, title, l.agents(ctx)), nil
+}
+
+// resume resumes a session and waits until its agent takes prompts. The
+// server re-checks the session (a refused resume is an error on the row).
+func (l *rowLoader) resume(ctx context.Context, e *env, id string) error {
+	if _, err := l.c.Resume(ctx, id); err != nil {
+		return err
+	}
+	quiet := *e
+	quiet.stdout = io.Discard
+	_, err := quiet.waitSession(l.c, id, lifecycleTimeout, nil, untilReady("resume"))
+	return err
+}
+
+// classify turns a session and its status into a picker row: its state in
+// words and, when it cannot be selected, why.
+func classify(s state.Session, title string, st *state.Status, ctrl *controller, agents map[string]client.Agent, self string, loadErr error) pickRow {
+	r := pickRow{
+		ID: s.ID, TaskID: s.TaskID, Title: title, Agent: s.Agent, State: s.State,
+		LastActivity: s.LastActivityAt, Outcome: string(s.LastTurnOutcome), Detail: s.ErrorMessage,
+	}
+	if title == "" {
+		r.Title = s.TaskID
+	}
+	a, known := agents[s.Agent]
+	if known {
+		r.Protocol = a.Protocol
+	}
+	if loadErr != nil || st == nil {
+		r.Word = wordUnknown
+		r.Failure = "could not load its status: " + errString(loadErr)
+		return r
+	}
+	if st.LastTurnOutcome != nil {
+		r.Outcome = string(*st.LastTurnOutcome)
+	}
+	reason := strOr(st.ResumeReason, "")
+	msg := strOr(st.ResumeMessage, "")
+	r.Running = st.IsAgentRunning
+	r.NeedsResume = st.NeedsResume
+	switch {
+	case reason == state.ReasonNodeUnavailable:
+		r.Word = wordNodeUnavailable
+	case st.IsAgentRunning:
+		r.Word = wordLive
+	case st.State == state.SessionCreated || st.State == state.SessionStarting:
+		r.Word = wordStarting
+	case st.State == state.SessionError:
+		r.Word = wordError
+	case st.IsResumable:
+		r.Word = wordResumable
+	default:
+		r.Word = wordNotResumable
+	}
+	if r.Detail == "" || (msg != "" && st.State != state.SessionError) {
+		r.Detail = firstOf(r.Detail, msg)
+	} else if msg != "" && msg != r.Detail {
+		r.Detail += " — " + msg
+	}
+	switch {
+	case self != "" && s.ID == self:
+		r.Disabled = "this is your own session (this terminal runs inside it)"
+	case ctrl != nil:
+		r.Disabled = fmt.Sprintf("its agent terminal is controlled by another client (%s, pid %d, since %s)",
+			orDefault(ctrl.Host, "unknown host"), ctrl.PID, ctrl.Since.Local().Format("15:04:05"))
+	case reason == state.ReasonNodeUnavailable:
+		r.Disabled = "its node does not answer"
+	case agents != nil && !known && !st.IsAgentRunning:
+		r.Disabled = fmt.Sprintf("agent not configured: the profile %q is no longer in the server's configuration (the session is intact)", s.Agent)
+	case r.Word == wordStarting:
+		r.Disabled = "it is still starting"
+	case !st.IsAgentRunning && !st.IsResumable:
+		r.Disabled = "not resumable: " + orDefault(msg, orDefault(reason, "the server refuses to resume it"))
+	}
+	return r
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "no status"
+	}
+	return err.Error()
+}
+
+// printPickRows prints the rows as a table (or JSON with -json), for a
+// caller without a terminal.
+func printPickRows(e *env, rows []pickRow) error {
+	if e.g.json {
+		type jsonRow struct {
+			SessionID    string    `json:"session_id"`
+			TaskID       string    `json:"task_id"`
+			Title        string    `json:"title"`
+			State        string    `json:"state"`
+			Status       string    `json:"status"`
+			LastTurn     string    `json:"last_turn_outcome"`
+			Agent        string    `json:"agent"`
+			LastActivity time.Time `json:"last_activity_at"`
+			Selectable   bool      `json:"selectable"`
+			Reason       string    `json:"reason,omitempty"`
+			Detail       string    `json:"detail,omitempty"`
+		}
+		out := make([]jsonRow, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, jsonRow{r.ID, r.TaskID, r.Title, string(r.State), r.Word, r.Outcome, r.Agent,
+				r.LastActivity, r.selectable(), firstOf(r.Disabled, r.Failure), r.Detail})
+		}
+		b, err := json.Marshal(map[string]any{"sessions": out})
+		if err != nil {
+			return err
+		}
+		return printJSON(e.stdout, b)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(e.stdout, "No sessions here")
+		return nil
+	}
+	now := time.Now()
+	tr := make([][]string, 0, len(rows))
+	for _, r := range rows {
+		tr = append(tr, []string{r.ID, r.Title, r.Word, r.Outcome, r.Agent, age(r.LastActivity, now), firstOf(r.Disabled, r.Failure)})
+	}
+	return table(e.stdout, []string{"SESSION", "TASK", "STATUS", "LAST TURN", "AGENT", "LAST ACTIVITY", "NOT SELECTABLE"}, tr)
+}
