@@ -1,0 +1,447 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Recovery outcomes over the real FSM: a previous leader (on n1) brought the
+// session up; a new leader on n2 recovers it. Each test asserts the outcome
+// and what the state machine holds afterwards.
+
+// The owner answers and the agent is alive on the same agentctl: the new
+// leader continues it without a raft write for the executor or the lease,
+// and the conversation goes on.
+func TestRecoverContinuesALiveAgent(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "apple"})
+	m := w.leader("n2")
+
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	if got := w.session(s.id); got.State != state.SessionWaitingForInput || got.StateReason != "" {
+		t.Errorf("session %s (%q), want WAITING_FOR_INPUT", got.State, got.StateReason)
+	}
+	if got := w.executor(s.executorID); !reflect.DeepEqual(got, s.executor) {
+		t.Errorf("executor row rewritten:\n got %+v\nwant %+v", got, s.executor)
+	}
+	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token || l.HolderNonce != s.nonce {
+		t.Errorf("lease %+v, want held with token %d by nonce %s", l, s.token, s.nonce)
+	}
+	if got := w.rts["n1"].callsOf("recover"); got != 1 {
+		t.Errorf("owner's runtime recovered %d times, want 1", got)
+	}
+	if calls := w.rts["n2"].executorCalls(); len(calls) != 0 {
+		t.Errorf("the new leader's own plugin was asked %v; an executor belongs to its node", calls)
+	}
+	if !m.IsRunning(s.id) {
+		t.Fatal("the session is not live on the new leader")
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "apple")
+
+	// Recovered once, never twice.
+	out, err = m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || out != OutcomeSkipped {
+		t.Fatalf("second Recover = %s, %v; want skipped", out, err)
+	}
+	if got := w.rts["n1"].callsOf("recover"); got != 1 {
+		t.Errorf("a second Recover asked the runtime again (%d recovers)", got)
+	}
+}
+
+// The owner's server is down but its agentctl still answers with the
+// recorded nonce (only the supervisor process died): the new leader
+// reattaches over the recorded URL without any plugin call.
+func TestRecoverReattachesWhenOnlyTheOwnersServerIsDown(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "plum"})
+	w.down("n1")
+	m := w.leader("n2")
+
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if calls := w.rts[n].executorCalls(); len(calls) != 0 {
+			t.Errorf("runtime of %s was asked %v; a reattach needs no plugin", n, calls)
+		}
+	}
+	if got := w.executor(s.executorID); got.Node != "n1" || got.Status != state.ExecutorReady || got.Nonce != s.nonce {
+		t.Errorf("executor %+v, want ready on n1 with nonce %s", got, s.nonce)
+	}
+	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+		t.Errorf("lease %+v, want held with token %d", l, s.token)
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "plum")
+}
+
+// The owner node and its agentctl are gone and the runtime is node-local
+// without a shared workspace: the session waits for its node. No ERROR, no
+// relaunch elsewhere, the lease kept (and not reclaimed when it expires),
+// an agentctl_error event with reason node_unavailable naming the node.
+func TestRecoverWaitsForAnUnavailableNode(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	w.rts["n1"].proc(s.executorID).kill()
+	w.down("n1")
+	m := w.leader("n2")
+
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || out != OutcomeNodeUnavailable {
+		t.Fatalf("Recover = %s, %v; want node_unavailable", out, err)
+	}
+	if got := w.session(s.id); got.State != state.SessionWaitingForInput || got.ErrorMessage != "" {
+		t.Errorf("session %s %q, want its state kept (WAITING_FOR_INPUT, no error)", got.State, got.ErrorMessage)
+	}
+	if got := w.executor(s.executorID); got.Node != "n1" || got.Status != state.ExecutorReady {
+		t.Errorf("executor %+v, want still ready on n1", got)
+	}
+	var reported bool
+	for _, e := range w.r.events(s.id) {
+		if e.Type == state.EventAgentctlError && e.Data["reason"] == state.ReasonNodeUnavailable && e.Data["node"] == "n1" {
+			reported = true
+			if msg, _ := e.Data["message"].(string); msg != state.NodeUnavailableMessage("n1") {
+				t.Errorf("event message %q, want %q", msg, state.NodeUnavailableMessage("n1"))
+			}
+		}
+		if e.Type == state.EventStateChanged && e.Data["to"] == string(state.SessionError) {
+			t.Errorf("the session went to ERROR: %v", e.Data)
+		}
+	}
+	if !reported {
+		t.Errorf("no agentctl_error event with reason node_unavailable for n1 in %+v", w.r.events(s.id))
+	}
+	for _, n := range []string{"n1", "n2"} {
+		if calls := w.rts[n].executorCalls(); len(calls) != 0 {
+			t.Errorf("runtime of %s was asked %v; the session must not move", n, calls)
+		}
+	}
+	if node, down := m.NodeUnavailable(s.id); !down || node != "n1" {
+		t.Errorf("NodeUnavailable = %q, %v; want n1, true", node, down)
+	}
+	if err := m.Resume(recoverCtx(t), s.id); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "n1") {
+		t.Errorf("Resume = %v; want a conflict naming n1", err)
+	}
+	// Past the lease's expiry (and a few lease-clock ticks) the lease is
+	// still held: the session waits for its node instead of failing.
+	expiry, ok := m.LeaseExpiry(s.id)
+	if !ok {
+		t.Fatal("the new leader does not track the session's lease")
+	}
+	renew, _ := m.leaseTimes()
+	waitFor(t, 10*time.Second, "the lease's expiry and two lease-clock ticks", func() bool { return time.Now().After(expiry.Add(2 * renew)) })
+	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+		t.Errorf("lease %+v after its expiry, want still held with token %d", l, s.token)
+	}
+	if got := w.session(s.id); got.State != state.SessionWaitingForInput {
+		t.Errorf("session %s after the lease expiry, want WAITING_FOR_INPUT", got.State)
+	}
+}
+
+// The owner node is down, agentctl with it, and the runtime declares a
+// shared workspace: this node's plugin takes the executor over (after the
+// old holder's lease is waited out) and the agent resumes from its token
+// with its memory.
+func TestRecoverTakesOverASharedWorkspace(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	for _, rt := range w.rts {
+		rt.caps.Extra = map[string]bool{CapSharedWorkspace: true}
+	}
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "pear", shared: t.TempDir()})
+	w.rts["n1"].proc(s.executorID).kill()
+	w.down("n1")
+	m := w.leader("n2")
+
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || out != OutcomeResumed {
+		t.Fatalf("Recover = %s, %v; want resumed", out, err)
+	}
+	ex := w.executor(s.executorID)
+	if ex.Node != "n2" || ex.Status != state.ExecutorReady || ex.Nonce == s.nonce || ex.AgentctlURL == s.executor.AgentctlURL {
+		t.Errorf("executor %+v, want ready on n2 with a new agentctl", ex)
+	}
+	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken <= s.token || l.HolderNonce != ex.Nonce {
+		t.Errorf("lease %+v, want held by nonce %s with a token above %d", l, ex.Nonce, s.token)
+	}
+	if got := w.rts["n2"].callsOf("recover"); got != 1 {
+		t.Errorf("n2's runtime recovered %d times, want 1", got)
+	}
+	if calls := w.rts["n1"].executorCalls(); len(calls) != 0 {
+		t.Errorf("the down node's runtime was asked %v", calls)
+	}
+	if got := w.session(s.id); got.State != state.SessionWaitingForInput {
+		t.Errorf("session %s, want WAITING_FOR_INPUT", got.State)
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "pear")
+}
+
+// The agent is gone and can resume: it is resumed from its token on its own
+// node, with its memory. When agentctl itself was restarted the lease is
+// claimed afresh (a higher token); when only the agent exited, the holder is
+// the same agentctl and keeps its token.
+func TestRecoverResumesAGoneAgent(t *testing.T) {
+	cases := []struct {
+		name      string
+		gone      func(w *world, s live)
+		newHolder bool
+	}{
+		{name: "agentctl restarted by its runtime", newHolder: true, gone: func(w *world, s live) {
+			w.rts["n1"].proc(s.executorID).kill()
+		}},
+		{name: "agent exited, agentctl kept", gone: func(w *world, s live) {
+			if _, err := s.client.StopAgent(context.Background()); err != nil {
+				w.t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "n1", "n2")
+			s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "fig"})
+			tc.gone(w, s)
+			m := w.leader("n2")
+
+			out, err := m.Recover(recoverCtx(t), s.id, true)
+			if err != nil || out != OutcomeResumed {
+				t.Fatalf("Recover = %s, %v; want resumed", out, err)
+			}
+			ex := w.executor(s.executorID)
+			if ex.Node != "n1" || ex.Status != state.ExecutorReady {
+				t.Errorf("executor %+v, want ready on n1", ex)
+			}
+			l := w.lease(s.id)
+			if l.State != state.LeaseHeld || l.HolderNonce != ex.Nonce {
+				t.Errorf("lease %+v, want held by the executor's nonce %s", l, ex.Nonce)
+			}
+			if tc.newHolder && (l.FencingToken <= s.token || ex.Nonce == s.nonce) {
+				t.Errorf("lease token %d (was %d), nonce %s (was %s): a restarted agentctl needs a new claim", l.FencingToken, s.token, ex.Nonce, s.nonce)
+			}
+			if !tc.newHolder && l.FencingToken != s.token {
+				t.Errorf("lease token %d, want %d kept by the same agentctl", l.FencingToken, s.token)
+			}
+			if calls := w.rts["n2"].executorCalls(); len(calls) != 0 {
+				t.Errorf("the new leader's own plugin was asked %v", calls)
+			}
+			if got := w.session(s.id); got.State != state.SessionWaitingForInput {
+				t.Errorf("session %s, want WAITING_FOR_INPUT", got.State)
+			}
+			if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+				t.Fatal(err)
+			}
+			w.agentSaid(s.id, "fig")
+		})
+	}
+}
+
+// The agent is gone and cannot (or may not) be resumed: agentctl is back
+// for workspace access (executor ready), the session is ERROR with the
+// reason, and the lease is released.
+func TestRecoverGivesWorkspaceWhenTheAgentCannotResume(t *testing.T) {
+	cases := []struct {
+		name       string
+		opts       liveOpts
+		autoResume bool
+		reason     string
+	}{
+		{name: "not resumable", opts: liveOpts{agent: "demo-noresume"}, autoResume: true, reason: state.ReasonNotResumable},
+		{name: "no resume token", opts: liveOpts{noToken: true}, autoResume: true, reason: state.ReasonMissingResumeToken},
+		{name: "auto-resume off", autoResume: false, reason: state.ReasonAgentNotRunning},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "n1", "n2")
+			o := tc.opts
+			o.id, o.node = "s1", "n1"
+			s := w.seedLive(o)
+			w.rts["n1"].proc(s.executorID).kill()
+			m := w.leader("n2")
+
+			out, err := m.Recover(recoverCtx(t), s.id, tc.autoResume)
+			if err != nil || out != OutcomeWorkspace {
+				t.Fatalf("Recover = %s, %v; want workspace", out, err)
+			}
+			if got := w.session(s.id); got.State != state.SessionError || got.StateReason != tc.reason {
+				t.Errorf("session %s (%q: %s), want ERROR (%s)", got.State, got.StateReason, got.ErrorMessage, tc.reason)
+			}
+			ex := w.executor(s.executorID)
+			if ex.Node != "n1" || ex.Status != state.ExecutorReady || ex.Nonce == s.nonce {
+				t.Errorf("executor %+v, want ready on n1 with the restarted agentctl", ex)
+			}
+			if l := w.lease(s.id); l.State == state.LeaseHeld {
+				t.Errorf("lease %+v still held with no agent running", l)
+			}
+			if m.IsRunning(s.id) {
+				t.Error("a session with no agent is live")
+			}
+			c, err := m.Agentctl(s.id)
+			if err != nil {
+				t.Fatalf("no workspace access: %v", err)
+			}
+			if h, err := c.Health(recoverCtx(t)); err != nil || h.Nonce != ex.Nonce || h.AgentStatus == agentctl.StatusRunning {
+				t.Errorf("workspace agentctl health %+v, %v", h, err)
+			}
+		})
+	}
+}
+
+// recorded seeds a session and executor as a previous leader left them,
+// with no process behind them (for outcomes decided before agentctl is
+// reached).
+func (w *world) recorded(id string, sessState state.SessionState, ex state.Executor) (token uint64) {
+	t := w.t
+	t.Helper()
+	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t-" + id, Title: id}})
+	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: id, TaskID: "t-" + id, Agent: "demo", Runtime: "standalone"}, ResumeToken: "tok-" + id})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: state.SessionStarting})
+	token = w.r.must(t, state.CmdClaimLease, &state.ClaimLeaseBody{SessionID: id, ExecutorID: ex.ID, Nonce: "nonce-" + id, TTL: w.cfg.Lease.TTL}).FencingToken
+	ex.SessionID, ex.Runtime, ex.Secret = id, "standalone", secretForTests
+	if ex.AgentctlURL == "" {
+		ex.AgentctlURL = "http://127.0.0.1:1" // nothing listens
+	}
+	w.r.must(t, state.CmdPutExecutor, state.NewPutExecutor(ex))
+	switch sessState {
+	case state.SessionStarting:
+	case state.SessionStopped:
+		w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: state.SessionWaitingForInput})
+		w.r.must(t, state.CmdReleaseLease, &state.ReleaseLeaseBody{SessionID: id, FencingToken: token})
+		w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: state.SessionStopped})
+	default:
+		w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: sessState})
+	}
+	return token
+}
+
+func handleOf(id string) []byte {
+	return fmt.Appendf(nil, `{"id":%q,"session":%q,"workspace":"/nonexistent","state_dir":"/nonexistent"}`, id, id)
+}
+
+// The executor is gone or cannot be recovered: ERROR executor_lost (or
+// agent_not_running for a failure the last leader half recorded), the
+// executor row in error. A failure that does not prove the holder gone
+// keeps the lease until it expires; an interrupted launch reclaims it.
+func TestRecoverLosesAnUnrecoverableExecutor(t *testing.T) {
+	cases := []struct {
+		name      string
+		state     state.SessionState
+		ex        state.Executor
+		onRecover func(fakeHandle) (runtime.LaunchResponse, error)
+		reason    string
+		lease     state.LeaseState
+		runtime   bool // whether the owner's runtime is asked to recover
+	}{
+		{name: "runtime fails", state: state.SessionWaitingForInput,
+			ex: state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1"), Nonce: "nonce-s1"},
+			onRecover: func(fakeHandle) (runtime.LaunchResponse, error) {
+				return runtime.LaunchResponse{}, errors.New("handle paths are outside workspace_root")
+			},
+			reason: state.ReasonExecutorLost, lease: state.LeaseHeld, runtime: true},
+		{name: "executor not found", state: state.SessionRunning,
+			ex: state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1"), Nonce: "nonce-s1"},
+			onRecover: func(h fakeHandle) (runtime.LaunchResponse, error) {
+				return runtime.LaunchResponse{}, fmt.Errorf("executor %s: %w", h.ID, runtime.ErrNotFound)
+			},
+			reason: state.ReasonExecutorLost, lease: state.LeaseHeld, runtime: true},
+		{name: "launch interrupted before a handle", state: state.SessionStarting,
+			ex:     state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorStarting},
+			reason: state.ReasonExecutorLost, lease: state.LeaseExpired},
+		{name: "executor failed, session not recorded", state: state.SessionWaitingForInput,
+			ex:     state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorError, ErrorMessage: "agentctl died", Handle: handleOf("ex-1")},
+			reason: state.ReasonAgentNotRunning, lease: state.LeaseHeld},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "n1", "n2")
+			w.rts["n1"].onRecover = tc.onRecover
+			token := w.recorded("s1", tc.state, tc.ex)
+			m := w.leader("n2")
+
+			out, err := m.Recover(recoverCtx(t), "s1", true)
+			if err != nil || out != OutcomeLost {
+				t.Fatalf("Recover = %s, %v; want lost", out, err)
+			}
+			sess := w.session("s1")
+			if sess.State != state.SessionError || sess.StateReason != tc.reason || sess.ErrorMessage == "" {
+				t.Errorf("session %s (%q: %q), want ERROR (%s) with a message", sess.State, sess.StateReason, sess.ErrorMessage, tc.reason)
+			}
+			if ex := w.executor("ex-1"); ex.Status != state.ExecutorError || ex.Node != "n1" {
+				t.Errorf("executor %+v, want error on n1", ex)
+			}
+			if l := w.lease("s1"); l.State != tc.lease || l.FencingToken != token {
+				t.Errorf("lease %s token %d, want %s token %d", l.State, l.FencingToken, tc.lease, token)
+			}
+			if got := w.rts["n1"].callsOf("recover"); (got > 0) != tc.runtime {
+				t.Errorf("owner's runtime recovered %d times, want asked=%v", got, tc.runtime)
+			}
+			if calls := w.rts["n2"].executorCalls(); len(calls) != 0 {
+				t.Errorf("the new leader's own plugin was asked %v", calls)
+			}
+			var reported bool
+			for _, e := range w.r.events("s1") {
+				reported = reported || (e.Type == state.EventAgentctlError && e.Data["reason"] == tc.reason)
+			}
+			if !reported {
+				t.Errorf("no agentctl_error event with reason %s", tc.reason)
+			}
+		})
+	}
+}
+
+// Nothing to recover: the session is not active, never started, or
+// unknown. Nothing is written and no runtime is asked.
+func TestRecoverSkips(t *testing.T) {
+	cases := []struct {
+		name    string
+		seed    func(w *world)
+		wantErr error
+	}{
+		{name: "stopped session", seed: func(w *world) {
+			w.recorded("s1", state.SessionStopped, state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorStopped, Handle: handleOf("ex-1")})
+		}},
+		{name: "created, never started", seed: func(w *world) {
+			w.r.must(w.t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
+			w.r.must(w.t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+		}},
+		{name: "unknown session", seed: func(*world) {}, wantErr: state.ErrNotFound},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "n1", "n2")
+			tc.seed(w)
+			m := w.leader("n2")
+			before := w.r.store.LastIndex()
+			out, err := m.Recover(recoverCtx(t), "s1", true)
+			if out != OutcomeSkipped || !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("Recover = %s, %v; want skipped, %v", out, err, tc.wantErr)
+			}
+			if after := w.r.store.LastIndex(); after != before {
+				t.Errorf("%d commands applied for a skipped session", after-before)
+			}
+			for _, n := range []string{"n1", "n2"} {
+				if calls := w.rts[n].executorCalls(); len(calls) != 0 {
+					t.Errorf("runtime of %s was asked %v", n, calls)
+				}
+			}
+		})
+	}
+}
