@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// tmux runs `paddock resume` in a real terminal: a tmux server of its own
+// (its socket in the test's directory), one window of 120x35.
+type tmux struct {
+	t      *testing.T
+	socket string
+}
+
+func newTmux(t *testing.T) *tmux {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("tmux is not installed (.ci/run installs it)")
+		}
+		t.Skip("SKIPPED: tmux is not installed")
+	}
+	x := &tmux{t: t, socket: filepath.Join(t.TempDir(), "tmux.sock")}
+	t.Cleanup(func() { _ = exec.Command("tmux", "-S", x.socket, "kill-server").Run() })
+	return x
+}
+
+func (x *tmux) run(args ...string) string {
+	x.t.Helper()
+	out, err := exec.Command("tmux", append([]string{"-S", x.socket}, args...)...).CombinedOutput()
+	if err != nil {
+		x.t.Fatalf("tmux %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// start opens window name in dir running the shell command cmd, which then
+// prints its exit code and waits (so the last screen stays capturable).
+func (x *tmux) start(name, dir, cmd string, env ...string) {
+	x.t.Helper()
+	args := []string{"new-session", "-d", "-s", name, "-x", "120", "-y", "35", "-c", dir}
+	for _, e := range env {
+		args = append(args, "-e", e)
+	}
+	x.run(append(args, cmd+`; echo "EXIT=$?"; sleep 600`)...)
+}
+
+func (x *tmux) keys(name string, keys ...string) {
+	x.t.Helper()
+	x.run(append([]string{"send-keys", "-t", name}, keys...)...)
+}
+
+func (x *tmux) screen(name string) string {
+	x.t.Helper()
+	return x.run("capture-pane", "-p", "-t", name)
+}
+
+// waitScreen waits until the window shows every one of want.
+func (x *tmux) waitScreen(name string, want ...string) string {
+	x.t.Helper()
+	var last string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		last = x.screen(name)
+		ok := true
+		for _, w := range want {
+			ok = ok && strings.Contains(last, w)
+		}
+		if ok {
+			return last
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("window %s never showed %q; it shows:\n%s", name, want, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestResumePickerInATerminal runs `paddock resume` in tmux against a real
+// server: the picker lists this workspace's sessions only, Esc leaves with
+// exit 1 and changes nothing, and filtering then Enter resumes a stopped pty
+// session and hands the terminal over to `paddock attach`, where the agent
+// answers what is typed.
+func TestResumePickerInATerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	x := newTmux(t)
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	leader := leaderOf(t, c)
+	api := apiClient(t, leader)
+
+	here := t.TempDir()
+	elsewhere := t.TempDir()
+	mine, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "picker task", Workspace: state.Workspace{Path: here}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "somebody else's task", Workspace: state.Workspace{Path: elsewhere}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(task, agent string) string {
+		s, err := api.CreateSession(testCtx(t), task, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, api, s.ID, state.SessionWaitingForInput)
+		return s.ID
+	}
+	stop := func(id string) {
+		if _, err := api.Stop(testCtx(t), id); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, api, id, state.SessionStopped)
+	}
+	tty := create(mine.ID, "demo-tty")
+	noResume := create(mine.ID, "demo-noresume")
+	foreign := create(other.ID, "demo")
+	stop(noResume)
+	stop(tty) // the newest activity: listed first
+
+	paddock := filepath.Join(binDir, "paddock")
+	env := []string{"PADDOCK_ADDR=" + leader.URL(), "PADDOCK_SESSION_ID=", "TERM=xterm-256color"}
+
+	// Esc: exit 1, nothing changed.
+	x.start("esc", here, paddock+" resume", env...)
+	screen := x.waitScreen("esc", "Resume a session (2 of 2)", tty, noResume, "picker task")
+	if strings.Contains(screen, foreign) || strings.Contains(screen, "somebody else") {
+		t.Fatalf("the picker lists another workspace's session:\n%s", screen)
+	}
+	assertRowSays(t, screen, tty, "resumable")
+	assertRowSays(t, screen, noResume, "not resumable")
+	x.keys("esc", "Escape")
+	x.waitScreen("esc", "EXIT=1")
+	for id, want := range map[string]state.SessionState{tty: state.SessionStopped, noResume: state.SessionStopped, foreign: state.SessionWaitingForInput} {
+		if s, err := api.GetSession(testCtx(t), id); err != nil || s.State != want {
+			t.Fatalf("after Esc, session %s: %+v %v, want %s", id, s, err, want)
+		}
+	}
+
+	// The not-resumable row cannot be chosen; the filter finds the other by
+	// id; Enter resumes it and attaches to its agent's terminal.
+	x.start("pick", here, paddock+" resume", env...)
+	x.waitScreen("pick", "Resume a session (2 of 2)")
+	x.keys("pick", "-l", noResume[:8])
+	x.waitScreen("pick", "Resume a session (1 of 2)")
+	x.keys("pick", "Enter")
+	x.waitScreen("pick", "Cannot select this session: not resumable")
+	for range noResume[:8] {
+		x.keys("pick", "BSpace")
+	}
+	x.keys("pick", "-l", tty[:8])
+	x.waitScreen("pick", "Resume a session (1 of 2)", tty)
+	x.keys("pick", "Enter")
+	x.waitScreen("pick", "demo>") // capture-pane drops the trailing space
+	waitState(t, api, tty, state.SessionWaitingForInput)
+	x.keys("pick", "-l", "remember kiwi")
+	x.keys("pick", "Enter")
+	x.waitScreen("pick", "ok, remembering kiwi")
+	x.keys("pick", "C-]")
+	x.waitScreen("pick", "EXIT=0")
+	if s, err := api.GetSession(testCtx(t), noResume); err != nil || s.State != state.SessionStopped {
+		t.Fatalf("the refused session changed: %+v %v", s, err)
+	}
+}
+
+// assertRowSays checks that the picker's row of session id shows word.
+func assertRowSays(t *testing.T, screen, id, word string) {
+	t.Helper()
+	for _, line := range strings.Split(screen, "\n") {
+		if strings.Contains(line, id) {
+			if !strings.Contains(line, fmt.Sprintf(" %s ", word)) {
+				t.Errorf("row of %s does not say %q: %q", id, word, line)
+			}
+			return
+		}
+	}
+	t.Errorf("no row for %s in:\n%s", id, screen)
+}
