@@ -86,6 +86,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 	top := flag.NewFlagSet("paddock", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
 	registerGlobals(top, &e.g)
+	showVersion := top.Bool("version", false, "print the version and exit")
 	if err := top.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printHelp(stdout)
@@ -94,6 +95,9 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		return e.fail(&usageError{msg: err.Error(), usage: "paddock [global flags] COMMAND [args]"})
 	}
 	rest := top.Args()
+	if *showVersion {
+		return e.runCommand(commandIndex["version"], rest)
+	}
 	if len(rest) == 0 {
 		printHelp(stderr)
 		return 1
@@ -105,8 +109,6 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		}
 		printHelp(stdout)
 		return 0
-	case "-version", "--version":
-		return e.runCommand(commandIndex["version"], rest[1:])
 	case "server":
 		return e.fail(errors.New(`"paddock server" is not handled by the CLI dispatcher`))
 	}
