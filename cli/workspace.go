@@ -43,7 +43,7 @@ func runSessionFiles(e *env, _ any, pos []string) error {
 		rows := make([][]string, 0, len(entries))
 		for _, f := range entries {
 			name, size := f.Name, strconv.FormatInt(f.Size, 10)
-			if f.IsDir {
+			if f.IsDir || f.Type == "dir" {
 				name, size = name+"/", "-"
 			}
 			mod := "-"

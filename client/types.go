@@ -77,9 +77,11 @@ type Agent struct {
 // FileEntry is one entry of a workspace directory listing
 // (GET /v1/sessions/{id}/files?path=).
 type FileEntry struct {
-	Name    string    `json:"name"`
-	Path    string    `json:"path"`
-	IsDir   bool      `json:"is_dir"`
+	Name  string `json:"name"`
+	Path  string `json:"path"`
+	IsDir bool   `json:"is_dir"`
+	// Type is "file", "dir", "symlink" or "other".
+	Type    string    `json:"type,omitempty"`
 	Size    int64     `json:"size"`
 	Mode    string    `json:"mode,omitempty"`
 	ModTime time.Time `json:"mod_time,omitzero"`
