@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -130,6 +131,27 @@ func TestResumePickerInATerminal(t *testing.T) {
 
 	paddock := filepath.Join(binDir, "paddock")
 	env := []string{"PADDOCK_ADDR=" + leader.URL(), "PADDOCK_SESSION_ID=", "TERM=xterm-256color"}
+
+	// Without a terminal: the same rows as a table, exit 2 with a hint.
+	cmd := exec.Command(paddock, "resume")
+	cmd.Dir = here
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(ee.Stderr), "needs a terminal") {
+		t.Fatalf("paddock resume without a terminal: %v (want exit 2 and a hint)", err)
+	}
+	assertRowSays(t, string(out), tty, "resumable")
+	assertRowSays(t, string(out), noResume, "not resumable")
+	if strings.Contains(string(out), foreign) {
+		t.Errorf("the table lists another workspace's session:\n%s", out)
+	}
+	all := exec.Command(paddock, "resume", "-all", "-json")
+	all.Dir, all.Env = here, cmd.Env
+	out, _ = all.Output()
+	if !strings.Contains(string(out), `"session_id": "`+foreign+`"`) || !strings.Contains(string(out), `"selectable": false`) {
+		t.Errorf("paddock resume -all -json:\n%s", out)
+	}
 
 	// Esc: exit 1, nothing changed.
 	x.start("esc", here, paddock+" resume", env...)
