@@ -136,7 +136,7 @@ func TestCommands(t *testing.T) {
 		{"session create with options", []string{"session", "create", "-task", "t1", "-agent", "demo", "-runtime", "docker", "-option", "image=x:1", "-detach"},
 			[]string{"Created session s1"}, "POST /v1/tasks/t1/sessions", `{"agent":"demo","runtime":"docker","runtime_options":{"image":"x:1"}}`},
 		{"session list", []string{"session", "list"},
-			[]string{"ID", "TASK", "STATE", "s1", "t1", "STARTING", "demo", "standalone"}, "GET /v1/sessions", ""},
+			[]string{"ID", "TASK", "TITLE", "STATE", "NODE", "RESUME TOKEN", "s1", "t1", "fix bug", "STARTING", "demo", "standalone", "n1", "no"}, "GET /v1/sessions", ""},
 		{"session list filtered", []string{"session", "list", "-task", "t1", "-state", "running"},
 			[]string{"s1"}, "GET /v1/sessions?state=RUNNING&task_id=t1", ""},
 		{"session status", []string{"session", "status", "s1"},

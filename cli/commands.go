@@ -485,7 +485,23 @@ func runSessionList(e *env, fl any, pos []string) error {
 	}
 	*o.task = taskID
 	var sessions []state.Session
+	titles := map[string]string{}
+	nodes := map[string]string{}
 	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
+		if !e.g.json {
+			// Titles and nodes make the table readable; without them it
+			// still lists the sessions.
+			if tasks, err := c.ListTasks(e.ctx()); err == nil {
+				for _, t := range tasks {
+					titles[t.ID] = t.Title
+				}
+			}
+			if execs, err := c.Executors(e.ctx(), ""); err == nil {
+				for _, x := range execs {
+					nodes[x.ID] = x.Node
+				}
+			}
+		}
 		sessions, err = c.ListSessions(e.ctx(), *o.task, strings.ToUpper(*o.state), opts...)
 		return err
 	}, func() error {
@@ -496,11 +512,31 @@ func runSessionList(e *env, fl any, pos []string) error {
 		now := time.Now()
 		rows := make([][]string, 0, len(sessions))
 		for _, s := range sessions {
-			rows = append(rows, []string{s.ID, s.TaskID, string(s.State), s.Agent, s.Runtime, s.ExecutorID,
-				strconv.FormatBool(s.HasResumeToken), age(s.LastActivityAt, now)})
+			reason := s.ErrorMessage
+			if reason == "" && (s.State == state.SessionError || s.State == state.SessionStopped) {
+				reason = s.StateReason
+			}
+			rows = append(rows, []string{s.ID, s.TaskID, titles[s.TaskID], string(s.State), s.Agent, s.Runtime, nodes[s.ExecutorID],
+				yesNo(s.HasResumeToken), age(s.LastActivityAt, now), firstLineOf(reason, 60)})
 		}
-		return table(e.stdout, []string{"ID", "TASK", "STATE", "AGENT", "RUNTIME", "EXECUTOR", "RESUME TOKEN", "LAST ACTIVITY"}, rows)
+		return table(e.stdout, []string{"ID", "TASK", "TITLE", "STATE", "AGENT", "RUNTIME", "NODE", "RESUME TOKEN", "LAST ACTIVITY", "REASON"}, rows)
 	})
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// firstLineOf is the first line of s, cut to n characters.
+func firstLineOf(s string, n int) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(l); len(r) > n {
+		l = string(r[:n-1]) + "…"
+	}
+	return l
 }
 
 func runSessionStatus(e *env, _ any, pos []string) error {
