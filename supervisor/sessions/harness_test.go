@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -283,7 +284,7 @@ func (f *fakeRuntime) Launch(_ context.Context, req runtime.LaunchRequest) (runt
 	}
 	ws := req.Workspace.Path
 	if ws == "" {
-		ws = f.t.TempDir()
+		ws = workspaceDir(f.t)
 	}
 	h := fakeHandle{ID: req.ExecutorID, Session: req.SessionID, Workspace: ws, StateDir: f.t.TempDir()}
 	return f.start(h, req.AgentctlSecret)
@@ -564,7 +565,7 @@ func (w *world) seedLive(o liveOpts) live {
 	}
 	ws := o.shared
 	if ws == "" {
-		ws = t.TempDir()
+		ws = workspaceDir(t)
 	}
 	taskID := "t-" + o.id
 	exID := "ex-" + o.id
@@ -669,4 +670,34 @@ func recoverCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// workspaceDir is a temporary workspace that is removed only once no process
+// works in it any more: an agent outlives its killed agentctl for a moment
+// and may still be saving its conversation there.
+func workspaceDir(t testing.TB) string {
+	dir := t.TempDir()
+	t.Cleanup(func() { // runs before TempDir's removal (cleanups run last-in first-out)
+		deadline := time.Now().Add(10 * time.Second)
+		for processIn(dir) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return dir
+}
+
+// processIn reports whether a live process has its cwd in dir.
+func processIn(dir string) bool {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+			if b, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -44,7 +44,8 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 	if sess.State == state.SessionWaitingForInput || sess.State == state.SessionRunning {
 		sess = m.waitDrain(ctx, sess)
 	}
-	if node, down := m.NodeUnavailable(sess.ID); down && !m.IsRunning(sess.ID) {
+	if ex, ok := m.store.Executor(sess.ExecutorID); ok && !m.IsRunning(sess.ID) && m.waitsForNode(ctx, ex) {
+		node := ex.Node
 		// Before the state: a session that waits for its node keeps the
 		// state it had, and the node is what stands in the way.
 		return fmt.Errorf("%w: %s", state.ErrConflict, state.NodeUnavailableMessage(node))

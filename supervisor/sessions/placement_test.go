@@ -20,7 +20,7 @@ import (
 // newSession records a task and a CREATED session with runtime options.
 func (w *world) newSession(id string, opts map[string]string) {
 	w.t.Helper()
-	w.r.must(w.t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t-" + id, Title: id, Workspace: state.Workspace{Path: w.t.TempDir()}}})
+	w.r.must(w.t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t-" + id, Title: id, Workspace: state.Workspace{Path: workspaceDir(w.t)}}})
 	w.r.must(w.t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: id, TaskID: "t-" + id, Agent: "demo", Runtime: "standalone", RuntimeOptions: opts}})
 }
 
@@ -233,12 +233,11 @@ func TestResumeStaysOnItsNode(t *testing.T) {
 // shared workspace may be resumed on a survivor (issue 14: "may declare it
 // and then be relaunched on a survivor"; place() says so).
 func TestResumeMovesOffADownNodeWithASharedWorkspace(t *testing.T) {
-	t.Skip("BUG: Manager.Resume refuses with node_unavailable (NodeUnavailable ignores CapSharedWorkspace) before place() can move the session to a survivor; waitsForNode is the check that knows about shared workspaces")
 	w := newWorld(t, "n1", "n2")
 	for _, rt := range w.rts {
 		rt.caps.Extra = map[string]bool{CapSharedWorkspace: true}
 	}
-	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "lime", shared: t.TempDir()})
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "lime", shared: workspaceDir(t)})
 	w.rts["n1"].proc(s.executorID).kill()
 	w.r.must(t, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: s.executorID, Status: state.ExecutorError, ErrorMessage: "lost"})
 	w.r.must(t, state.CmdReclaimLease, &state.ReleaseLeaseBody{SessionID: s.id, FencingToken: s.token})

@@ -165,7 +165,7 @@ func TestRecoverTakesOverASharedWorkspace(t *testing.T) {
 	for _, rt := range w.rts {
 		rt.caps.Extra = map[string]bool{CapSharedWorkspace: true}
 	}
-	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "pear", shared: t.TempDir()})
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "pear", shared: workspaceDir(t)})
 	w.rts["n1"].proc(s.executorID).kill()
 	w.down("n1")
 	m := w.leader("n2")
