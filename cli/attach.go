@@ -53,6 +53,13 @@ func runAttach(e *env, fl any, pos []string) error {
 		return err
 	}
 	name := *fl.(*string)
+	// The terminal route answers a missing session only at the WebSocket
+	// upgrade: expand an id prefix first.
+	id, err := e.resolveID(idSession, pos[0])
+	if err != nil {
+		return err
+	}
+	pos[0] = id
 	base, err := client.ParseAddress(e.g.address)
 	if err != nil {
 		return err

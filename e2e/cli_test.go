@@ -166,6 +166,14 @@ agent "broken" {
 			}
 		}
 		r.ok("session", "delete", other.ID[:8])
+
+		// attach too (its route reports a missing session only at the
+		// upgrade): ctrl-] on stdin detaches at once.
+		attach := r.cmd("attach", prefix)
+		attach.Stdin = strings.NewReader("\x1d")
+		if out, err := attach.CombinedOutput(); err != nil {
+			t.Errorf("attach %s: %v: %s", prefix, err, out)
+		}
 	})
 
 	t.Run("session --help exits 0", func(t *testing.T) {
