@@ -7,8 +7,10 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/sessions"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -350,11 +352,17 @@ type agentInfo struct {
 }
 
 func (s *Server) agents(w http.ResponseWriter, _ *http.Request) error {
+	probed := s.probedResume()
 	out := []agentInfo{}
 	for _, a := range s.cfg.Agents {
 		info := agentInfo{Name: a.Name, Protocol: a.Protocol, Command: a.Command, SupportsSessionResume: a.SupportsSessionResume, ResumeSupport: "unknown"}
 		if a.SupportsSessionResume != nil {
 			info.ResumeSupport = "declared"
+		}
+		if v, ok := probed[a.Name]; ok && a.Protocol == config.ProtocolACP {
+			// agentctl asked the agent itself (ACP loadSession): that
+			// answer wins over a declaration.
+			info.SupportsSessionResume, info.ResumeSupport = &v, "probed"
 		}
 		out = append(out, info)
 	}
@@ -402,4 +410,26 @@ func (s *Server) checkPlacement(runtime, node string) error {
 		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "node %q cannot take a %s session now: it does not answer, or its %s plugin is unhealthy", node, runtime, runtime)
 	}
 	return nil
+}
+
+// probedResume is, per agent profile, the resume support agentctl probed on
+// the most recently seen executor of that agent (an executor is ready only
+// after its probe; the session manager reads the same rows).
+func (s *Server) probedResume() map[string]bool {
+	out := map[string]bool{}
+	seen := map[string]time.Time{}
+	for _, e := range s.store.Executors("") {
+		if e.Nonce == "" || e.Status == state.ExecutorStarting { // agentctl never answered its probe
+			continue
+		}
+		sess, ok := s.store.Session(e.SessionID)
+		if !ok {
+			continue
+		}
+		if t, ok := seen[sess.Agent]; ok && !e.LastSeenAt.After(t) {
+			continue
+		}
+		seen[sess.Agent], out[sess.Agent] = e.LastSeenAt, e.SupportsSessionResume
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,5 +44,54 @@ func TestLeaseShowsTheLiveExpiry(t *testing.T) {
 	}
 	if l.State != state.LeaseHeld || !l.ExpiresAt.After(now) || l.ExpiresAt.After(now.Add(2*ttl)) {
 		t.Fatalf("lease %+v at %s: want held, expiring within the next ttl (%s)", l, now.Format(time.RFC3339Nano), ttl)
+	}
+}
+
+// TestAgentsReportProbedResume: GET /v1/agents said "unknown" for an ACP
+// agent that declares nothing even after agentctl had probed it.
+func TestAgentsReportProbedResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestClusterWith(t, 1, testToken, func(_ int, cfg *config.Config) {
+		cfg.Agents = append(cfg.Agents, &config.Agent{Name: "demo-noresume", Protocol: config.ProtocolACP,
+			Command: []string{"paddock-demo-agent", "--no-resume"}, Permission: config.PermissionDeny})
+	})
+	cl := c.client(0)
+	support := func() map[string]string {
+		agents, err := cl.Agents(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, a := range agents {
+			v := "nil"
+			if a.SupportsSessionResume != nil {
+				v = fmt.Sprint(*a.SupportsSessionResume)
+			}
+			out[a.Name] = a.ResumeSupport + "/" + v
+		}
+		return out
+	}
+	if got := support(); got["demo"] != "unknown/nil" || got["demo-noresume"] != "unknown/nil" {
+		t.Fatalf("before any session: %v", got)
+	}
+	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "probe"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, agent := range []string{"demo", "demo-noresume"} {
+		s, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), s.ID) })
+		waitFor(t, 20*time.Second, agent+" waiting for input", func() bool {
+			got, err := cl.GetSession(ctx(t), s.ID)
+			return err == nil && got.State == state.SessionWaitingForInput
+		})
+	}
+	if got := support(); got["demo"] != "probed/true" || got["demo-noresume"] != "probed/false" {
+		t.Fatalf("after agentctl probed both: %v", got)
 	}
 }
