@@ -214,6 +214,16 @@ func TestRecoverRestartsDeadAgentctlAndKeepsWorkspace(t *testing.T) {
 	if _, err := c.Recover(ctx, rec.Handle, "sec"); !errors.Is(err, runtime.ErrNotFound) {
 		t.Fatalf("Recover without workspace: %v, want ErrNotFound", err)
 	}
+	// Nor does a launch for the session that ran there start it afresh in an
+	// empty workspace (the supervisor sets the option when resuming).
+	_, err = c.Launch(ctx, runtime.LaunchRequest{SessionID: "s1", AgentctlSecret: "sec",
+		Options: map[string]string{runtime.OptionExistingWorkspace: "true"}})
+	if !errors.Is(err, runtime.ErrNotFound) || !strings.Contains(err.Error(), "workspace") {
+		t.Fatalf("Launch of a session whose workspace is gone: %v, want ErrNotFound naming the workspace", err)
+	}
+	if fileExists(rec.WorkspacePath) {
+		t.Fatal("the refused launch created an empty workspace")
+	}
 }
 
 func TestHandleOutsideWorkspaceRootIsNotFound(t *testing.T) {
