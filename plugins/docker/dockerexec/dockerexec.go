@@ -368,6 +368,13 @@ func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.
 	}
 	if src == "" {
 		h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
+		if req.Options[runtime.OptionExistingWorkspace] == "true" {
+			// The session ran before: never start it again in an empty
+			// workspace that only looks like its own.
+			if st, err := os.Stat(h.Workspace); err != nil || !st.IsDir() {
+				return "", fmt.Errorf("the session's workspace %s is gone (removed, or on another machine's disk): %w", h.Workspace, runtime.ErrNotFound)
+			}
+		}
 		if err := os.MkdirAll(h.Workspace, 0o700); err != nil {
 			return "", fmt.Errorf("create workspace: %w", err)
 		}
