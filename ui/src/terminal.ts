@@ -81,7 +81,7 @@ export class TerminalPanel {
           case "attached":
             attached = true;
             this.delay = 250;
-            if (msg.epoch !== this.epoch) this.offset = -1;
+            if (msg.epoch !== this.epoch) { this.offset = -1; this.acked = 0; }
             this.epoch = msg.epoch;
             this.setNotice(this.reconnecting ? "Session resumed" : msg.notice ?? "");
             this.reconnecting = false;
@@ -89,9 +89,12 @@ export class TerminalPanel {
             this.el.dataset.pid = String(msg.pid);
             break;
           case "reset":
+            // A new shell: its stream starts again at 0 on a clean screen.
+            this.term.reset();
             this.epoch = msg.epoch;
             this.offset = -1;
-            this.term.reset();
+            this.acked = 0;
+            if (msg.pid) this.el.dataset.pid = String(msg.pid);
             break;
           case "exited":
             this.setNotice(`Shell exited (code ${msg.code})`);
@@ -140,6 +143,7 @@ export class TerminalPanel {
   }
 
   private maybeAck(): void {
+    if (this.offset < 0) return;
     if (this.offset - this.acked >= ackEvery || this.offset < this.acked) {
       this.acked = this.offset;
       this.sendJSON({ type: "ack", offset: this.offset });
