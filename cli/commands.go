@@ -128,9 +128,16 @@ func runStatus(e *env, _ any, pos []string) error {
 func peerTable(e *env, peers []client.Peer) error {
 	rows := make([][]string, 0, len(peers))
 	for _, p := range peers {
-		rows = append(rows, []string{p.ID, p.Address, p.Suffrage, strconv.FormatBool(p.Leader)})
+		health, contact := "-", "-"
+		if p.Healthy != nil {
+			health = map[bool]string{true: "healthy", false: "failed"}[*p.Healthy]
+		}
+		if p.LastContact != nil && !p.Leader {
+			contact = time.Since(*p.LastContact).Round(time.Millisecond).String() + " ago"
+		}
+		rows = append(rows, []string{p.ID, p.Address, p.Suffrage, strconv.FormatBool(p.Leader), health, contact})
 	}
-	return table(e.stdout, []string{"ID", "ADDRESS", "SUFFRAGE", "LEADER"}, rows)
+	return table(e.stdout, []string{"ID", "ADDRESS", "SUFFRAGE", "LEADER", "HEALTH", "LAST CONTACT"}, rows)
 }
 
 func runListPeers(e *env, _ any, pos []string) error {

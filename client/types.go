@@ -19,6 +19,9 @@ type Peer struct {
 	Address  string `json:"address"`
 	Suffrage string `json:"suffrage"`
 	Leader   bool   `json:"leader"`
+	// Healthy and LastContact are the leader's view (nil when unknown).
+	Healthy     *bool      `json:"healthy"`
+	LastContact *time.Time `json:"last_contact"`
 }
 
 // ClusterStatus is the GET /v1/status answer.

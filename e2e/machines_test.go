@@ -242,6 +242,17 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 			st.ResumeMessage != nil && strings.Contains(*st.ResumeMessage, victim.Name)
 	})
 	t.Logf("%s's session showed node_unavailable %s after the machine was killed", victim.Name, time.Since(lostAt).Round(time.Millisecond))
+	// The operator sees it too: list-peers shows the killed server failed.
+	peers, err := napi.RaftPeers(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range peers {
+		want := p.ID != victim.Name
+		if p.Healthy == nil || *p.Healthy != want || p.LastContact == nil {
+			t.Fatalf("peer %s: healthy %v, last contact %v; want healthy=%v with a last contact", p.ID, p.Healthy, p.LastContact, want)
+		}
+	}
 	if _, err := napi.Resume(testCtx(t), lost.id); err == nil || !strings.Contains(err.Error(), victim.Name) {
 		t.Fatalf("resume of a session whose machine is gone: %v, want a conflict naming %s", err, victim.Name)
 	}

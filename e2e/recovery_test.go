@@ -374,8 +374,12 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 				recovering = l
 				api := apiClient(t, l)
 				for _, id := range rs.ids[len(held):] {
+					st, serr := api.SessionStatus(testCtx(t), id)
+					if serr != nil || !st.IsAgentRunning {
+						return false // not recovered by this leader yet
+					}
 					exs, err := api.Executors(testCtx(t), id)
-					if err != nil || len(exs) != 1 || exs[0].Node != l.Name {
+					if err != nil || len(exs) != 1 || exs[0].Node != rs.before[id].Node {
 						return false
 					}
 				}
@@ -478,7 +482,10 @@ func startRecoverySessions(t *testing.T, c *harness.Cluster, n int) *recoverySes
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
-		s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		// All on the first leader's node: the transfers below move
+		// leadership between the other nodes, never onto an owner.
+		s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
+			RuntimeOptions: map[string]string{"node": rs.leader.Name}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -507,8 +514,10 @@ func (rs *recoverySessions) waitRecoveredOn(t *testing.T, leader *harness.Node) 
 			if err != nil || !st.IsAgentRunning || st.State != state.SessionWaitingForInput {
 				return false
 			}
+			// The executor stays its owner's: the same agentctl on the
+			// node that launched it, whichever node leads.
 			exs, err := api.Executors(testCtx(t), id)
-			return err == nil && len(exs) == 1 && exs[0].Node == leader.Name
+			return err == nil && len(exs) == 1 && exs[0].Node == rs.before[id].Node
 		})
 		exs, err := api.Executors(testCtx(t), id)
 		if err != nil || len(exs) != 1 {

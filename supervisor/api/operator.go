@@ -23,6 +23,7 @@ func (s *Server) status(w http.ResponseWriter, _ *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.withHealth(st.Nodes)
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -32,8 +33,33 @@ func (s *Server) peers(w http.ResponseWriter, _ *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.withHealth(peers)
 	writeJSON(w, http.StatusOK, map[string]any{"peers": peers})
 	return nil
+}
+
+// withHealth fills in each server's health and last contact from the
+// leader's node watch: a server whose process was killed shows as
+// unhealthy within a few seconds, even while raft still counts it a voter.
+func (s *Server) withHealth(peers []cluster.Peer) {
+	if s.nodes == nil || !s.cluster.IsLeader() {
+		return
+	}
+	health := map[string]nodes.Health{}
+	for _, h := range s.nodes.Health() {
+		health[h.Node] = h
+	}
+	for i := range peers {
+		h, ok := health[peers[i].ID]
+		if !ok {
+			continue
+		}
+		healthy, last := h.Available, h.LastContact
+		peers[i].Healthy = &healthy
+		if !last.IsZero() {
+			peers[i].LastContact = &last
+		}
+	}
 }
 
 // addPeer adds a server by its HTTP address. The server must answer there

@@ -18,6 +18,10 @@ type Peer struct {
 	Address  string `json:"address"`
 	Suffrage string `json:"suffrage"`
 	Leader   bool   `json:"leader"`
+	// Healthy and LastContact are the leader's view of the server (its
+	// node watch); null when this node does not lead.
+	Healthy     *bool      `json:"healthy"`
+	LastContact *time.Time `json:"last_contact"`
 }
 
 // Status is the cluster status of GET /v1/status.
