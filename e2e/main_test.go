@@ -26,6 +26,12 @@ func run(m *testing.M) int {
 	if testing.Short() {
 		return m.Run()
 	}
+	// Terminals run agentctl's $SHELL. The tests kill shells at any moment;
+	// an interactive bash whose rc file runs a tool that takes a lock (pyenv
+	// init rehashes under a lock file on the CI machines) and is killed
+	// holding it leaves every later shell of the run waiting on it. The
+	// tests need only a POSIX shell, so they get one that reads no rc file.
+	os.Setenv("SHELL", "/bin/sh")
 	binDir = os.Getenv("PADDOCK_BIN")
 	if binDir == "" {
 		dir, err := os.MkdirTemp("", "paddock-e2e-bin-")
