@@ -19,14 +19,16 @@ import (
 )
 
 // standaloneHCL is the config every session suite appends: the standalone
-// runtime (workspaces under dir), the demo agent as an ACP agent that can
+// runtime (workspaces under dir, shared by the cluster's nodes, so a
+// survivor takes over a killed node's sessions), the demo agent as an ACP agent that can
 // resume, and /bin/sh as the terminal shell.
 func standaloneHCL(bin, dir, extra string) string {
 	return fmt.Sprintf(`
 plugin_dir = %q
 plugin "standalone" {
   config {
-    workspace_root = %q
+    workspace_root        = %q
+    shared_workspace_root = true # every node of a bench cluster runs on this host
   }
 }
 agent "demo" {
