@@ -104,6 +104,11 @@ type Capabilities struct {
 	Extra                     map[string]bool
 }
 
+// CapSharedWorkspace is the Capabilities.Extra key of a runtime whose
+// workspace_root every node mounts at the same path: a session whose node is
+// gone may then be taken over by another node's plugin.
+const CapSharedWorkspace = "shared_workspace"
+
 // Workspace names the directory or git repository a task works in.
 type Workspace struct {
 	Path   string

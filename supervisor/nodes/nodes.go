@@ -13,6 +13,7 @@ package nodes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -99,7 +100,7 @@ func (n *Nodes) Runtime(node, name string) (runtime.Runtime, error) {
 	}
 	addr := n.o.Store.Nodes()[node].HTTPAddr
 	if addr == "" {
-		return nil, errors.Join(ErrNodeUnavailable, errorf("node %q is not a registered server of this cluster", node))
+		return nil, fmt.Errorf("%w: node %q is not a registered server of this cluster", ErrNodeUnavailable, node)
 	}
 	return &remoteRuntime{rpc: n.rpc, node: node, addr: addr, name: name}, nil
 }

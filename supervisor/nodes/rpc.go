@@ -57,8 +57,6 @@ var codes = []struct {
 	{"unsupported", runtime.ErrUnsupported},
 }
 
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
 // ServeRuntime runs one runtime call in this node's plugin name (the server
 // side of remoteRuntime). The route authenticates the calling node.
 func ServeRuntime(w http.ResponseWriter, r *http.Request, p Plugins, name, op string) {

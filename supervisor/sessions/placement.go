@@ -65,7 +65,7 @@ func (m *Manager) runtimeOf(ctx context.Context, ex state.Executor) (runtime.Run
 	if lerr != nil {
 		return nil, err
 	}
-	if caps, cerr := local.Capabilities(ctx); cerr == nil && (!caps.NodeLocal || caps.Extra[CapSharedWorkspace]) {
+	if caps, cerr := local.Capabilities(ctx); cerr == nil && (!caps.NodeLocal || caps.Extra[runtime.CapSharedWorkspace]) {
 		return local, nil
 	}
 	return nil, err
@@ -143,12 +143,7 @@ func launchOptions(sess state.Session, existing bool) map[string]string {
 	return out
 }
 
-// CapSharedWorkspace is the runtime capability (Capabilities.Extra) of a
-// runtime whose workspace_root is on storage every node mounts: its
-// sessions may be relaunched on another node when theirs does not answer.
-const CapSharedWorkspace = "shared_workspace"
-
-// sharedWorkspace reports whether runtime name declares CapSharedWorkspace
+// sharedWorkspace reports whether runtime name declares runtime.CapSharedWorkspace
 // (asked of this node's plugin; every node configures it alike).
 func (m *Manager) sharedWorkspace(ctx context.Context, name string) bool {
 	rt, err := m.nodes.Runtime("", name)
@@ -156,7 +151,7 @@ func (m *Manager) sharedWorkspace(ctx context.Context, name string) bool {
 		return false
 	}
 	caps, err := rt.Capabilities(ctx)
-	return err == nil && caps.Extra[CapSharedWorkspace]
+	return err == nil && caps.Extra[runtime.CapSharedWorkspace]
 }
 
 // waitsForNode reports whether a session's executor must wait for its node:

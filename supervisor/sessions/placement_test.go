@@ -235,7 +235,7 @@ func TestResumeStaysOnItsNode(t *testing.T) {
 func TestResumeMovesOffADownNodeWithASharedWorkspace(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	for _, rt := range w.rts {
-		rt.caps.Extra = map[string]bool{CapSharedWorkspace: true}
+		rt.caps.Extra = map[string]bool{runtime.CapSharedWorkspace: true}
 	}
 	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "lime", shared: workspaceDir(t)})
 	w.rts["n1"].proc(s.executorID).kill()

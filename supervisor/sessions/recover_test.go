@@ -163,7 +163,7 @@ func TestRecoverWaitsForAnUnavailableNode(t *testing.T) {
 func TestRecoverTakesOverASharedWorkspace(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	for _, rt := range w.rts {
-		rt.caps.Extra = map[string]bool{CapSharedWorkspace: true}
+		rt.caps.Extra = map[string]bool{runtime.CapSharedWorkspace: true}
 	}
 	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "pear", shared: workspaceDir(t)})
 	w.rts["n1"].proc(s.executorID).kill()

@@ -110,12 +110,8 @@ func (r *Runtime) SetConfig(_ context.Context, src runtime.ConfigSource) (hcl.Di
 func (r *Runtime) Capabilities(context.Context) (runtime.Capabilities, error) {
 	cfg := r.config()
 	return runtime.Capabilities{SupportsWorkspaceOnly: true, SurvivesSupervisorRestart: true, NodeLocal: true,
-		Extra: map[string]bool{CapSharedWorkspace: cfg.SharedWorkspaceRoot}}, nil
+		Extra: map[string]bool{runtime.CapSharedWorkspace: cfg.SharedWorkspaceRoot}}, nil
 }
-
-// CapSharedWorkspace is the capability (Capabilities.Extra) of a runtime
-// whose workspace_root every node mounts.
-const CapSharedWorkspace = "shared_workspace"
 
 // handle is what the host stores for an executor. It never holds the secret.
 type handle struct {
