@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // snapshotTimeout bounds a snapshot save or restore.
@@ -284,8 +284,8 @@ func runTaskCreate(e *env, fl any, pos []string) error {
 		}
 		ws = abs
 	}
-	req := client.CreateTaskRequest{Title: *o.title, Workspace: state.Workspace{Path: ws, Branch: *o.branch}}
-	var task *state.Task
+	req := client.CreateTaskRequest{Title: *o.title, Workspace: api.Workspace{Path: ws, Branch: *o.branch}}
+	var task *api.Task
 	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
 		task, err = c.CreateTask(e.ctx(), req, opts...)
 		return err
@@ -299,7 +299,7 @@ func runTaskList(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	var tasks []state.Task
+	var tasks []api.Task
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
 		tasks, err = c.ListTasks(e.ctx(), o...)
 		return err
@@ -321,8 +321,8 @@ func runTaskClose(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos, "task ID"); err != nil {
 		return err
 	}
-	var t *state.Task
-	var live []state.Session
+	var t *api.Task
+	var live []api.Session
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
 		if t, err = c.CloseTask(e.ctx(), pos[0], o...); err != nil {
 			return err
@@ -351,7 +351,7 @@ func runTaskReopen(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos, "task ID"); err != nil {
 		return err
 	}
-	var t *state.Task
+	var t *api.Task
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
 		t, err = c.ReopenTask(e.ctx(), pos[0], o...)
 		return err
@@ -368,7 +368,7 @@ func runTaskDelete(e *env, _ any, pos []string) error {
 	// Each session's agent is stopped and its executor destroyed first.
 	ctx, cancel := contextWithTimeout(e, lifecycleTimeout)
 	defer cancel()
-	var t *state.Task
+	var t *api.Task
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
 		t, err = c.DeleteTask(ctx, pos[0], o...)
 		return err
@@ -491,7 +491,7 @@ func runSessionList(e *env, fl any, pos []string) error {
 		return err
 	}
 	*o.task = taskID
-	var sessions []state.Session
+	var sessions []api.Session
 	titles := map[string]string{}
 	nodes := map[string]string{}
 	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
@@ -520,7 +520,7 @@ func runSessionList(e *env, fl any, pos []string) error {
 		rows := make([][]string, 0, len(sessions))
 		for _, s := range sessions {
 			reason := s.ErrorMessage
-			if reason == "" && (s.State == state.SessionError || s.State == state.SessionStopped) {
+			if reason == "" && (s.State == api.SessionError || s.State == api.SessionStopped) {
 				reason = s.StateReason
 			}
 			rows = append(rows, []string{s.ID, s.TaskID, titles[s.TaskID], string(s.State), s.Agent, s.Runtime, nodes[s.ExecutorID],
@@ -550,7 +550,7 @@ func runSessionStatus(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
-	var st *state.Status
+	var st *api.Status
 	var errMsg string
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
 		if !e.g.json {
@@ -697,7 +697,7 @@ func runSessionMessages(e *env, fl any, pos []string) error {
 		}
 		return err
 	}
-	var msgs []state.Message
+	var msgs []api.Message
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
 		msgs, err = c.Messages(e.ctx(), pos[0], o...)
 		return err
@@ -715,7 +715,7 @@ func runSessionMessages(e *env, fl any, pos []string) error {
 
 // printMessage prints one message of a conversation, its role first and its
 // lines indented under it (or its JSON line with -json).
-func (e *env) printMessage(m state.Message) {
+func (e *env) printMessage(m api.Message) {
 	if e.g.json {
 		if b, err := json.Marshal(m); err == nil {
 			fmt.Fprintf(e.stdout, "%s\n", b)
@@ -829,7 +829,7 @@ func runSessionDelete(e *env, fl any, pos []string) error {
 	if err != nil {
 		return err
 	}
-	if *o.detach || s.State == state.SessionCompleted {
+	if *o.detach || s.State == api.SessionCompleted {
 		if e.g.json {
 			return printJSON(e.stdout, raw)
 		}
@@ -873,7 +873,7 @@ func runExecutorList(e *env, fl any, pos []string) error {
 	if err != nil {
 		return err
 	}
-	var execs []state.Executor
+	var execs []api.Executor
 	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
 		execs, err = c.Executors(e.ctx(), session, o...)
 		return err

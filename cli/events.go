@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 type eventsOpts struct{ task, session *string }
@@ -45,13 +45,13 @@ func runEvents(e *env, fl any, pos []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return followEvents(ctx, c, f, 0, func(ev state.Event) error { return e.printEvent(ev) })
+	return followEvents(ctx, c, f, 0, func(ev api.Event) error { return e.printEvent(ev) })
 }
 
 // followEvents calls fn for every event of filter after index since, until
 // ctx ends (then it returns nil) or fn fails. A dropped stream is opened
 // again after the last event seen, so nothing is skipped or repeated.
-func followEvents(ctx context.Context, c *client.Client, f client.EventFilter, since uint64, fn func(state.Event) error) error {
+func followEvents(ctx context.Context, c *client.Client, f client.EventFilter, since uint64, fn func(api.Event) error) error {
 	backoff := attachBackoffMin
 	for {
 		stream, err := c.Events(ctx, f, since)
@@ -85,7 +85,7 @@ func followEvents(ctx context.Context, c *client.Client, f client.EventFilter, s
 }
 
 // printEvent prints one event: a JSON line with -json, else a line of text.
-func (e *env) printEvent(ev state.Event) error {
+func (e *env) printEvent(ev api.Event) error {
 	if e.g.json {
 		b, err := json.Marshal(ev)
 		if err != nil {
@@ -141,14 +141,14 @@ func followMessages(ctx context.Context, e *env, c *client.Client, id string, pr
 	if err := flush(); err != nil {
 		return err
 	}
-	return followEvents(ctx, c, client.EventFilter{SessionID: id}, st.AppliedIndex, func(ev state.Event) error {
+	return followEvents(ctx, c, client.EventFilter{SessionID: id}, st.AppliedIndex, func(ev api.Event) error {
 		switch ev.Type {
-		case state.EventMessageAdded, state.EventMessageUpdated:
+		case api.EventMessageAdded, api.EventMessageUpdated:
 			if m, ok := eventMessage(ev); ok && m.Complete && !printed[m.ID] {
 				return flush()
 			}
-		case state.EventStateChanged:
-			if to, _ := ev.Data["to"].(string); to == string(state.SessionCompleted) {
+		case api.EventStateChanged:
+			if to, _ := ev.Data["to"].(string); to == string(api.SessionCompleted) {
 				_ = flush()
 				return errSessionEnded
 			}

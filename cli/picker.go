@@ -12,7 +12,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/api"
 )
 
 // The state of a picker row, in words.
@@ -35,7 +35,7 @@ type pickRow struct {
 	Agent        string
 	Model        string // the agent's model, when it reports one
 	Protocol     string // the agent profile's protocol ("pty", "acp"), "" when unknown
-	State        state.SessionState
+	State        api.SessionState
 	LastActivity time.Time
 	Word         string // live, resumable, not resumable, error, node unavailable
 	Outcome      string // the last turn's outcome, "" before any
@@ -416,7 +416,7 @@ func (p *picker) details() []string {
 	if r.Detail != "" {
 		lines = append(lines, cell(r.Detail))
 	}
-	if r.Outcome == string(state.TurnInterrupted) {
+	if r.Outcome == string(api.TurnInterrupted) {
 		lines = append(lines, "The last turn was interrupted; it is not sent again: prompt the agent yourself once attached.")
 	}
 	if p.note != "" {

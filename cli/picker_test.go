@@ -14,8 +14,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -26,15 +26,15 @@ var pickerNow = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 func pickerRows() []pickRow {
 	return []pickRow{
 		{ID: "s-old-resumable-0001", TaskID: "t1", Title: "fix login bug", Agent: "demo", Protocol: "acp",
-			State: state.SessionStopped, LastActivity: pickerNow.Add(-3 * time.Hour), Word: wordResumable,
+			State: api.SessionStopped, LastActivity: pickerNow.Add(-3 * time.Hour), Word: wordResumable,
 			Outcome: "completed", NeedsResume: true, Detail: "The agent is not running. Resume the session to continue the conversation."},
 		{ID: "s-live-0002", TaskID: "t2", Title: "write docs", Agent: "demo-tty", Protocol: "pty",
-			State: state.SessionWaitingForInput, LastActivity: pickerNow.Add(-1 * time.Minute), Word: wordLive, Outcome: "interrupted", Running: true},
+			State: api.SessionWaitingForInput, LastActivity: pickerNow.Add(-1 * time.Minute), Word: wordLive, Outcome: "interrupted", Running: true},
 		{ID: "s-noresume-0003", TaskID: "t1", Title: "fix login bug", Agent: "demo-noresume",
-			State: state.SessionStopped, LastActivity: pickerNow.Add(-2 * time.Hour), Word: wordNotResumable,
+			State: api.SessionStopped, LastActivity: pickerNow.Add(-2 * time.Hour), Word: wordNotResumable,
 			Disabled: "not resumable: This agent cannot resume previous sessions. Create a new session."},
 		{ID: "s-broken-0004", TaskID: "t3", Title: "flaky test", Agent: "demo",
-			State: state.SessionError, LastActivity: pickerNow.Add(-30 * time.Minute), Word: wordUnknown,
+			State: api.SessionError, LastActivity: pickerNow.Add(-30 * time.Minute), Word: wordUnknown,
 			Failure: "could not load its status: connection refused"},
 	}
 }
@@ -331,13 +331,13 @@ func TestPickerFrameGolden(t *testing.T) {
 func TestClassify(t *testing.T) {
 	str := func(s string) *string { return &s }
 	agents := map[string]client.Agent{"demo": {Name: "demo", Protocol: "acp"}, "tty": {Name: "tty", Protocol: "pty"}}
-	sess := func(id, agent string, st state.SessionState) state.Session {
-		return state.Session{ID: id, TaskID: "t1", Agent: agent, State: st}
+	sess := func(id, agent string, st api.SessionState) api.Session {
+		return api.Session{ID: id, TaskID: "t1", Agent: agent, State: st}
 	}
 	cases := []struct {
 		name        string
-		s           state.Session
-		st          *state.Status
+		s           api.Session
+		st          *api.Status
 		ctrl        *controller
 		self        string
 		loadErr     error
@@ -345,16 +345,16 @@ func TestClassify(t *testing.T) {
 		disabledHas string
 		selectable  bool
 	}{
-		{"live", sess("a", "demo", state.SessionWaitingForInput), &state.Status{State: state.SessionWaitingForInput, IsAgentRunning: true, IsResumable: true}, nil, "", nil, wordLive, "", true},
-		{"resumable", sess("a", "demo", state.SessionStopped), &state.Status{State: state.SessionStopped, IsResumable: true, NeedsResume: true, ResumeReason: str(state.ReasonAgentNotRunning)}, nil, "", nil, wordResumable, "", true},
-		{"error but resumable", sess("a", "demo", state.SessionError), &state.Status{State: state.SessionError, IsResumable: true, NeedsResume: true}, nil, "", nil, wordError, "", true},
-		{"not resumable", sess("a", "demo", state.SessionStopped), &state.Status{State: state.SessionStopped, ResumeReason: str(state.ReasonNotResumable), ResumeMessage: str("This agent cannot resume previous sessions. Create a new session.")}, nil, "", nil, wordNotResumable, "not resumable: This agent cannot resume", false},
-		{"node unavailable", sess("a", "demo", state.SessionWaitingForInput), &state.Status{State: state.SessionWaitingForInput, IsResumable: true, ResumeReason: str(state.ReasonNodeUnavailable), ResumeMessage: str("The session's node n2 does not answer.")}, nil, "", nil, wordNodeUnavailable, "its node does not answer", false},
-		{"own session", sess("me", "demo", state.SessionWaitingForInput), &state.Status{State: state.SessionWaitingForInput, IsAgentRunning: true}, nil, "me", nil, wordLive, "your own session", false},
-		{"another live owner", sess("a", "tty", state.SessionWaitingForInput), &state.Status{State: state.SessionWaitingForInput, IsAgentRunning: true}, &controller{Host: "laptop", PID: 42, Nonce: "n"}, "", nil, wordLive, "controlled by another client (laptop, pid 42", false},
-		{"agent not configured", sess("a", "gone", state.SessionStopped), &state.Status{State: state.SessionStopped, IsResumable: true, NeedsResume: true}, nil, "", nil, wordResumable, "agent not configured", false},
-		{"failed to load", sess("a", "demo", state.SessionStopped), nil, nil, "", errors.New("boom"), wordUnknown, "", false},
-		{"starting", sess("a", "demo", state.SessionStarting), &state.Status{State: state.SessionStarting, IsResumable: true}, nil, "", nil, wordStarting, "still starting", false},
+		{"live", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, IsResumable: true}, nil, "", nil, wordLive, "", true},
+		{"resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, IsResumable: true, NeedsResume: true, ResumeReason: str(api.ReasonAgentNotRunning)}, nil, "", nil, wordResumable, "", true},
+		{"error but resumable", sess("a", "demo", api.SessionError), &api.Status{State: api.SessionError, IsResumable: true, NeedsResume: true}, nil, "", nil, wordError, "", true},
+		{"not resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, ResumeReason: str(api.ReasonNotResumable), ResumeMessage: str("This agent cannot resume previous sessions. Create a new session.")}, nil, "", nil, wordNotResumable, "not resumable: This agent cannot resume", false},
+		{"node unavailable", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsResumable: true, ResumeReason: str(api.ReasonNodeUnavailable), ResumeMessage: str("The session's node n2 does not answer.")}, nil, "", nil, wordNodeUnavailable, "its node does not answer", false},
+		{"own session", sess("me", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true}, nil, "me", nil, wordLive, "your own session", false},
+		{"another live owner", sess("a", "tty", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true}, &controller{Host: "laptop", PID: 42, Nonce: "n"}, "", nil, wordLive, "controlled by another client (laptop, pid 42", false},
+		{"agent not configured", sess("a", "gone", api.SessionStopped), &api.Status{State: api.SessionStopped, IsResumable: true, NeedsResume: true}, nil, "", nil, wordResumable, "agent not configured", false},
+		{"failed to load", sess("a", "demo", api.SessionStopped), nil, nil, "", errors.New("boom"), wordUnknown, "", false},
+		{"starting", sess("a", "demo", api.SessionStarting), &api.Status{State: api.SessionStarting, IsResumable: true}, nil, "", nil, wordStarting, "still starting", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,8 +18,8 @@ import (
 	tea "charm.land/bubbletea/v2"
 	xterm "golang.org/x/term"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // EnvSessionID is set by agentctl in a session's terminals: the picker will
@@ -164,7 +164,7 @@ func workspaceDirs() []string {
 }
 
 // inScope reports whether a task is listed by the picker.
-func (s pickerScope) inScope(t state.Task) bool {
+func (s pickerScope) inScope(t api.Task) bool {
 	switch {
 	case s.taskID != "":
 		return t.ID == s.taskID
@@ -233,7 +233,7 @@ func (l *rowLoader) list(ctx context.Context, scope pickerScope) ([]pickRow, err
 	sem := make(chan struct{}, 8)
 	for _, s := range sessions {
 		title, ok := titles[s.TaskID]
-		if !ok || s.State == state.SessionCompleted {
+		if !ok || s.State == api.SessionCompleted {
 			continue
 		}
 		wg.Add(1)
@@ -267,7 +267,7 @@ func (l *rowLoader) agents(ctx context.Context) map[string]client.Agent {
 }
 
 // row reads one session's status and classifies it.
-func (l *rowLoader) row(ctx context.Context, s state.Session, title string, agents map[string]client.Agent) pickRow {
+func (l *rowLoader) row(ctx context.Context, s api.Session, title string, agents map[string]client.Agent) pickRow {
 	var raw []byte
 	st, err := l.c.SessionStatus(ctx, s.ID, client.CaptureBody(&raw))
 	var ctrl *controller
@@ -309,7 +309,7 @@ func (l *rowLoader) resume(ctx context.Context, e *env, id string) error {
 
 // classify turns a session and its status into a picker row: its state in
 // words and, when it cannot be selected, why.
-func classify(s state.Session, title string, st *state.Status, ctrl *controller, agents map[string]client.Agent, self string, loadErr error) pickRow {
+func classify(s api.Session, title string, st *api.Status, ctrl *controller, agents map[string]client.Agent, self string, loadErr error) pickRow {
 	r := pickRow{
 		ID: s.ID, TaskID: s.TaskID, Title: title, Agent: s.Agent, State: s.State,
 		LastActivity: s.LastActivityAt, Outcome: string(s.LastTurnOutcome), Detail: s.ErrorMessage,
@@ -334,20 +334,20 @@ func classify(s state.Session, title string, st *state.Status, ctrl *controller,
 	r.Running = st.IsAgentRunning
 	r.NeedsResume = st.NeedsResume
 	switch {
-	case reason == state.ReasonNodeUnavailable:
+	case reason == api.ReasonNodeUnavailable:
 		r.Word = wordNodeUnavailable
 	case st.IsAgentRunning:
 		r.Word = wordLive
-	case st.State == state.SessionCreated || st.State == state.SessionStarting:
+	case st.State == api.SessionCreated || st.State == api.SessionStarting:
 		r.Word = wordStarting
-	case st.State == state.SessionError:
+	case st.State == api.SessionError:
 		r.Word = wordError
 	case st.IsResumable:
 		r.Word = wordResumable
 	default:
 		r.Word = wordNotResumable
 	}
-	if r.Detail == "" || (msg != "" && st.State != state.SessionError) {
+	if r.Detail == "" || (msg != "" && st.State != api.SessionError) {
 		r.Detail = firstOf(r.Detail, msg)
 	} else if msg != "" && msg != r.Detail {
 		r.Detail += " — " + msg
@@ -358,7 +358,7 @@ func classify(s state.Session, title string, st *state.Status, ctrl *controller,
 	case ctrl != nil:
 		r.Disabled = fmt.Sprintf("its agent terminal is controlled by another client (%s, pid %d, since %s)",
 			orDefault(ctrl.Host, "unknown host"), ctrl.PID, ctrl.Since.Local().Format("15:04:05"))
-	case reason == state.ReasonNodeUnavailable:
+	case reason == api.ReasonNodeUnavailable:
 		r.Disabled = "its node does not answer"
 	case agents != nil && !known && !st.IsAgentRunning:
 		r.Disabled = fmt.Sprintf("agent not configured: the profile %q is no longer in the server's configuration (the session is intact)", s.Agent)

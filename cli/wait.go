@@ -14,8 +14,8 @@ import (
 
 	xterm "golang.org/x/term"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // Default bounds of the commands that wait (-timeout overrides them).
@@ -62,16 +62,16 @@ func (e *env) progress(format string, args ...any) {
 
 // verdict says whether a waited-for session is where the command wants it
 // (done), or failed to get there (err).
-type verdict func(s *state.Session) (done bool, err error)
+type verdict func(s *api.Session) (done bool, err error)
 
 // waitSession waits until the session satisfies v, up to timeout. It watches
 // the session's event stream (progress on a terminal) and re-reads the
 // session on every event and every recheckEvery. With -json it leaves the
 // last read's raw body in raw.
-func (e *env) waitSession(c *client.Client, id string, timeout time.Duration, raw *[]byte, v verdict) (*state.Session, error) {
+func (e *env) waitSession(c *client.Client, id string, timeout time.Duration, raw *[]byte, v verdict) (*api.Session, error) {
 	ctx, cancel := context.WithTimeout(e.ctx(), timeout)
 	defer cancel()
-	events := make(chan state.Event, 64)
+	events := make(chan api.Event, 64)
 	var wg sync.WaitGroup
 	if stream, err := c.Events(ctx, client.EventFilter{SessionID: id}, 0); err == nil {
 		wg.Add(1)
@@ -99,7 +99,7 @@ func (e *env) waitSession(c *client.Client, id string, timeout time.Duration, ra
 	}
 	tick := time.NewTicker(recheckEvery)
 	defer tick.Stop()
-	var last state.SessionState
+	var last api.SessionState
 	for {
 		var opts []client.CallOption
 		if raw != nil {
@@ -136,14 +136,14 @@ func (e *env) waitSession(c *client.Client, id string, timeout time.Duration, ra
 }
 
 // showEvent prints the lifecycle events worth a progress line.
-func (e *env) showEvent(ev state.Event) {
+func (e *env) showEvent(ev api.Event) {
 	str := func(k string) string { s, _ := ev.Data[k].(string); return s }
 	switch ev.Type {
-	case state.EventAgentctlStarting:
+	case api.EventAgentctlStarting:
 		e.progress("agentctl starting on runtime %s (executor %s)", str("runtime"), str("executor_id"))
-	case state.EventAgentctlReady:
+	case api.EventAgentctlReady:
 		e.progress("agentctl ready at %s", str("agentctl_url"))
-	case state.EventAgentctlError:
+	case api.EventAgentctlError:
 		e.progress("agentctl error: %s", str("message"))
 	}
 }
@@ -159,15 +159,15 @@ func shortID(id string) string {
 // (WAITING_FOR_INPUT, or RUNNING when a prompt came first); ERROR, STOPPED
 // and COMPLETED end the wait with the reason.
 func untilReady(verb string) verdict {
-	return func(s *state.Session) (bool, error) {
+	return func(s *api.Session) (bool, error) {
 		switch s.State {
-		case state.SessionWaitingForInput, state.SessionRunning:
+		case api.SessionWaitingForInput, api.SessionRunning:
 			return true, nil
-		case state.SessionError:
+		case api.SessionError:
 			return false, fmt.Errorf("session %s failed to %s: %s", s.ID, verb, strings.TrimSpace(orDefault(s.ErrorMessage, "no error message")))
-		case state.SessionStopped:
+		case api.SessionStopped:
 			return false, fmt.Errorf("session %s was stopped before its agent was ready", s.ID)
-		case state.SessionCompleted:
+		case api.SessionCompleted:
 			return false, fmt.Errorf("session %s was deleted before its agent was ready", s.ID)
 		}
 		return false, nil
@@ -175,21 +175,21 @@ func untilReady(verb string) verdict {
 }
 
 // untilStopped is the verdict of stop: STOPPED once the agent has drained.
-func untilStopped(s *state.Session) (bool, error) {
+func untilStopped(s *api.Session) (bool, error) {
 	switch s.State {
-	case state.SessionStopped:
+	case api.SessionStopped:
 		return true, nil
-	case state.SessionError:
+	case api.SessionError:
 		return false, fmt.Errorf("stopping session %s failed: %s", s.ID, orDefault(s.ErrorMessage, "no error message"))
-	case state.SessionCompleted:
+	case api.SessionCompleted:
 		return false, fmt.Errorf("session %s was deleted while it stopped", s.ID)
 	}
 	return false, nil
 }
 
 // untilCompleted is the verdict of delete.
-func untilCompleted(s *state.Session) (bool, error) {
-	return s.State == state.SessionCompleted, nil
+func untilCompleted(s *api.Session) (bool, error) {
+	return s.State == api.SessionCompleted, nil
 }
 
 func orDefault(s, def string) string {
@@ -211,8 +211,8 @@ func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, strea
 	printed := map[string]int{} // message id → runes printed
 	var order []string
 	inTurn, lineOpen := false, false
-	show := func(m state.Message) {
-		if m.Role == state.RoleUser {
+	show := func(m api.Message) {
+		if m.Role == api.RoleUser {
 			return
 		}
 		text := []rune(noControls(m.Text, "\n\t"))
@@ -223,7 +223,7 @@ func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, strea
 				fmt.Fprintln(e.stdout)
 				lineOpen = false
 			}
-			if m.Role != state.RoleAgent {
+			if m.Role != api.RoleAgent {
 				fmt.Fprintf(e.stdout, "[%s] ", cell(string(m.Role)))
 			}
 		}
@@ -233,7 +233,7 @@ func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, strea
 			printed[m.ID] = len(text)
 		}
 	}
-	finish := func(s *state.Session) error {
+	finish := func(s *api.Session) error {
 		// The reply as stored: whatever the stream did not carry.
 		if msgs, err := c.Messages(ctx, id); err == nil {
 			for _, m := range turnMessages(msgs, printed) {
@@ -244,16 +244,16 @@ func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, strea
 			fmt.Fprintln(e.stdout)
 		}
 		switch s.State {
-		case state.SessionError:
+		case api.SessionError:
 			return fmt.Errorf("the turn ended with session %s in ERROR: %s", id, orDefault(s.ErrorMessage, "no error message"))
-		case state.SessionStopped:
+		case api.SessionStopped:
 			return fmt.Errorf("the turn ended when session %s was stopped", id)
-		case state.SessionCompleted:
+		case api.SessionCompleted:
 			return fmt.Errorf("the turn ended when session %s was deleted", id)
 		}
 		return nil
 	}
-	events := make(chan state.Event, 64)
+	events := make(chan api.Event, 64)
 	if stream != nil {
 		done := make(chan struct{})
 		go func() {
@@ -293,21 +293,21 @@ func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, strea
 				continue
 			}
 			switch ev.Type {
-			case state.EventStateChanged:
+			case api.EventStateChanged:
 				to, _ := ev.Data["to"].(string)
 				from, _ := ev.Data["from"].(string)
-				if to == string(state.SessionRunning) {
+				if to == string(api.SessionRunning) {
 					inTurn = true
-				} else if inTurn && from == string(state.SessionRunning) {
+				} else if inTurn && from == string(api.SessionRunning) {
 					s, err := c.GetSession(ctx, id)
 					if err != nil {
 						return err
 					}
-					if s.State != state.SessionRunning {
+					if s.State != api.SessionRunning {
 						return finish(s)
 					}
 				}
-			case state.EventMessageAdded, state.EventMessageUpdated:
+			case api.EventMessageAdded, api.EventMessageUpdated:
 				if m, ok := eventMessage(ev); ok && inTurn {
 					show(m)
 				}
@@ -320,7 +320,7 @@ func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, strea
 			if err != nil {
 				return err
 			}
-			if s.State != state.SessionRunning {
+			if s.State != api.SessionRunning {
 				return finish(s)
 			}
 		}
@@ -329,14 +329,14 @@ func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, strea
 
 // turnMessages returns the messages of the last turn (after the last user
 // message) and any already printed ones, in order.
-func turnMessages(msgs []state.Message, printed map[string]int) []state.Message {
+func turnMessages(msgs []api.Message, printed map[string]int) []api.Message {
 	start := 0
 	for i, m := range msgs {
-		if m.Role == state.RoleUser {
+		if m.Role == api.RoleUser {
 			start = i + 1
 		}
 	}
-	var out []state.Message
+	var out []api.Message
 	for i, m := range msgs {
 		if _, ok := printed[m.ID]; ok || i >= start {
 			out = append(out, m)
@@ -346,14 +346,14 @@ func turnMessages(msgs []state.Message, printed map[string]int) []state.Message 
 }
 
 // eventMessage decodes the message of a message event.
-func eventMessage(ev state.Event) (state.Message, bool) {
+func eventMessage(ev api.Event) (api.Message, bool) {
 	raw, err := json.Marshal(ev.Data["message"])
 	if err != nil {
-		return state.Message{}, false
+		return api.Message{}, false
 	}
-	var m state.Message
+	var m api.Message
 	if json.Unmarshal(raw, &m) != nil || m.ID == "" {
-		return state.Message{}, false
+		return api.Message{}, false
 	}
 	return m, true
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/api"
 )
 
 // seen is what the fake API server observed of one request.
@@ -74,7 +74,7 @@ const sessionJSON = `{"id":"s1","task_id":"t1","state":"RUNNING","agent":"demo",
 func TestEndpoints(t *testing.T) {
 	ctx := context.Background()
 	ts := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	wantSession := &state.Session{ID: "s1", TaskID: "t1", State: state.SessionRunning, Agent: "demo", Runtime: "standalone",
+	wantSession := &api.Session{ID: "s1", TaskID: "t1", State: api.SessionRunning, Agent: "demo", Runtime: "standalone",
 		ExecutorID: "e1", HasResumeToken: true, CreatedAt: ts, UpdatedAt: ts, LastActivityAt: ts}
 	tru := true
 	cases := []struct {
@@ -112,16 +112,16 @@ func TestEndpoints(t *testing.T) {
 			"n3", "POST", "/v1/operator/raft/transfer-leadership", "", `{"id":"n3"}`},
 		{"create task", 201, `{"id":"t1","title":"fix","workspace":{"path":"/w","branch":"main"},"state":"OPEN"}`,
 			func(c *Client) (any, error) {
-				return c.CreateTask(ctx, CreateTaskRequest{Title: "fix", Workspace: state.Workspace{Path: "/w", Branch: "main"}})
+				return c.CreateTask(ctx, CreateTaskRequest{Title: "fix", Workspace: api.Workspace{Path: "/w", Branch: "main"}})
 			},
-			&state.Task{ID: "t1", Title: "fix", Workspace: state.Workspace{Path: "/w", Branch: "main"}, State: state.TaskOpen},
+			&api.Task{ID: "t1", Title: "fix", Workspace: api.Workspace{Path: "/w", Branch: "main"}, State: api.TaskOpen},
 			"POST", "/v1/tasks", "", `{"title":"fix","workspace":{"path":"/w","branch":"main"}}`},
 		{"list tasks", 200, `{"tasks":[{"id":"t1","title":"a","state":"OPEN"},{"id":"t2","title":"b","state":"DONE"}]}`,
 			func(c *Client) (any, error) { return c.ListTasks(ctx) },
-			[]state.Task{{ID: "t1", Title: "a", State: state.TaskOpen}, {ID: "t2", Title: "b", State: state.TaskDone}}, "GET", "/v1/tasks", "", ""},
+			[]api.Task{{ID: "t1", Title: "a", State: api.TaskOpen}, {ID: "t2", Title: "b", State: api.TaskDone}}, "GET", "/v1/tasks", "", ""},
 		{"get task", 200, `{"id":"t1","title":"a","state":"OPEN"}`,
 			func(c *Client) (any, error) { return c.GetTask(ctx, "t1") },
-			&state.Task{ID: "t1", Title: "a", State: state.TaskOpen}, "GET", "/v1/tasks/t1", "", ""},
+			&api.Task{ID: "t1", Title: "a", State: api.TaskOpen}, "GET", "/v1/tasks/t1", "", ""},
 		{"create session", 201, sessionJSON,
 			func(c *Client) (any, error) {
 				return c.CreateSession(ctx, "t1", CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
@@ -129,16 +129,16 @@ func TestEndpoints(t *testing.T) {
 			wantSession, "POST", "/v1/tasks/t1/sessions", "", `{"agent":"demo","runtime":"standalone"}`},
 		{"list sessions filtered", 200, `{"sessions":[` + sessionJSON + `]}`,
 			func(c *Client) (any, error) { return c.ListSessions(ctx, "t1", "RUNNING") },
-			[]state.Session{*wantSession}, "GET", "/v1/sessions", "state=RUNNING&task_id=t1", ""},
+			[]api.Session{*wantSession}, "GET", "/v1/sessions", "state=RUNNING&task_id=t1", ""},
 		{"list sessions all", 200, `{"sessions":[]}`,
 			func(c *Client) (any, error) { return c.ListSessions(ctx, "", "") },
-			[]state.Session{}, "GET", "/v1/sessions", "", ""},
+			[]api.Session{}, "GET", "/v1/sessions", "", ""},
 		{"get session", 200, sessionJSON,
 			func(c *Client) (any, error) { return c.GetSession(ctx, "s1") },
 			wantSession, "GET", "/v1/sessions/s1", "", ""},
 		{"session status", 200, `{"session_id":"s1","task_id":"t1","state":"STOPPED","agent_profile_id":"demo","executor_status":null,"agent_execution_id":null,"runtime":"standalone","is_agent_running":false,"is_resumable":false,"needs_resume":false,"resume_reason":"not_resumable","resume_message":"This agent cannot resume previous sessions. Create a new session.","worktree_path":null,"worktree_branch":null}`,
 			func(c *Client) (any, error) { return c.SessionStatus(ctx, "s1") },
-			&state.Status{SessionID: "s1", TaskID: "t1", State: state.SessionStopped, AgentProfileID: ptr("demo"), Runtime: ptr("standalone"),
+			&api.Status{SessionID: "s1", TaskID: "t1", State: api.SessionStopped, AgentProfileID: ptr("demo"), Runtime: ptr("standalone"),
 				ResumeReason: ptr("not_resumable"), ResumeMessage: ptr("This agent cannot resume previous sessions. Create a new session.")},
 			"GET", "/v1/sessions/s1/status", "", ""},
 		{"prompt", 202, `{"accepted":true}`,
@@ -149,7 +149,7 @@ func TestEndpoints(t *testing.T) {
 			nil, "POST", "/v1/sessions/s1/cancel", "", ""},
 		{"messages", 200, `{"messages":[{"id":"m1","role":"user","text":"hi","complete":true}]}`,
 			func(c *Client) (any, error) { return c.Messages(ctx, "s1") },
-			[]state.Message{{ID: "m1", Role: state.RoleUser, Text: "hi", Complete: true}}, "GET", "/v1/sessions/s1/messages", "", ""},
+			[]api.Message{{ID: "m1", Role: api.RoleUser, Text: "hi", Complete: true}}, "GET", "/v1/sessions/s1/messages", "", ""},
 		{"resume", 202, sessionJSON,
 			func(c *Client) (any, error) { return c.Resume(ctx, "s1") },
 			wantSession, "POST", "/v1/sessions/s1/resume", "", ""},
@@ -161,7 +161,7 @@ func TestEndpoints(t *testing.T) {
 			wantSession, "DELETE", "/v1/sessions/s1", "", ""},
 		{"lease", 200, `{"session_id":"s1","holder_executor_id":"e1","holder_nonce":"n","fencing_token":7,"state":"held","expires_at":"2025-01-02T03:04:05Z"}`,
 			func(c *Client) (any, error) { return c.Lease(ctx, "s1") },
-			&state.Lease{SessionID: "s1", HolderExecutorID: "e1", HolderNonce: "n", FencingToken: 7, State: state.LeaseHeld, ExpiresAt: ts},
+			&api.Lease{SessionID: "s1", HolderExecutorID: "e1", HolderNonce: "n", FencingToken: 7, State: api.LeaseHeld, ExpiresAt: ts},
 			"GET", "/v1/sessions/s1/lease", "", ""},
 		{"files", 200, `{"files":[{"name":"a.go","path":"src/a.go","is_dir":false,"size":12}]}`,
 			func(c *Client) (any, error) { return c.Files(ctx, "s1", "src") },
@@ -174,10 +174,10 @@ func TestEndpoints(t *testing.T) {
 			json.RawMessage(`{"branch":"main"}`), "GET", "/v1/sessions/s1/git/status", "", ""},
 		{"executors", 200, `{"executors":[{"id":"e1","session_id":"s1","status":"ready","pid":42}]}`,
 			func(c *Client) (any, error) { return c.Executors(ctx, "s1") },
-			[]state.Executor{{ID: "e1", SessionID: "s1", Status: state.ExecutorReady, PID: 42}}, "GET", "/v1/executors", "session_id=s1", ""},
+			[]api.Executor{{ID: "e1", SessionID: "s1", Status: api.ExecutorReady, PID: 42}}, "GET", "/v1/executors", "session_id=s1", ""},
 		{"executor", 200, `{"id":"e1","status":"error","error_message":"boom"}`,
 			func(c *Client) (any, error) { return c.Executor(ctx, "e1") },
-			&state.Executor{ID: "e1", Status: state.ExecutorError, ErrorMessage: "boom"}, "GET", "/v1/executors/e1", "", ""},
+			&api.Executor{ID: "e1", Status: api.ExecutorError, ErrorMessage: "boom"}, "GET", "/v1/executors/e1", "", ""},
 		{"plugins", 200, `{"plugins":[{"name":"standalone","version":"0.1.0","api_version":"1","capabilities":{"supports_workspace_only":true},"healthy":true,"error":"","pid":42}]}`,
 			func(c *Client) (any, error) { return c.Plugins(ctx) },
 			[]Plugin{{Name: "standalone", Version: "0.1.0", APIVersion: "1", Capabilities: map[string]bool{"supports_workspace_only": true}, Healthy: true, PID: 42}},

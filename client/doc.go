@@ -4,6 +4,7 @@
 //
 // API errors come back as *APIError so callers can branch with errors.As on the
 // error code ("not_found", "conflict", ...). The package is used by the paddock
-// CLI, tests and third-party tools; it depends only on supervisor/state for the
-// model types and must not import any other supervisor package.
+// CLI, tests and third-party tools. Its objects are the wire types of package
+// api; it must not import raft or any supervisor or shared package
+// (TestLinksNoServerCode checks it).
 package client

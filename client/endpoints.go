@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/api"
 )
 
 // seg escapes one path segment (an id) for a URL path.
@@ -134,11 +134,11 @@ func (c *Client) SnapshotRestore(ctx context.Context, r io.Reader, opts ...CallO
 }
 
 // CreateTask creates a task.
-func (c *Client) CreateTask(ctx context.Context, req CreateTaskRequest, opts ...CallOption) (*state.Task, error) {
+func (c *Client) CreateTask(ctx context.Context, req CreateTaskRequest, opts ...CallOption) (*api.Task, error) {
 	if strings.TrimSpace(req.Title) == "" {
 		return nil, fmt.Errorf("task title is empty")
 	}
-	var out state.Task
+	var out api.Task
 	if err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, req, &out, opts); err != nil {
 		return nil, err
 	}
@@ -146,9 +146,9 @@ func (c *Client) CreateTask(ctx context.Context, req CreateTaskRequest, opts ...
 }
 
 // ListTasks lists every task.
-func (c *Client) ListTasks(ctx context.Context, opts ...CallOption) ([]state.Task, error) {
+func (c *Client) ListTasks(ctx context.Context, opts ...CallOption) ([]api.Task, error) {
 	var out struct {
-		Tasks []state.Task `json:"tasks"`
+		Tasks []api.Task `json:"tasks"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/tasks", nil, nil, &out, opts); err != nil {
 		return nil, err
@@ -157,11 +157,11 @@ func (c *Client) ListTasks(ctx context.Context, opts ...CallOption) ([]state.Tas
 }
 
 // GetTask returns one task.
-func (c *Client) GetTask(ctx context.Context, id string, opts ...CallOption) (*state.Task, error) {
+func (c *Client) GetTask(ctx context.Context, id string, opts ...CallOption) (*api.Task, error) {
 	if err := requireID("task", id); err != nil {
 		return nil, err
 	}
-	var out state.Task
+	var out api.Task
 	if err := c.do(ctx, http.MethodGet, "/v1/tasks/"+seg(id), nil, nil, &out, opts); err != nil {
 		return nil, err
 	}
@@ -170,26 +170,26 @@ func (c *Client) GetTask(ctx context.Context, id string, opts ...CallOption) (*s
 
 // CloseTask marks the task DONE; its sessions are left as they are, and it
 // takes no new sessions until it is reopened.
-func (c *Client) CloseTask(ctx context.Context, id string, opts ...CallOption) (*state.Task, error) {
+func (c *Client) CloseTask(ctx context.Context, id string, opts ...CallOption) (*api.Task, error) {
 	return c.taskCall(ctx, http.MethodPost, id, "/close", opts)
 }
 
 // ReopenTask makes a DONE task follow its sessions' states again.
-func (c *Client) ReopenTask(ctx context.Context, id string, opts ...CallOption) (*state.Task, error) {
+func (c *Client) ReopenTask(ctx context.Context, id string, opts ...CallOption) (*api.Task, error) {
 	return c.taskCall(ctx, http.MethodPost, id, "/reopen", opts)
 }
 
 // DeleteTask stops and deletes the task's sessions, then removes the task;
 // it returns the task as it was.
-func (c *Client) DeleteTask(ctx context.Context, id string, opts ...CallOption) (*state.Task, error) {
+func (c *Client) DeleteTask(ctx context.Context, id string, opts ...CallOption) (*api.Task, error) {
 	return c.taskCall(ctx, http.MethodDelete, id, "", opts)
 }
 
-func (c *Client) taskCall(ctx context.Context, method, id, suffix string, opts []CallOption) (*state.Task, error) {
+func (c *Client) taskCall(ctx context.Context, method, id, suffix string, opts []CallOption) (*api.Task, error) {
 	if err := requireID("task", id); err != nil {
 		return nil, err
 	}
-	var out state.Task
+	var out api.Task
 	if err := c.do(ctx, method, "/v1/tasks/"+seg(id)+suffix, nil, nil, &out, opts); err != nil {
 		return nil, err
 	}
@@ -197,11 +197,11 @@ func (c *Client) taskCall(ctx context.Context, method, id, suffix string, opts [
 }
 
 // CreateSession creates and starts a session of the task taskID.
-func (c *Client) CreateSession(ctx context.Context, taskID string, req CreateSessionRequest, opts ...CallOption) (*state.Session, error) {
+func (c *Client) CreateSession(ctx context.Context, taskID string, req CreateSessionRequest, opts ...CallOption) (*api.Session, error) {
 	if err := requireID("task", taskID); err != nil {
 		return nil, err
 	}
-	var out state.Session
+	var out api.Session
 	if err := c.do(ctx, http.MethodPost, "/v1/tasks/"+seg(taskID)+"/sessions", nil, req, &out, opts); err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (c *Client) CreateSession(ctx context.Context, taskID string, req CreateSes
 
 // ListSessions lists sessions, optionally only those of taskID and/or in
 // sessionState (empty strings match all).
-func (c *Client) ListSessions(ctx context.Context, taskID, sessionState string, opts ...CallOption) ([]state.Session, error) {
+func (c *Client) ListSessions(ctx context.Context, taskID, sessionState string, opts ...CallOption) ([]api.Session, error) {
 	q := url.Values{}
 	if taskID != "" {
 		q.Set("task_id", taskID)
@@ -219,7 +219,7 @@ func (c *Client) ListSessions(ctx context.Context, taskID, sessionState string, 
 		q.Set("state", sessionState)
 	}
 	var out struct {
-		Sessions []state.Session `json:"sessions"`
+		Sessions []api.Session `json:"sessions"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/sessions", q, nil, &out, opts); err != nil {
 		return nil, err
@@ -228,16 +228,16 @@ func (c *Client) ListSessions(ctx context.Context, taskID, sessionState string, 
 }
 
 // GetSession returns one session.
-func (c *Client) GetSession(ctx context.Context, id string, opts ...CallOption) (*state.Session, error) {
+func (c *Client) GetSession(ctx context.Context, id string, opts ...CallOption) (*api.Session, error) {
 	return c.sessionCall(ctx, http.MethodGet, id, "", opts)
 }
 
 // SessionStatus returns the session's status object (docs/API.md, "Status object").
-func (c *Client) SessionStatus(ctx context.Context, id string, opts ...CallOption) (*state.Status, error) {
+func (c *Client) SessionStatus(ctx context.Context, id string, opts ...CallOption) (*api.Status, error) {
 	if err := requireID("session", id); err != nil {
 		return nil, err
 	}
-	var out state.Status
+	var out api.Status
 	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+seg(id)+"/status", nil, nil, &out, opts); err != nil {
 		return nil, err
 	}
@@ -266,12 +266,12 @@ func (c *Client) Cancel(ctx context.Context, id string, opts ...CallOption) erro
 }
 
 // Messages returns the session's conversation, one entry per message.
-func (c *Client) Messages(ctx context.Context, id string, opts ...CallOption) ([]state.Message, error) {
+func (c *Client) Messages(ctx context.Context, id string, opts ...CallOption) ([]api.Message, error) {
 	if err := requireID("session", id); err != nil {
 		return nil, err
 	}
 	var out struct {
-		Messages []state.Message `json:"messages"`
+		Messages []api.Message `json:"messages"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+seg(id)+"/messages", nil, nil, &out, opts); err != nil {
 		return nil, err
@@ -281,25 +281,25 @@ func (c *Client) Messages(ctx context.Context, id string, opts ...CallOption) ([
 
 // Resume resumes a STOPPED or ERROR session. A session with a live owner is
 // refused with code "conflict".
-func (c *Client) Resume(ctx context.Context, id string, opts ...CallOption) (*state.Session, error) {
+func (c *Client) Resume(ctx context.Context, id string, opts ...CallOption) (*api.Session, error) {
 	return c.sessionCall(ctx, http.MethodPost, id, "/resume", opts)
 }
 
 // Stop stops the session; STOPPED is written once the agent has drained.
-func (c *Client) Stop(ctx context.Context, id string, opts ...CallOption) (*state.Session, error) {
+func (c *Client) Stop(ctx context.Context, id string, opts ...CallOption) (*api.Session, error) {
 	return c.sessionCall(ctx, http.MethodPost, id, "/stop", opts)
 }
 
 // DeleteSession ends the session for good (COMPLETED).
-func (c *Client) DeleteSession(ctx context.Context, id string, opts ...CallOption) (*state.Session, error) {
+func (c *Client) DeleteSession(ctx context.Context, id string, opts ...CallOption) (*api.Session, error) {
 	return c.sessionCall(ctx, http.MethodDelete, id, "", opts)
 }
 
-func (c *Client) sessionCall(ctx context.Context, method, id, suffix string, opts []CallOption) (*state.Session, error) {
+func (c *Client) sessionCall(ctx context.Context, method, id, suffix string, opts []CallOption) (*api.Session, error) {
 	if err := requireID("session", id); err != nil {
 		return nil, err
 	}
-	var out state.Session
+	var out api.Session
 	if err := c.do(ctx, method, "/v1/sessions/"+seg(id)+suffix, nil, nil, &out, opts); err != nil {
 		return nil, err
 	}
@@ -307,11 +307,11 @@ func (c *Client) sessionCall(ctx context.Context, method, id, suffix string, opt
 }
 
 // Lease returns the session's lease.
-func (c *Client) Lease(ctx context.Context, id string, opts ...CallOption) (*state.Lease, error) {
+func (c *Client) Lease(ctx context.Context, id string, opts ...CallOption) (*api.Lease, error) {
 	if err := requireID("session", id); err != nil {
 		return nil, err
 	}
-	var out state.Lease
+	var out api.Lease
 	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+seg(id)+"/lease", nil, nil, &out, opts); err != nil {
 		return nil, err
 	}
@@ -433,13 +433,13 @@ func (c *Client) GitDiff(ctx context.Context, id string, opts ...CallOption) (st
 }
 
 // Executors lists executor rows, only those of sessionID when it is not empty.
-func (c *Client) Executors(ctx context.Context, sessionID string, opts ...CallOption) ([]state.Executor, error) {
+func (c *Client) Executors(ctx context.Context, sessionID string, opts ...CallOption) ([]api.Executor, error) {
 	q := url.Values{}
 	if sessionID != "" {
 		q.Set("session_id", sessionID)
 	}
 	var out struct {
-		Executors []state.Executor `json:"executors"`
+		Executors []api.Executor `json:"executors"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/executors", q, nil, &out, opts); err != nil {
 		return nil, err
@@ -448,11 +448,11 @@ func (c *Client) Executors(ctx context.Context, sessionID string, opts ...CallOp
 }
 
 // Executor returns one executor row.
-func (c *Client) Executor(ctx context.Context, id string, opts ...CallOption) (*state.Executor, error) {
+func (c *Client) Executor(ctx context.Context, id string, opts ...CallOption) (*api.Executor, error) {
 	if err := requireID("executor", id); err != nil {
 		return nil, err
 	}
-	var out state.Executor
+	var out api.Executor
 	if err := c.do(ctx, http.MethodGet, "/v1/executors/"+seg(id), nil, nil, &out, opts); err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/gorilla/websocket"
-	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/api"
 )
 
 // maxEventFrame bounds one event frame read from the server.
@@ -96,30 +96,30 @@ func (c *Client) Events(ctx context.Context, filter EventFilter, since uint64) (
 // stream normally, an error wrapping ErrLagged when the server dropped this
 // subscriber for falling behind, and a descriptive error for a malformed
 // frame.
-func (s *EventStream) Next() (state.Event, error) {
+func (s *EventStream) Next() (api.Event, error) {
 	for {
 		mt, data, err := s.conn.ReadMessage()
 		if err != nil {
 			if s.isClosed() {
-				return state.Event{}, ErrStreamClosed
+				return api.Event{}, ErrStreamClosed
 			}
 			if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseGoingAway) {
-				return state.Event{}, io.EOF
+				return api.Event{}, io.EOF
 			}
 			if websocket.IsCloseError(err, closeLagged) {
-				return state.Event{}, fmt.Errorf("%w (%v); reopen with since=<last index>", ErrLagged, err)
+				return api.Event{}, fmt.Errorf("%w (%v); reopen with since=<last index>", ErrLagged, err)
 			}
-			return state.Event{}, fmt.Errorf("read event: %w", err)
+			return api.Event{}, fmt.Errorf("read event: %w", err)
 		}
 		if mt != websocket.TextMessage {
 			continue // events are text frames; ignore anything else
 		}
-		var ev state.Event
+		var ev api.Event
 		if err := json.Unmarshal(data, &ev); err != nil {
-			return state.Event{}, fmt.Errorf("malformed event frame: %w", err)
+			return api.Event{}, fmt.Errorf("malformed event frame: %w", err)
 		}
 		if ev.Type == "" {
-			return state.Event{}, fmt.Errorf("malformed event frame: no type")
+			return api.Event{}, fmt.Errorf("malformed event frame: no type")
 		}
 		return ev, nil
 	}

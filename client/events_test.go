@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/api"
 )
 
 // eventServer upgrades /v1/events, checks the token, reports the query and
@@ -76,9 +76,9 @@ func TestEventsStream(t *testing.T) {
 	if got := <-q; got != "session_id=s1&since=6&task_id=t1" {
 		t.Errorf("query = %q", got)
 	}
-	want := []state.Event{
-		{Type: state.EventStateChanged, SessionID: "s1", TaskID: "t1", Index: 7, Data: map[string]any{"state": "RUNNING"}},
-		{Type: state.EventMessageAdded, SessionID: "s1", TaskID: "t1", Index: 8, Data: map[string]any{"id": "m1"}},
+	want := []api.Event{
+		{Type: api.EventStateChanged, SessionID: "s1", TaskID: "t1", Index: 7, Data: map[string]any{"state": "RUNNING"}},
+		{Type: api.EventMessageAdded, SessionID: "s1", TaskID: "t1", Index: 8, Data: map[string]any{"id": "m1"}},
 	}
 	for i, w := range want {
 		ev, err := s.Next()

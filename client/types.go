@@ -3,7 +3,7 @@ package client
 import (
 	"time"
 
-	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/api"
 )
 
 // Health is this node's GET /v1/health answer.
@@ -43,8 +43,8 @@ type SnapshotRestoreResult struct {
 
 // CreateTaskRequest is the body of POST /v1/tasks.
 type CreateTaskRequest struct {
-	Title     string          `json:"title"`
-	Workspace state.Workspace `json:"workspace"`
+	Title     string        `json:"title"`
+	Workspace api.Workspace `json:"workspace"`
 }
 
 // CreateSessionRequest is the body of POST /v1/tasks/{id}/sessions.

@@ -1,6 +1,7 @@
 // Package state is Paddock's replicated state: the model (tasks, sessions,
 // executors, leases, messages), the raft commands that change it, the FSM that
-// applies them, and the session event log that the API streams.
+// applies them, and the session event log that the API streams. The model
+// types are aliases of the wire types in package api.
 //
 // Commands are a type byte, a body version byte and a JSON envelope carrying an
 // idempotency key, the leader's clock reading and the body. Apply never reads

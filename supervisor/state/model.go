@@ -1,209 +1,105 @@
 package state
 
-import "time"
+import "github.com/paddockhq/paddock/api"
 
-// SessionState is the lifecycle state of a session (docs/API.md, "Sessions").
-type SessionState string
+// The model is the API's wire types (package api): what the FSM stores is
+// what the API sends, less the fields tagged `json:"-"`.
+type (
+	// SessionState is the lifecycle state of a session.
+	SessionState = api.SessionState
+	// TaskState is the lifecycle state of a task.
+	TaskState = api.TaskState
+	// ExecutorStatus is the status of an executor row.
+	ExecutorStatus = api.ExecutorStatus
+	// LeaseState is the state of a session lease.
+	LeaseState = api.LeaseState
+	// Workspace names the repository or directory a task works in.
+	Workspace = api.Workspace
+	// Task is a unit of work with many sessions.
+	Task = api.Task
+	// Session is the unit of execution.
+	Session = api.Session
+	// Executor is where a session runs.
+	Executor = api.Executor
+	// Lease names the single live owner of a session's agent execution.
+	Lease = api.Lease
+	// Role is who wrote a message.
+	Role = api.Role
+	// TurnOutcome is how a turn ended.
+	TurnOutcome = api.TurnOutcome
+	// Message is one conversation entry with its whole text so far.
+	Message = api.Message
+	// Event is one session-scoped event.
+	Event = api.Event
+	// Status is the session status object.
+	Status = api.Status
+)
 
 // Session states.
 const (
-	SessionCreated         SessionState = "CREATED"
-	SessionStarting        SessionState = "STARTING"
-	SessionWaitingForInput SessionState = "WAITING_FOR_INPUT"
-	SessionRunning         SessionState = "RUNNING"
-	SessionStopped         SessionState = "STOPPED"
-	SessionError           SessionState = "ERROR"
-	SessionCompleted       SessionState = "COMPLETED"
+	SessionCreated         = api.SessionCreated
+	SessionStarting        = api.SessionStarting
+	SessionWaitingForInput = api.SessionWaitingForInput
+	SessionRunning         = api.SessionRunning
+	SessionStopped         = api.SessionStopped
+	SessionError           = api.SessionError
+	SessionCompleted       = api.SessionCompleted
 )
-
-// Active reports whether a session in this state should have a running
-// agent (starting, waiting for input or running a turn).
-func (s SessionState) Active() bool {
-	return s == SessionStarting || s == SessionWaitingForInput || s == SessionRunning
-}
-
-// TaskState is the lifecycle state of a task.
-type TaskState string
 
 // Task states.
 const (
-	TaskOpen       TaskState = "OPEN"
-	TaskInProgress TaskState = "IN_PROGRESS"
-	TaskReview     TaskState = "REVIEW"
-	TaskDone       TaskState = "DONE"
+	TaskOpen       = api.TaskOpen
+	TaskInProgress = api.TaskInProgress
+	TaskReview     = api.TaskReview
+	TaskDone       = api.TaskDone
 )
-
-// ExecutorStatus is the status of an executor row.
-type ExecutorStatus string
 
 // Executor statuses.
 const (
-	ExecutorStarting ExecutorStatus = "starting"
-	ExecutorReady    ExecutorStatus = "ready"
-	ExecutorError    ExecutorStatus = "error"
-	ExecutorStopped  ExecutorStatus = "stopped"
+	ExecutorStarting = api.ExecutorStarting
+	ExecutorReady    = api.ExecutorReady
+	ExecutorError    = api.ExecutorError
+	ExecutorStopped  = api.ExecutorStopped
 )
-
-// LeaseState is the state of a session lease.
-type LeaseState string
 
 // Lease states.
 const (
-	LeaseHeld     LeaseState = "held"
-	LeaseReleased LeaseState = "released"
-	LeaseExpired  LeaseState = "expired"
+	LeaseHeld     = api.LeaseHeld
+	LeaseReleased = api.LeaseReleased
+	LeaseExpired  = api.LeaseExpired
 )
-
-// Workspace names the repository or directory a task works in.
-type Workspace struct {
-	Path   string `json:"path"`
-	Branch string `json:"branch"`
-}
-
-// Task is a unit of work with many sessions.
-type Task struct {
-	ID        string    `json:"id"`
-	Title     string    `json:"title"`
-	Workspace Workspace `json:"workspace"`
-	State     TaskState `json:"state"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-// Session is the unit of execution. ResumeToken is kept in replicated state but
-// only its presence (HasResumeToken) is shown by the API.
-type Session struct {
-	ID             string            `json:"id"`
-	TaskID         string            `json:"task_id"`
-	State          SessionState      `json:"state"`
-	Agent          string            `json:"agent"`
-	Runtime        string            `json:"runtime"`
-	RuntimeOptions map[string]string `json:"runtime_options,omitempty"`
-	ExecutorID     string            `json:"executor_id"`
-	HasResumeToken bool              `json:"has_resume_token"`
-	ResumeToken    string            `json:"-"`
-	ErrorMessage   string            `json:"error_message"`
-	// StateReason says why the session last entered ERROR or STOPPED (a
-	// resume reason such as agent_not_running or executor_lost).
-	StateReason string `json:"state_reason,omitempty"`
-	// LastTurnOutcome is how the session's last turn ended (a TurnOutcome);
-	// empty until a turn has ended.
-	LastTurnOutcome TurnOutcome `json:"last_turn_outcome,omitempty"`
-	CreatedAt       time.Time   `json:"created_at"`
-	UpdatedAt       time.Time   `json:"updated_at"`
-	LastActivityAt  time.Time   `json:"last_activity_at"`
-}
-
-// Executor is where a session runs. Secret and Handle never leave the cluster.
-type Executor struct {
-	ID                    string         `json:"id"`
-	SessionID             string         `json:"session_id"`
-	TaskID                string         `json:"task_id"`
-	Runtime               string         `json:"runtime"`
-	Node                  string         `json:"node"`
-	Status                ExecutorStatus `json:"status"`
-	AgentctlURL           string         `json:"agentctl_url"`
-	ContainerID           string         `json:"container_id"`
-	PID                   int            `json:"pid"`
-	Nonce                 string         `json:"nonce"`
-	SupportsSessionResume bool           `json:"supports_session_resume"`
-	SupportsWorkspaceOnly bool           `json:"supports_workspace_only"`
-	WorkspacePath         string         `json:"workspace_path"`
-	WorktreePath          string         `json:"worktree_path"`
-	WorktreeBranch        string         `json:"worktree_branch"`
-	LastSeenAt            time.Time      `json:"last_seen_at"`
-	ErrorMessage          string         `json:"error_message"`
-	AgentExecutionID      string         `json:"-"`
-	Secret                string         `json:"-"`
-	Handle                []byte         `json:"-"`
-}
-
-// Lease names the single live owner of a session's agent execution.
-type Lease struct {
-	SessionID        string     `json:"session_id"`
-	HolderExecutorID string     `json:"holder_executor_id"`
-	HolderNonce      string     `json:"holder_nonce"`
-	FencingToken     uint64     `json:"fencing_token"`
-	State            LeaseState `json:"state"`
-	ExpiresAt        time.Time  `json:"expires_at"`
-}
-
-// Role is who wrote a message.
-type Role string
 
 // Message roles.
 const (
-	RoleUser   Role = "user"
-	RoleAgent  Role = "agent"
-	RoleSystem Role = "system"
+	RoleUser   = api.RoleUser
+	RoleAgent  = api.RoleAgent
+	RoleSystem = api.RoleSystem
 )
-
-// TurnOutcome is how a turn ended (the status object's last_turn_outcome).
-type TurnOutcome string
 
 // Turn outcomes.
 const (
-	// TurnCompleted: the agent answered and ended the turn.
-	TurnCompleted TurnOutcome = "completed"
-	// TurnCancelled: the user cancelled the turn.
-	TurnCancelled TurnOutcome = "cancelled"
-	// TurnInterrupted: the turn was cut short because its agent stopped
-	// (it died, its executor was lost, or the session was stopped).
-	TurnInterrupted TurnOutcome = "interrupted"
-	// TurnFailed: the agent answered the turn with an error.
-	TurnFailed TurnOutcome = "failed"
+	TurnCompleted   = api.TurnCompleted
+	TurnCancelled   = api.TurnCancelled
+	TurnInterrupted = api.TurnInterrupted
+	TurnFailed      = api.TurnFailed
 )
 
-// Message is one conversation entry with its whole text so far.
-type Message struct {
-	ID        string    `json:"id"`
-	Role      Role      `json:"role"`
-	Text      string    `json:"text"`
-	Complete  bool      `json:"complete"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-// Event is one session-scoped event; Index is the raft index of the write
-// that produced it.
-type Event struct {
-	Type      string         `json:"type"`
-	SessionID string         `json:"session_id"`
-	TaskID    string         `json:"task_id"`
-	Index     uint64         `json:"index"`
-	Data      map[string]any `json:"data"`
-}
-
-// Event types (docs/API.md, "Events").
+// Event types.
 const (
-	EventAgentctlStarting = "session.agentctl_starting"
-	EventAgentctlReady    = "session.agentctl_ready"
-	EventAgentctlError    = "session.agentctl_error"
-	EventStateChanged     = "session.state_changed"
-	EventMessageAdded     = "session.message.added"
-	EventMessageUpdated   = "session.message.updated"
-	EventLeaseChanged     = "session.lease_changed"
+	EventAgentctlStarting = api.EventAgentctlStarting
+	EventAgentctlReady    = api.EventAgentctlReady
+	EventAgentctlError    = api.EventAgentctlError
+	EventStateChanged     = api.EventStateChanged
+	EventMessageAdded     = api.EventMessageAdded
+	EventMessageUpdated   = api.EventMessageUpdated
+	EventLeaseChanged     = api.EventLeaseChanged
 )
 
-// Status is the session status object of GET /v1/sessions/{id}/status.
-// Pointer fields marshal as null when unknown; every field is always present.
-type Status struct {
-	SessionID        string          `json:"session_id"`
-	TaskID           string          `json:"task_id"`
-	State            SessionState    `json:"state"`
-	AgentProfileID   *string         `json:"agent_profile_id"`
-	ExecutorStatus   *ExecutorStatus `json:"executor_status"`
-	AgentExecutionID *string         `json:"agent_execution_id"`
-	Runtime          *string         `json:"runtime"`
-	IsAgentRunning   bool            `json:"is_agent_running"`
-	IsResumable      bool            `json:"is_resumable"`
-	NeedsResume      bool            `json:"needs_resume"`
-	ResumeReason     *string         `json:"resume_reason"`
-	ResumeMessage    *string         `json:"resume_message"`
-	WorktreePath     *string         `json:"worktree_path"`
-	WorktreeBranch   *string         `json:"worktree_branch"`
-	// Node is the node that owns the session's executor (null before one).
-	Node *string `json:"node"`
-	// LastTurnOutcome is how the last turn ended; null when none has.
-	LastTurnOutcome *TurnOutcome `json:"last_turn_outcome"`
-}
+// Resume reasons of the status object.
+const (
+	ReasonNotResumable       = api.ReasonNotResumable
+	ReasonMissingResumeToken = api.ReasonMissingResumeToken
+	ReasonExecutorLost       = api.ReasonExecutorLost
+	ReasonAgentNotRunning    = api.ReasonAgentNotRunning
+	ReasonNodeUnavailable    = api.ReasonNodeUnavailable
+)

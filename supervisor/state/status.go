@@ -2,17 +2,6 @@ package state
 
 import "time"
 
-// Resume reasons of the status object (docs/API.md, "Status object").
-const (
-	ReasonNotResumable       = "not_resumable"
-	ReasonMissingResumeToken = "missing_resume_token"
-	ReasonExecutorLost       = "executor_lost"
-	ReasonAgentNotRunning    = "agent_not_running"
-	// ReasonNodeUnavailable: the node that owns the session's executor does
-	// not answer; the session waits for it (its message names the node).
-	ReasonNodeUnavailable = "node_unavailable"
-)
-
 // NodeUnavailableMessage is the resume_message of ReasonNodeUnavailable.
 func NodeUnavailableMessage(node string) string {
 	return "The session's node " + node + " does not answer. The session resumes there when the node is back."

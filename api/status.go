@@ -1,0 +1,35 @@
+package api
+
+// Status is the session status object of GET /v1/sessions/{id}/status.
+// Pointer fields marshal as null when unknown; every field is always present.
+type Status struct {
+	SessionID        string          `json:"session_id"`
+	TaskID           string          `json:"task_id"`
+	State            SessionState    `json:"state"`
+	AgentProfileID   *string         `json:"agent_profile_id"`
+	ExecutorStatus   *ExecutorStatus `json:"executor_status"`
+	AgentExecutionID *string         `json:"agent_execution_id"`
+	Runtime          *string         `json:"runtime"`
+	IsAgentRunning   bool            `json:"is_agent_running"`
+	IsResumable      bool            `json:"is_resumable"`
+	NeedsResume      bool            `json:"needs_resume"`
+	ResumeReason     *string         `json:"resume_reason"`
+	ResumeMessage    *string         `json:"resume_message"`
+	WorktreePath     *string         `json:"worktree_path"`
+	WorktreeBranch   *string         `json:"worktree_branch"`
+	// Node is the node that owns the session's executor (null before one).
+	Node *string `json:"node"`
+	// LastTurnOutcome is how the last turn ended; null when none has.
+	LastTurnOutcome *TurnOutcome `json:"last_turn_outcome"`
+}
+
+// Resume reasons of the status object (docs/API.md, "Status object").
+const (
+	ReasonNotResumable       = "not_resumable"
+	ReasonMissingResumeToken = "missing_resume_token"
+	ReasonExecutorLost       = "executor_lost"
+	ReasonAgentNotRunning    = "agent_not_running"
+	// ReasonNodeUnavailable: the node that owns the session's executor does
+	// not answer; the session waits for it (its message names the node).
+	ReasonNodeUnavailable = "node_unavailable"
+)
