@@ -97,15 +97,24 @@ func (e *env) call(fn func(c *client.Client, opts []client.CallOption) error, hu
 	return human()
 }
 
+// show is the call-then-print pattern of most commands: get makes the API
+// call (passing opts on), then the server's JSON is printed as it came with
+// -json, else human renders the decoded answer.
+func show[T any](e *env, get func(c *client.Client, opts []client.CallOption) (T, error), human func(T) error) error {
+	var v T
+	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
+		v, err = get(c, opts)
+		return err
+	}, func() error { return human(v) })
+}
+
 func runStatus(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	var st *client.ClusterStatus
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		st, err = c.Status(e.ctx(), o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) (*client.ClusterStatus, error) {
+		return c.Status(e.ctx(), o...)
+	}, func(st *client.ClusterStatus) error {
 		leader := st.LeaderID
 		if leader == "" {
 			leader = "(none)"
@@ -144,22 +153,18 @@ func runListPeers(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	var peers []client.Peer
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		peers, err = c.RaftPeers(e.ctx(), o...)
-		return err
-	}, func() error { return peerTable(e, peers) })
+	return show(e, func(c *client.Client, o []client.CallOption) ([]client.Peer, error) {
+		return c.RaftPeers(e.ctx(), o...)
+	}, func(peers []client.Peer) error { return peerTable(e, peers) })
 }
 
 func runAddPeer(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos, "server address"); err != nil {
 		return err
 	}
-	var id string
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		id, err = c.AddPeer(e.ctx(), pos[0], o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) (string, error) {
+		return c.AddPeer(e.ctx(), pos[0], o...)
+	}, func(id string) error {
 		fmt.Fprintf(e.stdout, "Added peer %s at %s\n", id, pos[0])
 		return nil
 	})
@@ -186,11 +191,9 @@ func runTransferLeadership(e *env, fl any, pos []string) error {
 		return err
 	}
 	target := *fl.(*string)
-	var leader string
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		leader, err = c.TransferLeadership(e.ctx(), target, o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) (string, error) {
+		return c.TransferLeadership(e.ctx(), target, o...)
+	}, func(leader string) error {
 		fmt.Fprintf(e.stdout, "Leadership transferred to %s\n", cell(leader))
 		return nil
 	})
@@ -285,11 +288,9 @@ func runTaskCreate(e *env, fl any, pos []string) error {
 		ws = abs
 	}
 	req := client.CreateTaskRequest{Title: *o.title, Workspace: api.Workspace{Path: ws, Branch: *o.branch}}
-	var task *api.Task
-	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
-		task, err = c.CreateTask(e.ctx(), req, opts...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, opts []client.CallOption) (*api.Task, error) {
+		return c.CreateTask(e.ctx(), req, opts...)
+	}, func(task *api.Task) error {
 		fmt.Fprintf(e.stdout, "Created task %s (%s)\n", task.ID, cell(string(task.State)))
 		return nil
 	})
@@ -299,11 +300,9 @@ func runTaskList(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	var tasks []api.Task
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		tasks, err = c.ListTasks(e.ctx(), o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]api.Task, error) {
+		return c.ListTasks(e.ctx(), o...)
+	}, func(tasks []api.Task) error {
 		if len(tasks) == 0 {
 			fmt.Fprintln(e.stdout, "No tasks")
 			return nil
@@ -321,24 +320,21 @@ func runTaskClose(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos, "task ID"); err != nil {
 		return err
 	}
-	var t *api.Task
 	var live []api.Session
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		if t, err = c.CloseTask(e.ctx(), pos[0], o...); err != nil {
-			return err
+	return show(e, func(c *client.Client, o []client.CallOption) (*api.Task, error) {
+		t, err := c.CloseTask(e.ctx(), pos[0], o...)
+		if err != nil || e.g.json {
+			return t, err
 		}
-		if !e.g.json {
-			sessions, lerr := c.ListSessions(e.ctx(), t.ID, "")
-			if lerr == nil {
-				for _, s := range sessions {
-					if s.State.Active() {
-						live = append(live, s)
-					}
+		if sessions, lerr := c.ListSessions(e.ctx(), t.ID, ""); lerr == nil {
+			for _, s := range sessions {
+				if s.State.Active() {
+					live = append(live, s)
 				}
 			}
 		}
-		return nil
-	}, func() error {
+		return t, nil
+	}, func(t *api.Task) error {
 		fmt.Fprintf(e.stdout, "Closed task %s (%s)\n", t.ID, cell(string(t.State)))
 		if len(live) > 0 {
 			fmt.Fprintf(e.stdout, "%d of its sessions still run; \"paddock session stop ID\" stops one, \"paddock task delete %s\" ends them all with the task\n", len(live), t.ID)
@@ -351,11 +347,9 @@ func runTaskReopen(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos, "task ID"); err != nil {
 		return err
 	}
-	var t *api.Task
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		t, err = c.ReopenTask(e.ctx(), pos[0], o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) (*api.Task, error) {
+		return c.ReopenTask(e.ctx(), pos[0], o...)
+	}, func(t *api.Task) error {
 		fmt.Fprintf(e.stdout, "Reopened task %s (%s)\n", t.ID, cell(string(t.State)))
 		return nil
 	})
@@ -368,11 +362,9 @@ func runTaskDelete(e *env, _ any, pos []string) error {
 	// Each session's agent is stopped and its executor destroyed first.
 	ctx, cancel := contextWithTimeout(e, lifecycleTimeout)
 	defer cancel()
-	var t *api.Task
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		t, err = c.DeleteTask(ctx, pos[0], o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) (*api.Task, error) {
+		return c.DeleteTask(ctx, pos[0], o...)
+	}, func(t *api.Task) error {
 		fmt.Fprintf(e.stdout, "Deleted task %s and its sessions\n", t.ID)
 		return nil
 	})
@@ -491,10 +483,9 @@ func runSessionList(e *env, fl any, pos []string) error {
 		return err
 	}
 	*o.task = taskID
-	var sessions []api.Session
 	titles := map[string]string{}
 	nodes := map[string]string{}
-	return e.call(func(c *client.Client, opts []client.CallOption) (err error) {
+	return show(e, func(c *client.Client, opts []client.CallOption) ([]api.Session, error) {
 		if !e.g.json {
 			// Titles and nodes make the table readable; without them it
 			// still lists the sessions.
@@ -509,9 +500,8 @@ func runSessionList(e *env, fl any, pos []string) error {
 				}
 			}
 		}
-		sessions, err = c.ListSessions(e.ctx(), *o.task, strings.ToUpper(*o.state), opts...)
-		return err
-	}, func() error {
+		return c.ListSessions(e.ctx(), *o.task, strings.ToUpper(*o.state), opts...)
+	}, func(sessions []api.Session) error {
 		if len(sessions) == 0 {
 			fmt.Fprintln(e.stdout, "No sessions")
 			return nil
@@ -550,18 +540,16 @@ func runSessionStatus(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
-	var st *api.Status
 	var errMsg string
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
+	return show(e, func(c *client.Client, o []client.CallOption) (*api.Status, error) {
 		if !e.g.json {
 			// The status object has no error text: the session row has it.
 			if s, gerr := c.GetSession(e.ctx(), pos[0]); gerr == nil {
 				errMsg = s.ErrorMessage
 			}
 		}
-		st, err = c.SessionStatus(e.ctx(), pos[0], o...)
-		return err
-	}, func() error {
+		return c.SessionStatus(e.ctx(), pos[0], o...)
+	}, func(st *api.Status) error {
 		worktree := strOr(st.WorktreePath, "-")
 		if st.WorktreeBranch != nil && *st.WorktreeBranch != "" {
 			worktree += " (" + *st.WorktreeBranch + ")"
@@ -697,11 +685,9 @@ func runSessionMessages(e *env, fl any, pos []string) error {
 		}
 		return err
 	}
-	var msgs []api.Message
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		msgs, err = c.Messages(e.ctx(), pos[0], o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]api.Message, error) {
+		return c.Messages(e.ctx(), pos[0], o...)
+	}, func(msgs []api.Message) error {
 		if len(msgs) == 0 {
 			fmt.Fprintln(e.stdout, "No messages")
 			return nil
@@ -843,11 +829,9 @@ func runPluginList(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	var plugins []client.Plugin
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		plugins, err = c.Plugins(e.ctx(), o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]client.Plugin, error) {
+		return c.Plugins(e.ctx(), o...)
+	}, func(plugins []client.Plugin) error {
 		if len(plugins) == 0 {
 			fmt.Fprintln(e.stdout, "No plugins")
 			return nil
@@ -873,11 +857,9 @@ func runExecutorList(e *env, fl any, pos []string) error {
 	if err != nil {
 		return err
 	}
-	var execs []api.Executor
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		execs, err = c.Executors(e.ctx(), session, o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]api.Executor, error) {
+		return c.Executors(e.ctx(), session, o...)
+	}, func(execs []api.Executor) error {
 		if len(execs) == 0 {
 			fmt.Fprintln(e.stdout, "No executors")
 			return nil
@@ -900,11 +882,9 @@ func runAgentList(e *env, _ any, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	var agents []client.Agent
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		agents, err = c.Agents(e.ctx(), o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]client.Agent, error) {
+		return c.Agents(e.ctx(), o...)
+	}, func(agents []client.Agent) error {
 		if len(agents) == 0 {
 			fmt.Fprintln(e.stdout, "No agents")
 			return nil

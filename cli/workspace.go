@@ -31,11 +31,9 @@ func runSessionFiles(e *env, _ any, pos []string) error {
 	if len(pos) == 2 {
 		dir = pos[1]
 	}
-	var entries []client.FileEntry
-	return e.call(func(c *client.Client, o []client.CallOption) (err error) {
-		entries, err = c.Files(e.ctx(), pos[0], dir, o...)
-		return err
-	}, func() error {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]client.FileEntry, error) {
+		return c.Files(e.ctx(), pos[0], dir, o...)
+	}, func(entries []client.FileEntry) error {
 		if len(entries) == 0 {
 			fmt.Fprintln(e.stdout, "No files")
 			return nil
