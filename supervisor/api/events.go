@@ -1,7 +1,6 @@
 package api
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -106,7 +105,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) (*websocket.Con
 var errUpgradeWritten = &apiError{status: http.StatusBadRequest, code: CodeBadRequest, msg: "websocket upgrade failed"}
 
 // firstFrameAuth reads {"type":"auth","token":…} when the request carried no
-// token header and a token is configured.
+// token header and a token is configured; acl.token and acl.read_token both
+// pass.
 func (s *Server) firstFrameAuth(conn *websocket.Conn, r *http.Request) bool {
 	if s.cfg.ACL.Token == "" {
 		return true
@@ -121,9 +121,10 @@ func (s *Server) firstFrameAuth(conn *websocket.Conn, r *http.Request) bool {
 	}
 	typ, data, err := conn.ReadMessage()
 	_ = conn.SetReadDeadline(time.Time{})
-	if err == nil && typ == websocket.TextMessage && json.Unmarshal(data, &frame) == nil &&
-		frame.Type == "auth" && subtle.ConstantTimeCompare([]byte(frame.Token), []byte(s.cfg.ACL.Token)) == 1 {
-		return true
+	if err == nil && typ == websocket.TextMessage && json.Unmarshal(data, &frame) == nil && frame.Type == "auth" {
+		if _, ok := s.tokenAccess(frame.Token); ok {
+			return true // either token may stream events
+		}
 	}
 	closeWith(conn, closeUnauthorized, "unauthorized: first frame must be {\"type\":\"auth\",\"token\":…}")
 	return false

@@ -130,6 +130,7 @@ const (
 	bigBody             // exempt from api.max_body (snapshots)
 	socket              // a WebSocket: a real upgrade may authenticate in its first frame
 	node                // node-to-node: the node secret, never the user token
+	manage              // acl.token only, even to read (terminals, snapshots, profiles)
 )
 
 // New builds the API server.
@@ -159,7 +160,8 @@ func (s *Server) routes() {
 	s.handle("POST /v1/operator/raft/peers", 0, s.addPeer)
 	s.handle("DELETE /v1/operator/raft/peers/{id}", 0, s.removePeer)
 	s.handle("POST /v1/operator/raft/transfer-leadership", 0, s.transferLeadership)
-	s.handle("GET /v1/operator/snapshot", 0, s.snapshotSave)
+	// A snapshot holds every agentctl's secret: not for the read-only token.
+	s.handle("GET /v1/operator/snapshot", manage, s.snapshotSave)
 	s.handle("PUT /v1/operator/snapshot", bigBody, s.snapshotRestore)
 
 	s.handle("POST /v1/tasks", 0, s.createTask)
@@ -187,7 +189,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
 	// Terminals are served by any node: the executor's address and secret
 	// are replicated, and a WebSocket should not detour through the leader.
-	s.handle("GET /v1/sessions/{id}/terminal", local|socket, s.terminal)
+	s.handle("GET /v1/sessions/{id}/terminal", local|socket|manage, s.terminal)
 	s.handle("GET /v1/executors", 0, s.listExecutors)
 	s.handle("GET /v1/executors/{id}", 0, s.getExecutor)
 	s.handle("GET /v1/agents", 0, s.agents)
@@ -234,8 +236,12 @@ func (s *Server) handle(pattern string, flags int, h handlerFunc) {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, h handlerFunc) error {
 	if flags&open == 0 {
-		if err := s.authenticate(r, flags); err != nil {
+		acc, err := s.authenticate(r, flags)
+		if err != nil {
 			return err
+		}
+		if acc == readOnly && (!safeMethod(r.Method) || flags&manage != 0) {
+			return errReadOnly
 		}
 	}
 	if !safeMethod(r.Method) && !s.checkOrigin(r) {
@@ -296,39 +302,66 @@ func isStale(r *http.Request) bool {
 	return v
 }
 
+// access is what a request's credential allows.
+type access int
+
+const (
+	fullAccess access = iota // acl.token, the node secret, or an open API
+	readOnly                 // acl.read_token: reads and event streams
+)
+
+// errReadOnly answers a write or a terminal asked for with the read-only token.
+var errReadOnly = errorf(http.StatusForbidden, CodeForbidden,
+	"the read-only token (acl.read_token) may read and stream events, not write, open terminals or save snapshots; use acl.token")
+
 // authenticate checks the caller's credential for a route:
 //   - node-to-node routes take only the node secret (cluster.NodeSecretHeader);
-//   - every other route takes the user token in a header, except that a real
-//     WebSocket upgrade on a socket route may leave it out and send it in its
-//     first frame (browsers cannot set headers on WebSockets); the handler
-//     then reads that frame before it serves anything.
-func (s *Server) authenticate(r *http.Request, flags int) error {
+//   - every other route takes the user token (acl.token, or acl.read_token
+//     for readOnly access) in a header, except that a real WebSocket upgrade
+//     on a socket route may leave it out and send it in its first frame
+//     (browsers cannot set headers on WebSockets); the handler then reads
+//     that frame before it serves anything.
+func (s *Server) authenticate(r *http.Request, flags int) (access, error) {
 	if flags&node != 0 {
 		want := s.cfg.NodeSecret()
 		if want == "" {
-			return nil // an open cluster: no acl.token and no server.cluster_secret
+			return fullAccess, nil // an open cluster: no acl.token and no server.cluster_secret
 		}
 		got := r.Header.Get(cluster.NodeSecretHeader)
 		if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-			return errorf(http.StatusUnauthorized, CodeUnauthorized, "this route is for the cluster's own nodes: it needs the node secret, not a user token")
+			return 0, errorf(http.StatusUnauthorized, CodeUnauthorized, "this route is for the cluster's own nodes: it needs the node secret, not a user token")
 		}
-		return nil
+		return fullAccess, nil
 	}
-	want := s.cfg.ACL.Token
-	if want == "" {
-		return nil
+	if s.cfg.ACL.Token == "" {
+		return fullAccess, nil
 	}
 	got, present := requestToken(r)
 	if !present && flags&socket != 0 && websocket.IsWebSocketUpgrade(r) {
-		return nil
+		return fullAccess, nil // the first frame decides (firstFrameAuth, terminal hello)
 	}
 	if !present {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "missing token: send Authorization: Bearer TOKEN or X-Paddock-Token")
+		return 0, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing token: send Authorization: Bearer TOKEN or X-Paddock-Token")
 	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-		return errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid token")
+	acc, ok := s.tokenAccess(got)
+	if !ok {
+		return 0, errorf(http.StatusUnauthorized, CodeUnauthorized, "invalid token")
 	}
-	return nil
+	return acc, nil
+}
+
+// tokenAccess is what a user token allows; ok is false for an unknown token.
+// Both comparisons always run, in constant time.
+func (s *Server) tokenAccess(token string) (acc access, ok bool) {
+	full := subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.ACL.Token)) == 1
+	read := s.cfg.ACL.ReadToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.ACL.ReadToken)) == 1
+	switch {
+	case full:
+		return fullAccess, true
+	case read:
+		return readOnly, true
+	}
+	return 0, false
 }
 
 // safeMethod reports whether a method only reads.

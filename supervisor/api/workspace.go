@@ -124,11 +124,11 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
 	if !s.checkOrigin(r) {
 		return errorf(http.StatusForbidden, CodeForbidden, "origin %q is not in api.allowed_origins", r.Header.Get("Origin"))
 	}
-	helloToken := ""
+	var helloToken, readToken string
 	if _, present := requestToken(r); !present {
-		helloToken = s.cfg.ACL.Token
+		helloToken, readToken = s.cfg.ACL.Token, s.cfg.ACL.ReadToken
 	}
 	terminal.Serve(w, r, terminal.Target{URL: ex.AgentctlURL, Secret: ex.Secret, Name: r.URL.Query().Get("name"),
-		HelloToken: helloToken, Logger: s.log.Named("terminal")})
+		HelloToken: helloToken, ReadOnlyToken: readToken, Logger: s.log.Named("terminal")})
 	return nil
 }

@@ -121,6 +121,9 @@ type Server struct {
 type ACL struct {
 	// Token is the API bearer token; "" means an open API.
 	Token string
+	// ReadToken is a second token that may only read and stream events
+	// (no writes, no terminals, no snapshots); "" when there is none.
+	ReadToken string
 }
 
 // API is the `api` block.
@@ -153,6 +156,12 @@ type Terminal struct {
 type Limits struct {
 	// MaxSessionsPerNode caps the live executors a node runs (0: no cap).
 	MaxSessionsPerNode int
+	// MaxWebsockets caps the WebSockets (event streams and terminals) one
+	// node serves at once (0: no cap).
+	MaxWebsockets int
+	// MaxRequestRate caps the requests per second one client address may
+	// make of a node, with bursts of as many (0: no cap).
+	MaxRequestRate int
 }
 
 // Lease is the `lease` block.

@@ -246,7 +246,7 @@ func (l *loader) section(b *hcl.Block) {
 			"cluster_secret":       l.str(&c.Server.ClusterSecret),
 		}
 	case "acl":
-		spec.attrs = map[string]setter{"token": l.str(&c.ACL.Token)}
+		spec.attrs = map[string]setter{"token": l.str(&c.ACL.Token), "read_token": l.str(&c.ACL.ReadToken)}
 	case "api":
 		spec.attrs = map[string]setter{"allowed_origins": l.strings(&c.API.AllowedOrigins), "max_body": l.size(&c.API.MaxBody)}
 	case "recovery":
@@ -260,7 +260,11 @@ func (l *loader) section(b *hcl.Block) {
 	case "lease":
 		spec.attrs = map[string]setter{"ttl": l.duration(&c.Lease.TTL)}
 	case "limits":
-		spec.attrs = map[string]setter{"max_sessions_per_node": l.integer(&c.Limits.MaxSessionsPerNode)}
+		spec.attrs = map[string]setter{
+			"max_sessions_per_node": l.integer(&c.Limits.MaxSessionsPerNode),
+			"max_websockets":        l.integer(&c.Limits.MaxWebsockets),
+			"max_request_rate":      l.integer(&c.Limits.MaxRequestRate),
+		}
 	}
 	l.decode(b.Body, spec)
 }

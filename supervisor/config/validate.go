@@ -64,10 +64,10 @@ func validate(c *Config, ranges map[string]hcl.Range) hcl.Diagnostics {
 	}
 	v.positive("terminal.idle_timeout", c.Terminal.IdleTimeout)
 	v.positive("lease.ttl", c.Lease.TTL)
-	if c.Limits.MaxSessionsPerNode < 0 {
-		v.fail("limits.max_sessions_per_node", "Invalid limits.max_sessions_per_node",
-			fmt.Sprintf("%d is negative.", c.Limits.MaxSessionsPerNode), "use 0 for no cap, or the most live sessions one node may run, such as 200")
-	}
+	v.limit("limits.max_sessions_per_node", c.Limits.MaxSessionsPerNode, "the most live sessions one node may run, such as 200")
+	v.limit("limits.max_websockets", c.Limits.MaxWebsockets, "the most event streams and terminals one node serves at once, such as 1000")
+	v.limit("limits.max_request_rate", c.Limits.MaxRequestRate, "the most requests per second one client may make, such as 100")
+	v.acl(c)
 	return v.diags
 }
 
@@ -86,6 +86,25 @@ func (v *validator) fail(key, summary, detail, hint string) {
 		k = k[:i]
 	}
 	v.diags = append(v.diags, d)
+}
+
+// limit checks a cap of the limits block, where 0 means no cap.
+func (v *validator) limit(key string, n int, example string) {
+	if n < 0 {
+		v.fail(key, "Invalid "+key, fmt.Sprintf("%d is negative.", n), "use 0 for no cap, or "+example)
+	}
+}
+
+func (v *validator) acl(c *Config) {
+	switch {
+	case c.ACL.ReadToken == "":
+	case c.ACL.Token == "":
+		v.fail("acl.read_token", "Invalid acl.read_token", "acl.read_token is set but acl.token is not: without acl.token the API is open to everyone, writes included.",
+			"set acl.token too, or remove read_token")
+	case c.ACL.ReadToken == c.ACL.Token:
+		v.fail("acl.read_token", "Invalid acl.read_token", "acl.read_token is the same as acl.token, so it would not be read-only.",
+			"give the read-only token its own value, such as the output of: head -c 32 /dev/urandom | base64")
+	}
 }
 
 func (v *validator) oneOf(key, val string, allowed []string) {

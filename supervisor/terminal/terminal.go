@@ -32,6 +32,8 @@ import (
 const (
 	// CloseUnauthorized ends a connection whose hello token was refused.
 	CloseUnauthorized = term.CloseUnauthorized
+	// CloseForbidden ends a connection whose hello carried the read-only token.
+	CloseForbidden = 4403
 	// CloseUnavailable ends a connection when agentctl cannot be reached; clients retry.
 	CloseUnavailable = websocket.CloseTryAgainLater
 )
@@ -55,6 +57,9 @@ type Target struct {
 	// when the request came without a token header (browsers). Compared in constant time;
 	// never forwarded.
 	HelloToken string
+	// ReadOnlyToken, when not empty, is acl.read_token: a hello carrying it is refused
+	// with CloseForbidden (that token opens no terminal), not as a wrong token.
+	ReadOnlyToken string
 	// Logger receives diagnostics (a null logger if nil). Secrets are never logged.
 	Logger hclog.Logger
 }
@@ -83,7 +88,8 @@ var upgrader = websocket.Upgrader{
 // /v1/terminals/{name}, forwards the hello without its token and relays until either
 // side closes. Query parameters cols and rows fill a hello that omits its size.
 // Refusals before the upgrade are JSON errors (400); after it, an error frame and a
-// close code: 4000 bad hello, 4003 unauthorized, 1013 agentctl unreachable.
+// close code: 4000 bad hello, 4003 unauthorized, 4403 the read-only token,
+// 1013 agentctl unreachable.
 // It returns when both directions have ended.
 func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	log := t.Logger
@@ -119,7 +125,7 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	defer client.Close()
 	client.SetReadLimit(term.MaxFrameBytes)
 
-	hello, ok := readHello(client, r, t.HelloToken)
+	hello, ok := readHello(client, r, t)
 	if !ok {
 		return
 	}
@@ -153,7 +159,7 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 
 // readHello reads and checks the client's first message and returns it re-encoded
 // without the token.
-func readHello(c *websocket.Conn, r *http.Request, token string) ([]byte, bool) {
+func readHello(c *websocket.Conn, r *http.Request, t Target) ([]byte, bool) {
 	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
 	typ, b, err := c.ReadMessage()
 	_ = c.SetReadDeadline(time.Time{})
@@ -176,7 +182,11 @@ func readHello(c *websocket.Conn, r *http.Request, token string) ([]byte, bool) 
 		failClient(c, term.CodeBadRequest, "the first message must be a hello, got "+msg.MessageType(), term.CloseBadHello)
 		return nil, false
 	}
-	if token != "" && subtle.ConstantTimeCompare([]byte(h.Token), []byte(token)) != 1 {
+	if t.HelloToken != "" && subtle.ConstantTimeCompare([]byte(h.Token), []byte(t.HelloToken)) != 1 {
+		if t.ReadOnlyToken != "" && subtle.ConstantTimeCompare([]byte(h.Token), []byte(t.ReadOnlyToken)) == 1 {
+			failClient(c, "forbidden", "forbidden: the read-only token (acl.read_token) cannot open terminals; use acl.token", CloseForbidden)
+			return nil, false
+		}
 		failClient(c, term.CodeUnauth, "unauthorized: send the token in the hello or a header", CloseUnauthorized)
 		return nil, false
 	}
