@@ -510,7 +510,7 @@ func (w *world) leader(self string) *Manager {
 		cancel()
 		<-done
 	})
-	if _, err := m.leaderCtx(); err != nil {
+	if _, err := m.leaderCtx(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return m

@@ -205,7 +205,7 @@ func (m *Manager) reclaimExpired(ctx context.Context, sessionID string) {
 	}
 	sess, _ := m.store.Session(sessionID)
 	err := fmt.Errorf("the lease of executor %s expired (no renewal for %s); the agent is considered gone", l.HolderExecutorID, m.cfg.Lease.TTL)
-	m.fail(ctx, sess, l.HolderExecutorID, state.ExecutorError, state.ReasonAgentNotRunning, err)
+	m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: l.HolderExecutorID, Err: err})
 	lock.Unlock()
 	// Resume what was live: an active session, or one that went to ERROR
 	// because its agentctl became unreachable (waiting for this expiry).

@@ -126,7 +126,7 @@ func (m *Manager) supportsResume(sess state.Session) *bool {
 // begin claims the lease, moves the session to STARTING and launches in the
 // background under the leader context.
 func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from ...state.SessionState) error {
-	lctx, err := m.leaderCtx()
+	lctx, err := m.leaderCtx(ctx)
 	if err != nil {
 		return err
 	}
@@ -176,75 +176,46 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 	return nil
 }
 
-// launch brings up the executor and the agent.
+// launch finds the session's executor (placed, then launched or recovered
+// by its node's plugin) under the lease begin claimed, and brings the
+// executor and the agent up on the path recovery shares.
 func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executorID string, token uint64, resume bool) {
-	agentCfg := m.cfg.Agent(sess.Agent)
-	if agentCfg == nil {
-		m.fail(ctx, sess, "", "", "", fmt.Errorf("agent profile %q is not configured", sess.Agent))
+	if m.cfg.Agent(sess.Agent) == nil {
+		m.record(ctx, sess, failure{Err: fmt.Errorf("agent profile %q is not configured", sess.Agent)})
 		return
 	}
 	node, err := m.place(ctx, sess)
 	if err != nil {
-		m.fail(ctx, sess, "", "", state.ReasonExecutorLost, err)
+		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Err: err})
 		return
 	}
 	rt, err := m.nodes.Runtime(node, sess.Runtime)
 	if err != nil {
-		m.fail(ctx, sess, "", "", state.ReasonExecutorLost, fmt.Errorf("runtime %q on node %s: %w", sess.Runtime, node, err))
+		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Err: fmt.Errorf("runtime %q on node %s: %w", sess.Runtime, node, err)})
 		return
 	}
 	task, _ := m.store.Task(sess.TaskID)
 	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": executorID, "runtime": sess.Runtime, "node": node})
 
-	ex, resp, err := m.bringUpExecutor(ctx, rt, node, sess, task, executorID, token)
+	ex, err := m.launchExecutor(ctx, rt, node, sess, task, executorID, token)
 	if err != nil {
-		m.fail(ctx, sess, executorID, state.ExecutorError, state.ReasonExecutorLost, err)
+		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Executor: executorID, Err: err})
 		return
 	}
-	client := clientFor(ex, token)
-	health, err := m.waitHealthy(ctx, client)
-	if err != nil {
-		m.fail(ctx, sess, executorID, state.ExecutorError, state.ReasonExecutorLost, fmt.Errorf("agentctl at %s never became healthy: %w", resp.AgentctlURL, err))
-		return
-	}
-	ex.Nonce, ex.PID = health.Nonce, max(ex.PID, 0)
-	if _, err := m.apply(ctx, state.CmdSetLeaseNonce, &state.SetLeaseNonceBody{SessionID: sess.ID, FencingToken: token, Nonce: health.Nonce}); err != nil {
-		m.fail(ctx, sess, executorID, "", "", fmt.Errorf("record lease holder: %w", err))
-		return
-	}
-	prof := profile(agentCfg)
-	caps, err := client.Probe(ctx, prof)
-	if err != nil {
-		m.fail(ctx, sess, executorID, state.ExecutorError, "", fmt.Errorf("probe agent %q: %w", sess.Agent, err))
-		return
-	}
-	ex.SupportsWorkspaceOnly = caps.SupportsWorkspaceOnly
-	ex.SupportsSessionResume = caps.SupportsSessionResume != nil && *caps.SupportsSessionResume
-	ex.Status = state.ExecutorReady
-	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
-		m.fail(ctx, sess, executorID, state.ExecutorError, "", err)
-		return
-	}
-	m.publish(ctx, sess.ID, state.EventAgentctlReady, map[string]any{"executor_id": executorID, "agentctl_url": ex.AgentctlURL,
-		"supports_session_resume": ex.SupportsSessionResume, "supports_workspace_only": ex.SupportsWorkspaceOnly})
-
-	resumeToken := ""
+	plan := planStart
 	if resume {
-		resumeToken = sess.ResumeToken
-		if !ex.SupportsSessionResume {
-			m.fail(ctx, sess, "", "", state.ReasonNotResumable, errors.New(state.ResumeMessage(state.ReasonNotResumable)))
-			return
-		}
+		plan = planResume
 	}
-	if err := m.startAgent(ctx, lctx, sess, ex, client, prof, resumeToken); err != nil {
-		m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, err)
+	b := &bringUp{sess: sess, ex: ex, recorded: ex, client: clientFor(ex, token), token: token, claimed: true, plan: plan}
+	if _, err := m.bringUp(ctx, lctx, b); err != nil {
+		m.record(ctx, sess, failure{Executor: executorID, Err: err})
 	}
 }
 
-// bringUpExecutor reuses the session's previous executor when its runtime can
+// launchExecutor reuses the session's previous executor when its runtime can
 // recover it (same workspace, agentctl reattached or restarted), else
-// launches a new one; the executor row is recorded either way.
-func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, node string, sess state.Session, task state.Task, executorID string, token uint64) (state.Executor, runtime.LaunchResponse, error) {
+// launches a new one; the executor row is recorded (starting) either way.
+func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node string, sess state.Session, task state.Task, executorID string, token uint64) (state.Executor, error) {
 	ex := state.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: node, Status: state.ExecutorStarting}
 	old, recorded := m.store.Executor(executorID)
 	if recorded {
@@ -260,17 +231,17 @@ func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, node 
 	if recorded && len(old.Handle) > 0 && old.Node == node {
 		ex.Secret = old.Secret
 		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: state.ExecutorStarting}); err != nil {
-			return ex, resp, err
+			return ex, err
 		}
 		resp, err = rt.Recover(ctx, old.Handle, old.Secret)
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
-			return ex, resp, fmt.Errorf("recover executor %s: %w", executorID, err)
+			return ex, fmt.Errorf("recover executor %s: %w", executorID, err)
 		}
 	}
 	if ex.Secret == "" || errors.Is(err, runtime.ErrNotFound) || resp.AgentctlURL == "" {
 		ex.Secret = newSecret()
 		if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
-			return ex, resp, err
+			return ex, err
 		}
 		resp, err = rt.Launch(ctx, runtime.LaunchRequest{
 			SessionID: sess.ID, TaskID: sess.TaskID, ExecutorID: executorID, Cluster: m.name,
@@ -279,64 +250,15 @@ func (m *Manager) bringUpExecutor(ctx context.Context, rt runtime.Runtime, node 
 			Terminal: runtime.Terminal{Shell: m.cfg.Terminal.Shell, ReplayBytes: int(m.cfg.Terminal.ReplayBytes), IdleTimeout: m.cfg.Terminal.IdleTimeout},
 		})
 		if err != nil {
-			return ex, resp, fmt.Errorf("launch executor on runtime %q: %w", sess.Runtime, err)
+			return ex, fmt.Errorf("launch executor on runtime %q: %w", sess.Runtime, err)
 		}
 	}
 	ex.Handle, ex.AgentctlURL, ex.PID, ex.Nonce, ex.ContainerID = resp.Handle, resp.AgentctlURL, resp.PID, resp.Nonce, resp.ContainerID
 	ex.WorkspacePath, ex.WorktreePath, ex.WorktreeBranch = resp.WorkspacePath, resp.WorktreePath, resp.WorktreeBranch
-	_, err = m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex))
-	return ex, resp, err
-}
-
-// waitHealthy polls agentctl's health until it answers or the bound passes.
-func (m *Manager) waitHealthy(ctx context.Context, c *agentctl.Client) (agentctl.Health, error) {
-	deadline := time.Now().Add(max(5*m.cfg.Recovery.HealthTimeout, 10*time.Second))
-	var last error
-	for time.Now().Before(deadline) {
-		hctx, cancel := context.WithTimeout(ctx, m.cfg.Recovery.HealthTimeout)
-		h, err := c.Health(hctx)
-		cancel()
-		if err == nil {
-			return h, nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return h, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return agentctl.Health{}, last
-}
-
-// startAgent starts (or resumes) the agent in a healthy agentctl, stores the
-// resume token, registers the live execution with its event pump and moves
-// the session to WAITING_FOR_INPUT.
-func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, prof agentctl.Profile, resumeToken string) error {
-	// Arm agentctl's self-fencing before the agent exists: if this leader
-	// is cut off right after the start, the agent still stops in time.
-	if _, err := client.RenewLease(ctx, m.cfg.Lease.TTL); err != nil {
-		return fmt.Errorf("arm the lease on agentctl: %w", err)
-	}
-	m.leases.set(sess.ID, time.Now().Add(m.cfg.Lease.TTL))
-	st, err := client.StartAgent(ctx, prof, resumeToken)
-	if err != nil {
-		if resumeToken != "" {
-			return fmt.Errorf("resume agent %q with its token: %w", sess.Agent, err)
-		}
-		return fmt.Errorf("start agent %q: %w", sess.Agent, err)
-	}
-	if st.ResumeToken != "" && st.ResumeToken != sess.ResumeToken {
-		if _, err := m.apply(ctx, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: sess.ID, ResumeToken: st.ResumeToken}); err != nil {
-			return err
-		}
-	}
-	ex.AgentExecutionID = fmt.Sprintf("%s/%s/%d", ex.ID, ex.Nonce, st.PID)
 	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
-		return err
+		return ex, err
 	}
-	m.attach(lctx, sess.ID, ex, client)
-	return m.setState(ctx, sess.ID, state.SessionWaitingForInput, "", "", state.SessionStarting)
+	return ex, nil
 }
 
 // attach registers a live execution and starts its event pump.
@@ -413,7 +335,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	default:
 		return fmt.Errorf("%w: session %s is %s; it takes prompts when WAITING_FOR_INPUT", state.ErrConflict, sess.ID, sess.State)
 	}
-	lctx, err := m.leaderCtx()
+	lctx, err := m.leaderCtx(ctx)
 	if err != nil {
 		return err
 	}
@@ -449,16 +371,22 @@ const liveWait = 10 * time.Second
 // its executor is being recovered (status starting, or ready but not yet
 // attached on this new leader).
 func (m *Manager) waitLive(ctx context.Context, sessionID string) *execution {
-	deadline := time.Now().Add(liveWait)
+	ctx, cancel := context.WithTimeout(ctx, liveWait)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		if e := m.live1(sessionID); e != nil {
 			return e
 		}
-		sess, _ := m.store.Session(sessionID)
-		if sess.State != state.SessionWaitingForInput || time.Now().After(deadline) || ctx.Err() != nil {
+		if sess, _ := m.store.Session(sessionID); sess.State != state.SessionWaitingForInput {
 			return nil
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
 	}
 }
 
@@ -477,7 +405,7 @@ func (m *Manager) Cancel(ctx context.Context, sessionID string) error {
 // Stop drains a session in the background: the agent stops, the executor is
 // stopped, the lease is released, and only then the session is STOPPED.
 func (m *Manager) Stop(ctx context.Context, sessionID string) error {
-	lctx, err := m.leaderCtx()
+	lctx, err := m.leaderCtx(ctx)
 	if err != nil {
 		return err
 	}
@@ -506,7 +434,7 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 		if err := m.drain(ctx, sessionID, false); err != nil {
 			m.log.Warn("stop session", "session", sessionID, "error", err)
 			sess, _ := m.store.Session(sessionID)
-			m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, fmt.Errorf("stop: %w", err))
+			m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("stop: %w", err)})
 			return
 		}
 		if err := m.setState(ctx, sessionID, state.SessionStopped, "", state.ReasonAgentNotRunning); err != nil {
@@ -570,7 +498,7 @@ func (m *Manager) releaseLease(ctx context.Context, sessionID string, token uint
 // Delete ends a session for good: the agent stops, the executor is destroyed
 // and the session is COMPLETED.
 func (m *Manager) Delete(ctx context.Context, sessionID string) error {
-	if _, err := m.leaderCtx(); err != nil {
+	if _, err := m.leaderCtx(ctx); err != nil {
 		return err
 	}
 	if _, ok := m.store.Session(sessionID); !ok {

@@ -141,21 +141,28 @@ func (m *Manager) Run(ctx context.Context) {
 // the manager (a node that just won an election runs its barrier first).
 const leaderWait = 5 * time.Second
 
-// leaderCtx returns the leader context, waiting briefly for a new leader's
-// loop to start; ErrNotLeader when this node does not lead.
-func (m *Manager) leaderCtx() (context.Context, error) {
-	deadline := time.Now().Add(leaderWait)
+// leaderCtx returns the leader context, waiting briefly (up to leaderWait,
+// while ctx lives) for a new leader's loop to start; ErrNotLeader when this
+// node does not lead.
+func (m *Manager) leaderCtx(ctx context.Context) (context.Context, error) {
+	wait := time.NewTimer(leaderWait)
+	defer wait.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		m.mu.Lock()
-		ctx := m.ctx
+		lctx := m.ctx
 		m.mu.Unlock()
-		if ctx != nil && ctx.Err() == nil {
-			return ctx, nil
+		if lctx != nil && lctx.Err() == nil {
+			return lctx, nil
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrNotLeader, ctx.Err())
+		case <-wait.C:
 			return nil, ErrNotLeader
+		case <-tick.C:
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -245,45 +252,6 @@ func (m *Manager) publish(ctx context.Context, id, typ string, data map[string]a
 // pending transfer (apply waits those out): a leader that keeps failing to
 // commit is about to lose leadership.
 const publishRetries = 8
-
-// fail records a lifecycle failure: session ERROR with a message and reason,
-// an agentctl_error event, and the executor's status when given.
-func (m *Manager) fail(ctx context.Context, sess state.Session, executorID string, exStatus state.ExecutorStatus, reason string, err error) {
-	m.failWith(ctx, sess, executorID, exStatus, reason, err, true)
-}
-
-// failUnproven records a failure whose agent may still be running out of
-// reach (agentctl unreachable, executor not recoverable from here): the
-// lease is kept until it expires, so agentctl has self-fenced before anyone
-// else can claim the session.
-func (m *Manager) failUnproven(ctx context.Context, sess state.Session, executorID string, reason string, err error) {
-	m.failWith(ctx, sess, executorID, state.ExecutorError, reason, err, false)
-}
-
-func (m *Manager) failWith(ctx context.Context, sess state.Session, executorID string, exStatus state.ExecutorStatus, reason string, err error, endLease bool) {
-	msg := err.Error()
-	if ctx.Err() != nil {
-		// Leadership ended (or the operation was abandoned): whatever failed
-		// is the next leader's to find out, not a session failure.
-		m.log.Info("session operation interrupted", "session", sess.ID, "error", msg)
-		return
-	}
-	m.log.Warn("session failed", "session", sess.ID, "reason", reason, "error", msg)
-	if executorID != "" && exStatus != "" {
-		if _, aerr := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: exStatus, ErrorMessage: msg}); aerr != nil {
-			m.log.Warn("record executor failure", "executor", executorID, "error", aerr)
-		}
-	}
-	m.publish(ctx, sess.ID, state.EventAgentctlError, map[string]any{"message": msg, "reason": reason})
-	// The agent is not running: its lease ends (reclaimed when the holder
-	// died, released otherwise), so a resume gets a strictly higher token.
-	if endLease {
-		m.endLease(ctx, sess.ID, exStatus == state.ExecutorError)
-	}
-	if err := m.setState(ctx, sess.ID, state.SessionError, msg, reason); err != nil {
-		m.log.Warn("record session error", "session", sess.ID, "error", err)
-	}
-}
 
 // profile converts a configured agent into agentctl's profile.
 func profile(a *config.Agent) agentctl.Profile {

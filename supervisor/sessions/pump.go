@@ -273,10 +273,10 @@ func (m *Manager) agentExited(ctx context.Context, e *execution, code int, selfF
 	}
 	sess, _ := m.store.Session(e.sessionID)
 	if !selfFenced {
-		m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, fmt.Errorf("the agent exited with code %d", code))
+		m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("the agent exited with code %d", code)})
 		return
 	}
-	m.fail(ctx, sess, "", "", state.ReasonAgentNotRunning, errors.New("agentctl stopped the agent when its lease was not renewed in time"))
+	m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: errors.New("agentctl stopped the agent when its lease was not renewed in time")})
 	if m.cfg.Recovery.AutoResume != config.AutoResumeNone {
 		if err := m.Resume(ctx, e.sessionID); err != nil {
 			m.log.Info("not auto-resuming session", "session", e.sessionID, "reason", err)
@@ -312,11 +312,11 @@ func (m *Manager) lost(ctx context.Context, e *execution, err error) {
 	if !dead {
 		// Unreachable but maybe alive: the lease expires first (agentctl
 		// self-fences), then reclaimExpired resumes the session.
-		m.failUnproven(ctx, sess, e.executorID, state.ReasonAgentNotRunning, err)
+		m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: e.executorID, KeepLease: true, Err: err})
 		return
 	}
-	// A dead holder is proven: fail reclaims its lease at once.
-	m.fail(ctx, sess, e.executorID, state.ExecutorError, state.ReasonAgentNotRunning, err)
+	// A dead holder is proven: its lease is reclaimed at once.
+	m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: e.executorID, Err: err})
 	if m.cfg.Recovery.AutoResume == config.AutoResumeNone {
 		return
 	}

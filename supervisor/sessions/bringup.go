@@ -1,0 +1,274 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// The bring-up of a session, shared by a launch (Start, Resume) and by
+// recovery on a new leader. Each finds its executor its own way: a launch
+// places the session and launches (or recovers) an executor through its
+// node's plugin under a lease it has just claimed; recovery finds the
+// recorded executor through its owner's plugin, or over agentctl's recorded
+// address when the owner's server does not answer. From there one path
+// runs, in one order:
+//
+//	health    agentctl answers (its boot nonce names the holder)
+//	lease     the answering agentctl holds the session's lease
+//	probe     a launched agentctl reports the agent's capabilities
+//	ready     the executor row is ready; workspace access is on
+//	agent     a live agent is continued, or one is started or resumed
+//
+// Every failure on the way is a failure value recorded by Manager.record.
+
+// agentPlan says what the bring-up does with the session's agent.
+type agentPlan int
+
+const (
+	// planStart starts a new agent (a first launch).
+	planStart agentPlan = iota
+	// planResume resumes the agent from the session's resume token.
+	planResume
+	// planRecover continues the agent when it is still alive, else resumes
+	// it when auto_resume allows and the agent can, else records why not.
+	planRecover
+)
+
+// bringUp is one bring-up of a session's executor and agent.
+type bringUp struct {
+	sess state.Session
+	// ex is the executor as found; it is recorded ready once healthy.
+	ex state.Executor
+	// recorded is the executor row before this bring-up: an executor found
+	// as recorded (the common case after a failover) costs no raft write,
+	// and an agent survives only under the boot nonce recorded here.
+	recorded state.Executor
+	client   *agentctl.Client
+	// token is the session's lease fencing token (0 when none is held).
+	token uint64
+	// claimed: this bring-up claimed the lease itself (a launch), so the
+	// lease covers no agent yet and the agentctl it started is its holder.
+	// Otherwise the recorded holder may still run its agent: a failure
+	// keeps the lease, and a holder that is not the answering agentctl is
+	// waited out unless holderGone.
+	claimed bool
+	// holderGone: the runtime proved the previous holder's agentctl gone.
+	holderGone bool
+	// health is agentctl's answer when the finder already asked it (zero:
+	// ask now).
+	health agentctl.Health
+	plan   agentPlan
+	// autoResume lets planRecover resume an agent that is gone.
+	autoResume bool
+}
+
+// bringUp runs the shared path from a found executor to a running agent.
+// A failure it decided is recorded and its outcome returned with no error;
+// an error is a step that failed with nothing recorded (Retryable when
+// transient), for the caller to retry or record.
+func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error) {
+	sess, ex := b.sess, b.ex
+	health := b.health
+	if health.Nonce == "" {
+		var err error
+		if health, err = m.waitHealthy(ctx, b.client); err != nil {
+			m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Executor: ex.ID, KeepLease: !b.claimed,
+				Err: fmt.Errorf("agentctl at %s is not healthy: %w", ex.AgentctlURL, err)})
+			return OutcomeLost, nil
+		}
+	}
+	ex.Nonce, ex.Status, ex.ErrorMessage = health.Nonce, state.ExecutorReady, ""
+	if !b.claimed && sess.State == state.SessionStopped {
+		// A stopped session keeps its agentctl for workspace access: it is
+		// reattached, and nothing is claimed or started.
+		return OutcomeWorkspace, m.putExecutor(ctx, ex, b.recorded)
+	}
+	if err := m.holdLease(ctx, b, health.Nonce); err != nil {
+		return OutcomeSkipped, err
+	}
+	if b.claimed {
+		caps, err := b.client.Probe(ctx, profile(m.cfg.Agent(sess.Agent)))
+		if err != nil {
+			m.record(ctx, sess, failure{Executor: ex.ID, Err: fmt.Errorf("probe agent %q: %w", sess.Agent, err)})
+			return OutcomeLost, nil
+		}
+		ex.SupportsWorkspaceOnly = caps.SupportsWorkspaceOnly
+		ex.SupportsSessionResume = caps.SupportsSessionResume != nil && *caps.SupportsSessionResume
+	}
+	if err := m.putExecutor(ctx, ex, b.recorded); err != nil {
+		return OutcomeSkipped, err
+	}
+	// Workspace access (shell, files) is on from here, agent or not.
+	ready := map[string]any{"executor_id": ex.ID, "agentctl_url": ex.AgentctlURL,
+		"supports_session_resume": ex.SupportsSessionResume, "supports_workspace_only": ex.SupportsWorkspaceOnly}
+	if !b.claimed {
+		ready["recovery"], ready["nonce_changed"] = true, b.recorded.Nonce != health.Nonce
+	}
+	m.publish(ctx, sess.ID, state.EventAgentctlReady, ready)
+	b.ex = ex
+	return m.runAgent(ctx, lctx, b)
+}
+
+// holdLease makes the answering agentctl (boot nonce) the holder of the
+// session's lease. A lease this bring-up claimed is given the nonce. A
+// recorded lease held by another agentctl is reclaimed and claimed afresh
+// with a strictly higher token, after waiting it out unless the runtime
+// proved its holder gone: a holder alive out of reach (a partition) has
+// stopped its agent itself by then.
+func (m *Manager) holdLease(ctx context.Context, b *bringUp, nonce string) error {
+	if b.claimed {
+		if _, err := m.apply(ctx, state.CmdSetLeaseNonce, &state.SetLeaseNonceBody{SessionID: b.sess.ID, FencingToken: b.token, Nonce: nonce}); err != nil {
+			return fmt.Errorf("record lease holder: %w", err)
+		}
+		return nil
+	}
+	lease, held := m.store.Lease(b.sess.ID)
+	if b.token != 0 && held && lease.HolderNonce == nonce {
+		return nil
+	}
+	if b.token != 0 && !b.holderGone {
+		if err := m.waitLeaseExpiry(ctx, b.sess.ID); err != nil {
+			return err
+		}
+	}
+	token, err := m.reclaimAndClaim(ctx, b.sess.ID, b.ex.ID, nonce)
+	if err != nil {
+		return err
+	}
+	b.token = token
+	b.client.SetFencingToken(token)
+	return nil
+}
+
+// putExecutor records ex unless it is the row as recorded.
+func (m *Manager) putExecutor(ctx context.Context, ex, recorded state.Executor) error {
+	if reflect.DeepEqual(ex, recorded) {
+		return nil
+	}
+	_, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex))
+	return err
+}
+
+// runAgent is the bring-up's last step: it continues, starts or resumes the
+// agent by b.plan, or records why it cannot (the workspace stays usable).
+func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, error) {
+	sess, ex := b.sess, b.ex
+	resume := b.plan == planResume
+	if b.plan == planRecover {
+		// A timed-out answer is asked again: taking it for a gone agent
+		// would start a second one beside it.
+		agent, err := retryTimeouts(ctx, b.client.AgentState)
+		if err != nil && ctx.Err() == nil && Retryable(err) {
+			return OutcomeSkipped, fmt.Errorf("agent state of session %s: %w", sess.ID, err)
+		}
+		if err == nil && b.recorded.Nonce == ex.Nonce && (agent.Status == agentctl.StatusWaitingForInput || agent.Status == agentctl.StatusRunning) {
+			m.attach(lctx, sess.ID, ex, b.client)
+			want := state.SessionWaitingForInput
+			if agent.TurnRunning {
+				want = state.SessionRunning
+			}
+			if sess.State != want {
+				if err := m.setState(ctx, sess.ID, want, "", ""); err != nil {
+					m.log.Warn("recovered session state", "session", sess.ID, "error", err)
+				}
+			}
+			return OutcomeContinued, nil
+		}
+		if !b.autoResume && ex.SupportsSessionResume && sess.HasResumeToken {
+			return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, "the agent stopped while the supervisor was away; resume the session to continue")
+		}
+		resume = true
+	}
+	// The agent is gone, or is to be resumed: resumability decides.
+	switch {
+	case resume && !ex.SupportsSessionResume:
+		return m.agentFailed(ctx, sess, state.ReasonNotResumable, state.ResumeMessage(state.ReasonNotResumable))
+	case resume && !sess.HasResumeToken:
+		return m.agentFailed(ctx, sess, state.ReasonMissingResumeToken, state.ResumeMessage(state.ReasonMissingResumeToken))
+	}
+	if sess.State != state.SessionStarting {
+		if err := m.setState(ctx, sess.ID, state.SessionStarting, "", ""); err != nil {
+			return OutcomeSkipped, err
+		}
+	}
+	agentCfg := m.cfg.Agent(sess.Agent)
+	if agentCfg == nil {
+		return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, fmt.Sprintf("agent profile %q is no longer configured", sess.Agent))
+	}
+	sess, _ = m.store.Session(sess.ID)
+	resumeToken := ""
+	if resume {
+		resumeToken = sess.ResumeToken
+	}
+	if err := m.startAgent(ctx, lctx, sess, ex, b.client, profile(agentCfg), resumeToken); err != nil {
+		return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, err.Error())
+	}
+	if b.plan == planRecover {
+		return OutcomeResumed, nil
+	}
+	return OutcomeStarted, nil
+}
+
+// agentFailed records a session whose agent is not running while its
+// agentctl is healthy: ERROR with the reason, the executor ready (the
+// workspace stays usable), the lease released.
+func (m *Manager) agentFailed(ctx context.Context, sess state.Session, reason, msg string) (Outcome, error) {
+	m.record(ctx, sess, failure{Reason: reason, Err: errors.New(msg)})
+	return OutcomeWorkspace, nil
+}
+
+// waitHealthy polls agentctl's health until it answers, the bound passes or
+// ctx ends.
+func (m *Manager) waitHealthy(ctx context.Context, c *agentctl.Client) (agentctl.Health, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(5*m.cfg.Recovery.HealthTimeout, 10*time.Second))
+	defer cancel()
+	for {
+		hctx, hcancel := context.WithTimeout(ctx, m.cfg.Recovery.HealthTimeout)
+		h, err := c.Health(hctx)
+		hcancel()
+		if err == nil {
+			return h, nil
+		}
+		select {
+		case <-ctx.Done():
+			return agentctl.Health{}, fmt.Errorf("%w (last answer: %w)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// startAgent starts (or resumes) the agent in a healthy agentctl, stores the
+// resume token, registers the live execution with its event pump and moves
+// the session to WAITING_FOR_INPUT.
+func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, prof agentctl.Profile, resumeToken string) error {
+	// Arm agentctl's self-fencing before the agent exists: if this leader
+	// is cut off right after the start, the agent still stops in time.
+	if _, err := client.RenewLease(ctx, m.cfg.Lease.TTL); err != nil {
+		return fmt.Errorf("arm the lease on agentctl: %w", err)
+	}
+	m.leases.set(sess.ID, time.Now().Add(m.cfg.Lease.TTL))
+	st, err := client.StartAgent(ctx, prof, resumeToken)
+	if err != nil {
+		if resumeToken != "" {
+			return fmt.Errorf("resume agent %q with its token: %w", sess.Agent, err)
+		}
+		return fmt.Errorf("start agent %q: %w", sess.Agent, err)
+	}
+	if st.ResumeToken != "" && st.ResumeToken != sess.ResumeToken {
+		if _, err := m.apply(ctx, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: sess.ID, ResumeToken: st.ResumeToken}); err != nil {
+			return err
+		}
+	}
+	ex.AgentExecutionID = fmt.Sprintf("%s/%s/%d", ex.ID, ex.Nonce, st.PID)
+	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
+		return err
+	}
+	m.attach(lctx, sess.ID, ex, client)
+	return m.setState(ctx, sess.ID, state.SessionWaitingForInput, "", "", state.SessionStarting)
+}
