@@ -445,3 +445,36 @@ func TestRecoverSkips(t *testing.T) {
 		})
 	}
 }
+
+// A STOPPED session whose agentctl still serves its workspace: recovery
+// reattaches it for workspace access and claims and starts nothing.
+func TestRecoverReattachesAStoppedSessionsWorkspace(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	if _, err := s.client.StopAgent(recoverCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	w.r.must(t, state.CmdReleaseLease, &state.ReleaseLeaseBody{SessionID: s.id, FencingToken: s.token})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionStopped, Reason: state.ReasonAgentNotRunning})
+	m := w.leader("n2")
+
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || out != OutcomeWorkspace {
+		t.Fatalf("Recover = %s, %v; want workspace", out, err)
+	}
+	if got := w.session(s.id); got.State != state.SessionStopped {
+		t.Errorf("session %s, want STOPPED", got.State)
+	}
+	if l := w.lease(s.id); l.State != state.LeaseReleased || l.FencingToken != s.token {
+		t.Errorf("lease %s token %d, want released token %d (nothing claimed)", l.State, l.FencingToken, s.token)
+	}
+	if ex := w.executor(s.executorID); ex.Status != state.ExecutorReady || ex.Nonce != s.nonce {
+		t.Errorf("executor %+v, want ready with nonce %s", ex, s.nonce)
+	}
+	if m.IsRunning(s.id) {
+		t.Error("a stopped session's agent was started")
+	}
+	if a, err := s.client.AgentState(recoverCtx(t)); err != nil || a.Status == agentctl.StatusRunning || a.Status == agentctl.StatusWaitingForInput {
+		t.Errorf("agent state %+v, %v; want no agent", a, err)
+	}
+}

@@ -1,0 +1,191 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Recording a failure over the real FSM: the session is ERROR with the
+// reason and the message, an agentctl_error event says so, the executor
+// row is marked only when the executor failed, and the lease is kept,
+// released or reclaimed as the failure value says.
+func TestRecordFailure(t *testing.T) {
+	cases := []struct {
+		name     string
+		f        failure
+		lease    state.LeaseState
+		executor state.ExecutorStatus
+	}{
+		{name: "agent not running: the lease is released",
+			f:     failure{Reason: state.ReasonAgentNotRunning, Err: errors.New("the agent exited with code 1")},
+			lease: state.LeaseReleased, executor: state.ExecutorReady},
+		{name: "holder proven dead: the lease is reclaimed",
+			f:     failure{Reason: state.ReasonAgentNotRunning, Executor: "ex-1", Err: errors.New("agentctl restarted")},
+			lease: state.LeaseExpired, executor: state.ExecutorError},
+		{name: "holder not proven gone: the lease is kept",
+			f:     failure{Reason: state.ReasonExecutorLost, Executor: "ex-1", KeepLease: true, Err: errors.New("agentctl unreachable")},
+			lease: state.LeaseHeld, executor: state.ExecutorError},
+		{name: "kept lease, executor untouched",
+			f:     failure{Reason: state.ReasonAgentNotRunning, KeepLease: true, Err: errors.New("the executor failed during a leader change")},
+			lease: state.LeaseHeld, executor: state.ExecutorReady},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "n1")
+			token := w.recorded("s1", state.SessionWaitingForInput, state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1")})
+			m := w.leader("n1")
+
+			m.record(recoverCtx(t), w.session("s1"), tc.f)
+
+			sess := w.session("s1")
+			if sess.State != state.SessionError || sess.StateReason != tc.f.Reason || sess.ErrorMessage != tc.f.Err.Error() {
+				t.Errorf("session %s (%q: %q), want ERROR (%s: %q)", sess.State, sess.StateReason, sess.ErrorMessage, tc.f.Reason, tc.f.Err)
+			}
+			if l := w.lease("s1"); l.State != tc.lease || l.FencingToken != token {
+				t.Errorf("lease %s token %d, want %s token %d", l.State, l.FencingToken, tc.lease, token)
+			}
+			if ex := w.executor("ex-1"); ex.Status != tc.executor {
+				t.Errorf("executor %s, want %s", ex.Status, tc.executor)
+			}
+			var reported bool
+			for _, e := range w.r.events("s1") {
+				reported = reported || (e.Type == state.EventAgentctlError && e.Data["reason"] == tc.f.Reason && e.Data["message"] == tc.f.Err.Error())
+			}
+			if !reported {
+				t.Errorf("no agentctl_error event with reason %s", tc.f.Reason)
+			}
+			// The lease keeper's view agrees: a kept lease stays tracked
+			// until it expires, an ended one is forgotten.
+			if _, tracked := m.LeaseExpiry("s1"); tracked != (tc.lease == state.LeaseHeld) {
+				t.Errorf("lease tracked=%v after recording, want %v", tracked, tc.lease == state.LeaseHeld)
+			}
+		})
+	}
+}
+
+// A failure whose operation was abandoned (leadership lost) is not
+// recorded: the next leader finds out what happened.
+func TestRecordFailureOfAnAbandonedOperation(t *testing.T) {
+	w := newWorld(t, "n1")
+	w.recorded("s1", state.SessionWaitingForInput, state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1")})
+	m := w.leader("n1")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	before := w.r.store.LastIndex()
+
+	m.record(ctx, w.session("s1"), failure{Reason: state.ReasonExecutorLost, Executor: "ex-1", Err: errors.New("cut off")})
+
+	if after := w.r.store.LastIndex(); after != before {
+		t.Errorf("%d commands applied for an abandoned operation", after-before)
+	}
+}
+
+// A launch that fails records a failure that ends the lease it claimed: no
+// agent ever ran under that lease, so a retry need not wait it out.
+func TestLaunchFailureEndsTheLeaseItClaimed(t *testing.T) {
+	w := newWorld(t, "n1")
+	w.rts["n1"].onLaunch = func(runtime.LaunchRequest) (runtime.LaunchResponse, error) {
+		return runtime.LaunchResponse{}, errors.New("image not found")
+	}
+	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x", Workspace: state.Workspace{Path: workspaceDir(t)}}})
+	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	m := w.leader("n1")
+
+	if err := m.Start(recoverCtx(t), "s1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the session to be ERROR", func() bool { return w.session("s1").State == state.SessionError })
+	sess := w.session("s1")
+	if sess.StateReason != state.ReasonExecutorLost {
+		t.Errorf("reason %q, want %s (message %q)", sess.StateReason, state.ReasonExecutorLost, sess.ErrorMessage)
+	}
+	if l := w.lease("s1"); l.State == state.LeaseHeld {
+		t.Errorf("lease %+v still held after a failed launch", l)
+	}
+	if ex := w.executor(sess.ExecutorID); ex.Status != state.ExecutorError || ex.Node != "n1" {
+		t.Errorf("executor %+v, want error on n1", ex)
+	}
+}
+
+// A launch brings the session up on the bring-up path recovery shares:
+// the agentctl it launched holds the lease, the executor is ready on its
+// node with the agent's probed capabilities, and the agent takes prompts.
+func TestStartBringsTheSessionUp(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x", Workspace: state.Workspace{Path: workspaceDir(t)}}})
+	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone",
+		RuntimeOptions: map[string]string{OptionNode: "n2"}}})
+	m := w.leader("n1")
+
+	if err := m.Start(recoverCtx(t), "s1"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the session to take prompts", func() bool { return w.session("s1").State == state.SessionWaitingForInput })
+	sess := w.session("s1")
+	ex := w.executor(sess.ExecutorID)
+	if ex.Status != state.ExecutorReady || ex.Node != "n2" || !ex.SupportsSessionResume || ex.AgentExecutionID == "" {
+		t.Errorf("executor %+v, want ready on n2, resumable, with an agent execution", ex)
+	}
+	if l := w.lease("s1"); l.State != state.LeaseHeld || l.HolderNonce != ex.Nonce || l.HolderExecutorID != ex.ID {
+		t.Errorf("lease %+v, want held by executor %s nonce %s", l, ex.ID, ex.Nonce)
+	}
+	if calls := w.rts["n1"].executorCalls(); len(calls) != 0 {
+		t.Errorf("the leader's own plugin was asked %v for a session placed on n2", calls)
+	}
+	if err := m.Prompt(recoverCtx(t), "s1", "remember pear"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid("s1", "pear")
+}
+
+// An agentctl that goes out of reach under a live leader while its runtime
+// cannot prove it gone (a partition: the process may still run) keeps its
+// lease when the session is failed; the lease keeper reclaims it only at
+// expiry. One whose runtime proves it gone has its lease reclaimed at once.
+func TestLostAgentctlKeepsTheLeaseUnlessProvenGone(t *testing.T) {
+	for _, proven := range []bool{false, true} {
+		name := "not proven gone"
+		if proven {
+			name = "proven gone"
+		}
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, "n1")
+			w.cfg.Lease.TTL = 5 * time.Second // wide enough to see the kept lease before it expires
+			w.cfg.Recovery.AutoResume = config.AutoResumeNone
+			if !proven {
+				w.rts["n1"].onInspect = func(fakeHandle) (runtime.InspectResponse, error) {
+					return runtime.InspectResponse{State: runtime.StateRunning}, nil
+				}
+			}
+			s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+			m := w.leader("n1")
+			if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+				t.Fatalf("Recover = %s, %v; want continued", out, err)
+			}
+			token := w.lease(s.id).FencingToken
+
+			w.rts["n1"].proc(s.executorID).kill()
+			waitFor(t, 20*time.Second, "the session to be ERROR", func() bool { return w.session(s.id).State == state.SessionError })
+
+			l := w.lease(s.id)
+			switch {
+			case !proven && (l.State != state.LeaseHeld || l.FencingToken != token):
+				t.Errorf("lease %s token %d, want held token %d until it expires", l.State, l.FencingToken, token)
+			case proven && l.State != state.LeaseExpired:
+				t.Errorf("lease %s, want reclaimed (expired) at once", l.State)
+			}
+			if ex := w.executor(s.executorID); ex.Status != state.ExecutorError {
+				t.Errorf("executor %s, want error", ex.Status)
+			}
+			if !proven {
+				waitFor(t, 20*time.Second, "the kept lease to be reclaimed at expiry", func() bool { return w.lease(s.id).State == state.LeaseExpired })
+			}
+		})
+	}
+}
