@@ -115,6 +115,8 @@ type Server struct {
 	registry   *prometheus.Registry
 	leaderWait time.Duration
 	transport  http.RoundTripper
+	rate       *rateLimit   // limits.max_request_rate (nil: no cap)
+	sockets    *socketCount // limits.max_websockets
 }
 
 // Forwarding headers: the hop count bounds forwarding loops.
@@ -131,6 +133,7 @@ const (
 	socket              // a WebSocket: a real upgrade may authenticate in its first frame
 	node                // node-to-node: the node secret, never the user token
 	manage              // acl.token only, even to read (terminals, snapshots, profiles)
+	uncounted           // not subject to limits.max_request_rate (health checks)
 )
 
 // New builds the API server.
@@ -147,13 +150,15 @@ func New(opts Options) *Server {
 	s := &Server{cluster: opts.Cluster, sessions: opts.Sessions, plugins: opts.Plugins, nodes: opts.Nodes, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
 		mux: http.NewServeMux(), registry: opts.Registry, leaderWait: opts.LeaderWait,
 		transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
+	s.rate = newRateLimit(opts.Config.Limits.MaxRequestRate)
+	s.sockets = &socketCount{max: int64(opts.Config.Limits.MaxWebsockets)}
 	s.metrics = newMetrics(opts.Registry, opts.Cluster)
 	s.routes()
 	return s
 }
 
 func (s *Server) routes() {
-	s.handle("GET /v1/health", local|open, s.health)
+	s.handle("GET /v1/health", local|open|uncounted, s.health)
 	s.handle("GET /v1/metrics", local, s.metricsHandler)
 	s.handle("GET /v1/status", 0, s.status)
 	s.handle("GET /v1/operator/raft/peers", 0, s.peers)
@@ -219,8 +224,9 @@ func (s *Server) routes() {
 // handlerFunc is a handler that returns its error for uniform reporting.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle registers a route with its middleware: authentication, body limit,
-// forwarding to the leader, metrics and error reporting.
+// handle registers a route with its middleware: request rate, authentication,
+// WebSocket count, body limit, forwarding to the leader, metrics and error
+// reporting.
 func (s *Server) handle(pattern string, flags int, h handlerFunc) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -235,6 +241,11 @@ func (s *Server) handle(pattern string, flags int, h handlerFunc) {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, h handlerFunc) error {
+	if flags&uncounted == 0 {
+		if err := s.checkRate(w, r, flags); err != nil {
+			return err
+		}
+	}
 	if flags&open == 0 {
 		acc, err := s.authenticate(r, flags)
 		if err != nil {
@@ -243,6 +254,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, h hand
 		if acc == readOnly && (!safeMethod(r.Method) || flags&manage != 0) {
 			return errReadOnly
 		}
+	}
+	if flags&socket != 0 && websocket.IsWebSocketUpgrade(r) {
+		if !s.sockets.acquire() {
+			return s.errTooManySockets()
+		}
+		defer s.sockets.release() // socket handlers return when the socket ends
 	}
 	if !safeMethod(r.Method) && !s.checkOrigin(r) {
 		return errorf(http.StatusForbidden, CodeForbidden, "origin %q may not write to this API; add it to api.allowed_origins to allow it", r.Header.Get("Origin"))
@@ -450,6 +467,11 @@ func (s *Server) proxy(addr string, errp *error) *httputil.ReverseProxy {
 			// own address and no Origin, as for a CLI.
 			pr.SetURL(target)
 			pr.Out.Header.Del("Origin")
+			// The node secret tells the leader the request was counted
+			// against limits.max_request_rate here.
+			if secret := s.cfg.NodeSecret(); secret != "" {
+				pr.Out.Header.Set(cluster.NodeSecretHeader, secret)
+			}
 		},
 		ErrorHandler: func(_ http.ResponseWriter, _ *http.Request, err error) { *errp = err },
 	}
