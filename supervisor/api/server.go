@@ -127,13 +127,13 @@ const (
 
 // route options.
 const (
-	local   = 1 << iota // served by any node, never forwarded
-	open                // no token needed
-	bigBody             // exempt from api.max_body (snapshots)
-	socket              // a WebSocket: a real upgrade may authenticate in its first frame
-	node                // node-to-node: the node secret, never the user token
-	manage              // acl.token only, even to read (terminals, snapshots, profiles)
-	uncounted           // not subject to limits.max_request_rate (health checks)
+	local     = 1 << iota // served by any node, never forwarded
+	open                  // no token needed
+	bigBody               // exempt from api.max_body (snapshots)
+	socket                // a WebSocket: a real upgrade may authenticate in its first frame
+	node                  // node-to-node: the node secret, never the user token
+	manage                // acl.token only, even to read (terminals, snapshots, profiles)
+	uncounted             // not subject to limits.max_request_rate (health checks)
 )
 
 // New builds the API server.
