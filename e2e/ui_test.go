@@ -15,9 +15,11 @@ import (
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/input"
+	cdppage "github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -44,6 +46,13 @@ func chromiumPath(t *testing.T) string {
 // a fresh profile; it is closed when the test ends.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	// The profile is not a TempDir: the browser's helpers may still write to
+	// it for a moment after it is closed, which a TempDir's removal reports
+	// as a failure. It is removed once they have stopped.
+	profile, err := os.MkdirTemp("", "paddock-e2e-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.Flag("headless", true),
@@ -54,12 +63,16 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1400, 900),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(func() { cancel(); cancelAlloc() })
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+		waitFor(t, 10*time.Second, "the browser profile to be removed", func() bool { return os.RemoveAll(profile) == nil })
+	})
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
 	}
@@ -78,7 +91,9 @@ func (p page) run(what string, actions ...chromedp.Action) {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
-	if err := chromedp.Run(ctx, actions...); err != nil {
+	// A background tab does not lay itself out, so its accessibility tree
+	// never answers: every step brings its tab to the front first.
+	if err := chromedp.Run(ctx, append([]chromedp.Action{cdppage.BringToFront()}, actions...)...); err != nil {
 		p.t.Fatalf("%s: %v", what, err)
 	}
 }
@@ -163,18 +178,36 @@ func (p page) waitText(sel, want string) {
 	deadline := time.Now().Add(60 * time.Second)
 	for !strings.Contains(p.text(sel), want) {
 		if time.Now().After(deadline) {
-			p.screenshot("failure.png")
+			p.screenshot(strings.NewReplacer("/", "-", " ", "_").Replace(p.t.Name()) + "-failure.png")
 			p.t.Fatalf("timed out waiting for %q in %s, which holds %q", want, sel, p.text(sel))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// artifactDir is where the browser tests write their screenshots:
+// $PADDOCK_TEST_ARTIFACTS/ui, else paddock-test-artifacts/ui in the system's
+// temporary directory. It outlives the test so that a person (or CI) can
+// look at the pages.
+func artifactDir(t *testing.T) string {
+	t.Helper()
+	root := os.Getenv("PADDOCK_TEST_ARTIFACTS")
+	if root == "" {
+		root = filepath.Join(os.TempDir(), "paddock-test-artifacts")
+	}
+	dir := filepath.Join(root, "ui")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// screenshot writes the whole page as name (a PNG) into the artifact directory.
 func (p page) screenshot(name string) {
 	p.t.Helper()
 	var png []byte
 	p.run("screenshot", chromedp.FullScreenshot(&png, 100))
-	path := filepath.Join(p.t.TempDir(), name)
+	path := filepath.Join(artifactDir(p.t), name)
 	if err := os.WriteFile(path, png, 0o644); err != nil {
 		p.t.Fatal(err)
 	}
@@ -210,95 +243,330 @@ func (p page) termType(line string) {
 	var box []float64
 	p.run("find the terminal screen", chromedp.Evaluate(`(() => { const r = document.querySelector(".term-screen").getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, &box))
 	p.run("focus the terminal", chromedp.MouseClickXY(box[0], box[1]))
-	p.run("type into the terminal", input.InsertText(line), chromedp.KeyEvent("\r"))
+	// Enter as a raw key press: a full key event also sends a character,
+	// which xterm.js would read as a second Enter.
+	enter := func(t input.KeyType) chromedp.Action {
+		return input.DispatchKeyEvent(t).WithKey("Enter").WithCode("Enter").WithWindowsVirtualKeyCode(13).WithNativeVirtualKeyCode(13)
+	}
+	p.run("type into the terminal", input.InsertText(line), enter(input.KeyRawDown), enter(input.KeyUp))
 }
 
-// TestWebUISessionPromptAndTerminal is the web UI as a person uses it: log in,
-// create a task and a demo session, prompt and see the reply, use the
-// terminal, reload and see it replayed, stop and resume the session.
-func TestWebUISessionPromptAndTerminal(t *testing.T) {
+// termPID types `echo MARK-$$` into the terminal and returns the shell pid it prints.
+func (p page) termPID(mark string) string {
+	p.t.Helper()
+	p.termType("echo " + mark + "-$$")
+	re := regexp.MustCompile(regexp.QuoteMeta(mark) + `-(\d+)`)
+	var pid string
+	waitFor(p.t, 60*time.Second, "the shell pid after "+mark, func() bool {
+		if m := re.FindStringSubmatch(p.text(".xterm-rows")); m != nil {
+			pid = m[1]
+			return true
+		}
+		return false
+	})
+	return pid
+}
+
+// location is the page's address.
+func (p page) location() string {
+	p.t.Helper()
+	var url string
+	p.run("read the location", chromedp.Evaluate(`location.href`, &url))
+	return url
+}
+
+// sessionOnPage is the id of the session whose page is shown.
+func (p page) sessionOnPage() string {
+	p.t.Helper()
+	url := p.location()
+	m := regexp.MustCompile(`/ui/sessions/([^/]+)$`).FindStringSubmatch(url)
+	if m == nil {
+		p.t.Fatalf("not a session page: %s", url)
+	}
+	return m[1]
+}
+
+// acceptDialogs answers yes to every confirm() the tab shows (Reset terminal asks).
+func acceptDialogs(ctx context.Context) {
+	chromedp.ListenTarget(ctx, func(ev any) {
+		if _, ok := ev.(*cdppage.EventJavascriptDialogOpening); ok {
+			go func() { _ = chromedp.Run(ctx, cdppage.HandleJavaScriptDialog(true)) }()
+		}
+	})
+}
+
+// uiNode starts n servers with the UI's token, the demo agents and a plain
+// shell, with auto-resume off (so that an ERROR stays for the user to see),
+// and returns the cluster and a client of its first node.
+func uiNode(t *testing.T, n int, separateIPs bool) (*harness.Cluster, *client.Client) {
+	t.Helper()
+	cfg := standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\nterminal {\n  shell = [\"/bin/sh\"]\n}\nrecovery {\n  auto_resume = \"none\"\n}\n", uiToken)
+	c := startCluster(t, n, separateIPs, cfg)
+	for _, node := range c.Nodes {
+		node.Token = uiToken // for the harness's own reads (Leader)
+	}
+	api, err := client.New(c.Nodes[0].URL(), uiToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "a leader", func() bool {
+		st, err := api.Status(testCtx(t))
+		return err == nil && st.LeaderID != ""
+	})
+	return c, api
+}
+
+// startDemoSession creates a task and a session of agent on the standalone
+// runtime through the API, and waits for it to be ready.
+func startDemoSession(t *testing.T, api *client.Client, title, agent string) *state.Session {
+	t.Helper()
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: title})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	return s
+}
+
+// login fills in the token when the page asks for it.
+func (p page) login() {
+	p.t.Helper()
+	p.fill("textbox", "Token", uiToken)
+	p.click("button", "Log in")
+}
+
+// TestWebUI is the web UI as a person uses it, in headless Chromium against
+// a real server process. The subtests share one server and one browser.
+func TestWebUI(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
 	ctx := browser(t)
-	// A plain shell: a login shell runs the machine's profile, which can take long.
-	cfg := standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\nterminal {\n  shell = [\"/bin/sh\"]\n}\n", uiToken)
-	node := startCluster(t, 1, false, cfg).Nodes[0]
-	api, err := client.New(node.URL(), uiToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 20*time.Second, "the node to lead", func() bool {
-		h, err := api.Health(testCtx(t))
-		return err == nil && h.Leader
+	acceptDialogs(ctx)
+	c, api := uiNode(t, 1, false)
+	node := c.Nodes[0]
+	p := func(t *testing.T) page { return page{t: t, ctx: ctx} }
+
+	// Log in, create a task and a demo session, prompt, use the terminal,
+	// reload, stop and resume.
+	t.Run("PromptTerminalReloadResume", func(t *testing.T) {
+		p := p(t)
+		// / redirects to the UI; the API's 401 asks for the token.
+		p.run("open the UI", chromedp.Navigate(node.URL()+"/"))
+		p.fill("textbox", "Token", uiToken) // a password field, named by its label
+		var inputType string
+		p.run("read the token field", chromedp.Evaluate(`document.activeElement.type`, &inputType))
+		if url := p.location(); inputType != "password" || !strings.HasSuffix(url, "/ui/") {
+			t.Fatalf("token field type %q at %s, want a password field at /ui/", inputType, url)
+		}
+		p.click("button", "Log in")
+
+		p.fill("textbox", "Title", "ui walkthrough")
+		p.click("button", "Create task")
+		p.click("link", "ui walkthrough")
+
+		p.choose("Agent", "demo")
+		p.choose("Runtime", "standalone")
+		p.click("button", "New session")
+		p.find("region", "Terminal") // shown once the executor is ready
+		sessionID := p.sessionOnPage()
+		for _, name := range []string{"Send", "Cancel turn", "Reset terminal", "Stop session"} {
+			p.find("button", name)
+		}
+
+		// A prompt's reply streams into the transcript.
+		p.fill("textbox", "Prompt", "remember apples")
+		p.click("button", "Send")
+		p.waitText("ol.messages", "ok, remembering apples")
+
+		p.termType("echo hi-$((6*7)) pid-$$")
+		p.waitText(".xterm-rows", "hi-42 pid-")
+		pid := regexp.MustCompile(`hi-42 pid-(\d+)`).FindStringSubmatch(p.text(".xterm-rows"))
+		if pid == nil {
+			t.Fatalf("no pid on the screen: %q", p.text(".xterm-rows"))
+		}
+		p.screenshot("session.png")
+
+		// Reload: the same session (the token is kept for the tab), the screen
+		// replayed, the same shell.
+		p.run("reload", chromedp.Reload())
+		p.find("region", "Terminal")
+		p.waitText(".xterm-rows", "hi-42 pid-"+pid[1])
+		p.waitText("ol.messages", "ok, remembering apples")
+		if n := len(p.query("textbox", "Token")); n != 0 {
+			t.Fatal("the page asked for the token again after a reload")
+		}
+		if got := p.termPID("again"); got != pid[1] {
+			t.Fatalf("shell pid %s after a reload, want %s", got, pid[1])
+		}
+
+		// Stop from the page: it offers "Resume session". While the resumed
+		// executor starts, the page shows a spinner and the workspace
+		// (terminals, files) is inert; then it is usable again.
+		p.click("button", "Stop session")
+		waitState(t, api, sessionID, state.SessionStopped)
+		p.find("button", "Resume session")
+		p.run("watch the workspace", chromedp.Evaluate(`window.seen = [];
+			new MutationObserver(() => {
+				const spinner = !!document.querySelector('[role=progressbar][aria-label=Starting]');
+				const executor = document.querySelector('dl.status').dataset.executor;
+				const inert = document.querySelector('section.workspace').inert;
+				window.seen.push({spinner, executor, inert});
+			}).observe(document.body, {subtree: true, childList: true, attributes: true}); 0`, nil))
+		p.click("button", "Resume session")
+		waitState(t, api, sessionID, state.SessionWaitingForInput)
+		p.find("region", "Terminal")
+		type seenState struct {
+			Spinner  bool   `json:"spinner"`
+			Executor string `json:"executor"`
+			Inert    bool   `json:"inert"`
+		}
+		var seen []seenState
+		waitFor(t, 20*time.Second, "the spinner to go once the executor is ready", func() bool {
+			var busy bool
+			p.run("read the workspace", chromedp.Evaluate(`window.seen`, &seen),
+				chromedp.Evaluate(`document.querySelector('section.workspace').inert || !!document.querySelector('[role=progressbar]')`, &busy))
+			return !busy
+		})
+		sawStarting := false
+		for _, s := range seen {
+			if s.Executor == "starting" && (!s.Spinner || !s.Inert) {
+				t.Fatalf("while the executor started the page showed spinner=%v, workspace inert=%v; want a spinner and an inert workspace", s.Spinner, s.Inert)
+			}
+			sawStarting = sawStarting || (s.Spinner && s.Inert)
+		}
+		if !sawStarting {
+			t.Fatalf("the page never showed the Starting spinner with the workspace disabled while the session resumed (%d changes seen)", len(seen))
+		}
+		p.fill("textbox", "Prompt", "recall")
+		p.click("button", "Send")
+		p.waitText("ol.messages", "you asked me to remember: apples")
+
+		// The task's page lists the session with its live state.
+		p.click("link", "Task")
+		p.find("link", "demo · standalone")
+		p.waitText("ul.sessions", "WAITING_FOR_INPUT")
+		p.screenshot("task.png")
 	})
-	p := page{t: t, ctx: ctx}
 
-	// / redirects to the UI; the API's 401 asks for the token.
-	p.run("open the UI", chromedp.Navigate(node.URL()+"/"))
-	p.fill("textbox", "Token", uiToken) // a password field, named by its label
-	var inputType, url string
-	p.run("read the token field", chromedp.Evaluate(`document.activeElement.type`, &inputType), chromedp.Evaluate(`location.href`, &url))
-	if inputType != "password" || !strings.HasSuffix(url, "/ui/") {
-		t.Fatalf("token field type %q at %s, want a password field at /ui/", inputType, url)
-	}
-	p.click("button", "Log in")
+	// Two tabs on one terminal: the second takes it over, the first offers
+	// "Take back"; Reset terminal gives a new shell. The second tab opens the
+	// session's address directly: after logging in it is on that page.
+	t.Run("TakeBackAndReset", func(t *testing.T) {
+		s := startDemoSession(t, api, "two tabs", "demo")
+		first := p(t)
+		first.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		first.find("region", "Terminal")
+		pid := first.termPID("first")
 
-	// Create a task and open it.
-	p.fill("textbox", "Title", "ui walkthrough")
-	p.click("button", "Create task")
-	p.click("link", "ui walkthrough")
+		tab, cancel := chromedp.NewContext(ctx)
+		defer cancel()
+		// The first Run opens the tab, and cancelling its context would close it.
+		if err := chromedp.Run(tab); err != nil {
+			t.Fatal(err)
+		}
+		acceptDialogs(tab)
+		second := page{t: t, ctx: tab}
+		second.run("open the session in a second tab", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		second.login() // a new tab has its own sessionStorage
+		second.find("region", "Terminal")
+		if got := second.sessionOnPage(); got != s.ID {
+			t.Fatalf("after logging in the second tab shows %s, want the session %s", got, s.ID)
+		}
+		second.waitText(".xterm-rows", "first-"+pid) // the same screen, replayed
+		first.waitText(".term-notice", "This terminal was opened elsewhere.")
+		first.click("button", "Take back")
+		second.waitText(".term-notice", "This terminal was opened elsewhere.")
+		second.find("button", "Take back")
+		if got := first.termPID("back"); got != pid {
+			t.Fatalf("shell pid %s after Take back, want %s", got, pid)
+		}
 
-	// A demo session on the standalone runtime.
-	p.choose("Agent", "demo")
-	p.choose("Runtime", "standalone")
-	p.click("button", "New session")
-	p.find("region", "Terminal") // shown once the executor is ready
-	p.run("read the session URL", chromedp.Evaluate(`location.href`, &url))
-	m := regexp.MustCompile(`/ui/sessions/([^/]+)$`).FindStringSubmatch(url)
-	if m == nil {
-		t.Fatalf("session page at %s", url)
-	}
-	sessionID := m[1]
-	for _, name := range []string{"Send", "Cancel turn", "Reset terminal"} {
-		p.find("button", name)
-	}
+		first.click("button", "Reset terminal") // confirmed by acceptDialogs
+		waitFor(t, 30*time.Second, "a clean screen after the reset", func() bool {
+			return !strings.Contains(first.text(".xterm-rows"), "back-"+pid)
+		})
+		if got := first.termPID("reset"); got == pid {
+			t.Fatalf("shell pid %s after Reset terminal, want a new shell", got)
+		}
+	})
 
-	// A prompt's reply streams into the transcript.
-	p.fill("textbox", "Prompt", "remember apples")
-	p.click("button", "Send")
-	p.waitText("ol.messages", "ok, remembering apples")
+	// The files panel lists the workspace and shows a file; the git panel
+	// shows the status and the diff.
+	t.Run("FilesAndGit", func(t *testing.T) {
+		s := startDemoSession(t, api, "files", "demo")
+		p := p(t)
+		p.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		p.find("region", "Terminal")
+		p.termType("mkdir -p src && printf 'one\\n' > src/notes.txt && git init -q && git add src && printf 'two\\n' >> src/notes.txt && echo made-$((1+1))")
+		p.waitText(".xterm-rows", "made-2")
+		p.click("tab", "Files")
+		p.find("region", "Files")
+		p.click("treeitem", "src")
+		p.click("treeitem", "notes.txt")
+		p.waitText("pre.viewer", "one\ntwo")
+		p.click("tab", "Git")
+		p.waitText("ul.changes", "src/notes.txt")
+		p.waitText("pre.diff", "+two")
+		p.click("tab", "Shell")
+		p.find("region", "Terminal")
+	})
 
-	// The terminal: type a command, see its output.
-	p.termType("echo hi-$((6*7)) pid-$$")
-	p.waitText(".xterm-rows", "hi-42 pid-")
-	pid := regexp.MustCompile(`hi-42 pid-(\d+)`).FindStringSubmatch(p.text(".xterm-rows"))
-	if pid == nil {
-		t.Fatalf("no pid on the screen: %q", p.text(".xterm-rows"))
-	}
-	p.screenshot("session.png")
+	// A session of an agent that cannot resume, stopped: the banner (a live
+	// region carrying the server's resume_message) and "New session", which
+	// starts a new session of the same agent.
+	t.Run("NonResumableBanner", func(t *testing.T) {
+		s := startDemoSession(t, api, "no resume", "demo-noresume")
+		p := p(t)
+		p.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		p.find("region", "Terminal")
+		p.click("button", "Stop session")
+		waitState(t, api, s.ID, state.SessionStopped)
+		st, err := api.SessionStatus(testCtx(t), s.ID)
+		if err != nil || st.ResumeMessage == nil {
+			t.Fatalf("status of the stopped session: %+v %v", st, err)
+		}
+		p.waitText("[role=status]:not([hidden])", "This agent doesn't support resuming. Start a new session.")
+		p.waitText("[role=status]:not([hidden])", *st.ResumeMessage)
+		if n := len(p.query("button", "Resume session")); n != 0 {
+			t.Fatal("a session that cannot resume offers Resume session")
+		}
+		p.screenshot("not-resumable.png")
+		p.click("button", "New session")
+		waitFor(t, 30*time.Second, "the new session's page", func() bool {
+			return !strings.HasSuffix(p.location(), s.ID)
+		})
+		p.find("region", "Terminal")
+		ns, err := api.GetSession(testCtx(t), p.sessionOnPage())
+		if err != nil || ns.Agent != "demo-noresume" || ns.TaskID != s.TaskID {
+			t.Fatalf("the new session: %+v %v, want demo-noresume in task %s", ns, err, s.TaskID)
+		}
+	})
 
-	// Reload: the page comes back to the same session (the token is kept for
-	// the tab), the screen is replayed and the shell is the same one.
-	p.run("reload", chromedp.Reload())
-	p.find("region", "Terminal")
-	p.waitText(".xterm-rows", "hi-42 pid-"+pid[1])
-	p.waitText("ol.messages", "ok, remembering apples")
-	if n := len(p.query("textbox", "Token")); n != 0 {
-		t.Fatal("the page asked for the token again after a reload")
-	}
-	p.termType("echo again-$$")
-	p.waitText(".xterm-rows", "again-"+pid[1])
-	p.screenshot("session-reloaded.png")
-
-	// Stop: the page offers "Resume session"; resuming keeps the conversation.
-	if _, err := api.Stop(testCtx(t), sessionID); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, api, sessionID, state.SessionStopped)
-	p.click("button", "Resume session")
-	waitState(t, api, sessionID, state.SessionWaitingForInput)
-	p.fill("textbox", "Prompt", "recall")
-	p.click("button", "Send")
-	p.waitText("ol.messages", "you asked me to remember: apples")
+	// agentctl dies: with auto-resume off the session is ERROR; the error
+	// badge (an alert carrying error_message) offers Retry, which resumes it.
+	t.Run("ErrorBadgeRetry", func(t *testing.T) {
+		s := startDemoSession(t, api, "errors", "demo")
+		promptAndWait(t, api, s.ID, "remember pears")
+		p := p(t)
+		p.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		p.find("region", "Terminal")
+		killPID(t, agentctlPID(t, api, s.ID))
+		failed := waitState(t, api, s.ID, state.SessionError)
+		p.waitText("[role=alert]", failed.ErrorMessage)
+		p.click("button", "Retry")
+		waitFor(t, 60*time.Second, "the session to run again", func() bool {
+			st, err := api.SessionStatus(testCtx(t), s.ID)
+			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		})
+		waitFor(t, 30*time.Second, "the error badge to go", func() bool { return p.text("[role=alert]") == "" })
+		p.find("region", "Terminal")
+		p.fill("textbox", "Prompt", "recall")
+		p.click("button", "Send")
+		p.waitText("ol.messages", "you asked me to remember: pears")
+	})
 }

@@ -46,7 +46,8 @@ function showLogin(failed: boolean): Promise<void> {
   });
 }
 
-export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+/** request sends an API call with the token, asking for it again on a 401. */
+async function request(method: string, path: string, body?: unknown): Promise<Response> {
   for (let attempt = 0; ; attempt++) {
     const headers: Record<string, string> = {};
     const t = token();
@@ -58,14 +59,25 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
       await login(t !== "");
       continue;
     }
-    const text = await resp.text();
-    const data = text ? JSON.parse(text) : {};
     if (!resp.ok) {
-      const err = data?.error ?? {};
+      const text = await resp.text();
+      let err: { code?: string; message?: string } = {};
+      try { err = JSON.parse(text)?.error ?? {}; } catch { /* not JSON */ }
       throw new ApiError(resp.status, err.code ?? "error", err.message ?? `${method} ${path}: ${resp.status}`);
     }
-    return data as T;
+    return resp;
   }
+}
+
+/** api calls a JSON route. */
+export async function api<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const text = await (await request(method, path, body)).text();
+  return (text ? JSON.parse(text) : {}) as T;
+}
+
+/** apiBytes reads a route that answers raw bytes (a workspace file). */
+export async function apiBytes(path: string): Promise<Uint8Array> {
+  return new Uint8Array(await (await request("GET", path)).arrayBuffer());
 }
 
 /** wsURL is the WebSocket address of an API path on this page's node. */
@@ -89,6 +101,10 @@ export interface Status {
   executor_status: string | null; runtime: string | null; is_agent_running: boolean;
   is_resumable: boolean; needs_resume: boolean; resume_reason: string | null;
   resume_message: string | null; error_message?: string | null;
+  node: string | null; worktree_path: string | null; worktree_branch: string | null;
 }
 export interface Message { id: string; role: string; text: string; complete: boolean; created_at: string; updated_at: string }
 export interface Event { type: string; session_id: string; task_id: string; index: number; data: Record<string, any> }
+export interface Agent { name: string; protocol: string; supports_session_resume?: boolean }
+export interface FileEntry { name: string; path: string; type: string; size: number; mode: string; mod_time: string }
+export interface GitStatus { is_repo: boolean; branch: string; entries: { path: string; status: string }[] | null }

@@ -1,16 +1,24 @@
 // A session's page, following the resumption design: status header, resume
-// banner and error badge, transcript streamed live, prompt box, terminal.
-import { api, ApiError, Message, Session, Status } from "./api";
+// banner and error badge, transcript streamed live, prompt box, and the
+// workspace (terminals, files, git), disabled while the executor starts.
+import { Agent, api, ApiError, Message, Session, Status } from "./api";
 import { badge, h, replace } from "./dom";
 import { EventStream } from "./events";
 import { navigate } from "./nav";
 import { TerminalPanel } from "./terminal";
+import { FilesPanel, GitPanel } from "./workspace";
 
 const autoResumeKey = "paddock.autoResume";
+const notResumableText = "This agent doesn't support resuming. Start a new session.";
+
+/** A tab of the workspace: a terminal, the files or git. */
+interface Tab { name: string; tab: HTMLElement; panel: HTMLElement; show: () => void; dispose: () => void }
 
 export async function sessionPage(root: HTMLElement, id: string): Promise<() => void> {
   const path = `/v1/sessions/${encodeURIComponent(id)}`;
   let session = await api<Session>("GET", path);
+  const agents = await api<{ agents: Agent[] }>("GET", "/v1/agents").then((r) => r.agents, () => [] as Agent[]);
+  const isPty = agents.find((a) => a.name === session.agent)?.protocol === "pty";
   const header = h("dl", { class: "status" });
   const banner = h("div", { class: "banner", role: "status" });
   const alert = h("div", { class: "alert-slot" });
@@ -23,10 +31,94 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   const form = h("form", { class: "prompt", "aria-label": "Prompt the agent" },
     h("label", { for: "prompt" }, "Prompt"), prompt, h("div", { class: "row" }, send, cancel));
   const autoResume = h("input", { type: "checkbox", id: "auto-resume", checked: localStorage.getItem(autoResumeKey) === "1" });
-  const termSlot = h("div", { class: "term-slot" });
   const messages = new Map<string, HTMLElement>();
-  let term: TerminalPanel | null = null;
   let autoResumed = false;
+
+  // The workspace: tabs over terminals, files and git. It is inert (and says
+  // why) until the executor is ready; terminals connect on first show.
+  const tablist = h("div", { class: "tabs", role: "tablist", "aria-label": "Workspace" });
+  const panels = h("div", { class: "tab-panels" });
+  const placeholder = h("p", { class: "muted workspace-note" });
+  const workspace = h("section", { class: "workspace", "aria-label": "Workspace" }, tablist, placeholder, panels);
+  const tabs: Tab[] = [];
+  let active = "";
+  let ready = false;
+  const shellsKey = `paddock.shells.${id}`;
+  const extraShells: string[] = JSON.parse(sessionStorage.getItem(shellsKey) ?? "[]");
+
+  function addTab(name: string, label: string, panel: HTMLElement, show: () => void, dispose = () => {}): void {
+    const tabID = `tab-${name}`;
+    const panelID = `panel-${name}`;
+    const tab = h("button", { type: "button", role: "tab", id: tabID, "aria-controls": panelID, "aria-selected": "false", tabindex: -1 }, label);
+    const wrap = h("div", { role: "tabpanel", id: panelID, "aria-labelledby": tabID, hidden: true }, panel);
+    tab.addEventListener("click", () => select(name));
+    tab.addEventListener("keydown", (e) => {
+      const i = tabs.findIndex((t) => t.name === name);
+      const next = e.key === "ArrowRight" ? i + 1 : e.key === "ArrowLeft" ? i - 1 : -2;
+      if (next === -2) return;
+      const t = tabs[(next + tabs.length) % tabs.length];
+      select(t.name);
+      t.tab.focus();
+    });
+    tablist.insertBefore(tab, newShell);
+    panels.append(wrap);
+    tabs.push({ name, tab, panel: wrap, show, dispose });
+  }
+
+  function select(name: string): void {
+    active = name;
+    for (const t of tabs) {
+      const on = t.name === name;
+      t.tab.setAttribute("aria-selected", String(on));
+      t.tab.tabIndex = on ? 0 : -1;
+      t.panel.hidden = !on;
+      if (on && ready) t.show();
+    }
+  }
+
+  function terminalTab(name: string, label: string): void {
+    let term: TerminalPanel | null = null;
+    const slot = h("div", { class: "term-slot" });
+    addTab(name, label, slot, () => {
+      if (!term) {
+        term = new TerminalPanel(id, name);
+        replace(slot, term.el);
+        term.start();
+      }
+      term.focus();
+    }, () => term?.dispose());
+  }
+
+  const newShell = h("button", { type: "button", class: "new-shell", onclick: () => {
+    let n = 2;
+    while (tabs.some((t) => t.name === `shell-${n}`)) n++;
+    const name = `shell-${n}`;
+    extraShells.push(name);
+    sessionStorage.setItem(shellsKey, JSON.stringify(extraShells));
+    terminalTab(name, name);
+    select(name);
+  } }, "New shell");
+  tablist.append(newShell);
+  terminalTab("shell", "Shell");
+  if (isPty) terminalTab("agent", "Agent");
+  for (const name of extraShells) terminalTab(name, name);
+  const files = new FilesPanel(path);
+  const git = new GitPanel(path);
+  addTab("files", "Files", files.el, () => files.show());
+  addTab("git", "Git", git.el, () => git.show());
+
+  function setReady(on: boolean, why: string): void {
+    workspace.inert = !on;
+    workspace.setAttribute("aria-disabled", String(!on));
+    workspace.classList.toggle("disabled", !on);
+    replace(placeholder, why);
+    placeholder.hidden = on;
+    if (on && !ready) {
+      ready = true;
+      select(active || "shell");
+    }
+    ready = on;
+  }
 
   const act = (fn: () => Promise<unknown>) => async () => {
     error.textContent = "";
@@ -34,6 +126,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     refresh();
   };
   const resume = act(() => api("POST", `${path}/resume`));
+  const stop = act(() => api("POST", `${path}/stop`));
   const newSession = act(async () => {
     const s = await api<Session>("POST", `/v1/tasks/${encodeURIComponent(session.task_id)}/sessions`, { agent: session.agent, runtime: session.runtime });
     navigate(`/ui/sessions/${s.id}`);
@@ -51,26 +144,35 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   async function loadStatus(): Promise<void> {
     const [st, s] = await Promise.all([api<Status>("GET", `${path}/status`), api<Session>("GET", path)]);
     session = s;
-    let node = "";
-    if (s.executor_id) {
-      try { node = (await api<{ node?: string }>("GET", `/v1/executors/${encodeURIComponent(s.executor_id)}`)).node ?? ""; } catch { /* gone */ }
+    let exError = "";
+    if (st.executor_status === "error" && s.executor_id) {
+      try { exError = (await api<{ error_message?: string }>("GET", `/v1/executors/${encodeURIComponent(s.executor_id)}`)).error_message ?? ""; } catch { /* gone */ }
     }
+    const starting = st.executor_status === "starting" || st.state === "STARTING";
     const field = (k: string, v: Node | string) => [h("dt", {}, k), h("dd", {}, v)];
     replace(header, ...field("State", badge(st.state)), ...field("Agent", s.agent), ...field("Runtime", s.runtime),
-      ...field("Node", node || "—"), ...field("Executor", st.executor_status ?? "—"));
-    if (st.executor_status === "starting" || st.state === "STARTING") header.append(h("span", { class: "spinner", "aria-label": "Starting" }));
+      ...field("Node", st.node ?? "—"), ...field("Executor", st.executor_status ?? "—"));
+    if (starting) header.append(h("span", { class: "spinner", role: "progressbar", "aria-label": "Starting" }));
+    header.dataset.state = st.state;
+    header.dataset.executor = st.executor_status ?? "";
 
     const notResumable = st.resume_reason === "not_resumable";
-    replace(banner, st.resume_message ?? "");
-    banner.hidden = !st.resume_message;
-    const errMsg = st.error_message ?? s.error_message ?? "";
+    // The banner carries the server's resume_message; a session whose agent
+    // cannot resume leads with what to do about it.
+    replace(banner,
+      notResumable ? h("strong", {}, notResumableText) : null, notResumable && st.resume_message ? " " : null,
+      st.resume_message ? h("span", { class: "detail" }, st.resume_message) : null);
+    banner.hidden = !st.resume_message && !notResumable;
+    const errMsg = s.error_message || exError;
     const failed = st.state === "ERROR" || st.executor_status === "error";
     replace(alert, failed && errMsg
-      ? h("div", { class: "error-badge", role: "alert" }, h("span", {}, errMsg), " ", h("button", { type: "button", onclick: resume }, "Retry"))
+      ? h("div", { class: "error-badge", role: "alert" }, h("span", {}, errMsg), " ",
+        st.is_resumable ? h("button", { type: "button", onclick: resume }, "Retry") : null)
       : null);
     replace(actions,
       st.needs_resume && st.is_resumable ? h("button", { type: "button", onclick: resume }, "Resume session") : null,
       notResumable ? h("button", { type: "button", onclick: newSession }, "New session") : null,
+      st.is_agent_running ? h("button", { type: "button", class: "secondary", onclick: stop }, "Stop session") : null,
       h("label", { for: "auto-resume", class: "toggle" }, autoResume, " Auto-resume"));
     if (st.needs_resume && st.is_resumable && autoResume.checked && !autoResumed) {
       autoResumed = true;
@@ -78,21 +180,31 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     }
     if (st.is_agent_running) autoResumed = false;
 
-    const ready = st.executor_status === "ready";
-    termSlot.classList.toggle("disabled", !ready);
-    if (ready && !term) {
-      term = new TerminalPanel(id);
-      replace(termSlot, term.el);
-      term.start();
-    } else if (!term) {
-      replace(termSlot, h("p", { class: "muted" }, st.executor_status === "starting" ? "The terminal opens when the executor is ready…" : "No executor is running; resume the session to open its terminal."));
-    }
+    // Terminals and files need the executor; once open, a terminal keeps
+    // its screen and reconnects by itself when the executor comes back.
+    const ok = st.executor_status === "ready";
+    setReady(ok, ok ? "" : starting ? "The executor is starting; the terminals and files open when it is ready…"
+      : "No executor is running; resume the session to open its terminals and files.");
   }
 
+  // refresh reads the status again soon: events that come close together
+  // share one read, and a read is never put off by later events.
   let pending = 0;
   function refresh(): void {
-    window.clearTimeout(pending);
-    pending = window.setTimeout(() => { loadStatus().catch((e) => { error.textContent = String(e.message); }); }, 50);
+    if (pending) return;
+    pending = window.setTimeout(() => {
+      pending = 0;
+      loadStatus().catch((e) => { error.textContent = String(e.message); });
+    }, 50);
+  }
+
+  // showStarting shows at once that the executor is starting (the status
+  // read that follows fills in the rest): the spinner, and the workspace
+  // disabled until it is ready.
+  function showStarting(): void {
+    header.dataset.executor = "starting";
+    if (!header.querySelector(".spinner")) header.append(h("span", { class: "spinner", role: "progressbar", "aria-label": "Starting" }));
+    setReady(false, "The executor is starting; the terminals and files open when it is ready…");
   }
 
   autoResume.addEventListener("change", () => localStorage.setItem(autoResumeKey, autoResume.checked ? "1" : "0"));
@@ -107,13 +219,14 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   });
   cancel.addEventListener("click", act(() => api("POST", `${path}/cancel`)));
 
+  setReady(false, "Loading…");
   replace(root,
     h("nav", {}, h("a", { href: "/ui/" }, "Tasks"), " / ", h("a", { href: `/ui/tasks/${session.task_id}` }, "Task")),
     h("h1", {}, "Session ", h("code", {}, id.slice(0, 8))),
     header, banner, alert, actions, error,
     h("div", { class: "panes" },
       h("section", { class: "chat", "aria-label": "Conversation" }, transcript, form),
-      termSlot));
+      workspace));
 
   // Subscribe first, then read: message events carry whole messages, so
   // applying one twice is harmless and nothing falls between the two.
@@ -121,11 +234,12 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     if (ev.type === "session.message.added" || ev.type === "session.message.updated") {
       showMessage(ev.data.message as Message);
     } else {
+      if (ev.type === "session.agentctl_starting" || (ev.type === "session.state_changed" && ev.data.to === "STARTING")) showStarting();
       refresh();
     }
   }, refresh);
   const { messages: initial } = await api<{ messages: Message[] }>("GET", `${path}/messages`);
   for (const m of initial) if (!messages.has(m.id)) showMessage(m);
   await loadStatus();
-  return () => { window.clearTimeout(pending); events.close(); term?.dispose(); };
+  return () => { window.clearTimeout(pending); events.close(); for (const t of tabs) t.dispose(); };
 }

@@ -1,10 +1,9 @@
 // A task's page: its sessions with live state badges, and "New session".
-import { api, ApiError, Session, Task } from "./api";
+import { Agent, api, ApiError, Session, Task } from "./api";
 import { badge, h, replace, when } from "./dom";
 import { EventStream } from "./events";
 import { navigate } from "./nav";
 
-interface Agent { name: string; protocol: string }
 interface Plugin { name: string; healthy?: boolean }
 
 export async function taskPage(root: HTMLElement, id: string): Promise<() => void> {

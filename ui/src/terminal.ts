@@ -31,7 +31,9 @@ export class TerminalPanel {
     this.notice = h("p", { class: "term-notice", "aria-live": "polite" });
     this.screen = h("div", { class: "term-screen" });
     const reset = h("button", { type: "button", onclick: () => this.reset() }, "Reset terminal");
-    this.el = h("section", { class: "terminal", role: "region", "aria-label": "Terminal" },
+    // The first shell is "Terminal"; others carry their name.
+    const label = name === "shell" ? "Terminal" : `Terminal ${name}`;
+    this.el = h("section", { class: "terminal", role: "region", "aria-label": label },
       h("div", { class: "term-bar" }, h("span", { class: "term-name" }, name), this.notice, reset),
       this.screen);
     this.term = new Terminal({ convertEol: false, cursorBlink: true, scrollback: 5000, fontSize: 13 });
@@ -137,16 +139,19 @@ export class TerminalPanel {
     }
     const end = off + b.length - 9;
     if (data.length > 0) {
-      this.term.write(data, () => this.maybeAck());
+      const epoch = this.epoch;
+      this.term.write(data, () => this.ack(epoch, end));
     }
     if (end > this.offset) this.offset = end;
   }
 
-  private maybeAck(): void {
-    if (this.offset < 0) return;
-    if (this.offset - this.acked >= ackEvery || this.offset < this.acked) {
-      this.acked = this.offset;
-      this.sendJSON({ type: "ack", offset: this.offset });
+  /** ack tells the server the screen has processed the stream up to end
+   * (once per ackEvery bytes), which is its credit for more output. */
+  private ack(epoch: string, end: number): void {
+    if (epoch !== this.epoch || end <= this.acked) return;
+    if (end - this.acked >= ackEvery || end >= this.offset) {
+      this.acked = end;
+      this.sendJSON({ type: "ack", offset: end });
     }
   }
 
