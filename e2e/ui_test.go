@@ -240,8 +240,14 @@ func (p page) choose(label, value string) {
 func (p page) termType(line string) {
 	p.t.Helper()
 	p.find("region", "Terminal")
+	p.termTypeIn(`[aria-label="Terminal"]`, line)
+}
+
+// termTypeIn types a line into the terminal region matching sel.
+func (p page) termTypeIn(sel, line string) {
+	p.t.Helper()
 	var box []float64
-	p.run("find the terminal screen", chromedp.Evaluate(`(() => { const r = document.querySelector(".term-screen").getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, &box))
+	p.run("find the terminal screen", chromedp.Evaluate(fmt.Sprintf(`(() => { const r = document.querySelector(%q).getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, sel+" .term-screen"), &box))
 	p.run("focus the terminal", chromedp.MouseClickXY(box[0], box[1]))
 	// Enter as a raw key press: a full key event also sends a character,
 	// which xterm.js would read as a second Enter.
@@ -492,6 +498,36 @@ func TestWebUI(t *testing.T) {
 		})
 		if got := first.termPID("reset"); got == pid {
 			t.Fatalf("shell pid %s after Reset terminal, want a new shell", got)
+		}
+	})
+
+	// A pty agent's own terminal is a tab of its own, beside the shell; "New
+	// shell" opens another shell, a separate process.
+	t.Run("AgentTerminalAndShellTabs", func(t *testing.T) {
+		s := startDemoSession(t, api, "pty agent", "demo-tty")
+		p := p(t)
+		p.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		p.find("region", "Terminal")
+		shell := p.termPID("main")
+		p.click("tab", "Agent")
+		p.find("region", "Terminal agent")
+		p.waitText(`[aria-label="Terminal agent"] .xterm-rows`, "demo>")
+		p.click("button", "New shell")
+		p.find("region", "Terminal shell-2")
+		var other string
+		waitFor(t, 30*time.Second, "the second shell's prompt", func() bool {
+			return strings.TrimSpace(p.text(`[aria-label="Terminal shell-2"] .xterm-rows`)) != ""
+		})
+		p.termTypeIn(`[aria-label="Terminal shell-2"]`, "echo second-$$")
+		waitFor(t, 30*time.Second, "the second shell's pid", func() bool {
+			m := regexp.MustCompile(`second-(\d+)`).FindStringSubmatch(p.text(`[aria-label="Terminal shell-2"] .xterm-rows`))
+			if m != nil {
+				other = m[1]
+			}
+			return m != nil
+		})
+		if other == shell {
+			t.Fatalf("New shell opened the same shell (pid %s)", shell)
 		}
 	})
 
