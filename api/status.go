@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Status is the session status object of GET /v1/sessions/{id}/status.
 // Pointer fields marshal as null when unknown; every field is always present.
 type Status struct {
@@ -21,6 +23,19 @@ type Status struct {
 	Node *string `json:"node"`
 	// LastTurnOutcome is how the last turn ended; null when none has.
 	LastTurnOutcome *TurnOutcome `json:"last_turn_outcome"`
+	// Controller is the client attached to the session's agent terminal;
+	// null when none is (or the agent has no terminal of its own).
+	Controller *Controller `json:"controller"`
+}
+
+// Controller identifies the client controlling a session's agent terminal:
+// the host, pid and start nonce its terminal hello carried (empty when it
+// gave none, as a browser) and when it attached.
+type Controller struct {
+	Host  string    `json:"host"`
+	PID   int       `json:"pid"`
+	Nonce string    `json:"nonce"`
+	Since time.Time `json:"since"`
 }
 
 // Resume reasons of the status object (docs/API.md, "Status object").

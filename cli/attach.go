@@ -218,7 +218,8 @@ func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-ch
 	ws.SetReadLimit(term.MaxFrameBytes + 64)
 
 	cols, rows := a.size()
-	h := term.Hello{Cols: cols, Rows: rows}
+	me := self()
+	h := term.Hello{Cols: cols, Rows: rows, Client: &me}
 	if a.hasPos {
 		pos := a.pos
 		h.Epoch, h.Offset = a.epoch, &pos

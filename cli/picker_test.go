@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -329,6 +330,12 @@ func TestPickerFrameGolden(t *testing.T) {
 }
 
 func TestClassify(t *testing.T) {
+	// A pid of this host that has exited.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPID := gone.Process.Pid
 	str := func(s string) *string { return &s }
 	agents := map[string]client.Agent{"demo": {Name: "demo", Protocol: "acp"}, "tty": {Name: "tty", Protocol: "pty"}}
 	sess := func(id, agent string, st api.SessionState) api.Session {
@@ -338,27 +345,29 @@ func TestClassify(t *testing.T) {
 		name        string
 		s           api.Session
 		st          *api.Status
-		ctrl        *controller
 		self        string
 		loadErr     error
 		word        string
 		disabledHas string
 		selectable  bool
 	}{
-		{"live", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, IsResumable: true}, nil, "", nil, wordLive, "", true},
-		{"resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, IsResumable: true, NeedsResume: true, ResumeReason: str(api.ReasonAgentNotRunning)}, nil, "", nil, wordResumable, "", true},
-		{"error but resumable", sess("a", "demo", api.SessionError), &api.Status{State: api.SessionError, IsResumable: true, NeedsResume: true}, nil, "", nil, wordError, "", true},
-		{"not resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, ResumeReason: str(api.ReasonNotResumable), ResumeMessage: str("This agent cannot resume previous sessions. Create a new session.")}, nil, "", nil, wordNotResumable, "not resumable: This agent cannot resume", false},
-		{"node unavailable", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsResumable: true, ResumeReason: str(api.ReasonNodeUnavailable), ResumeMessage: str("The session's node n2 does not answer.")}, nil, "", nil, wordNodeUnavailable, "its node does not answer", false},
-		{"own session", sess("me", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true}, nil, "me", nil, wordLive, "your own session", false},
-		{"another live owner", sess("a", "tty", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true}, &controller{Host: "laptop", PID: 42, Nonce: "n"}, "", nil, wordLive, "controlled by another client (laptop, pid 42", false},
-		{"agent not configured", sess("a", "gone", api.SessionStopped), &api.Status{State: api.SessionStopped, IsResumable: true, NeedsResume: true}, nil, "", nil, wordResumable, "agent not configured", false},
-		{"failed to load", sess("a", "demo", api.SessionStopped), nil, nil, "", errors.New("boom"), wordUnknown, "", false},
-		{"starting", sess("a", "demo", api.SessionStarting), &api.Status{State: api.SessionStarting, IsResumable: true}, nil, "", nil, wordStarting, "still starting", false},
+		{"live", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, IsResumable: true}, "", nil, wordLive, "", true},
+		{"resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, IsResumable: true, NeedsResume: true, ResumeReason: str(api.ReasonAgentNotRunning)}, "", nil, wordResumable, "", true},
+		{"error but resumable", sess("a", "demo", api.SessionError), &api.Status{State: api.SessionError, IsResumable: true, NeedsResume: true}, "", nil, wordError, "", true},
+		{"not resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, ResumeReason: str(api.ReasonNotResumable), ResumeMessage: str("This agent cannot resume previous sessions. Create a new session.")}, "", nil, wordNotResumable, "not resumable: This agent cannot resume", false},
+		{"node unavailable", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsResumable: true, ResumeReason: str(api.ReasonNodeUnavailable), ResumeMessage: str("The session's node n2 does not answer.")}, "", nil, wordNodeUnavailable, "its node does not answer", false},
+		{"own session", sess("me", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true}, "me", nil, wordLive, "your own session", false},
+		{"another live owner", sess("a", "tty", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, Controller: &api.Controller{Host: "laptop", PID: 42, Nonce: "n"}}, "", nil, wordLive, "controlled by another client (laptop, pid 42", false},
+		{"a browser controls it", sess("a", "tty", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, Controller: &api.Controller{}}, "", nil, wordLive, "controlled by another client (a client that did not say who it is", false},
+		{"its controller here has exited", sess("a", "tty", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, Controller: &api.Controller{Host: self().Host, PID: deadPID, Nonce: "n"}}, "", nil, wordLive, "", true},
+		{"this pid under another nonce", sess("a", "tty", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, Controller: &api.Controller{Host: self().Host, PID: os.Getpid(), Nonce: "an older process"}}, "", nil, wordLive, "", true},
+		{"agent not configured", sess("a", "gone", api.SessionStopped), &api.Status{State: api.SessionStopped, IsResumable: true, NeedsResume: true}, "", nil, wordResumable, "agent not configured", false},
+		{"failed to load", sess("a", "demo", api.SessionStopped), nil, "", errors.New("boom"), wordUnknown, "", false},
+		{"starting", sess("a", "demo", api.SessionStarting), &api.Status{State: api.SessionStarting, IsResumable: true}, "", nil, wordStarting, "still starting", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := classify(tc.s, "title", tc.st, tc.ctrl, agents, tc.self, tc.loadErr)
+			r := classify(tc.s, "title", tc.st, agents, tc.self, tc.loadErr)
 			if r.Word != tc.word {
 				t.Errorf("word %q, want %q", r.Word, tc.word)
 			}

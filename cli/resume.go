@@ -122,7 +122,7 @@ func handoff(e *env, r pickRow) error {
 	if r.Protocol == "pty" {
 		argv = append(argv, "-name", "agent")
 	}
-	env := append(os.Environ(), EnvAddress+"="+e.g.address, EnvToken+"="+e.g.token)
+	env := withEnv(os.Environ(), EnvAddress+"="+e.g.address, EnvToken+"="+e.g.token, envControllerNonce+"="+self().Nonce)
 	if r.Protocol != "pty" {
 		fmt.Fprintf(e.stdout, "Session %s is live; its agent takes prompts with \"paddock session prompt %s TEXT\". Opening its shell (detach with ctrl-]).\n", r.ID, r.ID)
 	} else {
@@ -132,6 +132,23 @@ func handoff(e *env, r pickRow) error {
 		return fmt.Errorf("exec %s: %w", exe, err)
 	}
 	return nil
+}
+
+// withEnv returns env with the KEY=VALUE pairs of set in place of the same
+// keys' (the first of duplicate keys is the one a program reads).
+func withEnv(env []string, set ...string) []string {
+	out := make([]string, 0, len(env)+len(set))
+	replaced := map[string]bool{}
+	for _, kv := range set {
+		k, _, _ := strings.Cut(kv, "=")
+		replaced[k] = true
+	}
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); !replaced[k] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, set...)
 }
 
 // workspaceDirs are the current directory and its git top level, with
@@ -191,15 +208,6 @@ func (s pickerScope) inScope(t api.Task) bool {
 type rowLoader struct {
 	c    *client.Client
 	self string // the caller's own session (PADDOCK_SESSION_ID)
-}
-
-// controller is the client controlling a session's agent terminal, as the
-// status object reports it (null when none, absent on older servers).
-type controller struct {
-	Host  string    `json:"host"`
-	PID   int       `json:"pid"`
-	Nonce string    `json:"nonce"`
-	Since time.Time `json:"since"`
 }
 
 // list loads the rows of every session in scope; a session whose status
@@ -268,18 +276,8 @@ func (l *rowLoader) agents(ctx context.Context) map[string]client.Agent {
 
 // row reads one session's status and classifies it.
 func (l *rowLoader) row(ctx context.Context, s api.Session, title string, agents map[string]client.Agent) pickRow {
-	var raw []byte
-	st, err := l.c.SessionStatus(ctx, s.ID, client.CaptureBody(&raw))
-	var ctrl *controller
-	if err == nil {
-		var extra struct {
-			Controller *controller `json:"controller"`
-		}
-		if json.Unmarshal(raw, &extra) == nil {
-			ctrl = extra.Controller
-		}
-	}
-	return classify(s, title, st, ctrl, agents, l.self, err)
+	st, err := l.c.SessionStatus(ctx, s.ID)
+	return classify(s, title, st, agents, l.self, err)
 }
 
 // check re-reads one row with every check, for a selection.
@@ -309,7 +307,7 @@ func (l *rowLoader) resume(ctx context.Context, e *env, id string) error {
 
 // classify turns a session and its status into a picker row: its state in
 // words and, when it cannot be selected, why.
-func classify(s api.Session, title string, st *api.Status, ctrl *controller, agents map[string]client.Agent, self string, loadErr error) pickRow {
+func classify(s api.Session, title string, st *api.Status, agents map[string]client.Agent, self string, loadErr error) pickRow {
 	r := pickRow{
 		ID: s.ID, TaskID: s.TaskID, Title: title, Agent: s.Agent, State: s.State,
 		LastActivity: s.LastActivityAt, Outcome: string(s.LastTurnOutcome), Detail: s.ErrorMessage,
@@ -355,9 +353,14 @@ func classify(s api.Session, title string, st *api.Status, ctrl *controller, age
 	switch {
 	case self != "" && s.ID == self:
 		r.Disabled = "this is your own session (this terminal runs inside it)"
-	case ctrl != nil:
-		r.Disabled = fmt.Sprintf("its agent terminal is controlled by another client (%s, pid %d, since %s)",
-			orDefault(ctrl.Host, "unknown host"), ctrl.PID, ctrl.Since.Local().Format("15:04:05"))
+	case ownerOf(st.Controller) == ownerOther:
+		ctrl := st.Controller
+		who := "a client that did not say who it is"
+		if ctrl.Host != "" {
+			who = fmt.Sprintf("%s, pid %d", ctrl.Host, ctrl.PID)
+		}
+		r.Disabled = fmt.Sprintf("its agent terminal is controlled by another client (%s, since %s)",
+			who, ctrl.Since.Local().Format("15:04:05"))
 	case reason == api.ReasonNodeUnavailable:
 		r.Disabled = "its node does not answer"
 	case agents != nil && !known && !st.IsAgentRunning:

@@ -162,11 +162,11 @@ func serve(args []string) int {
 		Shell: shell.argv, Dir: absWS, ReplayBytes: *replayBytes, IdleTimeout: *idleTimeout,
 		// Requests carry the agentctl secret; Origin is the supervisor's to check.
 		CheckOrigin: func(*http.Request) bool { return true },
-		External:    map[string]func() (term.External, error){"agent": func() (term.External, error) { return agentPTY(srv) }},
+		External:    map[string]func() (term.External, error){agentctl.AgentTerminalName: func() (term.External, error) { return agentPTY(srv) }},
 		Logger:      log.Named("terminals"),
 	})
 	defer terms.Close()
-	opts.Terminals = terms
+	opts.Terminals = terminals{terms}
 	srv, err = agentctl.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentctl serve:", err)
@@ -298,4 +298,13 @@ func host(args []string) int {
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	return 0
+}
+
+// terminals adapts the terminal manager to agentctl.Terminals.
+type terminals struct{ *term.Manager }
+
+// ControllerOf implements agentctl.Terminals.
+func (t terminals) ControllerOf(name string) (agentctl.TerminalController, bool) {
+	c, ok := t.Controller(name)
+	return agentctl.TerminalController{Host: c.Host, PID: c.PID, Nonce: c.Nonce, Since: c.Since}, ok
 }

@@ -29,10 +29,17 @@ var errBadRequest = errors.New("bad request")
 // maxBody bounds JSON request bodies.
 const maxBody = 1 << 20
 
-// Terminals serves terminal WebSockets; implemented by shared/term.
+// Terminals serves terminal WebSockets and says who controls one; implemented by
+// shared/term (cmd/agentctl adapts its Manager).
 type Terminals interface {
 	ServeTerminal(w http.ResponseWriter, r *http.Request, name string)
+	// ControllerOf reports the connection controlling the named terminal; false
+	// when none does.
+	ControllerOf(name string) (TerminalController, bool)
 }
+
+// AgentTerminal is the name of the terminal that shows a pty agent's own PTY.
+const AgentTerminalName = "agent"
 
 // Options configure a Server.
 type Options struct {
@@ -156,7 +163,15 @@ func (s *Server) routes() {
 	mux.HandleFunc("GET /v1/health", s.health)
 	mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	mux.HandleFunc("POST /v1/probe", s.handleProbe)
-	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.mgr.state()) })
+	mux.HandleFunc("GET /v1/agent", func(w http.ResponseWriter, r *http.Request) {
+		st := s.mgr.state()
+		if s.opts.Terminals != nil {
+			if c, ok := s.opts.Terminals.ControllerOf(AgentTerminalName); ok {
+				st.Controller = &c
+			}
+		}
+		writeJSON(w, 200, st)
+	})
 	mux.HandleFunc("POST /v1/agent/start", s.fenced(s.start))
 	mux.HandleFunc("POST /v1/agent/prompt", s.fenced(s.prompt))
 	mux.HandleFunc("POST /v1/agent/cancel", s.fenced(s.cancel))

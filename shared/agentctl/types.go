@@ -163,6 +163,18 @@ type AgentState struct {
 	LastOutcome           string `json:"last_outcome,omitempty"`
 	ExitCode              *int   `json:"exit_code"`
 	Error                 string `json:"error,omitempty"`
+	// Controller is the client controlling the agent terminal (GET /v1/agent
+	// only; nil when none is attached).
+	Controller *TerminalController `json:"controller,omitempty"`
+}
+
+// TerminalController is the client controlling a terminal: the host, pid and
+// nonce its hello gave (empty when it gave none) and when it attached.
+type TerminalController struct {
+	Host  string    `json:"host"`
+	PID   int       `json:"pid"`
+	Nonce string    `json:"nonce"`
+	Since time.Time `json:"since"`
 }
 
 // Message is one conversation message with its whole text so far.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Subprotocol is the WebSocket subprotocol of Paddock terminals.
@@ -131,13 +133,56 @@ type Message interface {
 }
 
 // Hello is the client's first message. Epoch and Offset are set by a client that kept
-// its screen and wants only what it missed; Token authenticates browsers.
+// its screen and wants only what it missed; Token authenticates browsers; Client names
+// the program that will control the terminal (optional).
 type Hello struct {
-	Cols   int    `json:"cols"`
-	Rows   int    `json:"rows"`
-	Epoch  string `json:"epoch,omitempty"`
-	Offset *int64 `json:"offset,omitempty"`
-	Token  string `json:"token,omitempty"`
+	Cols   int       `json:"cols"`
+	Rows   int       `json:"rows"`
+	Epoch  string    `json:"epoch,omitempty"`
+	Offset *int64    `json:"offset,omitempty"`
+	Token  string    `json:"token,omitempty"`
+	Client *ClientID `json:"client,omitempty"`
+}
+
+// ClientID identifies a terminal's controlling program: its host, its pid there and
+// a nonce it made at start, so a reused pid is a different client.
+type ClientID struct {
+	Host  string `json:"host"`
+	PID   int    `json:"pid"`
+	Nonce string `json:"nonce"`
+}
+
+// Bounds of a ClientID's fields.
+const (
+	maxClientHost  = 255
+	maxClientNonce = 128
+)
+
+// check validates a client identity: bounded, printable strings and a pid that is
+// not negative.
+func (c ClientID) check() error {
+	switch {
+	case c.PID < 0:
+		return fmt.Errorf("hello client pid %d: %w", c.PID, ErrBadField)
+	case len(c.Host) > maxClientHost || !printable(c.Host):
+		return fmt.Errorf("hello client host (at most %d printable bytes): %w", maxClientHost, ErrBadField)
+	case len(c.Nonce) > maxClientNonce || !printable(c.Nonce):
+		return fmt.Errorf("hello client nonce (at most %d printable bytes): %w", maxClientNonce, ErrBadField)
+	}
+	return nil
+}
+
+// printable reports whether s is valid UTF-8 without control characters.
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // Attached answers a hello: which terminal, its epoch, the stream offset where live
@@ -292,6 +337,9 @@ func DecodeClientMessage(b []byte) (Message, error) {
 			h := m.(Hello)
 			if err = CheckSize(h.Cols, h.Rows); err == nil && h.Offset != nil && *h.Offset < 0 {
 				err = fmt.Errorf("hello offset %d: %w", *h.Offset, ErrBadField)
+			}
+			if err == nil && h.Client != nil {
+				err = h.Client.check()
 			}
 		}
 	case "resize":

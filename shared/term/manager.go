@@ -110,6 +110,7 @@ type entry struct {
 	name string
 	term *Terminal
 	conn *conn       // the controlling connection, nil when detached
+	ctrl Controller  // who conn is, while conn is set
 	idle *time.Timer // running while detached
 	gen  uint64      // bumped on every attach/detach to invalidate stale idle timers
 }
@@ -170,6 +171,24 @@ func (m *Manager) Terminal(name string) (*Terminal, bool) {
 		return nil, false
 	}
 	return e.term, true
+}
+
+// Controller is the connection controlling a terminal: the identity its hello gave
+// (empty fields when it gave none) and when it attached.
+type Controller struct {
+	ClientID
+	Since time.Time `json:"since"`
+}
+
+// Controller reports who controls the named terminal; false when no connection does.
+func (m *Manager) Controller(name string) (Controller, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entries[name]
+	if !ok || e.conn == nil {
+		return Controller{}, false
+	}
+	return e.ctrl, true
 }
 
 // Names lists the running terminals.
@@ -300,6 +319,10 @@ func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
 		e.conn.takeOver()
 	}
 	e.conn = c
+	e.ctrl = Controller{Since: time.Now().UTC()}
+	if h.Client != nil {
+		e.ctrl.ClientID = *h.Client
+	}
 	e.gen++
 	_ = e.term.Resize(h.Cols, h.Rows)
 	return e.term, notice, nil
@@ -314,6 +337,7 @@ func (m *Manager) detach(c *conn) {
 		return
 	}
 	e.conn = nil
+	e.ctrl = Controller{}
 	e.gen++
 	gen := e.gen
 	e.idle = time.AfterFunc(m.opts.IdleTimeout, func() { m.expire(e, gen) })

@@ -154,6 +154,30 @@ func TestExitedShellIsReplacedWithNotice(t *testing.T) {
 	}
 }
 
+// The manager knows who controls a terminal: the identity of the hello of
+// the connection attached last, until it detaches.
+func TestControllerIsTheAttachedClient(t *testing.T) {
+	m, srv := newTestServer(t, Options{})
+	if _, ok := m.Controller("shell"); ok {
+		t.Fatal("a controller before any attach")
+	}
+	first := ClientID{Host: "laptop", PID: 42, Nonce: "n1"}
+	c1, _ := attach(t, srv, "shell", Hello{Client: &first})
+	if got, ok := m.Controller("shell"); !ok || got.ClientID != first || time.Since(got.Since) > time.Minute {
+		t.Fatalf("controller %+v %v, want %+v", got, ok, first)
+	}
+	c2, _ := attach(t, srv, "shell", Hello{})
+	c1.waitClosed()
+	if got, ok := m.Controller("shell"); !ok || got.ClientID != (ClientID{}) {
+		t.Fatalf("after an anonymous takeover: %+v %v", got, ok)
+	}
+	_ = c2.ws.Close()
+	waitFor(t, 10*time.Second, "the controller to go", func() bool {
+		_, ok := m.Controller("shell")
+		return !ok
+	})
+}
+
 func TestSecondClientTakesOver(t *testing.T) {
 	_, srv := newTestServer(t, Options{})
 	c1, a1 := attach(t, srv, "shell", Hello{})

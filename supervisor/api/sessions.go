@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"regexp"
@@ -157,8 +158,37 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.statusOf(sess))
+	st := s.statusOf(sess)
+	if st.IsAgentRunning {
+		st.Controller = s.agentTerminalController(r.Context(), sess)
+	}
+	writeJSON(w, http.StatusOK, st)
 	return nil
+}
+
+// controllerTimeout bounds the status object's question to agentctl about
+// the agent terminal's controller; without an answer the field is null.
+const controllerTimeout = time.Second
+
+// agentTerminalController asks the session's agentctl who controls its agent
+// terminal. Only a pty agent has one; nil when nobody is attached or agentctl
+// does not answer in time.
+func (s *Server) agentTerminalController(ctx context.Context, sess state.Session) *state.Controller {
+	if a := s.cfg.Agent(sess.Agent); a == nil || a.Protocol != config.ProtocolPTY || s.sessions == nil {
+		return nil
+	}
+	c, err := s.sessions.Agentctl(sess.ID)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, controllerTimeout)
+	defer cancel()
+	ag, err := c.AgentState(ctx)
+	if err != nil || ag.Controller == nil {
+		return nil
+	}
+	ctl := state.Controller(*ag.Controller)
+	return &ctl
 }
 
 // statusOf computes a session's status object from replicated state and the

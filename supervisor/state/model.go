@@ -33,6 +33,8 @@ type (
 	Event = api.Event
 	// Status is the session status object.
 	Status = api.Status
+	// Controller identifies the client controlling an agent terminal.
+	Controller = api.Controller
 )
 
 // Session states.
