@@ -97,6 +97,9 @@ type Options struct {
 	Logger hclog.Logger
 	// Registry receives the API's metrics (a new one when nil).
 	Registry *prometheus.Registry
+	// Gatherers are more metric sources /v1/metrics serves (raft's own,
+	// from supervisor/telemetry).
+	Gatherers []prometheus.Gatherer
 	// LeaderWait bounds how long a request waits for a leader (default 5s).
 	LeaderWait time.Duration
 }
@@ -152,7 +155,7 @@ func New(opts Options) *Server {
 		transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	s.rate = newRateLimit(opts.Config.Limits.MaxRequestRate)
 	s.sockets = &socketCount{max: int64(opts.Config.Limits.MaxWebsockets)}
-	s.metrics = newMetrics(opts.Registry, opts.Cluster)
+	s.metrics = newMetrics(opts.Registry, opts.Gatherers, opts.Cluster, opts.Plugins)
 	s.routes()
 	return s
 }
@@ -194,11 +197,11 @@ func (s *Server) routes() {
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
 	// Terminals are served by any node: the executor's address and secret
 	// are replicated, and a WebSocket should not detour through the leader.
-	s.handle("GET /v1/sessions/{id}/terminal", local|socket|manage, s.terminal)
+	s.handle("GET /v1/sessions/{id}/terminal", local|socket|manage, s.counted(streamTerminal, s.terminal))
 	s.handle("GET /v1/executors", 0, s.listExecutors)
 	s.handle("GET /v1/executors/{id}", 0, s.getExecutor)
 	s.handle("GET /v1/agents", 0, s.agents)
-	s.handle("GET /v1/events", local|socket, s.events)
+	s.handle("GET /v1/events", local|socket, s.counted(streamEvents, s.events))
 
 	// Node-to-node routes. A join reaches the leader directly (a node asks
 	// the leader it knows), so none of these is forwarded.
@@ -223,6 +226,15 @@ func (s *Server) routes() {
 
 // handlerFunc is a handler that returns its error for uniform reporting.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// counted counts a WebSocket route's open streams in
+// paddock_websocket_connections while its handler runs.
+func (s *Server) counted(stream string, h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		defer s.metrics.stream(stream)()
+		return h(w, r)
+	}
+}
 
 // handle registers a route with its middleware: request rate, authentication,
 // WebSocket count, body limit, forwarding to the leader, metrics and error

@@ -110,6 +110,9 @@ type instance struct {
 	pid     int
 	healthy bool
 	err     string
+	// restarts counts the loads supervise attempted after losing the
+	// plugin (failed attempts included: a crash loop shows as a climb).
+	restarts int
 }
 
 // New checks opts and returns a Manager; nothing starts until Start.
@@ -364,6 +367,7 @@ func (m *Manager) List() []Status {
 			Healthy:      inst.healthy,
 			Error:        inst.err,
 			PID:          inst.pid,
+			Restarts:     inst.restarts,
 		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

@@ -12,7 +12,7 @@ import (
 //
 //	{"name":"standalone","version":"0.1.0","api_version":"1",
 //	 "capabilities":{"supports_workspace_only":true,"survives_supervisor_restart":true,"node_local":true, …extra},
-//	 "healthy":true,"error":"","pid":1234}
+//	 "healthy":true,"error":"","pid":1234,"restarts":0}
 //
 // where the capabilities object also holds every Extra capability by name.
 type Status struct {
@@ -25,6 +25,9 @@ type Status struct {
 	Error string `json:"error"`
 	// PID is the plugin process id (0 when not running).
 	PID int `json:"pid"`
+	// Restarts counts this server's attempts to start the plugin again
+	// after it was lost (exited or stopped answering).
+	Restarts int `json:"restarts"`
 }
 
 // Capability names of the fields of runtime.Capabilities in JSON.
@@ -42,6 +45,7 @@ type statusJSON struct {
 	Healthy      bool            `json:"healthy"`
 	Error        string          `json:"error"`
 	PID          int             `json:"pid"`
+	Restarts     int             `json:"restarts"`
 }
 
 // CapabilitiesMap flattens c into one name → bool map (Extra first, so the
@@ -84,7 +88,7 @@ func (s Status) MarshalJSON() ([]byte, error) {
 	return json.Marshal(statusJSON{
 		Name: s.Name, Version: s.Version, APIVersion: s.APIVersion,
 		Capabilities: CapabilitiesMap(s.Capabilities),
-		Healthy:      s.Healthy, Error: s.Error, PID: s.PID,
+		Healthy:      s.Healthy, Error: s.Error, PID: s.PID, Restarts: s.Restarts,
 	})
 }
 
@@ -97,7 +101,7 @@ func (s *Status) UnmarshalJSON(data []byte) error {
 	*s = Status{
 		Name: j.Name, Version: j.Version, APIVersion: j.APIVersion,
 		Capabilities: CapabilitiesFromMap(j.Capabilities),
-		Healthy:      j.Healthy, Error: j.Error, PID: j.PID,
+		Healthy:      j.Healthy, Error: j.Error, PID: j.PID, Restarts: j.Restarts,
 	}
 	return nil
 }

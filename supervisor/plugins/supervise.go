@@ -43,6 +43,9 @@ func (m *Manager) supervise(inst *instance) {
 			case <-t.C:
 			}
 			backoff = min(backoff*2, m.opts.RestartBackoffMax)
+			m.mu.Lock()
+			inst.restarts++
+			m.mu.Unlock()
 			_, err := m.load(m.ctx, inst, false)
 			if err == nil {
 				break

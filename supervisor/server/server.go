@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,6 +23,7 @@ import (
 	"github.com/paddockhq/paddock/supervisor/recovery"
 	"github.com/paddockhq/paddock/supervisor/sessions"
 	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/supervisor/telemetry"
 )
 
 // Server is a running Paddock server.
@@ -43,6 +45,14 @@ type Server struct {
 // Start opens the data dir, starts raft and serves the HTTP API. The HTTP
 // listener is bound before raft starts so peers can reach this node at once.
 func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
+	// Raft reports its metrics through go-metrics' global sink: install it
+	// before raft starts.
+	var gatherers []prometheus.Gatherer
+	if raftMetrics, err := telemetry.Raft(); err != nil {
+		log.Warn("raft metrics are not exported", "error", err)
+	} else {
+		gatherers = append(gatherers, raftMetrics)
+	}
 	// Plugins first: a plugin that refuses its config block stops the start
 	// before anything else happens (exit 1 with HCL diagnostics).
 	pm, err := plugins.New(plugins.Options{Dir: cfg.PluginDir, DataDir: cfg.DataDir, NodeAddr: cfg.BindAddr, Plugins: cfg.Plugins, Logger: log.Named("plugins")})
@@ -94,7 +104,10 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s.Nodes.OnUp(s.Recovery.RecoverNode)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(s.Recovery.Collectors()...)
-	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Nodes: s.Nodes, Config: cfg, Logger: log.Named("api"), LeaderWait: leaderWait, Registry: registry})
+	registry.MustRegister(telemetry.RaftLog(node.Raft(), filepath.Join(cfg.DataDir, "raft", "raft.db"))...)
+	registry.MustRegister(telemetry.BuildInfo(""))
+	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Nodes: s.Nodes, Config: cfg, Logger: log.Named("api"),
+		LeaderWait: leaderWait, Registry: registry, Gatherers: gatherers})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {
 		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())

@@ -1,0 +1,118 @@
+package telemetry
+
+import (
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	metrics "github.com/hashicorp/go-metrics"
+	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The raft metrics every node exports from its start (declared up front, so
+// they are there before raft first reports them and never expire). Timers
+// are summaries in milliseconds, as go-metrics reports them; their names are
+// raft's keys with the "paddock" prefix ("raft.commitTime" becomes
+// paddock_raft_commitTime).
+var raftSummaries = []gmprom.SummaryDefinition{
+	{Name: []string{"paddock", "raft", "commitTime"}, Help: "Milliseconds from a raft log entry's dispatch on the leader to its commit (a quorum has it)."},
+	{Name: []string{"paddock", "raft", "fsm", "apply"}, Help: "Milliseconds to apply one committed entry to Paddock's state."},
+	{Name: []string{"paddock", "raft", "leader", "lastContact"}, Help: "Milliseconds since the leader last heard from a quorum, sampled on the leader (raft's leader.lastContact)."},
+	{Name: []string{"paddock", "raft", "leader", "dispatchLog"}, Help: "Milliseconds for the leader to write a batch of entries to its own log."},
+	{Name: []string{"paddock", "raft", "rpc", "appendEntries"}, Help: "Milliseconds a follower takes to handle one AppendEntries RPC."},
+}
+
+var raftCounters = []gmprom.CounterDefinition{
+	{Name: []string{"paddock", "raft", "apply"}, Help: "Raft log entries this node applied as leader (commands it proposed)."},
+	{Name: []string{"paddock", "raft", "state", "leader"}, Help: "Times this node became raft leader."},
+	{Name: []string{"paddock", "raft", "state", "candidate"}, Help: "Times this node started an election."},
+	{Name: []string{"paddock", "raft", "transition", "heartbeat_timeout"}, Help: "Times this follower lost its leader's heartbeat."},
+}
+
+// raftBlocked are raft keys repeated once per peer id in the name (raft also
+// reports them with a peer label); they would make one family per server.
+var raftBlocked = []string{
+	"paddock.raft.replication.heartbeat.",
+	"paddock.raft.replication.appendEntries.rpc.",
+	"paddock.raft.replication.appendEntries.logs.",
+	"paddock.raft.replication.installSnapshot.",
+}
+
+var (
+	raftOnce     sync.Once
+	raftRegistry *prometheus.Registry
+	raftErr      error
+)
+
+// Raft returns the Prometheus families of raft's own metrics. The first call
+// installs a go-metrics Prometheus sink as go-metrics' global sink (raft
+// reports through the global, so there is one per process; in-process test
+// clusters share it). Metrics raft stops reporting expire after ten minutes,
+// except the declared ones above.
+func Raft() (prometheus.Gatherer, error) {
+	raftOnce.Do(func() {
+		reg := prometheus.NewRegistry()
+		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{
+			Registerer:         reg,
+			Expiration:         10 * time.Minute,
+			Name:               "paddock_raft",
+			SummaryDefinitions: raftSummaries,
+			CounterDefinitions: raftCounters,
+		})
+		if err != nil {
+			raftErr = err
+			return
+		}
+		conf := metrics.DefaultConfig("paddock")
+		conf.EnableHostname = false
+		conf.EnableRuntimeMetrics = false // the Go collector reports the runtime
+		conf.BlockedPrefixes = raftBlocked
+		if _, err := metrics.NewGlobal(conf, sink); err != nil {
+			raftErr = err
+			return
+		}
+		raftRegistry = reg
+	})
+	return raftRegistry, raftErr
+}
+
+// RaftLog returns gauges of the raft log's size: entries since the last
+// snapshot (what a restart replays and what the next snapshot compacts)
+// and the bytes of the log store file at dbPath.
+func RaftLog(r *raft.Raft, dbPath string) []prometheus.Collector {
+	stat := func(key string) float64 {
+		n, _ := strconv.ParseUint(r.Stats()[key], 10, 64)
+		return float64(n)
+	}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_log_entries",
+			Help: "Raft log entries after the last snapshot (last log index minus last snapshot index)."},
+			func() float64 {
+				s := r.Stats()
+				last, _ := strconv.ParseUint(s["last_log_index"], 10, 64)
+				snap, _ := strconv.ParseUint(s["last_snapshot_index"], 10, 64)
+				if last < snap {
+					return 0
+				}
+				return float64(last - snap)
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_log_store_bytes",
+			Help: "Size of this node's raft log store file (raft.db) in bytes."},
+			func() float64 {
+				fi, err := os.Stat(dbPath)
+				if err != nil {
+					return 0
+				}
+				return float64(fi.Size())
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_last_log_index", Help: "Index of the last entry in this node's raft log."},
+			func() float64 { return stat("last_log_index") }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_commit_index", Help: "Raft commit index as this node knows it."},
+			func() float64 { return stat("commit_index") }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_term", Help: "This node's current raft term."},
+			func() float64 { return stat("term") }),
+	}
+}
