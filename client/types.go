@@ -64,6 +64,9 @@ type Plugin struct {
 	Error        string          `json:"error"`
 	// PID is the plugin process id (0 when not running).
 	PID int `json:"pid"`
+	// Restarts counts the server's attempts to start the plugin again
+	// after losing it.
+	Restarts int `json:"restarts"`
 }
 
 // Agent is one configured agent profile (GET /v1/agents).

@@ -27,7 +27,12 @@ func runServer(args []string) int {
 	var files stringList
 	fs.Var(&files, "config", "HCL config file (repeatable; later files override earlier ones)")
 	dev := fs.Bool("dev", false, "run one node with a built-in config and a temporary data dir")
+	httpPort := fs.Int("http-port", 0, "serve the HTTP API on this port (overrides ports.http; default 7700)")
 	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "paddock server: unexpected argument %q; flags are -config FILE, -dev and -http-port PORT\n", fs.Arg(0))
 		return 1
 	}
 	cfg, cleanup, err := loadServerConfig(files, *dev)
@@ -36,7 +41,12 @@ func runServer(args []string) int {
 		return 1
 	}
 	defer cleanup()
-	log := hclog.New(&hclog.LoggerOptions{
+	if err := overridePorts(cfg, fs, *httpPort); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// An intercept logger lets `paddock monitor` attach streams at any level.
+	log := hclog.NewInterceptLogger(&hclog.LoggerOptions{
 		Name:       "paddock",
 		Level:      hclog.LevelFromString(cfg.LogLevel),
 		JSONFormat: cfg.LogJSON,
@@ -54,6 +64,23 @@ func runServer(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// overridePorts applies -http-port when it was given.
+func overridePorts(cfg *config.Config, fs *flag.FlagSet, httpPort int) error {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "http-port" })
+	if !set {
+		return nil
+	}
+	if httpPort < 1 || httpPort > 65535 {
+		return fmt.Errorf("paddock server: -http-port %d is not a port; use 1 to 65535", httpPort)
+	}
+	cfg.Ports.HTTP = httpPort
+	if cfg.Ports.HTTP == cfg.Ports.Raft {
+		return fmt.Errorf("paddock server: -http-port %d is also the raft port (ports.raft); choose another", httpPort)
+	}
+	return nil
 }
 
 func loadServerConfig(files []string, dev bool) (*config.Config, func(), error) {

@@ -19,13 +19,16 @@ import (
 type metrics struct {
 	requests    *prometheus.HistogramVec
 	connections *prometheus.GaugeVec
-	handler     http.Handler
+	// monitorDropped counts log lines dropped by slow monitor streams.
+	monitorDropped prometheus.Counter
+	handler        http.Handler
 }
 
-// Stream names of paddock_websocket_connections.
+// Stream names of paddock_streams.
 const (
 	streamTerminal = "terminal"
 	streamEvents   = "events"
+	streamMonitor  = "monitor"
 )
 
 func newMetrics(reg *prometheus.Registry, extra []prometheus.Gatherer, c Cluster, p Plugins) *metrics {
@@ -36,14 +39,18 @@ func newMetrics(reg *prometheus.Registry, extra []prometheus.Gatherer, c Cluster
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"route", "code"}),
 		connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "paddock_websocket_connections",
-			Help: "Open WebSocket streams this node serves, by stream (terminal, events).",
+			Name: "paddock_streams",
+			Help: "Open streams this node serves, by stream: terminal and events (WebSockets), monitor (log streams).",
 		}, []string{"stream"}),
+		monitorDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "paddock_monitor_dropped_lines_total",
+			Help: "Log lines dropped because a monitor stream's reader fell behind.",
+		}),
 	}
-	for _, s := range []string{streamTerminal, streamEvents} {
+	for _, s := range []string{streamTerminal, streamEvents, streamMonitor} {
 		m.connections.WithLabelValues(s)
 	}
-	reg.MustRegister(m.requests, m.connections,
+	reg.MustRegister(m.requests, m.connections, m.monitorDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_is_leader", Help: "1 when this node is the raft leader."},

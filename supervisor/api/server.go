@@ -26,6 +26,7 @@ import (
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/monitor"
 	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/plugins"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -97,6 +98,9 @@ type Options struct {
 	Logger hclog.Logger
 	// Registry receives the API's metrics (a new one when nil).
 	Registry *prometheus.Registry
+	// LogSinks lets GET /v1/monitor stream this node's logs (the server's
+	// root hclog.InterceptLogger); nil: the route answers 501.
+	LogSinks monitor.Sinks
 	// Gatherers are more metric sources /v1/metrics serves (raft's own,
 	// from supervisor/telemetry).
 	Gatherers []prometheus.Gatherer
@@ -116,6 +120,7 @@ type Server struct {
 	mux        *http.ServeMux
 	metrics    *metrics
 	registry   *prometheus.Registry
+	logSinks   monitor.Sinks
 	leaderWait time.Duration
 	transport  http.RoundTripper
 	rate       *rateLimit   // limits.max_request_rate (nil: no cap)
@@ -151,7 +156,7 @@ func New(opts Options) *Server {
 		opts.LeaderWait = 5 * time.Second
 	}
 	s := &Server{cluster: opts.Cluster, sessions: opts.Sessions, plugins: opts.Plugins, nodes: opts.Nodes, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
-		mux: http.NewServeMux(), registry: opts.Registry, leaderWait: opts.LeaderWait,
+		mux: http.NewServeMux(), registry: opts.Registry, logSinks: opts.LogSinks, leaderWait: opts.LeaderWait,
 		transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
 	s.rate = newRateLimit(opts.Config.Limits.MaxRequestRate)
 	s.sockets = &socketCount{max: int64(opts.Config.Limits.MaxWebsockets)}
@@ -163,6 +168,7 @@ func New(opts Options) *Server {
 func (s *Server) routes() {
 	s.handle("GET /v1/health", local|open|uncounted, s.health)
 	s.handle("GET /v1/metrics", local, s.metricsHandler)
+	s.handle("GET /v1/monitor", local, s.monitorLogs)
 	s.handle("GET /v1/status", 0, s.status)
 	s.handle("GET /v1/operator/raft/peers", 0, s.peers)
 	s.handle("POST /v1/operator/raft/peers", 0, s.addPeer)
@@ -195,6 +201,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/git/status", 0, s.gitStatus)
 	s.handle("GET /v1/sessions/{id}/git/diff", 0, s.gitDiff)
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
+	s.handle("GET /v1/plugins/{name}/schema", 0, s.pluginSchema)
 	// Terminals are served by any node: the executor's address and secret
 	// are replicated, and a WebSocket should not detour through the leader.
 	s.handle("GET /v1/sessions/{id}/terminal", local|socket|manage, s.counted(streamTerminal, s.terminal))
@@ -228,7 +235,7 @@ func (s *Server) routes() {
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // counted counts a WebSocket route's open streams in
-// paddock_websocket_connections while its handler runs.
+// paddock_streams while its handler runs.
 func (s *Server) counted(stream string, h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		defer s.metrics.stream(stream)()

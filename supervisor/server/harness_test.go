@@ -115,7 +115,7 @@ func newTestClusterWith(t *testing.T, n int, token string, edit func(i int, cfg 
 
 func (c *testCluster) start(i int) {
 	c.t.Helper()
-	log := hclog.New(&hclog.LoggerOptions{Name: c.cfgs[i].NodeName, Level: hclog.Warn, Output: testWriter{c.t}})
+	log := hclog.NewInterceptLogger(&hclog.LoggerOptions{Name: c.cfgs[i].NodeName, Level: hclog.Warn, Output: testWriter{c.t}})
 	s, err := Start(c.cfgs[i], log)
 	if err != nil {
 		c.t.Fatalf("start n%d: %v", i+1, err)

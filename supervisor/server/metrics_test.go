@@ -124,8 +124,8 @@ func TestMetricsFamilies(t *testing.T) {
 		{"paddock_executors", map[string]string{"runtime": "standalone", "status": "ready"}, func(v float64) bool { return v == 1 }},
 		{"paddock_plugin_healthy", map[string]string{"plugin": "standalone"}, func(v float64) bool { return v == 1 }},
 		{"paddock_plugin_restarts_total", map[string]string{"plugin": "standalone"}, func(v float64) bool { return v == 0 }},
-		{"paddock_websocket_connections", map[string]string{"stream": "events"}, func(v float64) bool { return v == 1 }},
-		{"paddock_websocket_connections", map[string]string{"stream": "terminal"}, func(v float64) bool { return v == 0 }},
+		{"paddock_streams", map[string]string{"stream": "events"}, func(v float64) bool { return v == 1 }},
+		{"paddock_streams", map[string]string{"stream": "terminal"}, func(v float64) bool { return v == 0 }},
 		{"paddock_raft_is_leader", nil, func(v float64) bool { return v == 1 }},
 		{"paddock_raft_commitTime", nil, func(v float64) bool { return v > 0 }},
 		{"paddock_raft_fsm_apply", nil, func(v float64) bool { return v > 0 }},
@@ -156,7 +156,7 @@ func TestMetricsFamilies(t *testing.T) {
 	})
 	events.Close()
 	waitFor(t, 10*time.Second, "the closed event stream to be uncounted", func() bool {
-		v, ok := value(c.scrape(0)["paddock_websocket_connections"], map[string]string{"stream": "events"})
+		v, ok := value(c.scrape(0)["paddock_streams"], map[string]string{"stream": "events"})
 		return ok && v == 0
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/supervisor/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/monitor"
 	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/plugins"
 	"github.com/paddockhq/paddock/supervisor/recovery"
@@ -100,6 +101,8 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	// owns (runtimes with runtime.Reconciler), then every 10 minutes.
 	s.Recovery = recovery.New(node.Store(), s.Sessions, cfg, log.Named("recovery")).WithOrphans(recovery.OrphanOptions{Runtimes: pm})
 	node.OnLeader(s.Recovery.Run)
+	// The leader logs each session's lifecycle once for the cluster.
+	node.OnLeader(func(ctx context.Context) { monitor.LogLifecycle(ctx, node.Store(), log.Named("sessions")) })
 	// Sessions that waited for their node come back when it answers again.
 	s.Nodes.OnUp(s.Recovery.RecoverNode)
 	registry := prometheus.NewRegistry()
@@ -107,7 +110,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	registry.MustRegister(telemetry.RaftLog(node.Raft(), filepath.Join(cfg.DataDir, "raft", "raft.db"))...)
 	registry.MustRegister(telemetry.BuildInfo(""))
 	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Nodes: s.Nodes, Config: cfg, Logger: log.Named("api"),
-		LeaderWait: leaderWait, Registry: registry, Gatherers: gatherers})
+		LeaderWait: leaderWait, Registry: registry, Gatherers: gatherers, LogSinks: logSinks(log)})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {
 		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())
@@ -122,6 +125,15 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	node.Start()
 	log.Info("server started", "node", cfg.NodeName, "http", ln.Addr().String(), "raft", cfg.RaftAddr(), "data_dir", cfg.DataDir)
 	return s, nil
+}
+
+// logSinks is where `paddock monitor` streams attach: the root logger when
+// it is an hclog.InterceptLogger (as cmd/paddock builds it), else nil.
+func logSinks(log hclog.Logger) monitor.Sinks {
+	if il, ok := log.(hclog.InterceptLogger); ok {
+		return il
+	}
+	return nil
 }
 
 // HTTPAddr is the address the API listens on.
