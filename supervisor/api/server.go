@@ -168,7 +168,7 @@ func New(opts Options) *Server {
 func (s *Server) routes() {
 	s.handle("GET /v1/health", local|open|uncounted, s.health)
 	s.handle("GET /v1/metrics", local, s.metricsHandler)
-	s.handle("GET /v1/monitor", local, s.monitorLogs)
+	s.handle("GET /v1/monitor", local|manage, s.monitorLogs)
 	s.handle("GET /v1/status", 0, s.status)
 	s.handle("GET /v1/operator/raft/peers", 0, s.peers)
 	s.handle("POST /v1/operator/raft/peers", 0, s.addPeer)

@@ -342,6 +342,9 @@ func TestRestartAfterKill(t *testing.T) {
 			s := status(t, m, "standalone")
 			return s.Healthy && s.PID != old && s.PID > 0
 		})
+		if got := status(t, m, "standalone").Restarts; got != round+1 {
+			t.Errorf("round %d: restarts = %d, want %d", round, got, round+1)
+		}
 		checkGet(t, m, "standalone")
 		if got := pidsOf(t, bin); len(got) != 1 {
 			t.Fatalf("round %d: processes of the plugin: %v", round, got)
@@ -738,13 +741,13 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestStatusJSONRoundTrip(t *testing.T) {
-	s := plugins.Status{Name: "x", Version: "1.2", APIVersion: "1", Healthy: false, Error: "boom", PID: 7,
+	s := plugins.Status{Name: "x", Version: "1.2", APIVersion: "1", Healthy: false, Error: "boom", PID: 7, Restarts: 2,
 		Capabilities: runtime.Capabilities{NodeLocal: true, Extra: map[string]bool{"supports_gpu": true}}}
 	raw, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"name":"x","version":"1.2","api_version":"1","capabilities":{"node_local":true,"supports_gpu":true,"supports_workspace_only":false,"survives_supervisor_restart":false},"healthy":false,"error":"boom","pid":7}`
+	const want = `{"name":"x","version":"1.2","api_version":"1","capabilities":{"node_local":true,"supports_gpu":true,"supports_workspace_only":false,"survives_supervisor_restart":false},"healthy":false,"error":"boom","pid":7,"restarts":2}`
 	if string(raw) != want {
 		t.Fatalf("JSON\n got %s\nwant %s", raw, want)
 	}
@@ -752,7 +755,7 @@ func TestStatusJSONRoundTrip(t *testing.T) {
 	if err := json.Unmarshal(raw, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Name != s.Name || back.PID != 7 || !back.Capabilities.NodeLocal || !back.Capabilities.Extra["supports_gpu"] || len(back.Capabilities.Extra) != 1 {
+	if back.Name != s.Name || back.PID != 7 || back.Restarts != 2 || !back.Capabilities.NodeLocal || !back.Capabilities.Extra["supports_gpu"] || len(back.Capabilities.Extra) != 1 {
 		t.Fatalf("round trip: %+v", back)
 	}
 	if err := json.Unmarshal([]byte(`{"capabilities":[1]}`), &back); err == nil {
