@@ -27,6 +27,7 @@ var suites = []suite{
 	{"cluster", bench.ClusterSuite},
 	{"sessions", bench.SessionsSuite},
 	{"terminal", bench.TerminalSuite},
+	{"ui", bench.UISuite},
 	{"recovery", bench.RecoverySuite},
 	{"scale", bench.ScaleSuite},
 	{"docker", bench.DockerSuite},
