@@ -28,7 +28,30 @@ type machines struct {
 	nw *netns.Net
 }
 
+// startMachines starts three machines running the standalone runtime.
 func startMachines(t *testing.T) *machines {
+	t.Helper()
+	nw := newMachineNet(t)
+	common := `
+agent "demo-tty" {
+  protocol                = "pty"
+  command                 = ["paddock-demo-agent", "--tty"]
+  new_args                = ["--session-id", "{{resume_token}}"]
+  resume_args             = ["--resume", "{{resume_token}}"]
+  supports_session_resume = true
+}
+`
+	return startMachinesOn(t, nw, common, func(i int) string {
+		// Each machine's own disk: a workspace root no other node sees.
+		root := filepath.Join(t.TempDir(), fmt.Sprintf("machine%d-workspaces", i+1))
+		return fmt.Sprintf("plugin \"standalone\" {\n  config {\n    workspace_root = %q\n  }\n}\n", root)
+	})
+}
+
+// newMachineNet makes the three machines' network namespaces. At cleanup,
+// after every later cleanup (servers, engines), whatever still runs in a
+// namespace is killed and the namespaces are removed.
+func newMachineNet(t *testing.T) *netns.Net {
 	t.Helper()
 	requireNetns(t)
 	prefix := fmt.Sprintf("pm%d", os.Getpid()%100000)
@@ -37,7 +60,22 @@ func startMachines(t *testing.T) *machines {
 	if err != nil {
 		t.Fatal(err)
 	}
-	common := fmt.Sprintf(`
+	t.Cleanup(func() {
+		for i := range nw.Hosts {
+			killNamespace(t, nw, i)
+		}
+		if err := nw.Close(); err != nil {
+			t.Errorf("remove namespaces: %v", err)
+		}
+	})
+	return nw
+}
+
+// startMachinesOn starts a node on each machine of nw: every node gets the
+// demo agent, the ACL token and common; machine i also gets perHost(i).
+func startMachinesOn(t *testing.T, nw *netns.Net, common string, perHost func(i int) string) *machines {
+	t.Helper()
+	shared := fmt.Sprintf(`
 plugin_dir = %q
 acl {
   token = %q
@@ -46,35 +84,18 @@ agent "demo" {
   protocol = "acp"
   command  = ["paddock-demo-agent"]
 }
-agent "demo-tty" {
-  protocol                = "pty"
-  command                 = ["paddock-demo-agent", "--tty"]
-  new_args                = ["--session-id", "{{resume_token}}"]
-  resume_args             = ["--resume", "{{resume_token}}"]
-  supports_session_resume = true
-}
-`, filepath.Join(binDir, "plugins"), termToken)
+`, filepath.Join(binDir, "plugins"), termToken) + common
 	var hosts []harness.HostSpec
 	for i, h := range nw.Hosts {
-		// Each machine's own disk: a workspace root no other node sees.
-		root := filepath.Join(t.TempDir(), fmt.Sprintf("machine%d-workspaces", i+1))
-		hosts = append(hosts, harness.HostSpec{IP: h.IP, Wrap: nw.Wrapper(i),
-			Extra: fmt.Sprintf("plugin \"standalone\" {\n  config {\n    workspace_root = %q\n  }\n}\n", root)})
+		hosts = append(hosts, harness.HostSpec{IP: h.IP, Wrap: nw.Wrapper(i), Extra: perHost(i)})
 	}
-	c, err := harness.StartHosts(harness.Options{Bin: binDir, Dir: t.TempDir(), Extra: common, Token: termToken}, hosts)
+	c, err := harness.StartHosts(harness.Options{Bin: binDir, Dir: t.TempDir(), Extra: shared, Token: termToken}, hosts)
 	if err != nil {
-		nw.Close()
 		t.Fatal(err)
 	}
 	m := &machines{c: c, nw: nw}
 	t.Cleanup(func() {
 		c.Stop()
-		for i := range nw.Hosts {
-			m.killMachine(t, i)
-		}
-		if err := nw.Close(); err != nil {
-			t.Errorf("remove namespaces: %v", err)
-		}
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				t.Logf("--- log of %s ---\n%s", n.Name, n.Log())
@@ -89,8 +110,14 @@ agent "demo-tty" {
 func (m *machines) killMachine(t *testing.T, i int) {
 	t.Helper()
 	m.c.Nodes[i].Kill()
+	killNamespace(t, m.nw, i)
+}
+
+// killNamespace SIGKILLs every process in host i's network namespace.
+func killNamespace(t *testing.T, nw *netns.Net, i int) {
+	t.Helper()
 	for round := 0; round < 50; round++ {
-		out, err := exec.Command("ip", "netns", "pids", m.nw.Hosts[i].Namespace).Output()
+		out, err := exec.Command("ip", "netns", "pids", nw.Hosts[i].Namespace).Output()
 		if err != nil {
 			return // the namespace is gone already
 		}
