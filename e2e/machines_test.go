@@ -3,12 +3,9 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -116,27 +113,9 @@ func (m *machines) killMachine(t *testing.T, i int) {
 // killNamespace SIGKILLs every process in host i's network namespace.
 func killNamespace(t *testing.T, nw *netns.Net, i int) {
 	t.Helper()
-	for round := 0; round < 50; round++ {
-		out, err := exec.Command("ip", "netns", "pids", nw.Hosts[i].Namespace).Output()
-		if err != nil {
-			return // the namespace is gone already
-		}
-		pids := strings.Fields(string(out))
-		alive := 0
-		for _, p := range pids {
-			pid, err := strconv.Atoi(p)
-			if err != nil || isZombie(pid) {
-				continue
-			}
-			alive++
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		if alive == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := nw.KillAll(i, time.Second); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("processes of machine %d survive SIGKILL", i+1)
 }
 
 func (m *machines) index(n *harness.Node) int {

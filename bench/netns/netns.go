@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -161,6 +163,49 @@ func (nw *Net) Command(i int, name string, args ...string) *exec.Cmd {
 // Wrapper returns argv that runs a program inside host i's namespace.
 func (nw *Net) Wrapper(i int) []string {
 	return []string{nw.ip, "netns", "exec", nw.Hosts[i].Namespace}
+}
+
+// KillAll SIGKILLs every process in host i's namespace (a machine's power
+// cut) and waits, up to timeout, until none is left but zombies. Processes
+// in namespaces of their own (containers) are not in it.
+func (nw *Net) KillAll(i int, timeout time.Duration) error {
+	if i < 0 || i >= len(nw.Hosts) {
+		return fmt.Errorf("netns: no host %d", i)
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := output(nw.ip, "netns", "pids", nw.Hosts[i].Namespace)
+		if err != nil {
+			return nil // the namespace is gone
+		}
+		alive := 0
+		for _, f := range strings.Fields(out) {
+			pid, err := strconv.Atoi(f)
+			if err != nil || zombie(pid) {
+				continue
+			}
+			alive++
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if alive == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("netns: %d processes of %s survive SIGKILL", alive, nw.Hosts[i].Namespace)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// zombie reports whether pid has exited and waits to be reaped (or is gone).
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] == 'Z'
 }
 
 // Close deletes the hosts, the switch and the caller's port (idempotent).

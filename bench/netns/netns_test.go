@@ -103,3 +103,56 @@ func runBounded(cmd *exec.Cmd, d time.Duration) error {
 		return fmt.Errorf("timed out after %s", d)
 	}
 }
+
+// TestKillAll kills every process of one host's namespace, children
+// included, and leaves the other hosts' processes alone.
+func TestKillAll(t *testing.T) {
+	if _, err := IPPath(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("network namespaces are required under CI: %v", err)
+		}
+		t.Skipf("network namespaces unavailable: %v", err)
+	}
+	nw, err := New(fmt.Sprintf("pk%d", os.Getpid()%100000), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nw.Close()
+	var cmds []*exec.Cmd
+	for i := range nw.Hosts {
+		// A shell with a child of its own: both must go.
+		c := nw.Command(i, "sh", "-c", "sleep 60 & wait")
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, c)
+	}
+	defer func() {
+		_ = cmds[1].Process.Kill()
+		_ = cmds[1].Wait()
+	}()
+	count := func(i int) int {
+		out, _ := exec.Command("ip", "netns", "pids", nw.Hosts[i].Namespace).Output()
+		return len(strings.Fields(string(out)))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for (count(0) < 2 || count(1) < 2) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if count(0) < 2 || count(1) < 2 {
+		t.Fatalf("processes in the namespaces: %d and %d, want 2 each", count(0), count(1))
+	}
+	if err := nw.KillAll(0, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmds[0].Wait()
+	if n := count(0); n != 0 {
+		t.Errorf("%d processes left in host 0 after KillAll", n)
+	}
+	if n := count(1); n < 2 {
+		t.Errorf("host 1 lost its processes (%d left)", n)
+	}
+	if err := nw.KillAll(5, time.Second); err == nil {
+		t.Error("KillAll of a host that does not exist succeeded")
+	}
+}
