@@ -29,6 +29,7 @@ var suites = []suite{
 	{"terminal", bench.TerminalSuite},
 	{"ui", bench.UISuite},
 	{"recovery", bench.RecoverySuite},
+	{"machines", bench.MachinesSuite},
 	{"scale", bench.ScaleSuite},
 	{"docker", bench.DockerSuite},
 	{"chaos", bench.ChaosSuite},
