@@ -40,12 +40,33 @@ acl {
 }
 
 # The same runtimes and agents on every machine: the leader may place a session
-# on any node, and a node runs the executors it launched.
+# on any node, and a node runs the executors it launched (only its own plugin
+# recovers, stops or destroys them; the others reach them through it).
 plugin "standalone" {
   config {
+    # On this machine's own disk. A session's workspace stays on the node that
+    # launched it: when that machine is down its sessions wait for it
+    # (node_unavailable) and come back with it.
     workspace_root = "/var/lib/paddock/workspaces"
+    # Only when workspace_root is storage every machine mounts at this same
+    # path (NFS and the like), and then on all three: a survivor may take over
+    # the sessions of a lost machine.
+    # shared_workspace_root = true
   }
 }
+
+# Docker executors on this machine's own engine (optional; every machine then
+# needs the image: `docker save paddock-executor:dev | docker load` on each).
+# plugin "docker" {
+#   config {
+#     image          = "paddock-executor:dev"
+#     host           = "unix:///var/run/docker.sock" # this machine's engine
+#     workspace_root = "/var/lib/paddock/docker-workspaces"
+#     # PER NODE: this machine's address, where agentctl's port is published;
+#     # every server must reach it.
+#     publish_addr   = "10.0.0.11"
+#   }
+# }
 
 agent "demo" {
   protocol = "acp"
