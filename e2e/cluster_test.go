@@ -84,10 +84,22 @@ func TestRunConfigAnswersStatus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
+	// A clone's layout: config.hcl beside bin/ (relative paths in a config
+	// file are relative to the file's directory).
 	dir := t.TempDir()
-	n := startNode(t, "make-run", dir, repoFile(t, "config.hcl"), "127.0.0.1:7700")
+	if err := os.Symlink(binDir, filepath.Join(dir, "bin")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile(repoFile(t, "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.hcl"), src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, "make-run", dir, "config.hcl", "127.0.0.1:7700")
+	t.Cleanup(func() { harness.KillProcessesUnder(dir) })
 	var out []byte
-	var err error
 	waitFor(t, 20*time.Second, "paddock status to succeed", func() bool {
 		out, err = exec.Command(filepath.Join(binDir, "paddock"), "status", "-address", n.URL()).CombinedOutput()
 		return err == nil

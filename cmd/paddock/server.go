@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,11 +29,12 @@ func runServer(args []string) int {
 	fs.Var(&files, "config", "HCL config file (repeatable; later files override earlier ones)")
 	dev := fs.Bool("dev", false, "run one node with a built-in config and a temporary data dir")
 	httpPort := fs.Int("http-port", 0, "serve the HTTP API on this port (overrides ports.http; default 7700)")
+	raftPort := fs.Int("raft-port", 0, "use this port for raft (overrides ports.raft; default 7701)")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "paddock server: unexpected argument %q; flags are -config FILE, -dev and -http-port PORT\n", fs.Arg(0))
+		fmt.Fprintf(os.Stderr, "paddock server: unexpected argument %q; flags are -config FILE, -dev, -http-port PORT and -raft-port PORT\n", fs.Arg(0))
 		return 1
 	}
 	cfg, cleanup, err := loadServerConfig(files, *dev)
@@ -41,7 +43,7 @@ func runServer(args []string) int {
 		return 1
 	}
 	defer cleanup()
-	if err := overridePorts(cfg, fs, *httpPort); err != nil {
+	if err := overridePorts(cfg, fs, *httpPort, *raftPort); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -53,6 +55,13 @@ func runServer(args []string) int {
 		Output:     os.Stderr,
 	})
 	srv, err := server.Start(cfg, log)
+	var diags *config.DiagError
+	if errors.As(err, &diags) {
+		// Configuration problems (a plugin's config block, a missing plugin
+		// binary) read as the file's own errors do, with their positions.
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err != nil {
 		log.Error("cannot start server", "error", err)
 		return 1
@@ -66,21 +75,29 @@ func runServer(args []string) int {
 	return 0
 }
 
-// overridePorts applies -http-port when it was given.
-func overridePorts(cfg *config.Config, fs *flag.FlagSet, httpPort int) error {
-	set := false
-	fs.Visit(func(f *flag.Flag) { set = set || f.Name == "http-port" })
-	if !set {
-		return nil
+// overridePorts applies -http-port and -raft-port when they were given.
+func overridePorts(cfg *config.Config, fs *flag.FlagSet, httpPort, raftPort int) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		dst, port := (*int)(nil), 0
+		switch f.Name {
+		case "http-port":
+			dst, port = &cfg.Ports.HTTP, httpPort
+		case "raft-port":
+			dst, port = &cfg.Ports.Raft, raftPort
+		default:
+			return
+		}
+		if port < 1 || port > 65535 {
+			err = errors.Join(err, fmt.Errorf("paddock server: -%s %d is not a port; use 1 to 65535", f.Name, port))
+			return
+		}
+		*dst = port
+	})
+	if err == nil && cfg.Ports.HTTP == cfg.Ports.Raft {
+		err = fmt.Errorf("paddock server: the HTTP and raft ports are both %d; choose two ports", cfg.Ports.HTTP)
 	}
-	if httpPort < 1 || httpPort > 65535 {
-		return fmt.Errorf("paddock server: -http-port %d is not a port; use 1 to 65535", httpPort)
-	}
-	cfg.Ports.HTTP = httpPort
-	if cfg.Ports.HTTP == cfg.Ports.Raft {
-		return fmt.Errorf("paddock server: -http-port %d is also the raft port (ports.raft); choose another", httpPort)
-	}
-	return nil
+	return err
 }
 
 func loadServerConfig(files []string, dev bool) (*config.Config, func(), error) {
@@ -93,7 +110,17 @@ func loadServerConfig(files []string, dev bool) (*config.Config, func(), error) 
 		if err != nil {
 			return nil, nothing, fmt.Errorf("paddock server -dev: %w", err)
 		}
-		return config.Dev(dir), func() { os.RemoveAll(dir) }, nil
+		cfg := config.Dev(dir)
+		// The runtime plugins of a build sit next to it (bin/plugins beside
+		// bin/paddock); use those when the working directory has none.
+		if _, err := os.Stat(cfg.PluginDir); err != nil {
+			if exe, err := os.Executable(); err == nil {
+				if beside := filepath.Join(filepath.Dir(exe), "plugins"); isDir(beside) {
+					cfg.PluginDir = beside
+				}
+			}
+		}
+		return cfg, func() { os.RemoveAll(dir) }, nil
 	case len(files) == 0:
 		return nil, nothing, errors.New("paddock server: -config FILE is required (or -dev for a throwaway node)")
 	}
@@ -102,4 +129,9 @@ func loadServerConfig(files []string, dev bool) (*config.Config, func(), error) 
 		return nil, nothing, err
 	}
 	return cfg, nothing, nil
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }

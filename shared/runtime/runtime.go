@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -65,12 +66,28 @@ type Info struct {
 
 // ConfigSource is a plugin's `config { … }` body as it appears in a file.
 type ConfigSource struct {
-	// Filename is the file the body comes from, used in diagnostics.
+	// Filename is the file the body comes from, used in diagnostics. The
+	// supervisor sends an absolute path when the body comes from a real
+	// file, so that Path can resolve relative paths against it.
 	Filename string
 	// Source is the body's text, without the surrounding braces.
 	Source []byte
 	// Start is the position of Source's first byte in Filename.
 	Start hcl.Pos
+}
+
+// Path resolves a path written in the body: a relative path is relative to
+// the directory of the file it was written in (as the supervisor resolves
+// its own data_dir and plugin_dir) when Filename is an absolute path, and
+// is returned as written otherwise (a built-in config such as the dev
+// server's, resolved against the working directory by the caller). A
+// plugin calls it for each path-valued attribute the file sets, not for
+// its defaults.
+func (s ConfigSource) Path(p string) string {
+	if p == "" || filepath.IsAbs(p) || !filepath.IsAbs(s.Filename) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(s.Filename), p)
 }
 
 // Schema describes a plugin's configuration body.

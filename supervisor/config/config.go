@@ -187,6 +187,10 @@ type Plugin struct {
 	Start hcl.Pos
 	// DefRange is the range of the block header, `plugin "name"`.
 	DefRange hcl.Range
+	// Optional lets the server start when the plugin's executable is
+	// missing (the runtime is then listed as unhealthy); by default a
+	// configured plugin without its executable stops the start.
+	Optional bool
 }
 
 // Agent is one `agent "name" { … }` profile.

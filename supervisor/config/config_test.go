@@ -572,7 +572,7 @@ func TestRepoConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	repo, _ := filepath.Abs("../..")
-	if c.NodeName != "n1" || c.DataDir != "./data" || c.Ports.HTTP != 7700 || c.Ports.Raft != 7701 || c.PluginDir != filepath.Join(repo, "bin", "plugins") {
+	if c.NodeName != "n1" || c.DataDir != filepath.Join(repo, "data") || c.Ports.HTTP != 7700 || c.Ports.Raft != 7701 || c.PluginDir != filepath.Join(repo, "bin", "plugins") {
 		t.Fatalf("got %+v", c)
 	}
 	if c.Plugin("standalone") == nil || !strings.Contains(string(c.Plugin("standalone").Source), `workspace_root = "./data/workspaces"`) {

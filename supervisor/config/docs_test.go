@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -163,10 +164,11 @@ func TestConfigurationDocDefaults(t *testing.T) {
 	}
 }
 
-// TestRelativePluginDirIsRelativeToItsFile: a server started from another
-// directory finds the plugins its file names; an absolute plugin_dir, the
-// default and Parse's are left as they are.
-func TestRelativePluginDirIsRelativeToItsFile(t *testing.T) {
+// TestRelativePathsAreRelativeToTheirFile: a server started from another
+// directory uses the data and plugins its file names; an absolute path, a
+// default and Parse's paths are left as they are. Every key of PathKeys is
+// covered.
+func TestRelativePathsAreRelativeToTheirFile(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, src string) string {
 		p := dir + "/" + name
@@ -175,29 +177,46 @@ func TestRelativePluginDirIsRelativeToItsFile(t *testing.T) {
 		}
 		return p
 	}
-	rel := write("rel.hcl", "plugin_dir = \"./bin/plugins\"\n")
-	abs := write("abs.hcl", "plugin_dir = \"/opt/paddock/plugins\"\n")
+	other := t.TempDir()
+	rel := write("rel.hcl", "plugin_dir = \"./bin/plugins\"\ndata_dir = \"data\"\n")
+	abs := write("abs.hcl", "plugin_dir = \"/opt/paddock/plugins\"\ndata_dir = \"/var/lib/paddock\"\n")
 	none := write("none.hcl", "log_level = \"debug\"\n")
+	elsewhere := other + "/elsewhere.hcl"
+	if err := os.WriteFile(elsewhere, []byte("data_dir = \"../x/d\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range []struct {
-		files []string
-		want  string
+		files              []string
+		pluginDir, dataDir string
 	}{
-		{[]string{rel}, dir + "/bin/plugins"},
-		{[]string{abs}, "/opt/paddock/plugins"},
-		{[]string{none}, DefaultPluginDir},
-		{[]string{rel, none}, dir + "/bin/plugins"},
-		{[]string{rel, abs}, "/opt/paddock/plugins"},
+		{[]string{rel}, dir + "/bin/plugins", dir + "/data"},
+		{[]string{abs}, "/opt/paddock/plugins", "/var/lib/paddock"},
+		{[]string{none}, DefaultPluginDir, DefaultDataDir},
+		{[]string{rel, none}, dir + "/bin/plugins", dir + "/data"},
+		{[]string{rel, abs}, "/opt/paddock/plugins", "/var/lib/paddock"},
+		// Each key is relative to the file that set it last.
+		{[]string{rel, elsewhere}, dir + "/bin/plugins", filepath.Join(filepath.Dir(other), "x", "d")},
 	} {
 		c, err := Load(tt.files...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.PluginDir != tt.want {
-			t.Errorf("Load(%v): plugin_dir %q, want %q", tt.files, c.PluginDir, tt.want)
+		if c.PluginDir != tt.pluginDir || c.DataDir != tt.dataDir {
+			t.Errorf("Load(%v): plugin_dir %q data_dir %q, want %q %q", tt.files, c.PluginDir, c.DataDir, tt.pluginDir, tt.dataDir)
 		}
 	}
-	c, err := Parse([]byte("plugin_dir = \"./p\"\n"), dir+"/x.hcl")
-	if err != nil || c.PluginDir != "./p" {
-		t.Fatalf("Parse: %q %v", c.PluginDir, err)
+	c, err := Parse([]byte("plugin_dir = \"./p\"\ndata_dir = \"d\"\n"), dir+"/x.hcl")
+	if err != nil || c.PluginDir != "./p" || c.DataDir != "d" {
+		t.Fatalf("Parse: %q %q %v", c.PluginDir, c.DataDir, err)
+	}
+	// Every path key is one the test above sets.
+	src, err := os.ReadFile(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range PathKeys {
+		if !strings.Contains(string(src), k+" = ") {
+			t.Errorf("path key %s is not covered by this test", k)
+		}
 	}
 }

@@ -34,22 +34,42 @@ func Load(paths ...string) (*Config, error) {
 		}
 		l.file(src, p)
 	}
-	l.resolvePluginDir()
+	l.resolvePaths()
 	return l.finish()
 }
 
-// resolvePluginDir makes a relative plugin_dir set in a file relative to that
-// file's directory (as Nomad resolves its plugin_dir), so a server started
-// from another directory finds the same plugins. Parse leaves it as written:
-// its file name need not be a real path.
-func (l *loader) resolvePluginDir() {
-	r, ok := l.ranges["plugin_dir"]
-	if !ok || l.cfg.PluginDir == "" || filepath.IsAbs(l.cfg.PluginDir) {
-		return
+// PathKeys are the server's own settings that name a file or directory. A
+// relative value set in a file is relative to that file's directory (as
+// Nomad resolves its paths), so a server started from another directory
+// uses the same data and plugins; defaults stay relative to the working
+// directory. A plugin resolves the paths in its config block against the
+// same directory (runtime.ConfigSource.Path).
+var PathKeys = []string{"data_dir", "plugin_dir"}
+
+// resolvePaths applies PathKeys' rule. Parse leaves paths as written: its
+// file name need not be a real path.
+func (l *loader) resolvePaths() {
+	for _, key := range PathKeys {
+		dst := l.pathField(key)
+		r, ok := l.ranges[key]
+		if !ok || *dst == "" || filepath.IsAbs(*dst) {
+			continue
+		}
+		if dir, err := filepath.Abs(filepath.Dir(r.Filename)); err == nil {
+			*dst = filepath.Join(dir, *dst)
+		}
 	}
-	if dir, err := filepath.Abs(filepath.Dir(r.Filename)); err == nil {
-		l.cfg.PluginDir = filepath.Join(dir, l.cfg.PluginDir)
+}
+
+// pathField is the field a PathKeys key sets.
+func (l *loader) pathField(key string) *string {
+	switch key {
+	case "data_dir":
+		return &l.cfg.DataDir
+	case "plugin_dir":
+		return &l.cfg.PluginDir
 	}
+	panic("config: no path field for " + key) // impossible: PathKeys is fixed above
 }
 
 // Parse parses one in-memory file named filename, applies defaults and validates it.
@@ -307,7 +327,7 @@ func (l *loader) plugin(b *hcl.Block, src []byte, seen map[string]bool) {
 	configs := l.decode(b.Body, blockSpec{
 		where:  fmt.Sprintf("plugin %q", name),
 		prefix: key + ".",
-		attrs:  map[string]setter{},
+		attrs:  map[string]setter{"optional": l.boolean(&p.Optional)},
 		blocks: []hcl.BlockHeaderSchema{{Type: "config"}},
 	})
 	for i, cb := range configs {

@@ -109,9 +109,19 @@ func (m *Manager) load(ctx context.Context, inst *instance, tryReattach bool) (h
 		m.logger.Warn("runtime plugin reports another name than its binary", "plugin", inst.name, "reported", info.Name)
 	}
 	b := inst.block
-	diags, err := c.SetConfig(lctx, runtime.ConfigSource{Filename: b.Filename, Source: b.Source, Start: b.Start})
+	// The plugin resolves relative paths against the absolute name of the
+	// file (runtime.ConfigSource.Path); diagnostics name it as written.
+	filename := absFile(b.Filename)
+	diags, err := c.SetConfig(lctx, runtime.ConfigSource{Filename: filename, Source: b.Source, Start: b.Start})
 	if err != nil {
 		return fail(fmt.Errorf("set config: %w", err))
+	}
+	for _, d := range diags {
+		for _, r := range []*hcl.Range{d.Subject, d.Context} {
+			if r != nil && r.Filename == filename {
+				r.Filename = b.Filename
+			}
+		}
 	}
 	for _, d := range diags {
 		if d.Severity == hcl.DiagWarning {
@@ -284,4 +294,17 @@ func (m *Manager) removeReattach(name string) {
 	if err := os.Remove(m.reattachPath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		m.logger.Warn("cannot remove plugin reattach file", "plugin", name, "error", err)
 	}
+}
+
+// absFile is the absolute path of name when it names a regular file, else
+// name unchanged (a built-in config's "<dev>", a test's in-memory name).
+func absFile(name string) string {
+	abs, err := filepath.Abs(name)
+	if err != nil {
+		return name
+	}
+	if st, err := os.Stat(abs); err != nil || !st.Mode().IsRegular() {
+		return name
+	}
+	return abs
 }

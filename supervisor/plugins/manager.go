@@ -181,10 +181,13 @@ func validName(s string) bool {
 
 // Start discovers and loads the configured plugins (reattaching to plugin
 // processes a previous supervisor left running) and starts supervising them.
-// Plugins that cannot be loaded are logged and listed as unhealthy; Start
-// still succeeds. Invalid plugin configuration (error diagnostics from a
-// plugin's SetConfig) makes Start stop every plugin and return a
-// *config.DiagError. Other errors are about the Manager's own directories.
+// A configured plugin whose executable is missing makes Start return a
+// *config.DiagError before any plugin runs, unless its block is optional
+// (then it is listed as unhealthy). Plugins that cannot be loaded are
+// logged and listed as unhealthy; Start still succeeds. Invalid plugin
+// configuration (error diagnostics from a plugin's SetConfig) makes Start
+// stop every plugin and return a *config.DiagError. Other errors are about
+// the Manager's own directories.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.started || m.closed {
@@ -211,14 +214,37 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.removeStale(bins)
 
+	// A configured plugin without its executable stops the start before
+	// any plugin process runs, unless its block says optional = true.
+	var missing hcl.Diagnostics
+	for _, inst := range m.plugins {
+		inst.path = bins[inst.name]
+		if inst.path != "" {
+			continue
+		}
+		m.setUnhealthy(inst, fmt.Sprintf("no executable %s%s in plugin_dir %s", BinaryPrefix, inst.name, m.dirForMessages()))
+		if inst.block.Optional {
+			m.logger.Warn("optional runtime plugin not found; starting without it", "plugin", inst.name, "error", inst.err)
+			continue
+		}
+		missing = append(missing, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Runtime plugin not found",
+			Detail: fmt.Sprintf("plugin %q is configured, but plugin_dir %s has no executable %s%s. hint: build it (make build), point plugin_dir at the directory that holds it, or add optional = true to the plugin block to start without it",
+				inst.name, m.dirForMessages(), BinaryPrefix, inst.name),
+			Subject: inst.block.DefRange.Ptr(),
+		})
+	}
+	if missing.HasErrors() {
+		m.closeAll(true)
+		return &config.DiagError{Diags: missing}
+	}
+
 	var wg sync.WaitGroup
 	var dmu sync.Mutex
 	var diags hcl.Diagnostics
 	for _, inst := range m.plugins {
-		inst.path = bins[inst.name]
 		if inst.path == "" {
-			m.setUnhealthy(inst, fmt.Sprintf("no executable %s%s in plugin_dir %s", BinaryPrefix, inst.name, m.dirForMessages()))
-			m.logger.Error("runtime plugin not loaded", "plugin", inst.name, "error", inst.err)
 			continue
 		}
 		inst.logPath = filepath.Join(m.stateDir, inst.name+".log")

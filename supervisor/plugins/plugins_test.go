@@ -548,6 +548,36 @@ func TestReattachAfterSupervisorCrash(t *testing.T) {
 	waitFor(t, "plugin stopped by Close", 15*time.Second, func() bool { return !alive(pid) })
 }
 
+// TestMissingPluginStopsStart: a configured plugin whose executable is not
+// in plugin_dir is an error that names its block, and no plugin process was
+// started; marked optional, the same block only makes it unhealthy.
+func TestMissingPluginStopsStart(t *testing.T) {
+	e := newEnv(t)
+	good := e.install(testPluginBin, "good")
+	m := e.manager("plugin \"good\" {}\nplugin \"docker\" {\n  config {}\n}\n")
+	err := m.Start(context.Background())
+	var de *config.DiagError
+	if !errors.As(err, &de) {
+		t.Fatalf("Start: %v, want a *config.DiagError", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"plugins.hcl:2", `plugin "docker" is configured`, "paddock-runtime-docker", "optional = true"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	if got := pidsOf(t, good); len(got) != 0 {
+		t.Errorf("a plugin process runs after the refused start: %v", got)
+	}
+
+	opt := e.manager("plugin \"good\" {}\nplugin \"docker\" {\n  optional = true\n}\n")
+	start(t, opt)
+	checkGet(t, opt, "good")
+	if s := status(t, opt, "docker"); s.Healthy || !strings.Contains(s.Error, "no executable paddock-runtime-docker") {
+		t.Errorf("optional missing plugin: %+v", s)
+	}
+}
+
 func TestBadPlugins(t *testing.T) {
 	e := newEnv(t)
 	e.install(testPluginBin, "good")
@@ -559,9 +589,10 @@ func TestBadPlugins(t *testing.T) {
 	}
 	e.install(testPluginBin, "noblock") // no plugin block: ignored
 	var src strings.Builder
-	for _, name := range []string{"good", "junk", "text", "noexec", "exitstart", "hang", "hanginfo", "api99", "badcookie", "missing"} {
+	for _, name := range []string{"good", "junk", "text", "noexec", "exitstart", "hang", "hanginfo", "api99", "badcookie"} {
 		fmt.Fprintf(&src, "plugin %q {}\n", name)
 	}
+	src.WriteString("plugin \"missing\" {\n  optional = true\n}\n")
 	const loadTimeout = 2 * time.Second
 	m := e.manager(src.String(), func(o *plugins.Options) { o.LoadTimeout = loadTimeout })
 	began := time.Now()

@@ -169,7 +169,9 @@ func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
 			bad("host", fmt.Sprintf("%q is not an engine address like unix:///var/run/docker.sock or tcp://HOST:2375.", cfg.Host))
 		}
 	}
+	// Paths the file sets are relative to the file's directory.
 	if str("agentctl_path", &cfg.AgentctlPath) && cfg.AgentctlPath != "" {
+		cfg.AgentctlPath = src.Path(cfg.AgentctlPath)
 		abs, err := filepath.Abs(cfg.AgentctlPath)
 		if err == nil {
 			cfg.AgentctlPath = abs
@@ -178,8 +180,11 @@ func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
 			bad("agentctl_path", fmt.Sprintf("%s is not an executable file.", cfg.AgentctlPath))
 		}
 	}
-	if str("workspace_root", &cfg.WorkspaceRoot) && cfg.WorkspaceRoot == "" {
-		bad("workspace_root", "workspace_root must not be empty.")
+	if str("workspace_root", &cfg.WorkspaceRoot) {
+		if cfg.WorkspaceRoot == "" {
+			bad("workspace_root", "workspace_root must not be empty.")
+		}
+		cfg.WorkspaceRoot = src.Path(cfg.WorkspaceRoot)
 	}
 	if cfg.WorkspaceRoot != "" {
 		if abs, err := filepath.Abs(cfg.WorkspaceRoot); err != nil {

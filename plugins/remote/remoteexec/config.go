@@ -106,7 +106,7 @@ func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "host":
-			h, hdiags := parseHost(b)
+			h, hdiags := parseHost(b, src)
 			diags = append(diags, hdiags...)
 			if prev, dup := seen[h.Name]; dup {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate host",
@@ -139,7 +139,7 @@ func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
 	return cfg, diags
 }
 
-func parseHost(b *hcl.Block) (Host, hcl.Diagnostics) {
+func parseHost(b *hcl.Block, src runtime.ConfigSource) (Host, hcl.Diagnostics) {
 	h := Host{Name: b.Labels[0]}
 	var diags hcl.Diagnostics
 	if !runtime.ValidID(h.Name) {
@@ -160,6 +160,8 @@ func parseHost(b *hcl.Block) (Host, hcl.Diagnostics) {
 	}
 	if a, ok := content.Attributes["secret_file"]; ok {
 		if s, ok := stringAttr(a, &diags); ok {
+			// Relative to the directory of the file that names it.
+			s = src.Path(s)
 			secret, err := readSecretFile(s)
 			if err != nil {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid secret_file",

@@ -123,6 +123,11 @@ func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
 			cfg.StartTimeout = d
 		}
 	}
+	// Paths the file sets are relative to the file's directory.
+	if _, set := content.Attributes["workspace_root"]; set {
+		cfg.WorkspaceRoot = src.Path(cfg.WorkspaceRoot)
+	}
+	cfg.AgentctlPath = src.Path(cfg.AgentctlPath)
 	if cfg.WorkspaceRoot == "" {
 		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid workspace_root",
 			Detail: "workspace_root must not be empty.", Subject: subject("workspace_root")})
