@@ -57,8 +57,9 @@ lint: ## go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.7.0 ./...
 
-image: build ## Build the local executor image paddock-executor:dev (FROM scratch; needs docker and busybox-static)
+image: build ## Build the executor image paddock-executor:dev and the supervisor image paddock:dev (FROM scratch; needs docker and busybox-static)
 	deploy/image/build.sh -b $(BIN)
+	deploy/image/build-supervisor.sh -b $(BIN)
 
 ui: ## Rebuild the web UI bundle ui/dist (needs Node and npm; the bundle is committed and embedded)
 	cd ui && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm run --silent build

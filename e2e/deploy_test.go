@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // requireTool returns the path of a command the test needs; without it the
@@ -65,5 +72,117 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	}
 	if out, _ := exec.Command(analyze, "verify", bad).CombinedOutput(); !strings.Contains(string(out), "ProtectSystm") {
 		t.Errorf("systemd-analyze verify did not report a misspelt key: %s", out)
+	}
+}
+
+// composeCommand returns the argv prefix of a Compose implementation:
+// `docker compose` (v2) when the docker CLI has it, else Debian's
+// docker-compose. Without one the test is skipped, except under CI.
+func composeCommand(t *testing.T) []string {
+	t.Helper()
+	if exec.Command("docker", "compose", "version").Run() == nil {
+		return []string{"docker", "compose"}
+	}
+	return []string{requireTool(t, "docker-compose")}
+}
+
+// composeAddrs are the HTTP addresses deploy/compose's nodes serve on.
+var composeAddrs = []string{"127.0.0.11:7700", "127.0.0.12:7700", "127.0.0.13:7700"}
+
+// TestComposeCluster brings up deploy/compose/docker-compose.yml as it is
+// shipped — three supervisor containers of the image `make image` builds,
+// the docker runtime on the host engine — and runs a session through it: a
+// leader is elected with every node healthy, a session on the docker
+// runtime starts in an executor container, and its agent answers a prompt.
+func TestComposeCluster(t *testing.T) {
+	needDocker(t)
+	compose := composeCommand(t)
+	for _, addr := range composeAddrs {
+		for _, port := range []string{"7700", "7701"} {
+			a := strings.Replace(addr, ":7700", ":"+port, 1)
+			ln, err := net.Listen("tcp", a)
+			if err != nil {
+				t.Fatalf("%s is taken; the compose cluster needs it: %v", a, err)
+			}
+			ln.Close()
+		}
+	}
+	// The images the compose file names, from this build.
+	for _, script := range []string{"build.sh", "build-supervisor.sh"} {
+		if out, err := exec.Command(repoFile(t, "deploy/image/"+script), "-b", binDir).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	project := "paddock-e2e-" + hex.EncodeToString(b)
+	file := repoFile(t, "deploy/compose/docker-compose.yml")
+	run := func(args ...string) (string, error) {
+		argv := append(append(append([]string{}, compose...), "-f", file, "-p", project), args...)
+		out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+		return string(out), err
+	}
+	var sessions []string
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := run("logs", "--no-color", "--tail", "60")
+			t.Logf("compose logs:\n%s", out)
+		}
+		if out, err := run("down", "-v", "--remove-orphans"); err != nil {
+			t.Logf("compose down: %v\n%s", err, out)
+		}
+		for _, s := range sessions {
+			for _, id := range strings.Fields(docker(t, "ps", "-aq", "--filter", "label=paddock.session_id="+s)) {
+				_ = exec.Command("docker", "rm", "-f", id).Run()
+			}
+		}
+	})
+	if out, err := run("up", "-d"); err != nil {
+		t.Fatalf("compose up: %v\n%s", err, out)
+	}
+
+	api, err := client.New("http://"+composeAddrs[0], "paddock-compose-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "a leader with every node healthy", func() bool {
+		st, err := api.Status(testCtx(t))
+		if err != nil || st.LeaderID == "" || len(st.Nodes) != 3 {
+			return false
+		}
+		for _, n := range st.Nodes {
+			if !n.Leader && (n.Healthy == nil || !*n.Healthy) {
+				return false
+			}
+		}
+		return true
+	})
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "compose"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessions = append(sessions, sess.ID)
+	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	if got := promptAndWait(t, api, sess.ID, "remember plums"); got != "ok, remembering plums" {
+		t.Fatalf("reply %q", got)
+	}
+	ex := dockerExecutor(t, api, sess.ID)
+	if ex.Runtime != "docker" || ex.ContainerID == "" {
+		t.Fatalf("executor %+v", ex)
+	}
+	if img := docker(t, "inspect", "-f", "{{.Config.Image}}", ex.ContainerID); img != "paddock-executor:dev" {
+		t.Errorf("executor container runs %s", img)
+	}
+	// Any node answers for the cluster.
+	other, err := client.New("http://"+composeAddrs[2], "paddock-compose-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := other.GetSession(testCtx(t), sess.ID); err != nil || got.State != state.SessionWaitingForInput {
+		t.Errorf("session from n3: %+v %v", got, err)
 	}
 }
