@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -143,6 +144,13 @@ func (s *Server) internalJoin(w http.ResponseWriter, r *http.Request) error {
 	var p cluster.PeerInfo
 	if err := decode(r, &p); err != nil {
 		return err
+	}
+	// With TLS, a server joins only as the node its certificate names: a
+	// join under another server's id would replace that server.
+	if s.tls != nil {
+		if got := certs.PeerNode(r.TLS); got != p.ID {
+			return errorf(http.StatusForbidden, CodeForbidden, "server %q may not join as %q: a server joins under the node name of its certificate", got, p.ID)
+		}
 	}
 	if err := s.cluster.Join(r.Context(), p); err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/cluster"
@@ -106,6 +107,10 @@ type Options struct {
 	Gatherers []prometheus.Gatherer
 	// LeaderWait bounds how long a request waits for a leader (default 5s).
 	LeaderWait time.Duration
+	// TLS, when not nil, is the node's TLS material: requests are forwarded
+	// over HTTPS with its certificate, and node-to-node routes require a
+	// server certificate of the cluster's CA.
+	TLS *certs.TLS
 }
 
 // Server is the HTTP handler of one node.
@@ -123,6 +128,7 @@ type Server struct {
 	logSinks   monitor.Sinks
 	leaderWait time.Duration
 	transport  http.RoundTripper
+	tls        *certs.TLS
 	rate       *rateLimit   // limits.max_request_rate (nil: no cap)
 	sockets    *socketCount // limits.max_websockets
 }
@@ -157,7 +163,12 @@ func New(opts Options) *Server {
 	}
 	s := &Server{cluster: opts.Cluster, sessions: opts.Sessions, plugins: opts.Plugins, nodes: opts.Nodes, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
 		mux: http.NewServeMux(), registry: opts.Registry, logSinks: opts.LogSinks, leaderWait: opts.LeaderWait,
-		transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}}
+		tls: opts.TLS}
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
+	if opts.TLS != nil {
+		tr.TLSClientConfig = opts.TLS.PeerConfig("")
+	}
+	s.transport = tr
 	s.rate = newRateLimit(opts.Config.Limits.MaxRequestRate)
 	s.sockets = &socketCount{max: int64(opts.Config.Limits.MaxWebsockets)}
 	s.metrics = newMetrics(opts.Registry, opts.Gatherers, opts.Cluster, opts.Plugins)
@@ -351,7 +362,8 @@ var errReadOnly = errorf(http.StatusForbidden, CodeForbidden,
 	"the read-only token (acl.read_token) may read and stream events, not write, open terminals or save snapshots; use acl.token")
 
 // authenticate checks the caller's credential for a route:
-//   - node-to-node routes take only the node secret (cluster.NodeSecretHeader);
+//   - node-to-node routes take only the node secret (cluster.NodeSecretHeader),
+//     and with TLS on also a server certificate of the cluster's CA;
 //   - every other route takes the user token (acl.token, or acl.read_token
 //     for readOnly access) in a header, except that a real WebSocket upgrade
 //     on a socket route may leave it out and send it in its first frame
@@ -359,6 +371,9 @@ var errReadOnly = errorf(http.StatusForbidden, CodeForbidden,
 //     that frame before it serves anything.
 func (s *Server) authenticate(r *http.Request, flags int) (access, error) {
 	if flags&node != 0 {
+		if s.tls != nil && certs.PeerNode(r.TLS) == "" {
+			return 0, errorf(http.StatusUnauthorized, CodeUnauthorized, "this route is for the cluster's own nodes: it needs a server certificate of the cluster's CA")
+		}
 		want := s.cfg.NodeSecret()
 		if want == "" {
 			return fullAccess, nil // an open cluster: no acl.token and no server.cluster_secret
@@ -449,7 +464,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) error {
 		out.ContentLength = int64(len(body))
 		out.Header.Set(hopsHeader, strconv.Itoa(hops+1))
 		var proxyErr error
-		s.proxy(addr, &proxyErr).ServeHTTP(w, out)
+		s.proxy(id, addr, &proxyErr).ServeHTTP(w, out)
 		if proxyErr == nil {
 			return nil
 		}
@@ -477,9 +492,16 @@ var errRetryLocal = errors.New("this node is now the leader")
 
 // proxy returns a reverse proxy to the leader that records a transport error
 // in *errp instead of answering, so forward can retry.
-func (s *Server) proxy(addr string, errp *error) *httputil.ReverseProxy {
-	target := &url.URL{Scheme: "http", Host: addr}
+func (s *Server) proxy(leader, addr string, errp *error) *httputil.ReverseProxy {
+	target := &url.URL{Scheme: s.cfg.Scheme(), Host: addr}
 	return &httputil.ReverseProxy{
+		ModifyResponse: func(resp *http.Response) error {
+			// With node identities checked, the leader must answer as itself.
+			if s.tls != nil && s.tls.Options().VerifyServerHostname && certs.DialedNode(resp.TLS) != leader {
+				return fmt.Errorf("leader %s answered with server %q's certificate", leader, certs.DialedNode(resp.TLS))
+			}
+			return nil
+		},
 		Transport: s.transport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// This node has checked the Host and Origin; the leader sees its

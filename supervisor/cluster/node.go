@@ -19,6 +19,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -46,6 +47,9 @@ type Config struct {
 	// NodeSecret authenticates this node's calls to peers' node-to-node
 	// routes (sent in NodeSecretHeader); "" when the cluster runs open.
 	NodeSecret string
+	// TLS, when not nil, runs raft over mutual TLS and this node's calls to
+	// its peers' HTTP APIs over HTTPS with its server certificate.
+	TLS *certs.TLS
 	// ApplyTimeout bounds one raft apply (default 10s).
 	ApplyTimeout time.Duration
 	// LeaderWait bounds how long a write waits for a leader (default 5s).
@@ -106,7 +110,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, store: store, notifyCh: make(chan bool, 16),
-		http: &http.Client{Timeout: 5 * time.Second}, dead: newDeadLeader()}
+		http: newPeerHTTP(cfg.TLS), dead: newDeadLeader()}
 	n.applied = sync.NewCond(&sync.Mutex{})
 
 	raftDir := filepath.Join(cfg.DataDir, "raft")
@@ -141,10 +145,14 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 		bolt.Close()
 		return nil, fmt.Errorf("raft address %q: not an address peers can reach (bind a specific IP)", cfg.RaftAddr)
 	}
-	stream, err := newHintListener(cfg.RaftAddr, addr, n.dead.connEnded)
+	hints, err := newHintListener(cfg.RaftAddr, addr, n.dead.connEnded)
 	if err != nil {
 		bolt.Close()
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	var stream raft.StreamLayer = hints
+	if cfg.TLS != nil {
+		stream = newTLSStream(hints, cfg.TLS)
 	}
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 5, Timeout: 5 * time.Second, Logger: n.log.Named("transport"),

@@ -90,6 +90,35 @@ type Config struct {
 	Lease Lease
 	// Limits keep a node standing under abuse.
 	Limits Limits
+	// TLS secures the HTTP API, raft and node-to-node calls.
+	TLS TLS
+}
+
+// TLS is the `tls` block. Relative paths set in a file are relative to that
+// file's directory.
+type TLS struct {
+	// CAFile is the CA certificate of the cluster (paddock tls ca create).
+	CAFile string
+	// CertFile and KeyFile are this node's server certificate and key
+	// (paddock tls cert create -server -node NODE_NAME).
+	CertFile string
+	KeyFile  string
+	// VerifyIncoming makes the HTTP API require a client certificate.
+	VerifyIncoming bool
+	// VerifyServerHostname makes the node check that each peer it dials
+	// presents a server certificate, the intended node's where known.
+	VerifyServerHostname bool
+}
+
+// Enabled reports whether the block turns TLS on.
+func (t TLS) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+
+// Scheme is the URL scheme of the HTTP API: https with TLS on, else http.
+func (c *Config) Scheme() string {
+	if c.TLS.Enabled() {
+		return "https"
+	}
+	return "http"
 }
 
 // Ports is the `ports` block.

@@ -392,6 +392,8 @@ func TestErrors(t *testing.T) {
 		{"negative session cap", "limits {\n  max_sessions_per_node = -1\n}\n", `2:27: Invalid limits.max_sessions_per_node`},
 		{"negative websocket cap", "limits {\n  max_websockets = -1\n}\n", `2:20: Invalid limits.max_websockets`},
 		{"negative request rate", "limits {\n  max_request_rate = -5\n}\n", `2:22: Invalid limits.max_request_rate`},
+		{"tls without a key", "tls {\n  ca_file = \"ca.pem\"\n  cert_file = \"n1.pem\"\n}\n", `2:13: Missing tls.key_file`},
+		{"verify_incoming without tls", "tls {\n  verify_incoming = true\n}\n", `2:21: Invalid tls.verify_incoming`},
 		{"read token without token", "acl {\n  read_token = \"r\"\n}\n", `2:16: Invalid acl.read_token`},
 		{"read token same as token", "acl {\n  token = \"t\"\n  read_token = \"t\"\n}\n", `3:16: Invalid acl.read_token`},
 		{"bootstrap_expect 2", "server {\n  bootstrap_expect = 2\n}\n", `2:22: Invalid server.bootstrap_expect`},

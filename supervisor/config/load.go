@@ -44,7 +44,7 @@ func Load(paths ...string) (*Config, error) {
 // uses the same data and plugins; defaults stay relative to the working
 // directory. A plugin resolves the paths in its config block against the
 // same directory (runtime.ConfigSource.Path).
-var PathKeys = []string{"data_dir", "plugin_dir"}
+var PathKeys = []string{"data_dir", "plugin_dir", "tls.ca_file", "tls.cert_file", "tls.key_file"}
 
 // resolvePaths applies PathKeys' rule. Parse leaves paths as written: its
 // file name need not be a real path.
@@ -68,6 +68,12 @@ func (l *loader) pathField(key string) *string {
 		return &l.cfg.DataDir
 	case "plugin_dir":
 		return &l.cfg.PluginDir
+	case "tls.ca_file":
+		return &l.cfg.TLS.CAFile
+	case "tls.cert_file":
+		return &l.cfg.TLS.CertFile
+	case "tls.key_file":
+		return &l.cfg.TLS.KeyFile
 	}
 	panic("config: no path field for " + key) // impossible: PathKeys is fixed above
 }
@@ -218,7 +224,7 @@ func (l *loader) root(body hcl.Body, src []byte) {
 		},
 		blocks: []hcl.BlockHeaderSchema{
 			{Type: "ports"}, {Type: "server"}, {Type: "acl"}, {Type: "api"},
-			{Type: "recovery"}, {Type: "terminal"}, {Type: "lease"}, {Type: "limits"},
+			{Type: "recovery"}, {Type: "terminal"}, {Type: "lease"}, {Type: "limits"}, {Type: "tls"},
 			{Type: "plugin", LabelNames: []string{"name"}},
 			{Type: "agent", LabelNames: []string{"name"}},
 		},
@@ -279,6 +285,14 @@ func (l *loader) section(b *hcl.Block) {
 		}
 	case "lease":
 		spec.attrs = map[string]setter{"ttl": l.duration(&c.Lease.TTL)}
+	case "tls":
+		spec.attrs = map[string]setter{
+			"ca_file":                l.str(&c.TLS.CAFile),
+			"cert_file":              l.str(&c.TLS.CertFile),
+			"key_file":               l.str(&c.TLS.KeyFile),
+			"verify_incoming":        l.boolean(&c.TLS.VerifyIncoming),
+			"verify_server_hostname": l.boolean(&c.TLS.VerifyServerHostname),
+		}
 	case "limits":
 		spec.attrs = map[string]setter{
 			"max_sessions_per_node": l.integer(&c.Limits.MaxSessionsPerNode),

@@ -68,6 +68,7 @@ func validate(c *Config, ranges map[string]hcl.Range) hcl.Diagnostics {
 	v.limit("limits.max_websockets", c.Limits.MaxWebsockets, "the most event streams and terminals one node serves at once, such as 1000")
 	v.limit("limits.max_request_rate", c.Limits.MaxRequestRate, "the most requests per second one client may make, such as 100")
 	v.acl(c)
+	v.tls(c)
 	return v.diags
 }
 
@@ -104,6 +105,28 @@ func (v *validator) acl(c *Config) {
 	case c.ACL.ReadToken == c.ACL.Token:
 		v.fail("acl.read_token", "Invalid acl.read_token", "acl.read_token is the same as acl.token, so it would not be read-only.",
 			"give the read-only token its own value, such as the output of: head -c 32 /dev/urandom | base64")
+	}
+}
+
+func (v *validator) tls(c *Config) {
+	t := c.TLS
+	if !t.Enabled() {
+		for key, on := range map[string]bool{"tls.verify_incoming": t.VerifyIncoming, "tls.verify_server_hostname": t.VerifyServerHostname} {
+			if on {
+				v.fail(key, "Invalid "+key, key+" is set but TLS is off (no ca_file, cert_file or key_file).",
+					"set tls.ca_file, tls.cert_file and tls.key_file (paddock tls ca create, paddock tls cert create -server)")
+			}
+		}
+		return
+	}
+	for _, f := range []struct{ key, val, what string }{
+		{"tls.ca_file", t.CAFile, "the CA certificate (paddock tls ca create writes paddock-ca.pem)"},
+		{"tls.cert_file", t.CertFile, "this node's server certificate (paddock tls cert create -server -node " + c.NodeName + ")"},
+		{"tls.key_file", t.KeyFile, "this node's server key (written beside its certificate)"},
+	} {
+		if f.val == "" {
+			v.fail(v.setKey("tls.ca_file", "tls.cert_file", "tls.key_file"), "Missing "+f.key, "TLS needs "+f.key+": "+f.what+".", "set ca_file, cert_file and key_file together, or none for plain connections")
+		}
 	}
 }
 

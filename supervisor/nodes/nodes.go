@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/plugins"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -44,6 +45,9 @@ type Options struct {
 	Plugins Plugins
 	// Secret is the node secret sent to peers ("" in an open cluster).
 	Secret string
+	// TLS, when not nil, makes calls to peers over HTTPS with this node's
+	// server certificate.
+	TLS *certs.TLS
 	// Interval is how often Watch probes each node (default 1s); a node is
 	// unavailable once it has not answered for DownAfter (default 3×Interval).
 	Interval, DownAfter time.Duration
@@ -86,7 +90,7 @@ func New(o Options) *Nodes {
 	if o.DownAfter == 0 {
 		o.DownAfter = 3 * o.Interval
 	}
-	return &Nodes{o: o, log: o.Logger, rpc: newRPCClient(o.Secret), health: map[string]*Health{}}
+	return &Nodes{o: o, log: o.Logger, rpc: newRPCClient(o.Secret, o.TLS), health: map[string]*Health{}}
 }
 
 // Self is this node's id.
@@ -207,7 +211,7 @@ func (n *Nodes) Watch(ctx context.Context) {
 				defer wg.Done()
 				pctx, cancel := context.WithTimeout(ctx, n.o.Interval)
 				defer cancel()
-				ps, err := n.rpc.plugins(pctx, info.HTTPAddr)
+				ps, err := n.rpc.plugins(pctx, id, info.HTTPAddr)
 				if ctx.Err() == nil {
 					n.record(id, ps, err, start)
 				}

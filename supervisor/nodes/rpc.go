@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/plugins"
@@ -130,14 +131,36 @@ func writeErr(w http.ResponseWriter, err error) {
 	_ = json.NewEncoder(w).Encode(b)
 }
 
-// rpcClient makes node-to-node calls.
+// rpcClient makes node-to-node calls, over HTTPS with this node's server
+// certificate when the cluster runs TLS.
 type rpcClient struct {
 	secret string
+	scheme string
+	tls    *certs.TLS
 	http   *http.Client
 }
 
-func newRPCClient(secret string) *rpcClient {
-	return &rpcClient{secret: secret, http: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}}}
+func newRPCClient(secret string, t *certs.TLS) *rpcClient {
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: 90 * time.Second}
+	c := &rpcClient{secret: secret, scheme: "http", http: &http.Client{Transport: tr}}
+	if t != nil {
+		tr.TLSClientConfig = t.PeerConfig("")
+		c.scheme, c.tls = "https", t
+	}
+	return c
+}
+
+// checkPeer refuses an answer from another server than node when
+// tls.verify_server_hostname asks for node identities (the connection has
+// already checked that the peer is a server of the cluster's CA).
+func (c *rpcClient) checkPeer(node string, resp *http.Response) error {
+	if c.tls == nil || !c.tls.Options().VerifyServerHostname {
+		return nil
+	}
+	if got := certs.DialedNode(resp.TLS); got != node {
+		return fmt.Errorf("node %s answered with server %q's certificate", node, got)
+	}
+	return nil
 }
 
 // call posts in to addr's path and decodes the answer into out. A node that
@@ -151,7 +174,7 @@ func (c *rpcClient) call(ctx context.Context, node, addr, method, path string, i
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, body)
+	req, err := http.NewRequestWithContext(ctx, method, c.scheme+"://"+addr+path, body)
 	if err != nil {
 		return err
 	}
@@ -166,6 +189,9 @@ func (c *rpcClient) call(ctx context.Context, node, addr, method, path string, i
 		return errors.Join(ErrNodeUnavailable, fmt.Errorf("node %s at %s: %w", node, addr, err))
 	}
 	defer resp.Body.Close()
+	if err := c.checkPeer(node, resp); err != nil {
+		return errors.Join(ErrNodeUnavailable, err)
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return errors.Join(ErrNodeUnavailable, fmt.Errorf("node %s at %s: %w", node, addr, err))
@@ -188,11 +214,11 @@ func (c *rpcClient) call(ctx context.Context, node, addr, method, path string, i
 	return json.Unmarshal(data, out)
 }
 
-func (c *rpcClient) plugins(ctx context.Context, addr string) ([]plugins.Status, error) {
+func (c *rpcClient) plugins(ctx context.Context, node, addr string) ([]plugins.Status, error) {
 	var out struct {
 		Plugins []plugins.Status `json:"plugins"`
 	}
-	err := c.call(ctx, addr, addr, http.MethodGet, "/v1/internal/plugins", nil, &out)
+	err := c.call(ctx, node, addr, http.MethodGet, "/v1/internal/plugins", nil, &out)
 	return out.Plugins, err
 }
 

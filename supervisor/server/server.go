@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/supervisor/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -63,10 +65,19 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	if err := pm.Start(context.Background()); err != nil {
 		return nil, err
 	}
+	tlsFiles, err := loadTLS(cfg)
+	if err != nil {
+		pm.Close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr())
 	if err != nil {
 		pm.Close()
 		return nil, fmt.Errorf("listen on %s: %w", cfg.HTTPAddr(), err)
+	}
+	if tlsFiles != nil {
+		// HTTPS only: a plain request gets the TLS server's 400 and nothing else.
+		ln = tls.NewListener(ln, tlsFiles.APIConfig())
 	}
 	// Requests wait this long for a leader before answering 503: long enough
 	// for several elections with the configured timing.
@@ -82,6 +93,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		ElectionTimeout:    cfg.Server.ElectionTimeout,
 		LeaderLeaseTimeout: cfg.Server.LeaderLeaseTimeout,
 		NodeSecret:         cfg.NodeSecret(),
+		TLS:                tlsFiles,
 		LeaderWait:         leaderWait,
 		Logger:             log.Named("cluster"),
 	}, state.NewStore())
@@ -93,7 +105,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s := &Server{Config: cfg, Node: node, Plugins: pm, log: log, listener: ln, done: make(chan error, 1)}
 	// Every node is also an executor host: the leader reaches the plugin
 	// that owns an executor through Nodes, and watches which nodes answer.
-	s.Nodes = nodes.New(nodes.Options{Self: cfg.NodeName, Store: node.Store(), Plugins: pm, Secret: cfg.NodeSecret(), Logger: log.Named("nodes")})
+	s.Nodes = nodes.New(nodes.Options{Self: cfg.NodeName, Store: node.Store(), Plugins: pm, Secret: cfg.NodeSecret(), TLS: tlsFiles, Logger: log.Named("nodes")})
 	node.OnLeader(s.Nodes.Watch)
 	s.Sessions = sessions.New(sessions.Options{Cluster: node, Nodes: s.Nodes, Config: cfg, Logger: log.Named("sessions")})
 	node.OnLeader(s.Sessions.Run)
@@ -110,7 +122,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	registry.MustRegister(telemetry.RaftLog(node.Raft(), filepath.Join(cfg.DataDir, "raft", "raft.db"))...)
 	registry.MustRegister(telemetry.BuildInfo(""))
 	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Nodes: s.Nodes, Config: cfg, Logger: log.Named("api"),
-		LeaderWait: leaderWait, Registry: registry, Gatherers: gatherers, LogSinks: logSinks(log)})
+		LeaderWait: leaderWait, Registry: registry, Gatherers: gatherers, LogSinks: logSinks(log), TLS: tlsFiles})
 	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {
 		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())
@@ -123,7 +135,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		s.done <- err
 	}()
 	node.Start()
-	log.Info("server started", "node", cfg.NodeName, "http", ln.Addr().String(), "raft", cfg.RaftAddr(), "data_dir", cfg.DataDir)
+	log.Info("server started", "node", cfg.NodeName, "http", cfg.Scheme()+"://"+ln.Addr().String(), "raft", cfg.RaftAddr(), "data_dir", cfg.DataDir)
 	return s, nil
 }
 
@@ -134,6 +146,21 @@ func logSinks(log hclog.Logger) monitor.Sinks {
 		return il
 	}
 	return nil
+}
+
+// loadTLS reads the tls block's files (nil when TLS is off).
+func loadTLS(cfg *config.Config) (*certs.TLS, error) {
+	if !cfg.TLS.Enabled() {
+		return nil, nil
+	}
+	t, err := certs.Load(certs.Options{
+		CAFile: cfg.TLS.CAFile, CertFile: cfg.TLS.CertFile, KeyFile: cfg.TLS.KeyFile,
+		VerifyIncoming: cfg.TLS.VerifyIncoming, VerifyServerHostname: cfg.TLS.VerifyServerHostname,
+	}, cfg.NodeName)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return t, nil
 }
 
 // HTTPAddr is the address the API listens on.
