@@ -2,9 +2,9 @@ package certs
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
-	"crypto/x509"
 	"net"
 	"os"
 	"path/filepath"

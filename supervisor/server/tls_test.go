@@ -206,7 +206,9 @@ func TestTLSClusterEveryConnection(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		var e struct{ Error struct{ Code, Message string } }
+		var e struct {
+			Error struct{ Code, Message string }
+		}
 		_ = json.Unmarshal(b, &e)
 		return resp.StatusCode, e.Error.Message, nil
 	}
