@@ -53,6 +53,7 @@ func commandTable() []command {
 		{path: "executor list", args: "[-session ID]", summary: "list executors", flags: executorListFlags, run: runExecutorList},
 		{path: "agent list", summary: "list agent profiles", run: runAgentList},
 		attachCommand,
+		chatCommand,
 		resumeCommand,
 		{path: "events", args: "[-task ID] [-session ID]", summary: "stream the cluster's events (JSON lines with -json)", flags: eventsFlags, run: runEvents},
 		{path: "version", summary: "print the version, commit and Go version (also -version)", run: runVersion},

@@ -52,11 +52,22 @@ func runEvents(e *env, fl any, pos []string) error {
 // ctx ends (then it returns nil) or fn fails. A dropped stream is opened
 // again after the last event seen, so nothing is skipped or repeated.
 func followEvents(ctx context.Context, c *client.Client, f client.EventFilter, since uint64, fn func(api.Event) error) error {
+	return watchEvents(ctx, c, f, since, fn, nil)
+}
+
+// watchEvents is followEvents that also tells link (when not nil) that the
+// stream dropped (false) and, once it is open again, that it is back (true).
+func watchEvents(ctx context.Context, c *client.Client, f client.EventFilter, since uint64, fn func(api.Event) error, link func(up bool)) error {
 	backoff := attachBackoffMin
+	down := false
 	for {
 		stream, err := c.Events(ctx, f, since)
 		if err == nil {
 			backoff = attachBackoffMin
+			if down && link != nil {
+				link(true)
+			}
+			down = false
 			for {
 				ev, nerr := stream.Next()
 				if nerr != nil {
@@ -69,6 +80,10 @@ func followEvents(ctx context.Context, c *client.Client, f client.EventFilter, s
 				}
 			}
 			stream.Close()
+			if ctx.Err() == nil && link != nil {
+				link(false)
+			}
+			down = true
 		} else {
 			var ae *client.APIError
 			if errors.As(err, &ae) && (ae.Code == "unauthorized" || ae.Code == "forbidden") {

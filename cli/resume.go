@@ -110,24 +110,21 @@ func runResumePicker(e *env, fl any, pos []string) error {
 	return handoff(e, *p.chosen)
 }
 
-// handoff replaces this process with `paddock attach` on the chosen session:
-// the agent's own terminal for a pty agent, the session's shell otherwise.
-// Only argv is used, with the id the server just validated.
+// handoff replaces this process with the chosen session's client:
+// `paddock attach ID -name agent` (the agent's own terminal) for a pty agent,
+// `paddock chat ID` for an ACP agent. Only argv is used, with the id the
+// server just validated.
 func handoff(e *env, r pickRow) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find the paddock binary: %w", err)
 	}
-	argv := []string{"paddock", "attach", r.ID}
+	argv := []string{"paddock", "chat", r.ID}
 	if r.Protocol == "pty" {
-		argv = append(argv, "-name", "agent")
-	}
-	env := withEnv(os.Environ(), EnvAddress+"="+e.g.address, EnvToken+"="+e.g.token, envControllerNonce+"="+self().Nonce)
-	if r.Protocol != "pty" {
-		fmt.Fprintf(e.stdout, "Session %s is live; its agent takes prompts with \"paddock session prompt %s TEXT\". Opening its shell (detach with ctrl-]).\n", r.ID, r.ID)
-	} else {
+		argv = []string{"paddock", "attach", r.ID, "-name", "agent"}
 		fmt.Fprintf(e.stdout, "Attaching to session %s (detach with ctrl-])\n", r.ID)
 	}
+	env := withEnv(os.Environ(), EnvAddress+"="+e.g.address, EnvToken+"="+e.g.token, envControllerNonce+"="+self().Nonce)
 	if err := syscall.Exec(exe, argv, env); err != nil {
 		return fmt.Errorf("exec %s: %w", exe, err)
 	}

@@ -1,0 +1,422 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	xterm "golang.org/x/term"
+
+	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/client"
+)
+
+var chatCommand = command{
+	path:    "chat",
+	args:    "SESSION",
+	summary: "talk with a session's ACP agent line by line (ctrl-c cancels the running turn, ctrl-d leaves)",
+	run:     runChat,
+	id:      idSession,
+}
+
+// Bracketed paste: a terminal asked with pasteOn wraps pasted text in
+// pasteStart and pasteEnd, so a multi-line paste is one prompt.
+const (
+	pasteOn    = "\x1b[?2004h"
+	pasteOff   = "\x1b[?2004l"
+	pasteStart = "\x1b[200~"
+	pasteEnd   = "\x1b[201~"
+)
+
+// chatPollEvery re-reads a session with a running turn even when no event
+// comes, so a turn whose end event was missed still ends.
+const chatPollEvery = time.Second
+
+func runChat(e *env, _ any, pos []string) error {
+	if err := exactArgs(pos, "SESSION"); err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	s, err := c.GetSession(e.ctx(), pos[0])
+	if err != nil {
+		return err
+	}
+	if agents, err := c.Agents(e.ctx()); err == nil {
+		for _, a := range agents {
+			if a.Name == s.Agent && a.Protocol == "pty" {
+				return fmt.Errorf("session %s runs the pty agent %q, which has a terminal of its own: \"paddock attach %s -name agent\"", s.ID, s.Agent, s.ID)
+			}
+		}
+	}
+	if s.State == api.SessionCompleted {
+		return fmt.Errorf("session %s was deleted; create a new session", s.ID)
+	}
+	ch := &chat{
+		e: e, c: c, id: s.ID, agent: s.Agent, in: os.Stdin, out: e.stdout,
+		tty:     xterm.IsTerminal(int(os.Stdin.Fd())),
+		printed: map[string]int{}, echo: map[string]int{},
+	}
+	return ch.run()
+}
+
+// chat is one `paddock chat`: a line-mode conversation with a session's
+// agent. One goroutine (run's loop) prints; the event stream and the
+// stdin reader feed it through channels.
+type chat struct {
+	e     *env
+	c     *client.Client
+	id    string
+	agent string
+	in    io.Reader
+	out   io.Writer
+	tty   bool // stdin is a terminal: ctrl-d leaves at once, pastes are bracketed
+
+	printed  map[string]int // message id → runes shown
+	echo     map[string]int // prompts sent from here whose user message is not seen yet
+	lineOpen bool           // the last output did not end its line
+	running  bool           // a turn runs
+	marker   bool           // the prompt marker is showing
+	queue    []string       // prompts typed while a turn ran
+}
+
+func (ch *chat) run() error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	interrupts := make(chan os.Signal, 1)
+	signal.Notify(interrupts, os.Interrupt)
+	defer signal.Stop(interrupts)
+	if ch.tty {
+		defer ch.lineMode()()
+	}
+
+	// The events after this index are the chat's; the transcript is read
+	// after taking it, so nothing falls between the two.
+	st, err := ch.c.Status(ctx, client.Stale())
+	if err != nil {
+		return err
+	}
+	msgs, err := ch.c.Messages(ctx, ch.id)
+	if err != nil {
+		return err
+	}
+	sess, err := ch.c.GetSession(ctx, ch.id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(ch.out, "Chat with session %s (agent %s, %s). Enter sends a prompt; ctrl-c cancels a running turn; ctrl-d leaves, and the session keeps running.\n",
+		ch.id, cell(ch.agent), sess.State)
+	for _, m := range msgs {
+		ch.show(m)
+	}
+	ch.closeLine()
+	ch.running = sess.State == api.SessionRunning
+	ch.stateNotice(sess)
+
+	events := make(chan api.Event, 256)
+	links := make(chan bool, 4)
+	go func() {
+		_ = watchEvents(ctx, ch.c, client.EventFilter{SessionID: ch.id}, st.AppliedIndex,
+			func(ev api.Event) error {
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+				}
+				return nil
+			},
+			func(up bool) {
+				select {
+				case links <- up:
+				case <-ctx.Done():
+				}
+			})
+	}()
+	prompts := make(chan string)
+	go readPrompts(ch.in, prompts)
+	poll := time.NewTicker(chatPollEvery)
+	defer poll.Stop()
+
+	eof := false
+	for {
+		if !ch.running && len(ch.queue) > 0 {
+			p := ch.queue[0]
+			ch.queue = ch.queue[1:]
+			ch.send(ctx, p)
+			continue
+		}
+		if !ch.running && eof {
+			return ch.leave()
+		}
+		if !ch.running && !ch.marker && ch.tty {
+			ch.closeLine()
+			fmt.Fprint(ch.out, "> ")
+			ch.marker = true
+		}
+		select {
+		case <-ctx.Done():
+			return ch.leave()
+		case p, ok := <-prompts:
+			switch {
+			case !ok && ch.tty:
+				return ch.leave() // ctrl-d: the turn, if any, carries on
+			case !ok:
+				eof = true // piped: the queued prompts are answered first
+				prompts = nil
+			case ch.running:
+				ch.queue = append(ch.queue, p)
+				ch.notice("queued: it is sent when the running turn ends")
+			default:
+				ch.marker = false
+				ch.send(ctx, p)
+			}
+		case <-interrupts:
+			ch.interrupt(ctx)
+		case ev := <-events:
+			ch.event(ctx, ev)
+		case up := <-links:
+			if up {
+				ch.notice("reconnected")
+				ch.resync(ctx)
+			} else {
+				ch.notice("connection lost; reconnecting…")
+			}
+		case <-poll.C:
+			if ch.running {
+				if s, err := ch.c.GetSession(ctx, ch.id); err == nil && s.State != api.SessionRunning {
+					ch.turnEnded(ctx, s)
+				}
+			}
+		}
+	}
+}
+
+// lineMode prepares the terminal for the chat and returns the undo: the
+// line discipline edits lines, control characters are not echoed as ^X (so
+// the paste brackets stay invisible), and pastes are bracketed.
+func (ch *chat) lineMode() func() {
+	fd := int(os.Stdin.Fd())
+	old, err := unix.IoctlGetTermios(fd, unix.TCGETS)
+	if err != nil {
+		return func() {}
+	}
+	t := *old
+	t.Lflag &^= unix.ECHOCTL
+	_ = unix.IoctlSetTermios(fd, unix.TCSETS, &t)
+	if isTerminal(ch.out) {
+		fmt.Fprint(ch.out, pasteOn)
+	}
+	return func() {
+		if isTerminal(ch.out) {
+			fmt.Fprint(ch.out, pasteOff)
+		}
+		_ = unix.IoctlSetTermios(fd, unix.TCSETS, old)
+	}
+}
+
+// readPrompts sends each prompt read from r: a line, or a bracketed paste
+// with the rest of the line it ends on. It closes prompts at EOF.
+func readPrompts(r io.Reader, prompts chan<- string) {
+	defer close(prompts)
+	br := bufio.NewReader(r)
+	var lines []string
+	pasting := false
+	flush := func() {
+		text := strings.TrimRight(strings.Join(lines, "\n"), " \t\r\n")
+		lines = nil
+		if strings.TrimSpace(text) != "" {
+			prompts <- text
+		}
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if line != "" {
+			complete := strings.HasSuffix(line, "\n")
+			l := strings.TrimRight(line, "\r\n")
+			if strings.Contains(l, pasteStart) {
+				pasting = true
+				l = strings.ReplaceAll(l, pasteStart, "")
+			}
+			if strings.Contains(l, pasteEnd) {
+				pasting = false
+				l = strings.ReplaceAll(l, pasteEnd, "")
+			}
+			lines = append(lines, l)
+			if complete && !pasting {
+				flush()
+			}
+		}
+		if err != nil {
+			flush()
+			return
+		}
+	}
+}
+
+// send prompts the agent; the reply streams through the events.
+func (ch *chat) send(ctx context.Context, text string) {
+	ch.marker = false
+	if err := ch.c.Prompt(ctx, ch.id, text); err != nil {
+		ch.notice("the prompt was not sent: %s", noControls(err.Error(), ""))
+		return
+	}
+	if ch.tty {
+		ch.echo[text]++ // the terminal has shown it
+	}
+	ch.running = true
+}
+
+// interrupt is ctrl-c: it cancels the running turn, never the chat.
+func (ch *chat) interrupt(ctx context.Context) {
+	if !ch.running {
+		ch.notice("no turn is running; ctrl-d leaves the chat (the session keeps running)")
+		return
+	}
+	ch.queue = nil
+	if err := ch.c.Cancel(ctx, ch.id); err != nil {
+		ch.notice("could not cancel the turn: %s", noControls(err.Error(), ""))
+		return
+	}
+	ch.notice("cancelling the turn…")
+}
+
+// event shows one session event.
+func (ch *chat) event(ctx context.Context, ev api.Event) {
+	switch ev.Type {
+	case api.EventMessageAdded, api.EventMessageUpdated:
+		if m, ok := eventMessage(ev); ok {
+			ch.show(m)
+		}
+	case api.EventStateChanged:
+		to, _ := ev.Data["to"].(string)
+		from, _ := ev.Data["from"].(string)
+		switch {
+		case to == string(api.SessionRunning):
+			// A prompt from another client, if the session still runs it
+			// (a server that restarted may replay old turns' changes).
+			if !ch.running {
+				if s, err := ch.c.GetSession(ctx, ch.id); err == nil && s.State == api.SessionRunning {
+					ch.closeLine()
+					ch.running = true
+				}
+			}
+		case from == string(api.SessionRunning) && ch.running:
+			if s, err := ch.c.GetSession(ctx, ch.id); err == nil && s.State != api.SessionRunning {
+				ch.turnEnded(ctx, s)
+			}
+		default:
+			if s, err := ch.c.GetSession(ctx, ch.id); err == nil {
+				ch.stateNotice(s)
+			}
+		}
+	}
+}
+
+// turnEnded prints whatever of the reply the stream did not carry and how
+// the turn ended.
+func (ch *chat) turnEnded(ctx context.Context, s *api.Session) {
+	ch.running = false
+	ch.resync(ctx)
+	ch.closeLine()
+	switch s.LastTurnOutcome {
+	case api.TurnCancelled:
+		ch.notice("turn cancelled")
+	case api.TurnFailed:
+		ch.notice("the turn failed: %s", cell(s.ErrorMessage))
+	case api.TurnInterrupted:
+		ch.notice("the turn was interrupted; it is not sent again")
+	}
+	ch.stateNotice(s)
+}
+
+// resync shows the stored messages the stream did not carry (after a
+// reconnect, or a turn whose events came late).
+func (ch *chat) resync(ctx context.Context) {
+	msgs, err := ch.c.Messages(ctx, ch.id)
+	if err != nil {
+		return
+	}
+	for _, m := range msgs {
+		ch.show(m)
+	}
+}
+
+// stateNotice says when the session cannot take prompts.
+func (ch *chat) stateNotice(s *api.Session) {
+	switch s.State {
+	case api.SessionStopped, api.SessionError:
+		ch.running = false
+		ch.notice("session %s is %s: %s. Resume it with \"paddock session resume %s\"; this chat carries on.",
+			s.ID, s.State, cell(orDefault(s.ErrorMessage, "its agent is not running")), s.ID)
+	case api.SessionCompleted:
+		ch.running = false
+		ch.notice("session %s was deleted", s.ID)
+	}
+}
+
+// show prints the part of a message not shown yet: the user's prompts as
+// "> text" (except those typed here, which the terminal echoed), the
+// agent's text as it streams, system messages tagged.
+func (ch *chat) show(m api.Message) {
+	text := []rune(noControls(m.Text, "\n\t"))
+	n, seen := ch.printed[m.ID]
+	if !seen && m.Role == api.RoleUser && ch.echo[m.Text] > 0 {
+		ch.echo[m.Text]--
+		ch.printed[m.ID] = len(text)
+		return
+	}
+	if n >= len(text) {
+		if m.Complete && seen && ch.lineOpen {
+			ch.closeLine()
+		}
+		return
+	}
+	if !seen {
+		ch.closeLine()
+		ch.marker = false
+		switch m.Role {
+		case api.RoleUser:
+			fmt.Fprint(ch.out, "> ")
+		case api.RoleAgent:
+		default:
+			fmt.Fprintf(ch.out, "[%s] ", cell(string(m.Role)))
+		}
+	}
+	rest := string(text[n:])
+	if m.Role == api.RoleUser {
+		rest = strings.ReplaceAll(rest, "\n", "\n  ")
+	}
+	fmt.Fprint(ch.out, rest)
+	ch.lineOpen = !strings.HasSuffix(rest, "\n")
+	ch.printed[m.ID] = len(text)
+	if m.Complete {
+		ch.closeLine()
+	}
+}
+
+func (ch *chat) closeLine() {
+	if ch.lineOpen || ch.marker {
+		fmt.Fprintln(ch.out)
+		ch.lineOpen, ch.marker = false, false
+	}
+}
+
+// notice prints a line of the chat's own.
+func (ch *chat) notice(format string, args ...any) {
+	ch.closeLine()
+	fmt.Fprintf(ch.out, "[paddock] "+format+"\n", args...)
+}
+
+func (ch *chat) leave() error {
+	ch.closeLine()
+	fmt.Fprintf(ch.out, "Left the chat; session %s keeps running (\"paddock chat %s\" comes back).\n", ch.id, ch.id)
+	return nil
+}

@@ -1,0 +1,167 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/client"
+)
+
+// TestChatInATerminal runs `paddock chat` in tmux against a real server: it
+// shows the transcript, streams a reply chunk by chunk, cancels a running
+// turn on ctrl-c and stays, sends a bracketed multi-line paste as one
+// prompt, reconnects by itself across a server restart, and leaves on
+// ctrl-d with exit 0 while the session keeps WAITING_FOR_INPUT; the picker
+// hands an ACP session over to it.
+func TestChatInATerminal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	x := newTmux(t)
+	cfg := standaloneConfig(t) + `
+agent "demo-stream" {
+  protocol = "acp"
+  command  = ["paddock-demo-agent", "--chunk-delay", "700ms"]
+}
+`
+	c := startCluster(t, 1, false, cfg)
+	node := leaderOf(t, c)
+	cl := apiClient(t, node)
+	task, err := cl.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "chat task"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cl.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo-stream", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.ID
+	waitState(t, cl, id, api.SessionWaitingForInput)
+	if err := cl.Prompt(testCtx(t), id, "remember apple"); err != nil {
+		t.Fatal(err)
+	}
+	waitTurnEnd(t, cl, id, 1)
+
+	// Bad ids are refused with the server's reason.
+	r := cliRunner{t: t, addr: node.URL()}
+	if code, _, errOut := r.run("chat", "no-such-session"); code != 1 || !strings.Contains(errOut, "not_found") {
+		t.Fatalf("chat with an unknown session: exit %d: %s", code, errOut)
+	}
+
+	paddock := filepath.Join(binDir, "paddock")
+	// The window's shell survives the ctrl-c sent to its foreground group.
+	x.start("chat", t.TempDir(), "trap true INT; "+paddock+" chat "+id[:8], "PADDOCK_ADDR="+node.URL(), "TERM=xterm-256color")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the chat window:\n%s", x.run("capture-pane", "-p", "-t", "chat"))
+		}
+	})
+	x.waitScreen("chat", "Chat with session "+id, "> remember apple", "ok, remembering apple")
+
+	// The reply streams: its first chunk shows before its last.
+	x.keys("chat", "-l", "alpha beta gamma delta epsilon zeta eta theta")
+	x.keys("chat", "Enter")
+	waitFor(t, 30*time.Second, "the first chunk of the reply alone", func() bool {
+		for _, l := range strings.Split(x.screen("chat"), "\n") {
+			if strings.HasPrefix(l, "turn 2: alpha") && !strings.Contains(l, "theta") {
+				return true
+			}
+		}
+		return false
+	})
+	x.waitScreen("chat", "turn 2: alpha beta gamma delta epsilon zeta eta theta")
+	waitTurnEnd(t, cl, id, 2)
+
+	// ctrl-c cancels the running turn, not the chat.
+	x.keys("chat", "-l", "sleep 30")
+	x.keys("chat", "Enter")
+	waitFor(t, 30*time.Second, "the agent to get the prompt", func() bool {
+		msgs, err := cl.Messages(testCtx(t), id)
+		return err == nil && hasUserMessage(msgs, "sleep 30")
+	})
+	start := time.Now()
+	x.keys("chat", "C-c")
+	x.waitScreen("chat", "[paddock] turn cancelled")
+	got := waitState(t, cl, id, api.SessionWaitingForInput)
+	if got.LastTurnOutcome != api.TurnCancelled || time.Since(start) > 20*time.Second {
+		t.Fatalf("after ctrl-c: outcome %q after %s", got.LastTurnOutcome, time.Since(start))
+	}
+	x.keys("chat", "-l", "recall")
+	x.keys("chat", "Enter")
+	x.waitScreen("chat", "you asked me to remember: apple")
+	waitTurnEnd(t, cl, id, 4)
+
+	// A bracketed paste of two lines is one prompt.
+	x.run("set-buffer", "line one\nline two")
+	x.run("paste-buffer", "-p", "-t", "chat")
+	x.keys("chat", "Enter")
+	waitFor(t, 30*time.Second, "the pasted prompt", func() bool {
+		msgs, err := cl.Messages(testCtx(t), id)
+		return err == nil && len(msgs) > 0 && hasUserMessage(msgs, "line one\nline two")
+	})
+	x.waitScreen("chat", "line two")
+
+	// The server restarts under the chat: it reconnects and goes on.
+	waitTurnEnd(t, cl, id, 5)
+	node.Kill()
+	x.waitScreen("chat", "[paddock] connection lost; reconnecting")
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	x.waitScreen("chat", "[paddock] reconnected")
+	waitState(t, cl, id, api.SessionWaitingForInput)
+	x.keys("chat", "-l", "remember pear")
+	x.keys("chat", "Enter")
+	x.waitScreen("chat", "ok, remembering pear")
+	if strings.Contains(x.screen("chat"), "> > ") {
+		t.Error("the prompt marker repeats on one line")
+	}
+
+	// ctrl-d leaves with exit 0; the session keeps running.
+	waitTurnEnd(t, cl, id, 6)
+	x.keys("chat", "C-d")
+	x.waitScreen("chat", "Left the chat; session "+id+" keeps running", "EXIT=0")
+	if s, err := cl.GetSession(testCtx(t), id); err != nil || s.State != api.SessionWaitingForInput {
+		t.Fatalf("after ctrl-d the session is %+v %v, want WAITING_FOR_INPUT", s, err)
+	}
+
+	// The picker hands an ACP session over to paddock chat.
+	x.start("pick", t.TempDir(), paddock+" resume -task "+task.ID, "PADDOCK_ADDR="+node.URL(), "PADDOCK_SESSION_ID=", "TERM=xterm-256color")
+	x.waitScreen("pick", "Resume a session (1 of 1)", id)
+	x.keys("pick", "Enter")
+	x.waitScreen("pick", "Chat with session "+id, "ok, remembering pear")
+	x.keys("pick", "C-d")
+	x.waitScreen("pick", "EXIT=0")
+}
+
+// waitTurnEnd waits until the session has answered its n-th prompt.
+func waitTurnEnd(t *testing.T, cl *client.Client, id string, n int) {
+	t.Helper()
+	waitFor(t, 60*time.Second, fmt.Sprintf("turn %d of %s to end", n, id), func() bool {
+		s, err := cl.GetSession(testCtx(t), id)
+		if err != nil || s.State != api.SessionWaitingForInput {
+			return false
+		}
+		msgs, err := cl.Messages(testCtx(t), id)
+		users := 0
+		for _, m := range msgs {
+			if m.Role == api.RoleUser {
+				users++
+			}
+		}
+		return err == nil && users >= n
+	})
+}
+
+func hasUserMessage(msgs []api.Message, text string) bool {
+	for _, m := range msgs {
+		if m.Role == api.RoleUser && m.Text == text {
+			return true
+		}
+	}
+	return false
+}
