@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -71,7 +72,11 @@ func runAttach(e *env, fl any, pos []string) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	a := &attacher{url: u.String(), token: e.g.token, in: os.Stdin, out: e.stdout, errOut: e.stderr, fd: -1}
+	tc, err := e.tlsConfig()
+	if err != nil {
+		return err
+	}
+	a := &attacher{url: u.String(), token: e.g.token, tls: tc, in: os.Stdin, out: e.stdout, errOut: e.stderr, fd: -1}
 	if fd := int(os.Stdin.Fd()); xterm.IsTerminal(fd) {
 		a.fd = fd
 	}
@@ -82,6 +87,7 @@ func runAttach(e *env, fl any, pos []string) error {
 // connected to a session terminal, reconnecting with delta replay until detached.
 type attacher struct {
 	url    string
+	tls    *tls.Config // for a wss url (nil: the system's roots)
 	token  string
 	in     io.Reader
 	out    io.Writer
@@ -196,7 +202,7 @@ func readInput(in io.Reader, input chan<- []byte, detach chan<- struct{}) {
 // session runs one connection: it returns errDetached, a permanentError, errConnected
 // when an attached connection dropped, or the dial error.
 func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-chan struct{}, winch <-chan os.Signal) error {
-	d := websocket.Dialer{Proxy: nil, HandshakeTimeout: attachDialTimeout, Subprotocols: []string{term.Subprotocol}, ReadBufferSize: 64 << 10}
+	d := websocket.Dialer{Proxy: nil, HandshakeTimeout: attachDialTimeout, Subprotocols: []string{term.Subprotocol}, ReadBufferSize: 64 << 10, TLSClientConfig: a.tls}
 	hdr := http.Header{}
 	if a.token != "" {
 		hdr.Set("Authorization", "Bearer "+a.token)

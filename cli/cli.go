@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,8 +17,11 @@ import (
 
 // Environment variables read for the global flags' defaults.
 const (
-	EnvAddress = "PADDOCK_ADDR"
-	EnvToken   = "PADDOCK_TOKEN"
+	EnvAddress    = "PADDOCK_ADDR"
+	EnvToken      = "PADDOCK_TOKEN"
+	EnvCACert     = "PADDOCK_CACERT"
+	EnvClientCert = "PADDOCK_CLIENT_CERT"
+	EnvClientKey  = "PADDOCK_CLIENT_KEY"
 )
 
 // Run dispatches one paddock subcommand (everything except `server`) with its
@@ -33,6 +37,7 @@ type globals struct {
 	token   string
 	json    bool
 	stale   bool
+	tls     client.TLSOptions
 }
 
 // env is the state of one invocation.
@@ -82,6 +87,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		e.g.address = client.DefaultAddress
 	}
 	e.g.token = getenv(EnvToken)
+	e.g.tls = client.TLSOptions{CACert: getenv(EnvCACert), ClientCert: getenv(EnvClientCert), ClientKey: getenv(EnvClientKey)}
 
 	top := flag.NewFlagSet("paddock", flag.ContinueOnError)
 	top.SetOutput(io.Discard)
@@ -171,6 +177,9 @@ func registerGlobals(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.token, "token", g.token, "ACL token (env "+EnvToken+")")
 	fs.BoolVar(&g.json, "json", g.json, "print the server's JSON")
 	fs.BoolVar(&g.stale, "stale", g.stale, "read the local node's state instead of the leader's")
+	fs.StringVar(&g.tls.CACert, "ca-cert", g.tls.CACert, "CA certificate that verifies an https server (env "+EnvCACert+")")
+	fs.StringVar(&g.tls.ClientCert, "client-cert", g.tls.ClientCert, "client certificate for a server with tls.verify_incoming (env "+EnvClientCert+")")
+	fs.StringVar(&g.tls.ClientKey, "client-key", g.tls.ClientKey, "key of -client-cert (env "+EnvClientKey+")")
 }
 
 func (e *env) runCommand(cmd *command, args []string) int {
@@ -229,7 +238,21 @@ func (e *env) fail(err error) int {
 
 // client builds an API client from the global flags.
 func (e *env) client() (*client.Client, error) {
-	return client.New(e.g.address, e.g.token, client.WithStaleReads(e.g.stale))
+	tc, err := e.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(e.g.address, e.g.token, client.WithStaleReads(e.g.stale), client.WithTLS(tc))
+}
+
+// tlsConfig is the TLS configuration of -ca-cert, -client-cert and
+// -client-key, or nil when none is set (an https address then trusts the
+// system's roots).
+func (e *env) tlsConfig() (*tls.Config, error) {
+	if e.g.tls == (client.TLSOptions{}) {
+		return nil, nil
+	}
+	return client.TLSConfig(e.g.tls)
 }
 
 // ctx is the context of one API call; the client applies its default timeout.
@@ -330,6 +353,9 @@ func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "  -token TOKEN   ACL token (env PADDOCK_TOKEN)")
 	fmt.Fprintln(w, "  -json          print the server's JSON instead of a table")
 	fmt.Fprintln(w, "  -stale         read the local node's state instead of the leader's")
+	fmt.Fprintln(w, "  -ca-cert FILE  CA certificate that verifies an https server (env PADDOCK_CACERT)")
+	fmt.Fprintln(w, "  -client-cert FILE, -client-key FILE")
+	fmt.Fprintln(w, "                 client certificate and key (env PADDOCK_CLIENT_CERT, PADDOCK_CLIENT_KEY)")
 }
 
 // commands is the table of every leaf subcommand and commandIndex maps each

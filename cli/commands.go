@@ -58,6 +58,8 @@ func commandTable() []command {
 		{path: "events", args: "[-task ID] [-session ID]", summary: "stream the cluster's events (JSON lines with -json)", flags: eventsFlags, run: runEvents},
 		{path: "version", summary: "print the version, commit and Go version (also -version)", run: runVersion},
 		{path: "completion", args: "bash|zsh|fish", summary: "print a shell completion script", run: runCompletion},
+		tlsCACreateCommand,
+		tlsCertCreateCommand,
 	}
 }
 

@@ -66,8 +66,8 @@ func (c *Client) Events(ctx context.Context, filter EventFilter, since uint64) (
 	if c.timeout > 0 {
 		dialer.HandshakeTimeout = c.timeout
 	}
-	if tr, ok := c.http.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil {
-		dialer.TLSClientConfig = tr.TLSClientConfig
+	if tc := c.TLS(); tc != nil {
+		dialer.TLSClientConfig = tc
 	}
 	conn, resp, err := dialer.DialContext(ctx, u.String(), h)
 	if err != nil {
