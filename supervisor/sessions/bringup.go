@@ -174,7 +174,7 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 				want = state.SessionRunning
 			}
 			if sess.State != want {
-				if err := m.setState(ctx, sess.ID, want, "", ""); err != nil {
+				if err := m.move(ctx, sess.ID, want); err != nil {
 					m.log.Warn("recovered session state", "session", sess.ID, "error", err)
 				}
 			}
@@ -193,7 +193,7 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		return m.agentFailed(ctx, sess, state.ReasonMissingResumeToken, state.ResumeMessage(state.ReasonMissingResumeToken))
 	}
 	if sess.State != state.SessionStarting {
-		if err := m.setState(ctx, sess.ID, state.SessionStarting, "", ""); err != nil {
+		if err := m.move(ctx, sess.ID, state.SessionStarting); err != nil {
 			return OutcomeSkipped, err
 		}
 	}
@@ -270,5 +270,5 @@ func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex s
 		return err
 	}
 	m.attach(lctx, sess.ID, ex, client)
-	return m.setState(ctx, sess.ID, state.SessionWaitingForInput, "", "", state.SessionStarting)
+	return m.move(ctx, sess.ID, state.SessionWaitingForInput, state.SessionStarting)
 }

@@ -76,7 +76,7 @@ func (m *Manager) record(ctx context.Context, sess state.Session, f failure) {
 	case leaseReclaimed:
 		m.endLease(ctx, sess.ID, true)
 	}
-	if err := m.setState(ctx, sess.ID, state.SessionError, msg, f.Reason); err != nil {
+	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sess.ID, State: state.SessionError, ErrorMessage: msg, Reason: f.Reason}); err != nil {
 		m.log.Warn("record session error", "session", sess.ID, "error", err)
 	}
 }

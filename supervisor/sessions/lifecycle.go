@@ -159,7 +159,7 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 	token := res.FencingToken
 	// The claim is committed: the caller giving up from here must not leave
 	// a claimed lease behind a session that never starts.
-	if err := m.setState(lctx, sess.ID, state.SessionStarting, "", "", from...); err != nil {
+	if err := m.move(lctx, sess.ID, state.SessionStarting, from...); err != nil {
 		lock.Unlock()
 		m.releaseLease(lctx, sess.ID, token)
 		return err
@@ -343,7 +343,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	if e == nil {
 		return fmt.Errorf("%w: session %s", ErrNotRunning, sess.ID)
 	}
-	if err := m.setState(ctx, sess.ID, state.SessionRunning, "", "", state.SessionWaitingForInput); err != nil {
+	if err := m.move(ctx, sess.ID, state.SessionRunning, state.SessionWaitingForInput); err != nil {
 		return err
 	}
 	// RUNNING is committed: from here the prompt is delivered, or RUNNING
@@ -351,7 +351,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	// leave the session RUNNING with no turn). Only the end of leadership
 	// stops this; the next leader sets the state from the agent's.
 	if _, err := e.client.Prompt(lctx, text); err != nil {
-		if uerr := m.setState(lctx, sess.ID, state.SessionWaitingForInput, "", "", state.SessionRunning); uerr != nil && !errors.Is(uerr, state.ErrConflict) {
+		if uerr := m.move(lctx, sess.ID, state.SessionWaitingForInput, state.SessionRunning); uerr != nil && !errors.Is(uerr, state.ErrConflict) {
 			m.log.Warn("undo RUNNING after a failed prompt", "session", sess.ID, "error", uerr)
 		}
 		var apiErr *agentctl.APIError
@@ -437,7 +437,7 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 			m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("stop: %w", err)})
 			return
 		}
-		if err := m.setState(ctx, sessionID, state.SessionStopped, "", state.ReasonAgentNotRunning); err != nil {
+		if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sessionID, State: state.SessionStopped, Reason: state.ReasonAgentNotRunning}); err != nil {
 			m.log.Warn("record stop", "session", sessionID, "error", err)
 		}
 	}()

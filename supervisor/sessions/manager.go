@@ -219,9 +219,11 @@ func applyBackoff(attempt int) time.Duration {
 	return min(20*time.Millisecond<<min(attempt, 4), 250*time.Millisecond)
 }
 
-// setState moves a session; from (optional) makes it a compare-and-set.
-func (m *Manager) setState(ctx context.Context, id string, to state.SessionState, msg, reason string, from ...state.SessionState) error {
-	_, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: to, ErrorMessage: msg, Reason: reason, From: from})
+// move moves a session to a state with no message or reason; from
+// (optional) makes it a compare-and-set. A state with a message or a reason
+// (ERROR, STOPPED) is written with its SetSessionStateBody.
+func (m *Manager) move(ctx context.Context, id string, to state.SessionState, from ...state.SessionState) error {
+	_, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: to, From: from})
 	return err
 }
 

@@ -61,7 +61,7 @@ func (m *Manager) runtimeOf(ctx context.Context, ex state.Executor) (runtime.Run
 	if err == nil {
 		err = fmt.Errorf("%w: node %s does not answer", ErrNodeUnavailable, ex.Node)
 	}
-	local, lerr := m.nodes.Runtime("", ex.Runtime)
+	local, lerr := m.nodes.Runtime(m.cluster.ID(), ex.Runtime)
 	if lerr != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func launchOptions(sess state.Session, existing bool) map[string]string {
 // sharedWorkspace reports whether runtime name declares runtime.CapSharedWorkspace
 // (asked of this node's plugin; every node configures it alike).
 func (m *Manager) sharedWorkspace(ctx context.Context, name string) bool {
-	rt, err := m.nodes.Runtime("", name)
+	rt, err := m.nodes.Runtime(m.cluster.ID(), name)
 	if err != nil {
 		return false
 	}

@@ -162,7 +162,7 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 	// The workspace is on shared storage: this node's plugin takes the
 	// executor over (its holder is not proven gone, so bringUp waits its
 	// lease out before anything runs here).
-	local, lerr := m.nodes.Runtime("", ex.Runtime)
+	local, lerr := m.nodes.Runtime(m.cluster.ID(), ex.Runtime)
 	var resp runtime.LaunchResponse
 	if lerr == nil {
 		b.ex.Node = m.cluster.ID()
