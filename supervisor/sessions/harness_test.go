@@ -418,13 +418,21 @@ func (p *agentctlProc) response(h fakeHandle) runtime.LaunchResponse {
 	return runtime.LaunchResponse{Handle: b, AgentctlURL: p.info.URL, PID: p.info.PID, Nonce: p.info.Nonce, WorkspacePath: h.Workspace}
 }
 
+// alive reports whether agentctl still runs: a killed one is dead from the
+// moment it exits, before this process has reaped it (a runtime asked
+// right after the kill must not see it running).
 func (p *agentctlProc) alive() bool {
 	select {
 	case <-p.done:
 		return false
 	default:
-		return true
 	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
 
 // kill ends agentctl and its agent at once (a machine going down).
@@ -614,7 +622,7 @@ func (w *world) seedLive(o liveOpts) live {
 		if _, err := c.Prompt(ctx, "remember "+o.remember); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "the remember turn to end", func() bool {
+		waitFor(t, 30*time.Second, "the remember turn to end", func() bool {
 			a, err := c.AgentState(ctx)
 			return err == nil && a.Turn >= 1 && !a.TurnRunning && a.Status == agentctl.StatusWaitingForInput
 		})
