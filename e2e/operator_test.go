@@ -213,3 +213,49 @@ func TestDevServerHTTPPort(t *testing.T) {
 		t.Errorf("dev server plugins: %+v %v", list, err)
 	}
 }
+
+// TestMonitorAndPluginSchemaCLI runs `paddock monitor` and `paddock plugin
+// schema` against a real server: the monitor prints the server's log lines
+// as they happen, at debug though the server logs at info, including the
+// session lifecycle; the schema is the standalone plugin's, with
+// descriptions.
+func TestMonitorAndPluginSchemaCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	leader := leaderOf(t, c)
+	r := cliRunner{t: t, addr: leader.URL()}
+
+	out := r.ok("plugin", "schema", "standalone")
+	for _, want := range []string{`plugin "standalone" {`, "workspace_root = string", "# directory holding every session's workspace", "start_timeout = duration"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plugin schema output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, _, errOut := r.run("plugin", "schema", "nope"); code != 1 || !strings.Contains(errOut, `"nope"`) || !strings.Contains(errOut, "paddock plugin list") {
+		t.Errorf("plugin schema nope: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := r.run("monitor", "-log-level", "loud"); code != 1 || !strings.Contains(errOut, "not one of trace, debug, info, warn, error") {
+		t.Errorf("monitor -log-level loud: exit %d, %s", code, errOut)
+	}
+
+	lines := r.lines("monitor", "-log-level", "debug")
+	// The server logs at info; the stream's own debug line shows its level.
+	if l := waitLine(t, lines, "monitor attached"); !strings.Contains(l, "[DEBUG]") {
+		t.Errorf("attach line %q is not a debug line", l)
+	}
+	api := apiClient(t, leader)
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "monitor"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := waitLine(t, lines, "session created"); !strings.Contains(l, "[INFO]") || !strings.Contains(l, "session="+sess.ID) {
+		t.Errorf("lifecycle line %q", l)
+	}
+	waitLine(t, lines, "session started")
+}
