@@ -25,7 +25,13 @@ import (
 )
 
 // detachKey is ctrl-]: it ends `paddock attach` and leaves the shell running.
-const detachKey = 0x1d
+// Followed within escapeWindow by resetKey it asks to reset the terminal
+// instead (after a y/N confirmation).
+const (
+	detachKey    = 0x1d
+	resetKey     = 'r'
+	escapeWindow = time.Second
+)
 
 // Timing of attach connections.
 const (
@@ -39,7 +45,7 @@ const (
 var attachCommand = command{
 	path:    "attach",
 	args:    "SESSION [-name shell]",
-	summary: "attach to a session's terminal (detach with ctrl-])",
+	summary: "attach to a session's terminal (ctrl-] detaches; ctrl-] r resets it)",
 	flags:   attachFlags,
 	run:     runAttach,
 	id:      idSession,
@@ -94,17 +100,33 @@ type attacher struct {
 	errOut io.Writer
 	fd     int // stdin's fd when it is a terminal, else -1
 
-	epoch   string
-	pos     int64
-	hasPos  bool
-	pending string // a notice to print after the next out-of-band frame
+	epoch    string
+	pos      int64
+	hasPos   bool
+	pending  string // a notice to print after the next out-of-band frame
+	dropped  bool   // the last connection dropped: the next attached is a reconnect
+	resets   chan struct{}
+	attached chan struct{} // a reconnect is attached: the writer redraws
 }
 
-// errDetached ends the attach without an error.
-var errDetached = errors.New("detached")
+// errDetached ends the attach without an error; errUserDetached is the
+// user's ctrl-].
+var (
+	errDetached     = errors.New("detached")
+	errUserDetached = errors.New("detached by the user")
+)
 
-// permanentError is a refusal that reconnecting cannot fix.
-type permanentError struct{ msg string }
+// permanentError is a refusal that reconnecting cannot fix; status is the
+// HTTP status of a refused upgrade.
+type permanentError struct {
+	msg    string
+	status int
+}
+
+// reconnectNotFoundGrace is how long a reconnect keeps trying through "not
+// found": a server that just restarted may answer before it has read its
+// state back.
+const reconnectNotFoundGrace = time.Minute
 
 func (p *permanentError) Error() string { return p.msg }
 
@@ -138,22 +160,42 @@ func (a *attacher) run(ctx context.Context) error {
 	// with the process, which exits right after run returns.
 	input := make(chan []byte)
 	detach := make(chan struct{})
-	go readInput(a.in, input, detach)
+	a.resets = make(chan struct{}, 1)
+	a.attached = make(chan struct{}, 1)
+	chunks := make(chan []byte)
+	go readChunks(a.in, chunks)
+	go a.keys(chunks, input, detach)
 
 	// The first connection must succeed; once attached, drops are retried until the
 	// user detaches.
 	everAttached := false
+	var notFoundSince time.Time
 	backoff := attachBackoffMin
 	for {
 		err := a.session(ctx, input, detach, winch)
 		var perm *permanentError
+		isPerm := errors.As(err, &perm)
+		if isPerm && everAttached && perm.status == http.StatusNotFound {
+			if notFoundSince.IsZero() {
+				notFoundSince = time.Now()
+			}
+			if time.Since(notFoundSince) < reconnectNotFoundGrace {
+				err, isPerm = errors.New(perm.msg), false
+			}
+		}
 		switch {
+		case errors.Is(err, errUserDetached):
+			// The shell prompt that follows starts on a line of its own.
+			fmt.Fprint(a.out, "\r\n")
+			return nil
 		case errors.Is(err, errDetached), ctx.Err() != nil:
 			return nil
-		case errors.As(err, &perm):
+		case isPerm:
 			return err
 		case errors.Is(err, errConnected):
 			everAttached = true
+			a.dropped = true
+			notFoundSince = time.Time{}
 			backoff = attachBackoffMin
 			a.notice("connection lost; reconnecting… (ctrl-] detaches)")
 		case !everAttached:
@@ -163,6 +205,7 @@ func (a *attacher) run(ctx context.Context) error {
 		}
 		select {
 		case <-detach:
+			fmt.Fprint(a.out, "\r\n")
 			return nil
 		case <-ctx.Done():
 			return nil
@@ -174,27 +217,75 @@ func (a *attacher) run(ctx context.Context) error {
 // errConnected marks a session that was attached before it dropped.
 var errConnected = errors.New("connection dropped")
 
-// readInput forwards stdin to input, cutting at the detach key (or EOF), which closes detach.
-func readInput(in io.Reader, input chan<- []byte, detach chan<- struct{}) {
-	defer close(detach)
+// readChunks forwards what stdin reads; it closes chunks at EOF.
+func readChunks(in io.Reader, chunks chan<- []byte) {
+	defer close(chunks)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := in.Read(buf)
 		if n > 0 {
-			p := buf[:n]
-			i := bytes.IndexByte(p, detachKey)
-			if i >= 0 {
-				p = p[:i]
-			}
-			if len(p) > 0 {
-				input <- append([]byte(nil), p...)
-			}
-			if i >= 0 {
-				return
-			}
+			chunks <- append([]byte(nil), buf[:n]...)
 		}
 		if err != nil {
 			return
+		}
+	}
+}
+
+// keys forwards stdin to input, except the attach's own keys: ctrl-] alone
+// (or at EOF) closes detach; ctrl-] then r asks whether to reset the
+// terminal and, on y, queues a reset.
+func (a *attacher) keys(chunks <-chan []byte, input chan<- []byte, detach chan<- struct{}) {
+	defer close(detach)
+	const (
+		typing = iota
+		escaped
+		confirming
+	)
+	mode := typing
+	var window <-chan time.Time
+	for {
+		var p []byte
+		select {
+		case c, ok := <-chunks:
+			if !ok {
+				return
+			}
+			p = c
+		case <-window:
+			return // ctrl-] and nothing after it: detach
+		}
+		for len(p) > 0 {
+			switch mode {
+			case typing:
+				i := bytes.IndexByte(p, detachKey)
+				if i < 0 {
+					input <- p
+					p = nil
+					continue
+				}
+				if i > 0 {
+					input <- p[:i]
+				}
+				p = p[i+1:]
+				mode, window = escaped, time.After(escapeWindow)
+			case escaped:
+				if p[0] != resetKey {
+					return
+				}
+				p, window, mode = p[1:], nil, confirming
+				a.notice("reset the terminal? Its program is ended and a new shell started. [y/N]")
+			case confirming:
+				if p[0] == 'y' || p[0] == 'Y' {
+					select {
+					case a.resets <- struct{}{}:
+					default:
+					}
+				} else {
+					a.notice("not reset")
+				}
+				p, mode = p[1:], typing
+			}
 		}
 	}
 }
@@ -214,7 +305,7 @@ func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-ch
 			_ = resp.Body.Close()
 			msg := fmt.Sprintf("attach refused: %s %s", resp.Status, apiMessage(b))
 			if resp.StatusCode < 500 {
-				return &permanentError{msg: msg}
+				return &permanentError{msg: msg, status: resp.StatusCode}
 			}
 			return errors.New(msg)
 		}
@@ -243,8 +334,8 @@ func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-ch
 	err = a.readLoop(ws, acks)
 	close(done)
 	werr := <-writerErr
-	if errors.Is(werr, errDetached) {
-		return errDetached
+	if errors.Is(werr, errUserDetached) {
+		return errUserDetached
 	}
 	return err
 }
@@ -266,10 +357,21 @@ func (a *attacher) writeLoop(ws *websocket.Conn, input <-chan []byte, detach <-c
 		case <-detach:
 			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "detached"), time.Now().Add(time.Second))
 			_ = ws.Close()
-			return errDetached
+			return errUserDetached
 		case <-winch:
 			c, r := a.size()
 			err = send(term.Resize{Cols: c, Rows: r})
+		case <-a.resets:
+			err = send(term.Reset{})
+		case <-a.attached:
+			// A reconnect: the notices printed over the program's screen, so
+			// it is made to redraw by a window size change and back.
+			c, r := a.size()
+			if r > term.MinSize {
+				if err = send(term.Resize{Cols: c, Rows: r - 1}); err == nil {
+					err = send(term.Resize{Cols: c, Rows: r})
+				}
+			}
 		case off := <-acks:
 			err = send(term.Ack{Offset: off})
 		case <-ping.C:
@@ -327,6 +429,14 @@ func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
 		case term.Attached:
 			attached = true
 			a.epoch, a.pos, a.hasPos = m.Epoch, m.Offset, true
+			if a.dropped {
+				a.dropped = false
+				a.notice("reconnected")
+				select {
+				case a.attached <- struct{}{}:
+				default:
+				}
+			}
 		case term.ResetDone:
 			a.epoch, a.pos = m.Epoch, 0
 			a.pending = "the terminal was reset: a new shell started"

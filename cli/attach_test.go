@@ -248,6 +248,50 @@ func TestAttachReconnectsWithDeltaAndDetaches(t *testing.T) {
 	}
 }
 
+// ctrl-] r asks before resetting the terminal; a reconnect says so and
+// makes the program redraw (a window size change); a detach ends its line.
+func TestAttachResetKeyReconnectAndDetach(t *testing.T) {
+	_, proxy, url := startTerminals(t)
+	ra := startAttach(t, url)
+	pid := ra.pid(t)
+
+	ra.typeText(t, "\x1dr")
+	waitUntil(t, "the reset question", func() bool { return strings.Contains(ra.errOut.String(), "reset the terminal?") })
+	ra.typeText(t, "n")
+	waitUntil(t, "the answer", func() bool { return strings.Contains(ra.errOut.String(), "not reset") })
+	if p := ra.pid(t); p != pid {
+		t.Fatalf("the shell changed after answering no: %s, want %s", p, pid)
+	}
+	ra.typeText(t, "\x1dry")
+	waitUntil(t, "the reset", func() bool { return strings.Contains(ra.errOut.String(), "the terminal was reset") })
+	newPID := ra.pid(t)
+	if newPID == pid {
+		t.Fatal("the shell was not replaced")
+	}
+
+	ra.typeText(t, "trap 'echo WIN\"CHED\"' WINCH\n")
+	ra.marker(t)
+	proxy.drop()
+	waitUntil(t, "the reconnected line", func() bool { return strings.Contains(ra.errOut.String(), "[paddock] reconnected") })
+	// The shell runs its trap once it reads a line.
+	waitUntil(t, "the redraw", func() bool {
+		ra.typeText(t, "\n")
+		time.Sleep(20 * time.Millisecond)
+		return strings.Contains(ra.out.String(), "WINCHED")
+	})
+	if p := ra.pid(t); p != newPID {
+		t.Fatalf("the shell changed across the reconnect: %s, want %s", p, newPID)
+	}
+
+	ra.typeText(t, "\x1d")
+	if err := ra.wait(t); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	if out := ra.out.String(); !strings.HasSuffix(out, "\r\n") {
+		t.Fatalf("the output does not end its line after the detach: %q", out[max(0, len(out)-40):])
+	}
+}
+
 func TestAttachRefusals(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
