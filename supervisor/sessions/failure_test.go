@@ -189,3 +189,35 @@ func TestLostAgentctlKeepsTheLeaseUnlessProvenGone(t *testing.T) {
 		})
 	}
 }
+
+// A lifecycle call waiting for a session's lock (held by a launch that may
+// take minutes) gives up when its context ends, and the lock stays usable.
+func TestLifecycleLockWaitEndsWithItsContext(t *testing.T) {
+	w := newWorld(t, "n1")
+	w.recorded("s1", state.SessionWaitingForInput, state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1")})
+	m := w.leader("n1")
+	lock := m.sessionLock("s1")
+	if !lock.TryLock() {
+		t.Fatal("the lock of an idle session is taken")
+	}
+	for name, call := range map[string]func(context.Context) error{
+		"delete": func(ctx context.Context) error { return m.Delete(ctx, "s1") },
+		"recover": func(ctx context.Context) error {
+			_, err := m.Recover(ctx, "s1", true)
+			return err
+		},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		began := time.Now()
+		err := call(ctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || time.Since(began) > 5*time.Second {
+			t.Errorf("%s behind a held lock = %v after %s; want the context's deadline, promptly", name, err, time.Since(began).Round(time.Millisecond))
+		}
+	}
+	lock.Unlock()
+	if !lock.TryLock() {
+		t.Fatal("the lock was left taken by a call that gave up")
+	}
+	lock.Unlock()
+}

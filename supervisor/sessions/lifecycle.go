@@ -131,7 +131,9 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 		return err
 	}
 	lock := m.sessionLock(sessionID)
-	lock.Lock()
+	if err := lock.Lock(ctx); err != nil {
+		return err
+	}
 	sess, ok := m.store.Session(sessionID)
 	if !ok {
 		lock.Unlock()
@@ -426,7 +428,9 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 	go func() {
 		defer m.wg.Done()
 		if !locked {
-			lock.Lock()
+			if err := lock.Lock(lctx); err != nil {
+				return // leadership ended: the next leader's recovery finds the session
+			}
 		}
 		defer lock.Unlock()
 		ctx, cancel := context.WithTimeout(lctx, launchTimeout)
@@ -505,7 +509,9 @@ func (m *Manager) Delete(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
 	lock := m.sessionLock(sessionID)
-	lock.Lock()
+	if err := lock.Lock(ctx); err != nil {
+		return err
+	}
 	defer lock.Unlock()
 	if err := m.drain(ctx, sessionID, true); err != nil {
 		return err

@@ -77,7 +77,7 @@ type Manager struct {
 	ctx    context.Context // the leader context; nil when not leading
 	live   map[string]*execution
 	wg     sync.WaitGroup
-	locks  map[string]*sync.Mutex
+	locks  map[string]*sessionMutex
 	leases leaseClock
 }
 
@@ -108,7 +108,7 @@ func New(o Options) *Manager {
 		o.Nodes = localNodes{self: o.Cluster.ID(), rt: o.Runtimes}
 	}
 	return &Manager{cluster: o.Cluster, store: o.Cluster.Store(), nodes: o.Nodes, cfg: o.Config, log: o.Logger,
-		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sync.Mutex{},
+		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sessionMutex{},
 		leases: leaseClock{expiry: map[string]time.Time{}}}
 }
 
@@ -167,16 +167,44 @@ func (m *Manager) leaderCtx(ctx context.Context) (context.Context, error) {
 }
 
 // sessionLock serialises lifecycle operations of one session on this leader.
-func (m *Manager) sessionLock(id string) *sync.Mutex {
+func (m *Manager) sessionLock(id string) *sessionMutex {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.locks[id]
 	if !ok {
-		l = &sync.Mutex{}
+		l = &sessionMutex{ch: make(chan struct{}, 1)}
 		m.locks[id] = l
 	}
 	return l
 }
+
+// sessionMutex is a session's lifecycle lock. Unlike a sync.Mutex, waiting
+// for it ends with the waiter's context: a request or a recovery step gives
+// up instead of blocking behind a launch that may take minutes.
+type sessionMutex struct{ ch chan struct{} }
+
+// Lock takes the lock, or returns ctx's error when ctx ends first.
+func (l *sessionMutex) Lock(ctx context.Context) error {
+	select {
+	case l.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for the session's lifecycle lock: %w", ctx.Err())
+	}
+}
+
+// TryLock takes the lock when it is free.
+func (l *sessionMutex) TryLock() bool {
+	select {
+	case l.ch <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Unlock releases the lock.
+func (l *sessionMutex) Unlock() { <-l.ch }
 
 // Live returns the live execution of a session, if any.
 func (m *Manager) live1(id string) *execution {

@@ -46,7 +46,9 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		return OutcomeSkipped, err
 	}
 	lock := m.sessionLock(sessionID)
-	lock.Lock()
+	if err := lock.Lock(ctx); err != nil {
+		return OutcomeSkipped, err
+	}
 	defer lock.Unlock()
 	if m.live1(sessionID) != nil {
 		return OutcomeSkipped, nil // recovered already (never twice)
