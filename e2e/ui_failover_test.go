@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -101,13 +102,17 @@ func TestWebUIFailover(t *testing.T) {
 	door := newFrontDoor(t, order)
 
 	p := page{t: t, ctx: ctx}
-	p.run("open the session", chromedp.Navigate(door.srv.URL+"/ui/sessions/"+s.ID))
-	p.login()
+	p.open(door.srv.URL + "/ui/sessions/" + s.ID)
 	p.find("region", "Terminal")
 	p.fill("textbox", "Prompt", "remember plums")
 	p.click("button", "Send")
 	p.waitText("ol.messages", "ok, remembering plums")
 	pid := p.termPID("before")
+
+	// What the terminal's notice says along the way.
+	p.run("watch the notice", chromedp.Evaluate(`window.notices = [];
+		new MutationObserver(() => window.notices.push(document.querySelector('[aria-label="Terminal"] .term-notice').textContent))
+			.observe(document.querySelector('[aria-label="Terminal"] .term-notice'), {subtree: true, childList: true, characterData: true}); 0`, nil))
 
 	leader.Kill()
 	newLeader := leaderOf(t, c)
@@ -115,6 +120,11 @@ func TestWebUIFailover(t *testing.T) {
 		t.Fatal("the killed node still leads")
 	}
 	p.waitText(".term-notice", "Session resumed")
+	var notices []string
+	p.run("read the notices", chromedp.Evaluate(`window.notices`, &notices))
+	if !slices.Contains(notices, "Reconnecting…") {
+		t.Fatalf("the terminal's notices were %q, want Reconnecting… before Session resumed", notices)
+	}
 	if got := p.termPID("after"); got != pid {
 		t.Fatalf("shell pid %s after the failover, want the same %s", got, pid)
 	}

@@ -3,18 +3,22 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/accessibility"
 	"github.com/chromedp/cdproto/dom"
 	"github.com/chromedp/cdproto/input"
+	cdplog "github.com/chromedp/cdproto/log"
 	cdppage "github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -247,7 +251,7 @@ func (p page) termType(line string) {
 func (p page) termTypeIn(sel, line string) {
 	p.t.Helper()
 	var box []float64
-	p.run("find the terminal screen", chromedp.Evaluate(fmt.Sprintf(`(() => { const r = document.querySelector(%q).getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, sel+" .term-screen"), &box))
+	p.run("find the terminal screen", chromedp.Evaluate(fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.scrollIntoView({block: "center"}); const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, sel+" .term-screen"), &box))
 	p.run("focus the terminal", chromedp.MouseClickXY(box[0], box[1]))
 	// Enter as a raw key press: a full key event also sends a character,
 	// which xterm.js would read as a second Enter.
@@ -338,11 +342,61 @@ func startDemoSession(t *testing.T, api *client.Client, title, agent string) *st
 	return s
 }
 
+// open goes to a page of the UI and logs in if it asks for the token.
+func (p page) open(url string) {
+	p.t.Helper()
+	p.run("open "+url, chromedp.Navigate(url))
+	var shown string
+	waitFor(p.t, 30*time.Second, "the page or the login form", func() bool {
+		p.run("look at the page", chromedp.Evaluate(`document.querySelector("#login-token") ? "login" : document.querySelector("#app h1") ? "page" : ""`, &shown))
+		return shown != ""
+	})
+	if shown == "login" {
+		p.login()
+	}
+}
+
 // login fills in the token when the page asks for it.
 func (p page) login() {
 	p.t.Helper()
 	p.fill("textbox", "Token", uiToken)
 	p.click("button", "Log in")
+}
+
+// scriptErrors records the uncaught exceptions of a browser's tabs and what
+// their Content-Security-Policy refused.
+type scriptErrors struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+// watch listens to one tab.
+func (s *scriptErrors) watch(ctx context.Context) {
+	chromedp.ListenTarget(ctx, func(ev any) {
+		var msg string
+		switch e := ev.(type) {
+		case *cdpruntime.EventExceptionThrown:
+			msg = "exception: " + e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+		case *cdplog.EventEntryAdded:
+			if strings.Contains(e.Entry.Text, "Content Security Policy") {
+				msg = "refused: " + e.Entry.Text
+			}
+		}
+		if msg != "" {
+			s.mu.Lock()
+			s.errs = append(s.errs, msg)
+			s.mu.Unlock()
+		}
+	})
+}
+
+func (s *scriptErrors) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.errs...)
 }
 
 // TestWebUI is the web UI as a person uses it, in headless Chromium against
@@ -356,6 +410,50 @@ func TestWebUI(t *testing.T) {
 	c, api := uiNode(t, 1, false)
 	node := c.Nodes[0]
 	p := func(t *testing.T) page { return page{t: t, ctx: ctx} }
+	var scripts scriptErrors
+	scripts.watch(ctx)
+	t.Cleanup(func() {
+		if errs := scripts.list(); len(errs) > 0 {
+			t.Errorf("the pages had script errors or refused content:\n%s", strings.Join(errs, "\n"))
+		}
+	})
+
+	// The UI is served without the token, with a strict CSP; app routes
+	// load index.html, a missing file is 404, / redirects.
+	t.Run("Serving", func(t *testing.T) {
+		noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }, Timeout: 10 * time.Second}
+		get := func(path string) (*http.Response, string) {
+			resp, err := noRedirect.Get(node.URL() + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp, string(b)
+		}
+		if resp, _ := get("/"); resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/ui/" {
+			t.Fatalf("GET /: %s to %q, want a redirect to /ui/", resp.Status, resp.Header.Get("Location"))
+		}
+		for _, path := range []string{"/ui/", "/ui/tasks/some-task", "/ui/sessions/some-session"} {
+			resp, body := get(path)
+			csp := resp.Header.Get("Content-Security-Policy")
+			if resp.StatusCode != http.StatusOK || !strings.Contains(body, `<script type="module" src="/ui/app.js">`) ||
+				!strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-eval") || resp.Header.Get("X-Frame-Options") != "DENY" {
+				t.Fatalf("GET %s: %s, CSP %q, body %.80q", path, resp.Status, csp, body)
+			}
+		}
+		if resp, body := get("/ui/app.js"); resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get("Content-Type"), "javascript") || len(body) < 1000 {
+			t.Fatalf("GET /ui/app.js: %s %q", resp.Status, resp.Header.Get("Content-Type"))
+		}
+		for _, path := range []string{"/ui/nope.js", "/ui/sub/nope.css"} {
+			if resp, _ := get(path); resp.StatusCode != http.StatusNotFound {
+				t.Fatalf("GET %s: %s, want 404", path, resp.Status)
+			}
+		}
+		if resp, _ := get("/v1/tasks"); resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("GET /v1/tasks without the token: %s, want 401", resp.Status)
+		}
+	})
 
 	// Log in, create a task and a demo session, prompt, use the terminal,
 	// reload, stop and resume.
@@ -418,9 +516,11 @@ func TestWebUI(t *testing.T) {
 		p.find("button", "Resume session")
 		p.run("watch the workspace", chromedp.Evaluate(`window.seen = [];
 			new MutationObserver(() => {
+				const header = document.querySelector('dl.status'), workspace = document.querySelector('section.workspace');
+				if (!header || !workspace) return; // another page
 				const spinner = !!document.querySelector('[role=progressbar][aria-label=Starting]');
-				const executor = document.querySelector('dl.status').dataset.executor;
-				const inert = document.querySelector('section.workspace').inert;
+				const executor = header.dataset.executor;
+				const inert = workspace.inert;
 				window.seen.push({spinner, executor, inert});
 			}).observe(document.body, {subtree: true, childList: true, attributes: true}); 0`, nil))
 		p.click("button", "Resume session")
@@ -465,7 +565,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("TakeBackAndReset", func(t *testing.T) {
 		s := startDemoSession(t, api, "two tabs", "demo")
 		first := p(t)
-		first.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		first.open(node.URL() + "/ui/sessions/" + s.ID)
 		first.find("region", "Terminal")
 		pid := first.termPID("first")
 
@@ -476,6 +576,7 @@ func TestWebUI(t *testing.T) {
 			t.Fatal(err)
 		}
 		acceptDialogs(tab)
+		scripts.watch(tab)
 		second := page{t: t, ctx: tab}
 		second.run("open the session in a second tab", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
 		second.login() // a new tab has its own sessionStorage
@@ -496,8 +597,17 @@ func TestWebUI(t *testing.T) {
 		waitFor(t, 30*time.Second, "a clean screen after the reset", func() bool {
 			return !strings.Contains(first.text(".xterm-rows"), "back-"+pid)
 		})
-		if got := first.termPID("reset"); got == pid {
-			t.Fatalf("shell pid %s after Reset terminal, want a new shell", got)
+		reset := first.termPID("reset")
+		if reset == pid {
+			t.Fatalf("shell pid %s after Reset terminal, want a new shell", reset)
+		}
+
+		// The shell exits: the panel says so; Reset terminal starts another.
+		first.termType("exit 3")
+		first.waitText(".term-notice", "Shell exited (code 3)")
+		first.click("button", "Reset terminal")
+		if got := first.termPID("again"); got == reset || got == pid {
+			t.Fatalf("shell pid %s after the exit and a reset, want a new shell", got)
 		}
 	})
 
@@ -506,7 +616,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("AgentTerminalAndShellTabs", func(t *testing.T) {
 		s := startDemoSession(t, api, "pty agent", "demo-tty")
 		p := p(t)
-		p.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		p.open(node.URL() + "/ui/sessions/" + s.ID)
 		p.find("region", "Terminal")
 		shell := p.termPID("main")
 		p.click("tab", "Agent")
@@ -536,7 +646,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("FilesAndGit", func(t *testing.T) {
 		s := startDemoSession(t, api, "files", "demo")
 		p := p(t)
-		p.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		p.open(node.URL() + "/ui/sessions/" + s.ID)
 		p.find("region", "Terminal")
 		p.termType("mkdir -p src && printf 'one\\n' > src/notes.txt && git init -q && git add src && printf 'two\\n' >> src/notes.txt && echo made-$((1+1))")
 		p.waitText(".xterm-rows", "made-2")
@@ -558,7 +668,7 @@ func TestWebUI(t *testing.T) {
 	t.Run("NonResumableBanner", func(t *testing.T) {
 		s := startDemoSession(t, api, "no resume", "demo-noresume")
 		p := p(t)
-		p.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		p.open(node.URL() + "/ui/sessions/" + s.ID)
 		p.find("region", "Terminal")
 		p.click("button", "Stop session")
 		waitState(t, api, s.ID, state.SessionStopped)
@@ -581,6 +691,78 @@ func TestWebUI(t *testing.T) {
 		if err != nil || ns.Agent != "demo-noresume" || ns.TaskID != s.TaskID {
 			t.Fatalf("the new session: %+v %v, want demo-noresume in task %s", ns, err, s.TaskID)
 		}
+
+		// The task list closes the task.
+		p.open(node.URL() + "/ui/")
+		p.click("button", "Close no resume")
+		p.waitText(fmt.Sprintf(`li[data-task=%q]`, s.TaskID), "DONE")
+		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State != state.TaskDone {
+			t.Fatalf("the closed task: %+v %v", task, err)
+		}
+	})
+
+	// With the Auto-resume toggle on, a page whose session stopped resumes
+	// it by itself; the toggle is kept for the next page.
+	t.Run("AutoResumeToggle", func(t *testing.T) {
+		s := startDemoSession(t, api, "auto", "demo")
+		promptAndWait(t, api, s.ID, "remember figs")
+		p := p(t)
+		p.open(node.URL() + "/ui/sessions/" + s.ID)
+		p.find("region", "Terminal")
+		p.click("checkbox", "Auto-resume")
+		before, err := api.SessionStatus(testCtx(t), s.ID)
+		if err != nil || before.AgentExecutionID == nil {
+			t.Fatalf("status: %+v %v", before, err)
+		}
+		if _, err := api.Stop(testCtx(t), s.ID); err != nil {
+			t.Fatal(err)
+		}
+		// A new agent execution: the page resumed the session.
+		waitFor(t, 60*time.Second, "the page to resume the stopped session", func() bool {
+			st, err := api.SessionStatus(testCtx(t), s.ID)
+			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput &&
+				st.AgentExecutionID != nil && *st.AgentExecutionID != *before.AgentExecutionID
+		})
+		p.fill("textbox", "Prompt", "recall")
+		p.click("button", "Send")
+		p.waitText("ol.messages", "you asked me to remember: figs")
+		p.click("checkbox", "Auto-resume") // off again, for the tests after this one
+		var on string
+		p.run("read the toggle", chromedp.Evaluate(`localStorage.getItem("paddock.autoResume")`, &on))
+		if on != "0" {
+			t.Fatalf("the toggle stored %q, want 0 once turned off", on)
+		}
+	})
+
+	// The terminal's size follows its panel: a smaller window, a smaller tty.
+	t.Run("TerminalSizeFollowsPanel", func(t *testing.T) {
+		s := startDemoSession(t, api, "size", "demo")
+		p := p(t)
+		p.open(node.URL() + "/ui/sessions/" + s.ID)
+		p.find("region", "Terminal")
+		size := func(mark string) (rows, cols int) {
+			p.termType("echo " + mark + "-$(stty size | tr ' ' x)")
+			re := regexp.MustCompile(mark + `-(\d+)x(\d+)`)
+			p.waitText(".xterm-rows", mark+"-")
+			waitFor(t, 30*time.Second, "the tty size", func() bool {
+				m := re.FindStringSubmatch(p.text(".xterm-rows"))
+				if m != nil {
+					rows, _ = strconv.Atoi(m[1])
+					cols, _ = strconv.Atoi(m[2])
+				}
+				return m != nil
+			})
+			return rows, cols
+		}
+		r1, c1 := size("big")
+		p.run("shrink the window", chromedp.EmulateViewport(1100, 650))
+		defer p.run("restore the window", chromedp.EmulateViewport(1400, 900))
+		var r2, c2 int
+		waitFor(t, 30*time.Second, "the tty to shrink with the panel", func() bool {
+			r2, c2 = size(fmt.Sprintf("small%d", time.Now().UnixNano()%1000))
+			return r2 < r1 && c2 < c1
+		})
+		t.Logf("tty %dx%d in the large window, %dx%d in the small one", r1, c1, r2, c2)
 	})
 
 	// agentctl dies: with auto-resume off the session is ERROR; the error
@@ -589,7 +771,7 @@ func TestWebUI(t *testing.T) {
 		s := startDemoSession(t, api, "errors", "demo")
 		promptAndWait(t, api, s.ID, "remember pears")
 		p := p(t)
-		p.run("open the session", chromedp.Navigate(node.URL()+"/ui/sessions/"+s.ID))
+		p.open(node.URL() + "/ui/sessions/" + s.ID)
 		p.find("region", "Terminal")
 		killPID(t, agentctlPID(t, api, s.ID))
 		failed := waitState(t, api, s.ID, state.SessionError)
