@@ -142,18 +142,41 @@ func (p page) find(role, name string) *accessibility.Node {
 // click clicks the middle of a control with the mouse.
 func (p page) click(role, name string) {
 	p.t.Helper()
-	n := p.find(role, name)
-	p.run(fmt.Sprintf("click %s %q", role, name), chromedp.ActionFunc(func(ctx context.Context) error {
-		if err := dom.ScrollIntoViewIfNeeded().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx); err != nil {
-			return err
+	// A page may re-render a control between finding and clicking it (a
+	// list that reloads): then the node is gone, and the control is found
+	// again.
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		n := p.find(role, name)
+		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+		err = chromedp.Run(ctx, cdppage.BringToFront(), chromedp.ActionFunc(func(ctx context.Context) error {
+			if err := dom.ScrollIntoViewIfNeeded().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx); err != nil {
+				return err
+			}
+			box, err := dom.GetBoxModel().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx)
+			if err != nil {
+				return err
+			}
+			q := box.Content
+			x, y := (q[0]+q[4])/2, (q[1]+q[5])/2
+			// The page may have moved under the pointer (a banner that went):
+			// click only where the control is now.
+			hit, _, _, err := dom.GetNodeForLocation(int64(x), int64(y)).Do(ctx)
+			if err != nil {
+				return err
+			}
+			if hit != n.BackendDOMNodeID {
+				return fmt.Errorf("the control moved from (%.0f, %.0f)", x, y)
+			}
+			return chromedp.MouseClickXY(x, y).Do(ctx)
+		}))
+		cancel()
+		if err == nil {
+			return
 		}
-		box, err := dom.GetBoxModel().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx)
-		if err != nil {
-			return err
-		}
-		q := box.Content
-		return chromedp.MouseClickXY((q[0]+q[4])/2, (q[1]+q[5])/2).Do(ctx)
-	}))
+		p.t.Logf("click %s %q: %v; finding it again", role, name, err)
+	}
+	p.t.Fatalf("click %s %q: %v", role, name, err)
 }
 
 // fill focuses a control and types text into it.
@@ -250,6 +273,12 @@ func (p page) termType(line string) {
 // termTypeIn types a line into the terminal region matching sel.
 func (p page) termTypeIn(sel, line string) {
 	p.t.Helper()
+	// The terminal has attached (it shows its shell's pid).
+	waitFor(p.t, 60*time.Second, "the terminal to attach", func() bool {
+		var pid string
+		p.run("read the terminal's pid", chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%q)?.dataset.pid ?? ""`, sel), &pid))
+		return pid != ""
+	})
 	var box []float64
 	p.run("find the terminal screen", chromedp.Evaluate(fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.scrollIntoView({block: "center"}); const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, sel+" .term-screen"), &box))
 	p.run("focus the terminal", chromedp.MouseClickXY(box[0], box[1]))
@@ -775,13 +804,13 @@ func TestWebUI(t *testing.T) {
 		p.find("region", "Terminal")
 		killPID(t, agentctlPID(t, api, s.ID))
 		failed := waitState(t, api, s.ID, state.SessionError)
-		p.waitText("[role=alert]", failed.ErrorMessage)
+		p.waitText("[role=alert]:not([hidden])", failed.ErrorMessage)
 		p.click("button", "Retry")
 		waitFor(t, 60*time.Second, "the session to run again", func() bool {
 			st, err := api.SessionStatus(testCtx(t), s.ID)
 			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
 		})
-		waitFor(t, 30*time.Second, "the error badge to go", func() bool { return p.text("[role=alert]") == "" })
+		waitFor(t, 30*time.Second, "the error badge to go", func() bool { return p.text("[role=alert]:not([hidden])") == "" })
 		p.find("region", "Terminal")
 		p.fill("textbox", "Prompt", "recall")
 		p.click("button", "Send")

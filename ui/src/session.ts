@@ -38,8 +38,12 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   const isPty = agents.find((a) => a.name === session.agent)?.protocol === "pty";
   const header = h("dl", { class: "status" });
   const banner = h("div", { class: "banner", role: "status" });
-  const alert = h("div", { class: "alert-slot" });
-  const actions = h("div", { class: "actions" });
+  const alertText = h("span");
+  const retryButton = h("button", { type: "button" }, "Retry");
+  const alert = h("div", { class: "error-badge", role: "alert", hidden: true }, alertText, " ", retryButton);
+  const resumeButton = h("button", { type: "button", hidden: true }, "Resume session");
+  const newSessionButton = h("button", { type: "button", hidden: true }, "New session");
+  const stopButton = h("button", { type: "button", class: "secondary", hidden: true }, "Stop session");
   const error = h("p", { class: "error", "aria-live": "polite" });
   const transcript = h("ol", { class: "messages", "aria-label": "Messages" });
   const prompt = h("textarea", { id: "prompt", name: "prompt", rows: 3 });
@@ -144,10 +148,14 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   };
   const resume = act(() => api("POST", `${path}/resume`));
   const stop = act(() => api("POST", `${path}/stop`));
+  retryButton.addEventListener("click", resume);
+  resumeButton.addEventListener("click", resume);
+  stopButton.addEventListener("click", stop);
   const newSession = act(async () => {
     const s = await api<Session>("POST", `/v1/tasks/${encodeURIComponent(session.task_id)}/sessions`, { agent: session.agent, runtime: session.runtime });
     navigate(`/ui/sessions/${s.id}`);
   });
+  newSessionButton.addEventListener("click", newSession);
 
   function showMessage(m: Message): void {
     const el = h("li", { class: `msg ${m.role}${m.complete ? "" : " streaming"}`, "data-message": m.id },
@@ -176,21 +184,25 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     const notResumable = st.resume_reason === "not_resumable";
     // The banner carries the server's resume_message; a session whose agent
     // cannot resume leads with what to do about it.
-    replace(banner,
-      notResumable ? h("strong", {}, notResumableText) : null, notResumable && st.resume_message ? " " : null,
-      st.resume_message ? h("span", { class: "detail" }, st.resume_message) : null);
+    const bannerKey = `${notResumable}\n${st.resume_message ?? ""}`;
+    if (banner.dataset.key !== bannerKey) {
+      banner.dataset.key = bannerKey;
+      replace(banner,
+        notResumable ? h("strong", {}, notResumableText) : null, notResumable && st.resume_message ? " " : null,
+        st.resume_message ? h("span", { class: "detail" }, st.resume_message) : null);
+    }
     banner.hidden = !st.resume_message && !notResumable;
     const errMsg = s.error_message || exError;
     const failed = st.state === "ERROR" || st.executor_status === "error";
-    replace(alert, failed && errMsg
-      ? h("div", { class: "error-badge", role: "alert" }, h("span", {}, errMsg), " ",
-        st.is_resumable ? h("button", { type: "button", onclick: resume }, "Retry") : null)
-      : null);
-    replace(actions,
-      st.needs_resume && st.is_resumable ? h("button", { type: "button", onclick: resume }, "Resume session") : null,
-      notResumable ? h("button", { type: "button", onclick: newSession }, "New session") : null,
-      st.is_agent_running ? h("button", { type: "button", class: "secondary", onclick: stop }, "Stop session") : null,
-      h("label", { for: "auto-resume", class: "toggle" }, autoResume, " Auto-resume"));
+    // The controls and live regions stay the same elements across reads (a
+    // focused button keeps its focus, a screen reader hears a change once);
+    // a read only shows, hides or retexts them.
+    alert.hidden = !(failed && errMsg);
+    if (alertText.textContent !== errMsg) alertText.textContent = errMsg;
+    retryButton.hidden = !st.is_resumable;
+    resumeButton.hidden = !(st.needs_resume && st.is_resumable);
+    newSessionButton.hidden = !notResumable;
+    stopButton.hidden = !st.is_agent_running;
     if (st.needs_resume && st.is_resumable && autoResume.checked && !autoResumed) {
       autoResumed = true;
       void resume();
@@ -240,7 +252,10 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   replace(root,
     h("nav", {}, h("a", { href: "/ui/" }, "Tasks"), " / ", h("a", { href: `/ui/tasks/${session.task_id}` }, "Task")),
     h("h1", {}, "Session ", h("code", {}, id.slice(0, 8))),
-    header, banner, alert, actions, error,
+    header, banner, alert,
+    h("div", { class: "actions" }, resumeButton, newSessionButton, stopButton,
+      h("label", { for: "auto-resume", class: "toggle" }, autoResume, " Auto-resume")),
+    error,
     h("div", { class: "panes" },
       h("section", { class: "chat", "aria-label": "Conversation" }, transcript, form),
       workspace));

@@ -9,6 +9,7 @@ import { h } from "./dom";
 const subprotocol = "paddock.terminal.v1";
 const ackEvery = 64 * 1024;
 const maxBacklog = 1 << 20; // received bytes xterm.js may still have to parse
+const maxEarlyInput = 64 * 1024; // typed while connecting, sent once connected
 
 export class TerminalPanel {
   readonly el: HTMLElement;
@@ -25,6 +26,8 @@ export class TerminalPanel {
   private everAttached = false;
   private reconnecting = false;
   private shown = false; // the first output is on the screen
+  private early: Uint8Array<ArrayBuffer>[] = []; // input typed while connecting
+  private earlyBytes = 0;
   private notice: HTMLElement;
   private screen: HTMLElement;
   private observer: ResizeObserver;
@@ -78,6 +81,9 @@ export class TerminalPanel {
         hello.offset = this.offset;
       }
       ws.send(JSON.stringify(hello));
+      for (const f of this.early) ws.send(f);
+      this.early = [];
+      this.earlyBytes = 0;
     };
     ws.onmessage = (m) => {
       if (typeof m.data === "string") {
@@ -175,12 +181,19 @@ export class TerminalPanel {
     }
   }
 
+  /** input sends typed bytes. While the connection is being opened they
+   * wait for it (at most maxEarlyInput); with no connection they are dropped. */
   private input(b: Uint8Array): void {
-    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+    if (!this.ws) return;
     const f = new Uint8Array(b.length + 1);
     f[0] = 0x00;
     f.set(b, 1);
-    this.ws.send(f);
+    if (this.ws.readyState === WebSocket.OPEN) {
+      this.ws.send(f);
+    } else if (this.ws.readyState === WebSocket.CONNECTING && this.earlyBytes + b.length <= maxEarlyInput) {
+      this.early.push(f);
+      this.earlyBytes += b.length;
+    }
   }
 
   private sendJSON(v: unknown): void {
