@@ -5,6 +5,7 @@ package harness
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +28,9 @@ type Node struct {
 	// Token is the API token the harness's own reads send (the config's
 	// acl.token, when it has one).
 	Token string
-	bin   string
+	// TLS is the client configuration of a TLS cluster (nil: plain HTTP).
+	TLS *tls.Config
+	bin string
 
 	Process // the server process
 }
@@ -53,6 +56,10 @@ type Options struct {
 	LogLevel string
 	// Token is the acl.token Extra sets, if any, for the harness's reads.
 	Token string
+	// TLSDir, when set, holds what `paddock tls` wrote (tls.go): every node
+	// runs TLS with its own server certificate, and the harness reads over
+	// HTTPS with a client certificate.
+	TLSDir string
 }
 
 // FreePort returns a port that was free on ip a moment ago.
@@ -116,12 +123,20 @@ server {
   retry_join       = [%s]
 }
 %s
-`, name, a.ip, o.LogLevel, a.http, a.raft, o.Size, strings.Join(join, ", "), o.Extra)
+%s
+`, name, a.ip, o.LogLevel, a.http, a.raft, o.Size, strings.Join(join, ", "), o.Extra, tlsBlock(o.TLSDir, name))
 		path := filepath.Join(dir, "config.hcl")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			return nil, err
 		}
-		n := &Node{Name: name, Dir: dir, Config: path, HTTP: fmt.Sprintf("%s:%d", a.ip, a.http), bin: o.Bin}
+		n := &Node{Name: name, Dir: dir, Config: path, HTTP: fmt.Sprintf("%s:%d", a.ip, a.http), Token: o.Token, bin: o.Bin}
+		if o.TLSDir != "" {
+			tc, err := clientTLS(o.TLSDir)
+			if err != nil {
+				return nil, err
+			}
+			n.TLS = tc
+		}
 		c.Nodes = append(c.Nodes, n)
 	}
 	for _, n := range c.Nodes {
@@ -151,7 +166,12 @@ func (n *Node) Log() string {
 }
 
 // URL is the node's API base URL.
-func (n *Node) URL() string { return "http://" + n.HTTP }
+func (n *Node) URL() string {
+	if n.TLS != nil {
+		return "https://" + n.HTTP
+	}
+	return "http://" + n.HTTP
+}
 
 // Stop kills every node.
 func (c *Cluster) Stop() {
@@ -164,7 +184,7 @@ var quick = &http.Client{Timeout: time.Second}
 
 // Leads asks the node's GET /v1/health whether it leads.
 func (n *Node) Leads() (leader bool, err error) {
-	resp, err := quick.Get(n.URL() + "/v1/health")
+	resp, err := n.quick().Get(n.URL() + "/v1/health")
 	if err != nil {
 		return false, err
 	}
@@ -187,7 +207,7 @@ func (n *Node) leaderHTTP() string {
 	if n.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+n.Token)
 	}
-	resp, err := quick.Do(req)
+	resp, err := n.quick().Do(req)
 	if err != nil {
 		return ""
 	}

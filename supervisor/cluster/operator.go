@@ -60,7 +60,7 @@ func (n *Node) Status() (Status, error) {
 	st := Status{LeaderID: string(id), LeaderAddress: string(addr), Nodes: peers, AppliedIndex: n.raft.AppliedIndex()}
 	_, st.LeaderHTTP = n.Leader()
 	if st.LeaderHTTP != "" {
-		st.LeaderHTTP = "http://" + st.LeaderHTTP
+		st.LeaderHTTP = n.scheme() + "://" + st.LeaderHTTP
 	}
 	st.Term, _ = strconv.ParseUint(stats["term"], 10, 64)
 	st.CommitIndex, _ = strconv.ParseUint(stats["commit_index"], 10, 64)

@@ -73,3 +73,11 @@ func (p *peerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return p.base.RoundTrip(req)
 }
+
+// scheme is the URL scheme of the cluster's HTTP APIs.
+func (n *Node) scheme() string {
+	if n.cfg.TLS != nil {
+		return "https"
+	}
+	return "http"
+}

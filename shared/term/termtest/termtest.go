@@ -8,6 +8,7 @@ package termtest
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -70,7 +71,14 @@ func Hello(t testing.TB, h term.Hello) []byte {
 // handshake is returned with the response, if any, for tests that expect a refusal.
 func Dial(t testing.TB, url string, hdr http.Header, hello []byte) (*Client, *http.Response, error) {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second}
+	return DialTLS(t, url, hdr, hello, nil)
+}
+
+// DialTLS is Dial for a wss:// url whose server tc verifies (and that may
+// ask for tc's client certificate).
+func DialTLS(t testing.TB, url string, hdr http.Header, hello []byte, tc *tls.Config) (*Client, *http.Response, error) {
+	t.Helper()
+	d := websocket.Dialer{Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second, TLSClientConfig: tc}
 	ws, resp, err := d.Dial(url, hdr)
 	if err != nil {
 		return nil, resp, fmt.Errorf("dial terminal %s: %w", url, err)
