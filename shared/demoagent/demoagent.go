@@ -8,6 +8,9 @@
 //     this conversation, across resumes), or "nothing to recall";
 //   - "sleep N" → waits N seconds (a long turn, for cancel and failover tests),
 //     then "slept N";
+//   - "stream N" → N chunks "chunk 1 of N\n" … "chunk N of N\n", each its own
+//     update (a line of its own in the terminal mode), then "streamed N": a
+//     long streamed reply, for load tests (1 ≤ N ≤ MaxStream);
 //   - anything else → "turn K: TEXT", K being the prompt's turn number.
 //
 // --no-resume makes it advertise no loadSession (and refuse --resume).
@@ -23,6 +26,7 @@
 //     the agent waits for input: the previous turn has ended;
 //   - a reply is one line starting with "agent: "; its text is written in
 //     several chunks before the terminating newline;
+//     a reply of several lines (stream N) is one such line per line;
 //   - a turn interrupted by Ctrl-C (SIGINT) prints "[turn cancelled]" and a new prompt.
 //
 // This package must not import agentctl or anything under supervisor/.
@@ -44,6 +48,9 @@ import (
 
 // StoreDir is the workspace-relative directory holding conversations.
 const StoreDir = ".paddock-demo"
+
+// MaxStream is the largest N "stream N" accepts.
+const MaxStream = 100000
 
 // Conversation is the persisted state of one demo conversation.
 type Conversation struct {
@@ -164,7 +171,7 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 	c.Turns++
 	turn := c.Turns
 	c.History = append(c.History, Entry{Role: "user", Text: text})
-	reply, wait, remember := reply(text, turn, c.Remembered)
+	chunks, wait, remember := reply(text, turn, c.Remembered)
 	c.Remembered = append(c.Remembered, remember...)
 	var err error
 	if wait > 0 {
@@ -178,7 +185,7 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 	}
 	sent := ""
 	if err == nil {
-		for _, ch := range Chunks(reply) {
+		for _, ch := range chunks {
 			if err = ctx.Err(); err != nil {
 				break
 			}
@@ -203,23 +210,38 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 	return err
 }
 
-// reply computes the deterministic answer to text.
-func reply(text string, turn int, remembered []string) (out string, wait time.Duration, remember []string) {
+// reply computes the deterministic answer to text, already cut into the
+// chunks it is streamed in.
+func reply(text string, turn int, remembered []string) (chunks []string, wait time.Duration, remember []string) {
 	f := strings.Fields(text)
 	switch {
 	case len(f) >= 2 && f[0] == "remember":
-		return "ok, remembering " + strings.Join(f[1:], " "), 0, f[1:]
+		return Chunks("ok, remembering " + strings.Join(f[1:], " ")), 0, f[1:]
 	case len(f) == 1 && f[0] == "recall":
 		if len(remembered) == 0 {
-			return "nothing to recall", 0, nil
+			return Chunks("nothing to recall"), 0, nil
 		}
-		return "you asked me to remember: " + strings.Join(remembered, ", "), 0, nil
+		return Chunks("you asked me to remember: " + strings.Join(remembered, ", ")), 0, nil
 	case len(f) == 2 && f[0] == "sleep":
 		if n, err := strconv.ParseFloat(f[1], 64); err == nil && n >= 0 && n <= 86400 {
-			return "slept " + f[1], time.Duration(n * float64(time.Second)), nil
+			return Chunks("slept " + f[1]), time.Duration(n * float64(time.Second)), nil
+		}
+	case len(f) == 2 && f[0] == "stream":
+		if n, err := strconv.Atoi(f[1]); err == nil && n >= 1 && n <= MaxStream {
+			return StreamChunks(n), 0, nil
 		}
 	}
-	return fmt.Sprintf("turn %d: %s", turn, text), 0, nil
+	return Chunks(fmt.Sprintf("turn %d: %s", turn, text)), 0, nil
+}
+
+// StreamChunks is the reply to "stream n": n numbered lines, each a chunk of
+// its own, then "streamed n".
+func StreamChunks(n int) []string {
+	out := make([]string, 0, n+1)
+	for i := 1; i <= n; i++ {
+		out = append(out, fmt.Sprintf("chunk %d of %d\n", i, n))
+	}
+	return append(out, fmt.Sprintf("streamed %d", n))
 }
 
 // Chunks splits a reply into at least two (when possible) to at most four pieces

@@ -60,3 +60,42 @@ func TestSleepIsCancellable(t *testing.T) {
 		t.Fatalf("sleep not cancelled: %v after %s", err, time.Since(start))
 	}
 }
+
+func TestStreamSendsEachChunkOnItsOwn(t *testing.T) {
+	ws := t.TempDir()
+	c, err := Open(ws, "s", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []string
+	if err := c.Turn(context.Background(), Config{Workspace: ws, ChunkDelay: time.Microsecond}, "stream 3",
+		func(ch string) error { chunks = append(chunks, ch); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"chunk 1 of 3\n", "chunk 2 of 3\n", "chunk 3 of 3\n", "streamed 3"}
+	if strings.Join(chunks, "|") != strings.Join(want, "|") {
+		t.Fatalf("stream 3 sent %q, want %q", chunks, want)
+	}
+	// Out of range or not a number: an ordinary turn, nothing streamed.
+	for _, in := range []string{"stream 0", "stream -1", "stream x", "stream 100001"} {
+		var got string
+		_ = c.Turn(context.Background(), Config{Workspace: ws, ChunkDelay: time.Microsecond}, in, func(ch string) error { got += ch; return nil })
+		if strings.Contains(got, "chunk") || !strings.HasSuffix(got, ": "+in) {
+			t.Fatalf("%q → %q, want an ordinary turn reply", in, got)
+		}
+	}
+}
+
+func TestStreamInTerminalModeIsOneReplyLinePerChunk(t *testing.T) {
+	ws := t.TempDir()
+	var out strings.Builder
+	err := ServeTTY(context.Background(), Config{Workspace: ws, ChunkDelay: time.Microsecond}, "t", false,
+		strings.NewReader("stream 2\n"), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := TTYPrompt + "agent: chunk 1 of 2\nagent: chunk 2 of 2\nagent: streamed 2\n" + TTYPrompt
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("terminal output %q lacks %q", out.String(), want)
+	}
+}

@@ -91,7 +91,9 @@ func ServeTTY(ctx context.Context, cfg Config, id string, resume bool, in io.Rea
 		// so a driver can see the turn has begun before it interrupts it.
 		fmt.Fprint(out, TTYReplyPrefix)
 		err := c.Turn(turnCtx, cfg, text, func(chunk string) error {
-			_, err := fmt.Fprint(out, chunk)
+			// A chunk that ends a line (stream N) starts the next one as a
+			// reply line of its own.
+			_, err := fmt.Fprint(out, strings.ReplaceAll(chunk, "\n", "\n"+TTYReplyPrefix))
 			return err
 		})
 		close(done)
