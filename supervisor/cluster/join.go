@@ -36,7 +36,7 @@ const joinInterval = 250 * time.Millisecond
 //     asks to join; when bootstrap_expect servers without state see each other
 //     they all bootstrap with the same configuration.
 func (n *Node) joinLoop(ctx context.Context) {
-	hasState, err := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+	hasState, err := raft.HasExistingState(n.stores.logs, n.stores.stable, n.snaps)
 	if err != nil {
 		n.log.Error("read raft state", "error", err)
 	}
@@ -98,7 +98,7 @@ func (n *Node) membershipSettled(ctx context.Context) bool {
 			fresh = append(fresh, p)
 		}
 	}
-	hasState, _ := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+	hasState, _ := raft.HasExistingState(n.stores.logs, n.stores.stable, n.snaps)
 	if !hasState && n.cfg.BootstrapExpect > 1 && len(fresh)+1 >= n.cfg.BootstrapExpect {
 		n.bootstrap(append(fresh, self))
 	}
@@ -232,7 +232,7 @@ func (n *Node) verifyPeer(ctx context.Context, p PeerInfo) error {
 
 // LocalInfo describes this node for peers.
 func (n *Node) LocalInfo() PeerInfo {
-	hasState, _ := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+	hasState, _ := raft.HasExistingState(n.stores.logs, n.stores.stable, n.snaps)
 	p := n.self(hasState)
 	p.LeaderID, _ = n.Leader()
 	return p

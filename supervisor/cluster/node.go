@@ -16,8 +16,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -67,7 +65,7 @@ type Node struct {
 	log       hclog.Logger
 	raft      *raft.Raft
 	store     *state.Store
-	bolt      *raftboltdb.BoltStore
+	stores    *raftStores
 	snaps     raft.SnapshotStore
 	transport *raft.NetworkTransport
 	http      *http.Client
@@ -117,37 +115,33 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	if err := os.MkdirAll(raftDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(raftDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second},
-	})
+	stores, err := openRaftStores(raftDir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: open raft log %s: %v (is another server using this data_dir, or is the file corrupt?)",
-			ErrDataDir, filepath.Join(raftDir, "raft.db"), err)
+		return nil, err
 	}
-	n.bolt = bolt
+	n.stores = stores
 	if err := writeIdentity(); err != nil {
-		bolt.Close()
+		stores.close()
 		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, n.log.Named("snapshots"))
 	if err != nil {
-		bolt.Close()
+		stores.close()
 		return nil, fmt.Errorf("%w: snapshots: %v", ErrDataDir, err)
 	}
 	n.snaps = snaps
 	addr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
-		bolt.Close()
+		stores.close()
 		return nil, fmt.Errorf("raft address %q: %w", cfg.RaftAddr, err)
 	}
 	if addr.IP.IsUnspecified() {
-		bolt.Close()
+		stores.close()
 		return nil, fmt.Errorf("raft address %q: not an address peers can reach (bind a specific IP)", cfg.RaftAddr)
 	}
 	hints, err := newHintListener(cfg.RaftAddr, addr, n.dead.connEnded)
 	if err != nil {
-		bolt.Close()
+		stores.close()
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
 	var stream raft.StreamLayer = hints
@@ -178,10 +172,10 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	n.reads = newReadBarrier(n.readRound)
 	n.stalls = newStallWatch(rc.HeartbeatTimeout / 4)
 	fsm := &notifyingFSM{FSM: state.NewFSM(store), cond: n.applied}
-	r, err := raft.NewRaft(rc, fsm, bolt, bolt, snaps, transport)
+	r, err := raft.NewRaft(rc, fsm, stores.logs, stores.stable, snaps, transport)
 	if err != nil {
 		transport.Close()
-		bolt.Close()
+		stores.close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
@@ -220,7 +214,8 @@ func checkDataDir(dir, nodeID string) (func() error, error) {
 	return nothing, nil
 }
 
-// notifyingFSM wakes WaitApplied callers after each apply.
+// notifyingFSM wakes WaitApplied callers after each apply: after each batch
+// when raft applies a batch (raft.BatchingFSM).
 type notifyingFSM struct {
 	*state.FSM
 	cond *sync.Cond
@@ -228,11 +223,23 @@ type notifyingFSM struct {
 
 func (f *notifyingFSM) Apply(l *raft.Log) any {
 	r := f.FSM.Apply(l)
+	f.wake()
+	return r
+}
+
+func (f *notifyingFSM) ApplyBatch(logs []*raft.Log) []any {
+	r := f.FSM.ApplyBatch(logs)
+	f.wake()
+	return r
+}
+
+func (f *notifyingFSM) wake() {
 	f.cond.L.Lock()
 	f.cond.Broadcast()
 	f.cond.L.Unlock()
-	return r
 }
+
+var _ raft.BatchingFSM = (*notifyingFSM)(nil)
 
 // OnLeader registers leader-only work. Register before Start.
 func (n *Node) OnLeader(f LeaderFunc) {
@@ -277,7 +284,7 @@ func (n *Node) Shutdown() error {
 	n.applied.L.Unlock()
 	n.wg.Wait()
 	n.transport.Close()
-	n.bolt.Close()
+	n.stores.close()
 	return err
 }
 

@@ -196,7 +196,7 @@ func (n *Node) lastCommand(index uint64) (uint64, error) {
 	applied := n.store.LastIndex()
 	for i := index; i > applied; i-- {
 		var l raft.Log
-		if err := n.bolt.GetLog(i, &l); err != nil {
+		if err := n.stores.logs.GetLog(i, &l); err != nil {
 			if errors.Is(err, raft.ErrLogNotFound) {
 				// Compacted into a snapshot, which the FSM already holds.
 				return applied, nil

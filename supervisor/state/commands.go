@@ -48,23 +48,36 @@ type Command struct {
 	Body any
 }
 
+// envelope is the JSON after the two header bytes: {"key","now","body"}.
+// Decoding sets Body to the command type's body pointer first, so the body
+// is decoded in the same pass as the envelope.
 type envelope struct {
-	Key  string          `json:"key"`
-	Now  time.Time       `json:"now"`
-	Body json.RawMessage `json:"body"`
+	Key  string    `json:"key"`
+	Now  time.Time `json:"now"`
+	Body any       `json:"body"`
 }
 
 // Encode serialises the command: type byte, version byte, JSON envelope.
+// The envelope is written around the body's JSON, so a command is encoded
+// by one reflective marshal (its body's).
 func (c Command) Encode() ([]byte, error) {
 	body, err := json.Marshal(c.Body)
 	if err != nil {
 		return nil, fmt.Errorf("encode command %d body: %w", c.Type, err)
 	}
-	env, err := json.Marshal(envelope{Key: c.Key, Now: c.Now.UTC(), Body: body})
+	key, err := json.Marshal(c.Key)
 	if err != nil {
 		return nil, fmt.Errorf("encode command %d: %w", c.Type, err)
 	}
-	return append([]byte{byte(c.Type), bodyVersion}, env...), nil
+	now, err := c.Now.UTC().MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("encode command %d: %w", c.Type, err)
+	}
+	out := make([]byte, 0, 2+len(`{"key":,"now":,"body":}`)+len(key)+len(now)+len(body))
+	out = append(out, byte(c.Type), bodyVersion)
+	out = append(append(append(out, `{"key":`...), key...), `,"now":`...)
+	out = append(append(append(out, now...), `,"body":`...), body...)
+	return append(out, '}'), nil
 }
 
 // RegisterNodeBody records a server's addresses so any node can reach the
@@ -255,12 +268,12 @@ func DecodeCommand(data []byte) (cmd Command, ok bool, err error) {
 		}
 		return Command{}, false, fmt.Errorf("unknown command type %d", t)
 	}
-	var env envelope
+	env := envelope{Body: body}
 	if err := json.Unmarshal(data[2:], &env); err != nil {
-		return Command{}, false, fmt.Errorf("command %d: decode envelope: %w", t, err)
+		return Command{}, false, fmt.Errorf("command %d: decode: %w", t, err)
 	}
-	if err := json.Unmarshal(env.Body, body); err != nil {
-		return Command{}, false, fmt.Errorf("command %d: decode body: %w", t, err)
+	if env.Body != body { // "body": null replaced the pointer
+		return Command{}, false, fmt.Errorf("command %d: no body", t)
 	}
 	return Command{Type: t, Key: env.Key, Now: env.Now, Body: body}, true, nil
 }

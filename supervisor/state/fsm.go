@@ -45,33 +45,62 @@ var dispatch = map[CommandType]applyFunc{
 // Apply implements raft.FSM. A log entry that cannot be decoded panics: state
 // must never silently diverge between nodes.
 func (f *FSM) Apply(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch implements raft.BatchingFSM: raft hands over every entry
+// committed together, and they are decoded before the store is locked,
+// applied under one lock and their events published at once. Entries that
+// are not commands (configuration changes) get a nil result.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	type decoded struct {
+		cmd   Command
+		known bool
 	}
-	cmd, known, err := DecodeCommand(l.Data)
-	if err != nil {
-		panic(fmt.Sprintf("raft log %d: %v", l.Index, err))
+	cmds := make([]decoded, len(logs))
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		cmd, known, err := DecodeCommand(l.Data)
+		if err != nil {
+			panic(fmt.Sprintf("raft log %d: %v", l.Index, err))
+		}
+		cmds[i] = decoded{cmd, known}
 	}
+	out := make([]any, len(logs))
+	var events []Event
 	s := f.store
 	s.mu.Lock()
-	s.d.LastIndex = l.Index
-	if !known {
-		s.mu.Unlock()
-		return &Result{Index: l.Index}
-	}
-	if cmd.Key != "" {
-		if o, ok := s.d.Dedupe[cmd.Key]; ok {
-			s.mu.Unlock()
-			return o.result(true)
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
 		}
-	}
-	events, token, applyErr := dispatch[cmd.Type](s.d, l.Index, cmd.Now, cmd.Body)
-	if cmd.Key != "" {
-		s.d.remember(cmd.Key, outcome{Index: l.Index, Token: token, Code: codeOf(applyErr), Msg: errText(applyErr)})
+		out[i] = s.d.applyLocked(l.Index, cmds[i].cmd, cmds[i].known, &events)
 	}
 	s.mu.Unlock()
 	s.events.publish(events)
-	return &Result{Index: l.Index, FencingToken: token, Err: applyErr}
+	return out
+}
+
+// applyLocked applies one decoded command at raft index idx (the store's
+// lock held), appending its events to events.
+func (d *data) applyLocked(idx uint64, cmd Command, known bool, events *[]Event) *Result {
+	d.LastIndex = idx
+	if !known {
+		return &Result{Index: idx}
+	}
+	if cmd.Key != "" {
+		if o, ok := d.Dedupe[cmd.Key]; ok {
+			return o.result(true)
+		}
+	}
+	evs, token, applyErr := dispatch[cmd.Type](d, idx, cmd.Now, cmd.Body)
+	*events = append(*events, evs...)
+	if cmd.Key != "" {
+		d.remember(cmd.Key, outcome{Index: idx, Token: token, Code: codeOf(applyErr), Msg: errText(applyErr)})
+	}
+	return &Result{Index: idx, FencingToken: token, Err: applyErr}
 }
 
 func errText(err error) string {
