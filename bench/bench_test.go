@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 func TestPercentileAndSummary(t *testing.T) {
@@ -116,5 +118,28 @@ func TestMarkerWatchAcrossChunks(t *testing.T) {
 	case <-found:
 		t.Fatal("found a marker that is not there")
 	default:
+	}
+}
+
+func TestLostChunks(t *testing.T) {
+	want := "chunk 1 of 3\nchunk 2 of 3\nchunk 3 of 3\nstreamed 3"
+	msg := func(text string, complete bool) []state.Message {
+		return []state.Message{{Role: state.RoleUser, Text: "stream 3"}, {Role: state.RoleAgent, Text: text, Complete: complete}}
+	}
+	cases := []struct {
+		msgs []state.Message
+		lost int
+	}{
+		{msg(want, true), 0},
+		{msg("chunk 1 of 3\nchunk 3 of 3\nstreamed 3", true), 2},               // 2 missing: 3 is in 2's place
+		{msg("chunk 2 of 3\nchunk 1 of 3\nchunk 3 of 3\nstreamed 3", true), 2}, // 1 and 2 swapped
+		{msg("chunk 1 of 3\nchunk 2 of 3\nchunk 3 of 3\n", true), 1},           // the closing line is missing
+		{msg(want, false), 1}, // never completed
+		{nil, 4},
+	}
+	for i, c := range cases {
+		if got := lostChunks(c.msgs, want, 3); got != c.lost {
+			t.Errorf("case %d: lost %d, want %d", i, got, c.lost)
+		}
 	}
 }

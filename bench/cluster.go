@@ -123,43 +123,79 @@ func PaddockReader(url string, stale bool) Writer {
 const readSeed = 20
 
 // readLatencies measures consistent reads on the leader (each confirmed by a
-// read round) against ?stale=true reads of the same leader's local state (no
-// round: what every read cost before reads were made linearizable), at 1 and
-// 64 closed-loop clients, trials alternating the two. It runs before the
-// write benchmarks, on a state of readSeed tasks.
-func readLatencies(ctx context.Context, env Env, leader *harness.Node, trials int, d time.Duration) ([]Result, error) {
+// read round) beside etcd's linearizable range reads of its leader (when
+// etcdURL is not empty) and ?stale=true reads of the same Paddock leader's
+// local state (no round: what every read cost before reads were made
+// linearizable), at 1 and 64 closed-loop clients, trials alternating the
+// three. Both stores hold the same readSeed records: etcd's values are the
+// JSON of Paddock's tasks. It runs before the write benchmarks.
+func readLatencies(ctx context.Context, env Env, lead func(what string) *harness.Node, etcdURL string, trials int, d time.Duration) ([]Result, error) {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
+	leader := lead("reads")
 	seed := PaddockWriter(leader.URL())
 	for i := 0; i < readSeed; i++ {
 		if err := seed(ctx, hc, -1-i); err != nil {
 			return nil, fmt.Errorf("seed tasks for the read benchmark: %w", err)
 		}
 	}
+	if etcdURL != "" {
+		var list struct {
+			Tasks []json.RawMessage `json:"tasks"`
+		}
+		if err := getJSON(leader.URL()+"/v1/tasks", &list); err != nil {
+			return nil, fmt.Errorf("read the seeded tasks: %w", err)
+		}
+		values := make([][]byte, len(list.Tasks))
+		for i, t := range list.Tasks {
+			values[i] = t
+		}
+		if err := EtcdSeed(ctx, etcdURL, values); err != nil {
+			return nil, err
+		}
+	}
 	var out []Result
 	for _, clients := range []int{1, 64} {
-		var lats, staleLats, rates, staleRates []float64
-		errs, staleErrs := 0, 0
+		var lats, staleLats, peerLats, rates, staleRates, peerRates []float64
+		errs, staleErrs, peerErrs := 0, 0, 0
 		for t := 0; t < trials; t++ {
+			leader := lead("reads")
 			load := RunWrites(ctx, clients, d, PaddockReader(leader.URL(), false))
 			lats, rates, errs = append(lats, load.Latencies...), append(rates, load.Rate), errs+load.Errors
 			load = RunWrites(ctx, clients, d, PaddockReader(leader.URL(), true))
 			staleLats, staleRates, staleErrs = append(staleLats, load.Latencies...), append(staleRates, load.Rate), staleErrs+load.Errors
+			if etcdURL != "" {
+				load = RunWrites(ctx, clients, d, EtcdReader(etcdURL, readSeed))
+				peerLats, peerRates, peerErrs = append(peerLats, load.Latencies...), append(peerRates, load.Rate), peerErrs+load.Errors
+			}
 		}
-		env.Logf("reads c%d: consistent p50 %.3fms %.0f/s (%d errors), ?stale=true p50 %.3fms %.0f/s (%d errors)",
-			clients, Percentile(lats, 50), Percentile(rates, 50), errs, Percentile(staleLats, 50), Percentile(staleRates, 50), staleErrs)
+		env.Logf("reads c%d: consistent p50 %.3fms %.0f/s (%d errors), ?stale=true p50 %.3fms %.0f/s (%d errors), etcd p50 %.3fms %.0f/s (%d errors)",
+			clients, Percentile(lats, 50), Percentile(rates, 50), errs, Percentile(staleLats, 50), Percentile(staleRates, 50), staleErrs,
+			Percentile(peerLats, 50), Percentile(peerRates, 50), peerErrs)
+		workload := fmt.Sprintf("closed loop, %d client(s), each GET /v1/tasks (%d tasks) on the leader, a consistent read (a read round: VerifyLeader shared by concurrent reads, then the FSM caught up); etcd: POST /v3/kv/range of %d keys holding the same tasks' JSON through its JSON gateway to its leader, linearizable (etcd's default: a ReadIndex round); %d×%s trials alternating Paddock consistent, Paddock ?stale=true, etcd",
+			clients, readSeed, readSeed, trials, d)
 		lat := Summary(Result{Name: fmt.Sprintf("read_latency_ms_c%d", clients), Area: areaCluster, Unit: "ms",
-			Note: fmt.Sprintf("closed loop, %d client(s), each GET /v1/tasks (%d tasks) on the leader, a consistent read (a read round: VerifyLeader shared by concurrent reads, then the FSM caught up); compared with ?stale=true reads of the same node in the same run; %d×%s trials alternating; %.0f reads/s at p50; %d/%d errors",
-				clients, readSeed, trials, d, Percentile(rates, 50), errs, staleErrs)}, lats, false)
-		lat.Peer, lat.PeerP50 = "?stale=true", Percentile(staleLats, 50)
-		if lat.PeerP50 > 0 {
-			lat.Ratio = lat.P50 / lat.PeerP50
+			Note: fmt.Sprintf("%s; against ?stale=true reads of the same node: p50 %.3f ms, ratio %.2f; %d/%d/%d errors (consistent/stale/etcd)",
+				workload, Percentile(staleLats, 50), ratio(Percentile(lats, 50), Percentile(staleLats, 50)), errs, staleErrs, peerErrs)}, lats, false)
+		rate := Summary(Result{Name: fmt.Sprintf("reads_per_s_c%d", clients), Area: areaCluster, Unit: "reads/s",
+			Note: fmt.Sprintf("the reads of read_latency_ms_c%d, the rate of each %s trial; ?stale=true reads p50 %.0f/s", clients, d, Percentile(staleRates, 50))}, rates, true)
+		if len(peerRates) > 0 {
+			lat = withPeer(lat, Percentile(peerLats, 50), true)
+			rate = withPeer(rate, Percentile(peerRates, 50), false)
 		}
 		stale := Summary(Result{Name: fmt.Sprintf("stale_read_latency_ms_c%d", clients), Area: areaCluster, Unit: "ms",
 			Note: fmt.Sprintf("the baseline of read_latency_ms_c%d: the same reads with ?stale=true, served from the leader's local state without a read round; %.0f reads/s at p50", clients, Percentile(staleRates, 50))}, staleLats, false)
-		out = append(out, lat, stale)
+		out = append(out, lat, rate, stale)
 	}
 	return out, nil
+}
+
+// ratio is a/b (0 when b is 0).
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
 }
 
 // FailoverTrial is one leader kill: milliseconds from the kill until a

@@ -316,3 +316,62 @@ func (ec *EtcdCluster) caughtUp(ctx context.Context, leader *EtcdMember) error {
 		return true
 	})
 }
+
+// etcdReadPrefix holds the keys the read benchmark ranges over.
+const etcdReadPrefix = "read/"
+
+// EtcdSeed puts values under etcdReadPrefix (keys read/000, read/001, …).
+func EtcdSeed(ctx context.Context, url string, values [][]byte) error {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	for i, v := range values {
+		key := base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s%03d", etcdReadPrefix, i))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v3/kv/put",
+			bytes.NewBufferString(`{"key":"`+key+`","value":"`+base64.StdEncoding.EncodeToString(v)+`"}`))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return fmt.Errorf("etcd seed: %w", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || bytes.Contains(body, []byte(`"error"`)) {
+			return fmt.Errorf("etcd seed: %s: %s", resp.Status, bytes.TrimSpace(body))
+		}
+	}
+	return nil
+}
+
+// EtcdReader ranges over every key under etcdReadPrefix through the JSON
+// gateway of url: a linearizable read (etcd's default, serializable=false:
+// the member confirms its leadership by a ReadIndex round before it
+// answers). It has the Writer shape so that RunWrites drives it.
+func EtcdReader(url string, want int) Writer {
+	end := []byte(etcdReadPrefix)
+	end[len(end)-1]++
+	body := `{"key":"` + base64.StdEncoding.EncodeToString([]byte(etcdReadPrefix)) + `","range_end":"` + base64.StdEncoding.EncodeToString(end) + `"}`
+	wantCount := fmt.Appendf(nil, `"count":"%d"`, want)
+	return func(ctx context.Context, hc *http.Client, _ int) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v3/kv/range", bytes.NewBufferString(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("etcd range: status %s: %s", resp.Status, bytes.TrimSpace(out))
+		}
+		if !bytes.Contains(out, wantCount) {
+			return fmt.Errorf("etcd range: not %d keys: %.200s", want, out)
+		}
+		return nil
+	}
+}

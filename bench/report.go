@@ -229,7 +229,7 @@ func Verdict(r Result, ok bool) Result {
 // AreaNotes are the paragraphs printed under each area's heading.
 func AreaNotes() map[string]string {
 	return map[string]string{
-		areaCluster: "Both clusters are 3 real processes on loopback of this one host, started in the same run; write trials and leader kills alternate between Paddock and etcd. " +
+		areaCluster: "Both clusters are 3 real processes on loopback of this one host, started in the same run; read trials, write trials and leader kills alternate between Paddock and etcd. " +
 			"Paddock writes go through its HTTP API (JSON decode, validation, raft apply into its state machine, event fan-out); etcd writes go through its grpc-gateway JSON proxy (an extra in-process gRPC hop), so each store is driven through its ordinary HTTP client path. " +
 			"Both fsync their logs. Ratio = Paddock p50 / etcd p50.",
 		areaSessions: "One server process with the standalone runtime; every session runs a real agentctl process and the offline demo agent (ACP).",
@@ -237,6 +237,7 @@ func AreaNotes() map[string]string {
 		areaRecovery: "Sessions stay the same across the repeated kills of one cluster; after each kill the node is restarted and every session waits for input again before the next kill. The agentctl-killed variant resumes every session from its token (auto_resume) on the new leader. Each Note splits the figure: election (a survivor says it leads), the new leader's recovery run (from its paddock_recovery_last_finished_timestamp_seconds metric), then the prompts; the first n=100 kill also saves CPU profiles of both survivors (bench/tmp/profiles/).",
 		areaScale:    "Sessions are started 20 at a time (4 in flight) until the target or until MemAvailable drops below the reserve, so that other users of the machine keep memory.",
 		areaDocker:   "The image is built by deploy/image/build.sh from bin/ (tag paddock-executor:bench); containers carry a per-run cluster label and are removed afterwards.",
+		areaStorm:    "Many live demo sessions on a 3-node cluster all stream a long reply at once: what an agent fleet does to the cluster, each chunk a coalesced replicated write. The leader's CPU profile of the stream is saved beside the others (bench/tmp/profiles/).",
 		areaChaos:    "The chaos loop (e2e/bench, another engineer's) writes " + ChaosFile + "; this suite only reports it.",
 		areaTerminal: "Shell = /bin/sh on a PTY. Direct: the bench process itself runs the shell on a PTY and reads it. agentctl: a real `agentctl serve` process, WebSocket to /v1/terminals/{name} with its secret. Whole path: one-node supervisor with a standalone session, WebSocket to /v1/sessions/{id}/terminal (relayed to that session's agentctl). Clients never ack (served as fast as the socket drains). " +
 			"Trials alternate direct and path trials and each ratio is against the direct trials next to it; the session's shell is /bin/sh for every path (the bench sets SHELL). Each throughput Note gives this run's CPU per MiB of every process on the path; profiles taken on earlier commits are in docs/PERFORMANCE-NOTES.md.",

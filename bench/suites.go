@@ -33,7 +33,7 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := harness.Start(harness.Options{Bin: env.Bin, Dir: dir, Size: 3, LogLevel: "warn"})
+	c, err := harness.Start(harness.Options{Bin: env.Bin, Dir: dir, Size: 3, LogLevel: "warn", Extra: "enable_debug = true"})
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,24 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	if env.Quick {
 		trials, d, kills = 2, 2*time.Second, 3
 	}
-	reads, err := readLatencies(ctx, env, leader, trials, d)
+	// Every trial goes to the node that leads when it starts: a leader
+	// change under load (the machine is shared) would otherwise make the
+	// rest of the trials go through a follower's forwarding.
+	lead := func(what string) *harness.Node {
+		if l, err := leader.Leads(); err == nil && l {
+			return leader
+		}
+		if l, err := c.Leader(30 * time.Second); err == nil {
+			env.Logf("%s: the leader changed from %s to %s", what, leader.Name, l.Name)
+			leader = l
+		}
+		return leader
+	}
+	etcdURL := ""
+	if ec != nil {
+		etcdURL = etcdLeader.Client
+	}
+	reads, err := readLatencies(ctx, env, lead, etcdURL, trials, d)
 	if err != nil {
 		return nil, err
 	}
@@ -72,8 +89,15 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	for _, clients := range []int{1, 64} {
 		var rates, lats, peerRates, peerLats []float64
 		errs, peerErrs := 0, 0
+		// One unmeasured trial first, profiled: it warms the path and shows
+		// where a write's time goes at this concurrency.
+		wait := cpuProfile(env, lead("writes"), fmt.Sprintf("cluster-writes-c%d-leader", clients), d)
+		RunWrites(ctx, clients, d, PaddockWriter(leader.URL()))
+		if p := wait(); p != "" {
+			env.Logf("writes c%d: leader CPU profile of an unmeasured trial in %s", clients, p)
+		}
 		for t := 0; t < trials; t++ {
-			load := RunWrites(ctx, clients, d, PaddockWriter(leader.URL()))
+			load := RunWrites(ctx, clients, d, PaddockWriter(lead("writes").URL()))
 			rates = append(rates, load.Rate)
 			lats = append(lats, load.Latencies...)
 			errs += load.Errors

@@ -32,6 +32,7 @@ var suites = []suite{
 	{"machines", bench.MachinesSuite},
 	{"scale", bench.ScaleSuite},
 	{"docker", bench.DockerSuite},
+	{"storm", bench.PromptStormSuite},
 	{"chaos", bench.ChaosSuite},
 }
 

@@ -1,0 +1,311 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/demoagent"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+const areaStorm = "Prompt storm: many agents streaming at once"
+
+// demoChunkDelay is the demo agent's pause between streamed chunks (its
+// default; the bench clusters do not change it).
+const demoChunkDelay = 10 * time.Millisecond
+
+// PromptStormSuite starts many demo sessions on a 3-node cluster and
+// prompts every one of them with "stream N" at the same moment: each agent
+// streams N chunks, which the supervisor coalesces into replicated message
+// writes. A subscriber on a follower's event stream notes when each chunk
+// first shows in a message; the final transcripts are checked for lost or
+// reordered chunks.
+func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
+	sessions, chunks := 200, 500
+	if env.Quick {
+		sessions, chunks = 50, 200
+	}
+	// Each idle session holds ~14 MiB (agentctl and its agent); leave the
+	// machine's other users a reserve.
+	if avail := memAvailableKiB(); avail > 0 {
+		if fit := (avail - 4<<20) / (16 << 10); fit < sessions {
+			sessions = max(fit, 10)
+			env.Logf("prompt storm: memory fits %d sessions", sessions)
+		}
+	}
+	c, _, stop, err := paddockCluster(env, "storm", 3, true, "enable_debug = true")
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	leader, err := c.Leader(60 * time.Second)
+	if err != nil {
+		return nil, err
+	}
+	api := apiOf(leader)
+	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "prompt storm"})
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	ids, err := createSessions(ctx, api, task.ID, sessions, 4)
+	if err != nil {
+		return nil, err
+	}
+	env.Logf("prompt storm: %d sessions started in %s", sessions, time.Since(t0).Round(time.Millisecond))
+
+	follower := surviving(c, leader)
+	watch, err := watchChunks(ctx, apiOf(follower), task.ID, ids, chunks)
+	if err != nil {
+		return nil, err
+	}
+	defer watch.close()
+
+	commit0, _, err := raftIndexes(leader)
+	if err != nil {
+		return nil, err
+	}
+	cpu0 := processCPU(leader.PID())
+	stream := demoChunkDelay * time.Duration(chunks)
+	profile := cpuProfile(env, leader, "prompt-storm-leader", stream)
+	start := time.Now()
+	sent := make([]time.Time, len(ids))
+	var wg sync.WaitGroup
+	var promptErrs []error
+	var mu sync.Mutex
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sent[i] = time.Now()
+			if err := api.Prompt(ctx, id, fmt.Sprintf("stream %d", chunks)); err != nil {
+				mu.Lock()
+				promptErrs = append(promptErrs, fmt.Errorf("prompt %s: %w", id, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(promptErrs...); err != nil {
+		return nil, err
+	}
+	if err := allWaiting(ctx, api, task.ID, len(ids), stream+120*time.Second); err != nil {
+		return nil, fmt.Errorf("after the storm: %w", err)
+	}
+	elapsed := time.Since(start)
+	cpu := processCPU(leader.PID()) - cpu0
+	commit1, _, err := raftIndexes(leader)
+	if err != nil {
+		return nil, err
+	}
+	profPath := profile()
+	watch.close()
+
+	// Latency of chunk k: when the subscriber first saw it, minus when the
+	// agent could have sent it at the earliest (its prompt sent, then k−1
+	// chunk pauses). An agent that falls behind its pace under the storm
+	// adds its lag, so each figure is an upper bound.
+	var lats []float64
+	seen, lost := 0, 0
+	for i, id := range ids {
+		for k, at := range watch.firstSeen(id) {
+			if at.IsZero() {
+				continue
+			}
+			seen++
+			lats = append(lats, ms(at.Sub(sent[i].Add(demoChunkDelay*time.Duration(k)))))
+		}
+	}
+	want := strings.Join(demoagent.StreamChunks(chunks), "")
+	var bad []string
+	for _, id := range ids {
+		msgs, err := api.Messages(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("messages of %s: %w", id, err)
+		}
+		if n := lostChunks(msgs, want, chunks); n > 0 {
+			lost += n
+			bad = append(bad, id)
+		}
+	}
+	if len(bad) > 0 {
+		env.Logf("prompt storm: sessions with lost or reordered chunks: %v", bad)
+	}
+	writes := float64(commit1-commit0) / elapsed.Seconds()
+	env.Logf("prompt storm: %d sessions × %d chunks in %s; chunk latency p50 %.0f ms p99 %.0f ms (%d of %d chunks seen streaming, %d stream reopenings); %.0f raft entries/s; leader CPU %.0f%%; %d lost or reordered",
+		len(ids), chunks, elapsed.Round(time.Millisecond), Percentile(lats, 50), Percentile(lats, 99), seen, len(ids)*chunks, watch.reopened, writes, 100*cpu.Seconds()/elapsed.Seconds(), lost)
+
+	where := fmt.Sprintf("%d demo sessions on a 3-node cluster (standalone runtime, real agentctl processes) prompted with \"stream %d\" at the same moment (one goroutine each): every agent streams %d chunks %s apart (%s in all), the supervisor coalesces them (at most ~10 message writes/s per session)", len(ids), chunks, chunks, demoChunkDelay, stream)
+	lat := Summary(Result{Name: "prompt_storm_chunk_latency_ms", Area: areaStorm, Unit: "ms", Goal: "p99 ≤ 500",
+		Note: fmt.Sprintf("%s; from the earliest moment the agent could emit chunk k (its prompt sent + (k−1)×%s) until a subscriber to a follower's /v1/events (one WebSocket, the task's events) first saw the chunk in the message; an agent that falls behind its pace adds its lag, so this is an upper bound; %d of %d chunks seen while streaming, the stream reopened %d times after lagging",
+			where, demoChunkDelay, seen, len(ids)*chunks, watch.reopened)}, lats, false)
+	lat = Verdict(lat, lat.P99 <= 500)
+	wr := Result{Name: "prompt_storm_writes_per_s", Area: areaStorm, Unit: "entries/s", P50: writes, P99: writes, Samples: 1,
+		Note: fmt.Sprintf("raft entries committed by the leader (commit index before and after) over the storm, from the first prompt until every session waited for input again (%s); the subscriber received %.1f MiB of message text (each update carries its message's whole text so far)",
+			elapsed.Round(time.Millisecond), float64(watch.bytes)/(1<<20))}
+	cpuPct := 100 * cpu.Seconds() / elapsed.Seconds()
+	lc := Result{Name: "prompt_storm_leader_cpu_pct", Area: areaStorm, Unit: "% of a core", P50: cpuPct, P99: cpuPct, Samples: 1,
+		Note: fmt.Sprintf("user+system CPU of the leader process over the same interval, from /proc/PID/stat; CPU profile of the leader during the stream: %s", orNone(profPath))}
+	lo := Verdict(Result{Name: "prompt_storm_lost_chunks", Area: areaStorm, Unit: "chunks", Goal: "0", P50: float64(lost), P99: float64(lost), Samples: len(ids),
+		Note: fmt.Sprintf("chunks missing, repeated or out of order in the final transcripts (GET /v1/sessions/{id}/messages: the agent's reply must be exactly \"chunk 1 of %d\\n…chunk %d of %d\\nstreamed %d\"), over %d sessions", chunks, chunks, chunks, chunks, len(ids))}, lost == 0)
+	return []Result{lat, wr, lc, lo}, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none taken"
+	}
+	return s
+}
+
+// lostChunks counts the chunks of a "stream n" reply (the session's last
+// agent message) that are missing, repeated or out of order in its
+// transcript: n+1 when there is no reply at all, at least 1 when the reply
+// differs from want in any way (its closing line, or never completed).
+func lostChunks(msgs []state.Message, want string, n int) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		m := msgs[i]
+		if m.Role != state.RoleAgent {
+			continue
+		}
+		if m.Text == want && m.Complete {
+			return 0
+		}
+		got := chunkNumbers(m.Text, n)
+		bad := 0
+		for k := 1; k <= n; k++ {
+			if k > len(got) || got[k-1] != k {
+				bad++
+			}
+		}
+		return max(bad, 1)
+	}
+	return n + 1
+}
+
+// chunkNumbers parses the "chunk k of n" lines of a message, in order.
+func chunkNumbers(text string, n int) []int {
+	var out []int
+	suffix := " of " + strconv.Itoa(n)
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, "chunk ")
+		if !ok {
+			continue
+		}
+		num, ok := strings.CutSuffix(rest, suffix)
+		if !ok {
+			continue
+		}
+		if k, err := strconv.Atoi(num); err == nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// chunkWatch follows a task's events and notes when each chunk of each
+// session's streamed reply first appeared in a message.
+type chunkWatch struct {
+	mu       sync.Mutex
+	seen     map[string][]time.Time // session → chunk k-1 → first seen
+	bytes    int64
+	reopened int
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+func watchChunks(ctx context.Context, api *client.Client, taskID string, ids []string, n int) (*chunkWatch, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &chunkWatch{seen: map[string][]time.Time{}, cancel: cancel, done: make(chan struct{})}
+	for _, id := range ids {
+		w.seen[id] = make([]time.Time, n)
+	}
+	filter := client.EventFilter{TaskID: taskID}
+	stream, err := api.Events(ctx, filter, 0)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("subscribe to %s: %w", api.Address(), err)
+	}
+	go func() {
+		defer close(w.done)
+		var last uint64
+		for {
+			e, err := stream.Next()
+			if errors.Is(err, client.ErrLagged) && ctx.Err() == nil {
+				_ = stream.Close()
+				if stream, err = api.Events(ctx, filter, last); err == nil {
+					w.mu.Lock()
+					w.reopened++
+					w.mu.Unlock()
+					continue
+				}
+			}
+			if err != nil {
+				_ = stream.Close()
+				return
+			}
+			last = e.Index
+			at := time.Now()
+			if e.Type != state.EventMessageAdded && e.Type != state.EventMessageUpdated {
+				continue
+			}
+			text := messageText(e)
+			w.mu.Lock()
+			w.bytes += int64(len(text))
+			if ks := w.seen[e.SessionID]; ks != nil {
+				for _, k := range chunkNumbers(text, n) {
+					if k >= 1 && k <= n && ks[k-1].IsZero() {
+						ks[k-1] = at
+					}
+				}
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w, nil
+}
+
+// messageText is the text of a message event's message.
+func messageText(e state.Event) string {
+	m, _ := e.Data["message"].(map[string]any)
+	text, _ := m["text"].(string)
+	return text
+}
+
+func (w *chunkWatch) firstSeen(id string) []time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]time.Time(nil), w.seen[id]...)
+}
+
+func (w *chunkWatch) close() {
+	w.cancel()
+	<-w.done
+}
+
+// processCPU is a process's user+system CPU time so far (0 when unread).
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
