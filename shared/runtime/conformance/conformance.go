@@ -16,10 +16,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +48,16 @@ type Config struct {
 	InvalidPluginConfig string
 	// Workspace is the task workspace passed to Launch (default: none).
 	Workspace runtime.Workspace
+	// TaskRoot is the directory the plugin, configured with PluginConfig,
+	// confines task workspaces to (placeholders as in PluginConfig; default
+	// "{{temp_dir}}"). The confinement cases launch with paths that leave
+	// it: a relative path with "..", an absolute path, and a symlink inside
+	// it that points outside.
+	TaskRoot string
+	// NoTaskWorkspaces declares a runtime that never uses the task's
+	// workspace path (its executors work elsewhere); the confinement cases
+	// are skipped.
+	NoTaskWorkspaces bool
 	// LaunchOptions are passed as LaunchRequest.Options.
 	LaunchOptions map[string]string
 	// Timeout bounds each operation; default 30s.
@@ -56,7 +68,10 @@ type Config struct {
 }
 
 // Run checks the plugin: info and capabilities, config validation with
-// diagnostic ranges, launch → agentctl healthy → inspect → the optional
+// diagnostics at file:line,col (an unknown attribute, a bad block, a syntax
+// error), task workspaces confined to TaskRoot, concurrent launches of one
+// session serialised (one agentctl survives), launch → agentctl healthy →
+// inspect → the optional
 // Reconcile keeps the owned executor → recover from the
 // handle through a new plugin process → stop → destroy, and the typed errors
 // (not-found for destroyed or garbage handles, invalid-request for bad
@@ -77,6 +92,8 @@ func Run(t *testing.T, cfg Config) {
 	t.Run("invalid_config_has_ranges", k.invalidConfig)
 	t.Run("invalid_launch_request", k.invalidLaunch)
 	t.Run("garbage_handle_not_found", k.garbageHandle)
+	t.Run("workspace_confinement", k.confinement)
+	t.Run("concurrent_launches_serialised", k.concurrentLaunches)
 	t.Run("lifecycle", k.lifecycle)
 }
 
@@ -135,7 +152,11 @@ func (k *kit) pluginConfig() string {
 	quote := func(s string) string {
 		return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "${", "$${", "%{", "%%{").Replace(s)
 	}
-	return strings.NewReplacer("{{agentctl_path}}", quote(k.cfg.AgentctlPath), "{{temp_dir}}", quote(k.tempDir)).Replace(k.cfg.PluginConfig)
+	return k.expand(k.cfg.PluginConfig, quote)
+}
+
+func (k *kit) expand(s string, quote func(string) string) string {
+	return strings.NewReplacer("{{agentctl_path}}", quote(k.cfg.AgentctlPath), "{{temp_dir}}", quote(k.tempDir)).Replace(s)
 }
 
 func (k *kit) request(t *testing.T, secret string) runtime.LaunchRequest {
@@ -180,6 +201,7 @@ func (k *kit) invalidConfig(t *testing.T) {
 	start := hcl.Pos{Line: 40, Column: 5, Byte: 1234}
 	for name, src := range map[string]string{
 		"unknown_attribute": k.cfg.InvalidPluginConfig,
+		"bad_block":         "paddock_conformance_unknown_block {\n  x = 1\n}\n",
 		"syntax_error":      "this is = = not hcl {\n",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -200,6 +222,20 @@ func (k *kit) invalidConfig(t *testing.T) {
 				}
 				if d.Subject.Filename != "conformance-invalid.hcl" || d.Subject.Start.Line < start.Line || d.Subject.Start.Byte < start.Byte {
 					t.Errorf("diagnostic %q range %s does not point into the file at or after line %d", d.Summary, d.Subject, start.Line)
+				}
+				// The operator reads file:line,col in the message.
+				if at := fmt.Sprintf("conformance-invalid.hcl:%d,%d", d.Subject.Start.Line, d.Subject.Start.Column); !strings.Contains(d.Error(), at) {
+					t.Errorf("diagnostic text %q lacks %s", d.Error(), at)
+				}
+			}
+			if name == "bad_block" {
+				// The block starts the body: line and column are the body's.
+				var found bool
+				for _, d := range diags {
+					found = found || (d.Severity == hcl.DiagError && d.Subject != nil && d.Subject.Start.Line == start.Line && d.Subject.Start.Column == start.Column)
+				}
+				if !found {
+					t.Errorf("no error diagnostic at conformance-invalid.hcl:%d,%d for the unknown block: %s", start.Line, start.Column, diags.Error())
 				}
 			}
 		})
@@ -251,6 +287,111 @@ func (k *kit) garbageHandle(t *testing.T) {
 	}
 	if _, err := c.Recover(k.ctx(t), nil, randHex(16)); !errors.Is(err, runtime.ErrInvalidRequest) {
 		t.Errorf("Recover(empty handle) error = %v, want ErrInvalidRequest", err)
+	}
+}
+
+// confinement launches with task workspaces outside TaskRoot: each must be
+// refused with ErrInvalidRequest and leave the outside directory untouched.
+func (k *kit) confinement(t *testing.T) {
+	if k.cfg.NoTaskWorkspaces {
+		t.Skip("the runtime never uses the task's workspace path")
+	}
+	root := k.cfg.TaskRoot
+	if root == "" {
+		root = "{{temp_dir}}"
+	}
+	root = k.expand(root, func(s string) string { return s })
+	c := k.load(t)
+	outside := t.TempDir()
+	rel, err := filepath.Rel(root, outside)
+	if err != nil || !strings.HasPrefix(rel, "..") {
+		t.Fatalf("conformance: %s is not outside %s (%v)", outside, root, err)
+	}
+	link := filepath.Join(root, "conformance-escape-"+randHex(4))
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatalf("conformance: %v", err)
+	}
+	t.Cleanup(func() { os.Remove(link) })
+	secret := randHex(16)
+	for name, path := range map[string]string{
+		"dotdot_relative":  rel,
+		"absolute_outside": outside,
+		"symlink_outside":  link,
+	} {
+		t.Run(name, func(t *testing.T) {
+			req := k.request(t, secret)
+			req.Workspace = runtime.Workspace{Path: path}
+			resp, err := c.Launch(k.ctx(t), req)
+			if err == nil {
+				_ = c.Destroy(k.ctx(t), resp.Handle)
+				t.Fatalf("Launch with workspace %q (outside %s) succeeded in %q", path, root, resp.WorkspacePath)
+			}
+			if !errors.Is(err, runtime.ErrInvalidRequest) {
+				t.Fatalf("Launch with workspace %q outside %s: %v, want ErrInvalidRequest", path, root, err)
+			}
+		})
+	}
+	if entries, err := os.ReadDir(outside); err != nil || len(entries) > 0 {
+		t.Errorf("the directory outside the root was written: %v %v", entries, err)
+	}
+}
+
+// concurrentLaunches launches one session three times at once. Operations
+// on one session are serialised, so each launch replaces the one before:
+// exactly one agentctl answers for its response at the end, and none after
+// Destroy.
+func (k *kit) concurrentLaunches(t *testing.T) {
+	c := k.load(t)
+	req := k.request(t, randHex(16))
+	const n = 3
+	resps := make([]runtime.LaunchResponse, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resps[i], errs[i] = c.Launch(k.ctx(t), req)
+		}()
+	}
+	wg.Wait()
+	var last []byte
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent Launch %d: %v", i, err)
+		} else {
+			last = resps[i].Handle
+		}
+	}
+	if last == nil {
+		t.FailNow()
+	}
+	alive := func() (handles [][]byte) {
+		for i, resp := range resps {
+			if errs[i] != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(k.ctx(t), 3*time.Second)
+			h, err := agentctlproc.CheckHealth(ctx, resp.AgentctlURL, req.AgentctlSecret)
+			cancel()
+			if err == nil && h.Nonce == resp.Nonce {
+				handles = append(handles, resp.Handle)
+			}
+		}
+		return handles
+	}
+	live := alive()
+	for _, h := range live {
+		defer func() { _ = c.Destroy(k.ctx(t), h) }()
+	}
+	if len(live) != 1 {
+		t.Fatalf("%d agentctls answer for their launch of session %s after %d concurrent launches, want exactly 1 (launches of one session must be serialised)", len(live), req.SessionID, n)
+	}
+	if err := c.Destroy(k.ctx(t), live[0]); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	if left := alive(); len(left) > 0 {
+		t.Errorf("an agentctl of the session still answers after Destroy")
 	}
 }
 
