@@ -8,7 +8,6 @@
 package localexec
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,10 +22,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/hcl/v2"
 
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
+	"github.com/paddockhq/paddock/shared/runtime/pluginbase"
+	"github.com/paddockhq/paddock/shared/runtime/workspace"
 )
 
 // Name and Version identify the plugin.
@@ -37,14 +37,8 @@ const (
 
 // Runtime implements runtime.Runtime for local detached agentctl processes.
 type Runtime struct {
+	*pluginbase.Base[Config]
 	logger hclog.Logger
-
-	mu     sync.RWMutex
-	cfg    Config
-	cfgSet bool
-
-	locksMu sync.Mutex
-	locks   map[string]*sync.Mutex
 
 	// handles caches decodeHandle's checked results (see decodeHandle).
 	handlesMu   sync.Mutex
@@ -62,48 +56,18 @@ func New(logger hclog.Logger) *Runtime {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	cfg, _ := ParseConfig(runtime.ConfigSource{Filename: "default"})
-	return &Runtime{logger: logger, cfg: cfg, locks: map[string]*sync.Mutex{}, handles: map[string]handle{}}
-}
-
-// lock serialises operations on one session.
-func (r *Runtime) lock(session string) func() {
-	r.locksMu.Lock()
-	l, ok := r.locks[session]
-	if !ok {
-		l = &sync.Mutex{}
-		r.locks[session] = l
-	}
-	r.locksMu.Unlock()
-	l.Lock()
-	return l.Unlock
+	base := pluginbase.New(pluginbase.Options[Config]{
+		Info: runtime.Info{Name: Name, Version: Version}, Spec: spec, Defaults: defaults, Logger: logger,
+		LogFields: func(c Config) []any {
+			return []any{"workspace_root", c.WorkspaceRoot, "task_workspace_root", c.TaskWorkspaceRoot, "agentctl_path", c.AgentctlPath}
+		},
+	})
+	return &Runtime{Base: base, logger: logger, handles: map[string]handle{}}
 }
 
 func (r *Runtime) config() Config {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.cfg
-}
-
-// Info implements runtime.Runtime.
-func (r *Runtime) Info(context.Context) (runtime.Info, error) {
-	return runtime.Info{Name: Name, Version: Version, APIVersion: runtime.APIVersion}, nil
-}
-
-// ConfigSchema implements runtime.Runtime.
-func (r *Runtime) ConfigSchema(context.Context) (runtime.Schema, error) { return schemaDoc, nil }
-
-// SetConfig implements runtime.Runtime.
-func (r *Runtime) SetConfig(_ context.Context, src runtime.ConfigSource) (hcl.Diagnostics, error) {
-	cfg, diags := ParseConfig(src)
-	if diags.HasErrors() {
-		return diags, nil
-	}
-	r.mu.Lock()
-	r.cfg, r.cfgSet = cfg, true
-	r.mu.Unlock()
-	r.logger.Info("configured", "workspace_root", cfg.WorkspaceRoot, "agentctl_path", cfg.AgentctlPath)
-	return diags, nil
+	cfg, _ := r.Config()
+	return cfg
 }
 
 // Capabilities implements runtime.Runtime.
@@ -115,18 +79,14 @@ func (r *Runtime) Capabilities(context.Context) (runtime.Capabilities, error) {
 
 // handle is what the host stores for an executor. It never holds the secret.
 type handle struct {
-	V              int               `json:"v"`
-	SessionID      string            `json:"session_id"`
-	SessionDir     string            `json:"session_dir"`
-	Workspace      string            `json:"workspace"`
-	OwnsWorkspace  bool              `json:"owns_workspace"`
-	StateDir       string            `json:"state_dir"`
-	Repo           string            `json:"repo,omitempty"`
-	WorktreeBranch string            `json:"worktree_branch,omitempty"`
-	PID            int               `json:"pid"`
-	Nonce          string            `json:"nonce"`
-	URL            string            `json:"url"`
-	Env            map[string]string `json:"env,omitempty"`
+	V         int    `json:"v"`
+	SessionID string `json:"session_id"`
+	workspace.Layout
+	StateDir string            `json:"state_dir"`
+	PID      int               `json:"pid"`
+	Nonce    string            `json:"nonce"`
+	URL      string            `json:"url"`
+	Env      map[string]string `json:"env,omitempty"`
 	// Terminal is the launch's terminal settings, so a restart by Recover
 	// runs agentctl with the same ones.
 	Terminal *handleTerminal `json:"terminal,omitempty"`
@@ -180,11 +140,14 @@ func (r *Runtime) decodeHandle(b []byte) (handle, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return h, fmt.Errorf("decode handle: %v: %w", err, runtime.ErrNotFound)
 	}
-	if h.V != handleVersion || !runtime.ValidID(h.SessionID) || h.SessionDir == "" || h.Workspace == "" || h.StateDir == "" {
+	if h.V != handleVersion || !runtime.ValidID(h.SessionID) || h.StateDir == "" {
 		return h, fmt.Errorf("handle is not a standalone executor handle: %w", runtime.ErrNotFound)
 	}
-	if h.SessionDir != filepath.Join(root, h.SessionID) || !within(h.SessionDir, h.StateDir) || (h.OwnsWorkspace && !within(h.SessionDir, h.Workspace)) {
-		return h, fmt.Errorf("handle paths are outside workspace_root %s: %w", root, runtime.ErrNotFound)
+	if err := h.Layout.Check(root, h.SessionID); err != nil {
+		return h, err
+	}
+	if !workspace.Within(h.SessionDir, h.StateDir) {
+		return h, fmt.Errorf("handle state dir is outside workspace_root %s: %w", root, runtime.ErrNotFound)
 	}
 	if h.Terminal != nil && (h.Terminal.IdleTimeoutMS < 0 || h.Terminal.IdleTimeoutMS > int64(math.MaxInt64/time.Millisecond)) {
 		return h, fmt.Errorf("handle terminal idle timeout %dms is out of range: %w", h.Terminal.IdleTimeoutMS, runtime.ErrNotFound)
@@ -201,18 +164,10 @@ func (r *Runtime) decodeHandle(b []byte) (handle, error) {
 	return h, nil
 }
 
-// within reports whether path is dir or inside it (both cleaned, absolute).
-func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && filepath.IsAbs(path) && rel != ".." && !strings.HasPrefix(rel, "../")
-}
-
 func (h handle) response() runtime.LaunchResponse {
 	b, _ := json.Marshal(h)
-	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, WorkspacePath: h.Workspace}
-	if h.Repo != "" {
-		resp.WorktreePath, resp.WorktreeBranch = h.Workspace, h.WorktreeBranch
-	}
+	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce}
+	h.Layout.Response(&resp)
 	return resp
 }
 
@@ -223,22 +178,25 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	if err := req.Validate(); err != nil {
 		return runtime.LaunchResponse{}, err
 	}
-	defer r.lock(req.SessionID)()
+	defer r.Sessions.Lock(req.SessionID)()
 	cfg := r.config()
 	agentctl, err := findAgentctl(cfg)
 	if err != nil {
 		return runtime.LaunchResponse{}, err
 	}
-	h := handle{
-		V:          handleVersion,
-		SessionID:  req.SessionID,
-		SessionDir: filepath.Join(cfg.WorkspaceRoot, req.SessionID),
-		Env:        req.Env,
-		Terminal:   newHandleTerminal(req.Terminal),
-	}
-	h.StateDir = filepath.Join(h.SessionDir, "state")
-	if err := r.prepareWorkspace(ctx, cfg, req, &h); err != nil {
+	wreq := workspace.NewRequest(cfg.WorkspaceRoot, req)
+	wreq.TaskRoot, wreq.TaskRootName = cfg.TaskWorkspaceRoot, "task_workspace_root"
+	prepared, err := workspace.Prepare(ctx, wreq)
+	if err != nil {
 		return runtime.LaunchResponse{}, err
+	}
+	h := handle{
+		V:         handleVersion,
+		SessionID: req.SessionID,
+		Layout:    prepared.Layout,
+		StateDir:  prepared.StateDir(),
+		Env:       req.Env,
+		Terminal:  newHandleTerminal(req.Terminal),
 	}
 	r.stopRunning(ctx, h, 5*time.Second)
 	if err := r.start(ctx, cfg, agentctl, req.AgentctlSecret, &h); err != nil {
@@ -246,73 +204,6 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	}
 	r.logger.Info("launched agentctl", "session_id", h.SessionID, "pid", h.PID, "url", h.URL, "workspace", h.Workspace)
 	return h.response(), nil
-}
-
-func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.LaunchRequest, h *handle) error {
-	// 0700: a session's files (and its state dir with the agentctl log) are
-	// its owner's alone. MkdirAll also makes workspace_root 0700 when it does
-	// not exist yet; an existing workspace_root is the operator's and keeps
-	// its mode. The session directory is ours: one made 0755 by an earlier
-	// version is tightened. What the agent or the file API creates inside
-	// may be 0755, as nobody else can reach it.
-	if err := os.MkdirAll(h.SessionDir, 0o700); err != nil {
-		return fmt.Errorf("create session dir: %w", err)
-	}
-	if err := os.Chmod(h.SessionDir, 0o700); err != nil {
-		return fmt.Errorf("session dir: %w", err)
-	}
-	src := req.Workspace.Path
-	if src == "" {
-		h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
-		if req.Options[runtime.OptionExistingWorkspace] == "true" {
-			// The session ran before: never start it again in an empty
-			// workspace that only looks like its own.
-			if st, err := os.Stat(h.Workspace); err != nil || !st.IsDir() {
-				return fmt.Errorf("the session's workspace %s is gone (removed, or on another machine's disk): %w", h.Workspace, runtime.ErrNotFound)
-			}
-		}
-		if err := os.MkdirAll(h.Workspace, 0o700); err != nil {
-			return fmt.Errorf("create workspace: %w", err)
-		}
-		return nil
-	}
-	if !filepath.IsAbs(src) {
-		src = filepath.Join(cfg.WorkspaceRoot, src)
-		if !within(cfg.WorkspaceRoot, src) {
-			return fmt.Errorf("workspace path %q leaves workspace_root: %w", req.Workspace.Path, runtime.ErrInvalidRequest)
-		}
-	}
-	if st, err := os.Stat(src); err != nil || !st.IsDir() {
-		return fmt.Errorf("workspace path %s is not a directory: %w", src, runtime.ErrInvalidRequest)
-	}
-	repo, isGit := gitTopLevel(ctx, src)
-	if !isGit {
-		// A plain directory: agentctl works in it directly; never deleted.
-		h.Workspace = src
-		return nil
-	}
-	branch := req.Workspace.Branch
-	if branch == "" {
-		branch = "paddock/" + req.SessionID
-	}
-	if strings.HasPrefix(branch, "-") || git(ctx, repo, "check-ref-format", "--branch", branch) != nil {
-		return fmt.Errorf("branch %q is not a valid branch name: %w", branch, runtime.ErrInvalidRequest)
-	}
-	h.Repo, h.WorktreeBranch = repo, branch
-	h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
-	if _, err := os.Stat(h.Workspace); err == nil {
-		return nil // the worktree of an earlier launch of this session
-	}
-	var err error
-	if git(ctx, repo, "show-ref", "--verify", "--quiet", "refs/heads/"+branch) == nil {
-		err = git(ctx, repo, "worktree", "add", h.Workspace, branch)
-	} else {
-		err = git(ctx, repo, "worktree", "add", "-b", branch, h.Workspace)
-	}
-	if err != nil {
-		return fmt.Errorf("create worktree for branch %s: %w", branch, err)
-	}
-	return nil
 }
 
 // start launches agentctl for h and records its pid, nonce and URL in h.
@@ -362,7 +253,7 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 	if secret == "" {
 		return runtime.LaunchResponse{}, fmt.Errorf("agentctl secret is empty: %w", runtime.ErrInvalidRequest)
 	}
-	defer r.lock(h.SessionID)()
+	defer r.Sessions.Lock(h.SessionID)()
 	if st, err := os.Stat(h.Workspace); err != nil || !st.IsDir() {
 		return runtime.LaunchResponse{}, fmt.Errorf("session %s: workspace %s is gone: %w", h.SessionID, h.Workspace, runtime.ErrNotFound)
 	}
@@ -435,7 +326,7 @@ func (r *Runtime) Stop(ctx context.Context, hb []byte, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	defer r.lock(h.SessionID)()
+	defer r.Sessions.Lock(h.SessionID)()
 	if err := r.stopRunning(ctx, h, timeout); err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)
 	}
@@ -449,22 +340,12 @@ func (r *Runtime) Destroy(ctx context.Context, hb []byte) error {
 	if err != nil {
 		return err
 	}
-	defer r.lock(h.SessionID)()
+	defer r.Sessions.Lock(h.SessionID)()
 	if err := r.stopRunning(ctx, h, 5*time.Second); err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)
 	}
-	if h.Repo != "" {
-		if _, err := os.Stat(h.Workspace); err == nil {
-			if err := git(ctx, h.Repo, "worktree", "remove", "--force", h.Workspace); err != nil {
-				r.logger.Warn("git worktree remove failed; removing the directory", "session_id", h.SessionID, "error", err)
-			}
-		}
-	}
-	if err := os.RemoveAll(h.SessionDir); err != nil {
-		return fmt.Errorf("session %s: remove %s: %w", h.SessionID, h.SessionDir, err)
-	}
-	if h.Repo != "" {
-		_ = git(ctx, h.Repo, "worktree", "prune")
+	if err := workspace.Remove(ctx, r.logger.With("session_id", h.SessionID), h.Layout); err != nil {
+		return fmt.Errorf("session %s: %w", h.SessionID, err)
 	}
 	r.logger.Info("destroyed executor", "session_id", h.SessionID)
 	return nil
@@ -512,26 +393,4 @@ func childEnv(agentctl string, extra map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
-}
-
-func gitTopLevel(ctx context.Context, dir string) (string, bool) {
-	cmd := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--show-toplevel")
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.Output()
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSpace(string(out)), true
-}
-
-// git runs one git command in repo (argv only, never a shell).
-func git(ctx context.Context, repo string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", repo}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
 }

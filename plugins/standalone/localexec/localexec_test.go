@@ -76,8 +76,10 @@ func TestConformanceGitWorktree(t *testing.T) {
 		PluginPath:   pluginPath,
 		AgentctlPath: agentctlPath,
 		PluginConfig: `agentctl_path = "{{agentctl_path}}"
-workspace_root = "{{temp_dir}}"`,
+workspace_root = "{{temp_dir}}"
+task_workspace_root = "` + filepath.Dir(repo) + `"`,
 		Workspace: runtime.Workspace{Path: repo},
+		TaskRoot:  filepath.Dir(repo),
 	})
 }
 
@@ -102,7 +104,9 @@ func gitRun(t *testing.T, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// load starts the plugin binary and configures it with root as workspace_root.
+// load starts the plugin binary and configures it with root as
+// workspace_root; task workspaces may be anywhere in the temporary directory
+// (the repositories newGitRepo makes).
 func load(t *testing.T, root string) *runtime.Client {
 	t.Helper()
 	ctx := context.Background()
@@ -111,7 +115,7 @@ func load(t *testing.T, root string) *runtime.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Kill)
-	src := fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\n", agentctlPath, root)
+	src := fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\ntask_workspace_root = %q\n", agentctlPath, root, os.TempDir())
 	diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "t.hcl", Source: []byte(src), Start: hcl.Pos{Line: 1, Column: 1}})
 	if err != nil || diags.HasErrors() {
 		t.Fatalf("SetConfig: %v %s", err, diags.Error())
