@@ -3,7 +3,6 @@ package dockerexec
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"net/netip"
 	"net/url"
 	"os"
@@ -13,10 +12,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/configspec"
 )
 
 // Defaults applied when the config leaves an attribute out.
@@ -69,208 +68,118 @@ type Config struct {
 	ReconcileGrace time.Duration
 }
 
-var configSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "image"}, {Name: "host"}, {Name: "agentctl_path"}, {Name: "workspace_root"},
-		{Name: "publish_addr"}, {Name: "advertise"}, {Name: "memory"}, {Name: "cpus"}, {Name: "pids"},
-		{Name: "user"}, {Name: "restart_stopped"}, {Name: "cluster"}, {Name: "start_timeout"},
-		{Name: "reconcile_grace"},
-	},
-}
-
-var schemaDoc = runtime.Schema{Attributes: []runtime.AttributeSchema{
-	{Name: "image", Type: "string", Description: "executor image, never pulled (default " + DefaultImage + ")"},
-	{Name: "host", Type: "string", Description: "Docker engine address, e.g. unix:///var/run/docker.sock or tcp://10.0.0.5:2375 (default: DOCKER_HOST, else the local socket)"},
-	{Name: "agentctl_path", Type: "string", Description: "host path of a static agentctl bind-mounted read-only into the container (default: agentctl from the image's PATH)"},
-	{Name: "workspace_root", Type: "string", Description: "host directory holding session workspaces; task workspaces must be inside it (default " + DefaultWorkspaceRoot + ")"},
-	{Name: "publish_addr", Type: "string", Description: "host IP agentctl's port is published on, reachable by every supervisor node (default " + DefaultPublishAddr + ")"},
-	{Name: "advertise", Type: "string", Description: "host name or IP put in agentctl's URL (default: publish_addr)"},
-	{Name: "memory", Type: "string", Description: `memory limit: bytes or a size like "512m", "2g" (at least 6m; default none)`},
-	{Name: "cpus", Type: "number", Description: "CPU limit, e.g. 1.5 (default none)"},
-	{Name: "pids", Type: "number", Description: "process limit (default none)"},
-	{Name: "user", Type: "string", Description: "container user uid[:gid] (default: the plugin's uid:gid)"},
-	{Name: "restart_stopped", Type: "bool", Description: "Recover starts a stopped container again (default true)"},
-	{Name: "cluster", Type: "string", Description: "paddock.cluster label value (default: the launch request's cluster)"},
-	{Name: "start_timeout", Type: "duration", Description: "how long a container may take until agentctl is healthy (default 30s)"},
-	{Name: "reconcile_grace", Type: "duration", Description: "how old a container of this cluster that no executor owns must be before the supervisor's reconciler removes it (default: the supervisor's grace, 2m); allow for clock skew with a remote engine"},
-}}
-
-// ParseConfig parses a config body; diagnostics carry ranges in src.Filename.
-func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
-	cfg := Config{
+func defaults() Config {
+	return Config{
 		Image:          DefaultImage,
 		WorkspaceRoot:  DefaultWorkspaceRoot,
 		PublishAddr:    DefaultPublishAddr,
 		RestartStopped: true,
 		StartTimeout:   DefaultStartTimeout,
 	}
-	start := src.Start
-	if start.Line == 0 {
-		start = hcl.Pos{Line: 1, Column: 1}
-	}
-	file, diags := hclsyntax.ParseConfig(src.Source, src.Filename, start)
-	if diags.HasErrors() {
-		return cfg, diags
-	}
-	content, cdiags := file.Body.Content(configSchema)
-	diags = append(diags, cdiags...)
-	bad := func(name, detail string) {
-		var subject *hcl.Range
-		if a, ok := content.Attributes[name]; ok {
-			subject = a.Expr.Range().Ptr()
-		}
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Detail: detail, Subject: subject})
-	}
-	value := func(name string) (cty.Value, bool) {
-		attr, ok := content.Attributes[name]
-		if !ok {
-			return cty.NilVal, false
-		}
-		v, vdiags := attr.Expr.Value(nil)
-		diags = append(diags, vdiags...)
-		if vdiags.HasErrors() {
-			return cty.NilVal, false
-		}
-		if v.IsNull() || !v.IsKnown() {
-			bad(name, name+" must not be null.")
-			return cty.NilVal, false
-		}
-		return v, true
-	}
-	str := func(name string, dst *string) bool {
-		v, ok := value(name)
-		if !ok {
-			return false
-		}
-		if v.Type() != cty.String {
-			bad(name, name+" must be a string.")
-			return false
-		}
-		*dst = v.AsString()
-		return true
-	}
-	number := func(name string) (*big.Float, bool) {
-		v, ok := value(name)
-		if !ok {
-			return nil, false
-		}
-		if v.Type() != cty.Number {
-			bad(name, name+" must be a number.")
-			return nil, false
-		}
-		return v.AsBigFloat(), true
-	}
+}
 
-	if str("image", &cfg.Image) && strings.TrimSpace(cfg.Image) == "" {
-		bad("image", "image must not be empty.")
+// spec declares the config body: its decoder and its documentation.
+var spec = configspec.Spec[Config]{
+	Attributes: []configspec.Attribute[Config]{
+		configspec.String("image", "executor image, never pulled (default "+DefaultImage+")",
+			func(c *Config) *string { return &c.Image }, configspec.NotEmpty),
+		configspec.String("host", "Docker engine address, e.g. unix:///var/run/docker.sock or tcp://10.0.0.5:2375 (default: DOCKER_HOST, else the local socket)",
+			func(c *Config) *string { return &c.Host }, engineAddress),
+		configspec.String("agentctl_path", "host path of a static agentctl bind-mounted read-only into the container (default: agentctl from the image's PATH)",
+			func(c *Config) *string { return &c.AgentctlPath }, configspec.Executable),
+		configspec.String("workspace_root", "host directory holding session workspaces; task workspaces must be inside it, symlinks resolved (default "+DefaultWorkspaceRoot+")",
+			func(c *Config) *string { return &c.WorkspaceRoot }, configspec.NotEmpty),
+		configspec.String("publish_addr", "host IP agentctl's port is published on, reachable by every supervisor node (default "+DefaultPublishAddr+")",
+			func(c *Config) *string { return &c.PublishAddr }, ipAddress),
+		configspec.String("advertise", "host name or IP put in agentctl's URL (default: publish_addr)",
+			func(c *Config) *string { return &c.Advertise }, hostName),
+		configspec.Attr("memory", "string", `memory limit: bytes or a size like "512m", "2g" (at least 6m; default none)`, decodeMemory),
+		configspec.Number("cpus", "CPU limit, e.g. 1.5 (default none)", 0, 4096, func(c *Config, f float64) error {
+			if c.NanoCPUs = int64(math.Round(f * 1e9)); c.NanoCPUs < 1e7 {
+				return fmt.Errorf("cpus must be at least 0.01")
+			}
+			return nil
+		}),
+		configspec.Int("pids", "process limit (default none)", 1, math.MaxInt64, func(c *Config) *int64 { return &c.Pids }),
+		configspec.String("user", "container user uid[:gid] (default: the plugin's uid:gid)",
+			func(c *Config) *string { return &c.User }, userName),
+		configspec.Bool("restart_stopped", "Recover starts a stopped container again (default true)",
+			func(c *Config) *bool { return &c.RestartStopped }),
+		configspec.String("cluster", "paddock.cluster label value (default: the launch request's cluster)",
+			func(c *Config) *string { return &c.Cluster }, clusterName),
+		configspec.Duration("start_timeout", "how long a container may take until agentctl is healthy (default 30s)",
+			func(c *Config) *time.Duration { return &c.StartTimeout }),
+		configspec.Duration("reconcile_grace", "how old a container of this cluster that no executor owns must be before the supervisor's reconciler removes it (default: the supervisor's grace, 2m); allow for clock skew with a remote engine",
+			func(c *Config) *time.Duration { return &c.ReconcileGrace }),
+	},
+	Checks: []configspec.Check[Config]{
+		{Attr: "workspace_root", Fn: func(c *Config) (err error) { c.WorkspaceRoot, err = filepath.Abs(c.WorkspaceRoot); return err }},
+	},
+}
+
+// ParseConfig parses a config body; diagnostics carry ranges in src.Filename.
+func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
+	return spec.Parse(src, defaults())
+}
+
+func engineAddress(s string) (string, error) {
+	if s == "" {
+		return s, nil
 	}
-	if str("host", &cfg.Host) && cfg.Host != "" {
-		if u, err := url.Parse(cfg.Host); err != nil || u.Scheme == "" || (u.Scheme != "unix" && u.Scheme != "tcp" && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ssh" && u.Scheme != "npipe") {
-			bad("host", fmt.Sprintf("%q is not an engine address like unix:///var/run/docker.sock or tcp://HOST:2375.", cfg.Host))
-		}
+	if u, err := url.Parse(s); err != nil || u.Scheme == "" || (u.Scheme != "unix" && u.Scheme != "tcp" && u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "ssh" && u.Scheme != "npipe") {
+		return s, fmt.Errorf("%q is not an engine address like unix:///var/run/docker.sock or tcp://HOST:2375", s)
 	}
-	// Paths the file sets are relative to the file's directory.
-	if str("agentctl_path", &cfg.AgentctlPath) && cfg.AgentctlPath != "" {
-		cfg.AgentctlPath = src.Path(cfg.AgentctlPath)
-		abs, err := filepath.Abs(cfg.AgentctlPath)
-		if err == nil {
-			cfg.AgentctlPath = abs
-		}
-		if st, serr := os.Stat(cfg.AgentctlPath); err != nil || serr != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			bad("agentctl_path", fmt.Sprintf("%s is not an executable file.", cfg.AgentctlPath))
-		}
+	return s, nil
+}
+
+func ipAddress(s string) (string, error) {
+	if _, err := netip.ParseAddr(s); err != nil {
+		return s, fmt.Errorf("%q is not an IP address (the engine publishes ports on IPs only)", s)
 	}
-	if str("workspace_root", &cfg.WorkspaceRoot) {
-		if cfg.WorkspaceRoot == "" {
-			bad("workspace_root", "workspace_root must not be empty.")
-		}
-		cfg.WorkspaceRoot = src.Path(cfg.WorkspaceRoot)
+	return s, nil
+}
+
+func hostName(s string) (string, error) {
+	if s == "" || strings.ContainsAny(s, "/ @?#") {
+		return s, fmt.Errorf("%q is not a host name or IP", s)
 	}
-	if cfg.WorkspaceRoot != "" {
-		if abs, err := filepath.Abs(cfg.WorkspaceRoot); err != nil {
-			bad("workspace_root", err.Error())
-		} else {
-			cfg.WorkspaceRoot = abs
-		}
+	return s, nil
+}
+
+func userName(s string) (string, error) {
+	if s == "" || strings.ContainsAny(s, " \t\n\x00") {
+		return s, fmt.Errorf("user must be a uid[:gid] or user name")
 	}
-	if str("publish_addr", &cfg.PublishAddr) {
-		if _, err := netip.ParseAddr(cfg.PublishAddr); err != nil {
-			bad("publish_addr", fmt.Sprintf("%q is not an IP address (the engine publishes ports on IPs only).", cfg.PublishAddr))
-		}
+	return s, nil
+}
+
+func clusterName(s string) (string, error) {
+	if s != "" && !runtime.ValidID(s) {
+		return s, fmt.Errorf("cluster %q must be letters, digits, '.', '_' or '-'", s)
 	}
-	if str("advertise", &cfg.Advertise) && (cfg.Advertise == "" || strings.ContainsAny(cfg.Advertise, "/ @?#")) {
-		bad("advertise", fmt.Sprintf("%q is not a host name or IP.", cfg.Advertise))
-	}
+	return s, nil
+}
+
+// decodeMemory takes a size string or a number of bytes.
+func decodeMemory(c *Config, v cty.Value) error {
 	var mem string
-	if v, ok := value("memory"); ok {
-		switch v.Type() {
-		case cty.String:
-			mem = v.AsString()
-		case cty.Number:
-			mem = v.AsBigFloat().Text('f', -1)
-		default:
-			bad("memory", "memory must be a size like \"512m\" or a number of bytes.")
-		}
+	switch v.Type() {
+	case cty.String:
+		mem = v.AsString()
+	case cty.Number:
+		mem = v.AsBigFloat().Text('f', -1)
+	default:
+		return fmt.Errorf("memory must be a size like \"512m\" or a number of bytes")
 	}
-	if mem != "" {
-		n, err := ParseSize(mem)
-		switch {
-		case err != nil:
-			bad("memory", err.Error())
-		case n < MinMemory:
-			bad("memory", fmt.Sprintf("memory %q is below the engine's minimum of 6m.", mem))
-		default:
-			cfg.Memory = n
-		}
+	n, err := ParseSize(mem)
+	switch {
+	case err != nil:
+		return err
+	case n < MinMemory:
+		return fmt.Errorf("memory %q is below the engine's minimum of 6m", mem)
 	}
-	if f, ok := number("cpus"); ok {
-		c, _ := f.Float64()
-		if c <= 0 || c > 4096 || math.IsNaN(c) {
-			bad("cpus", fmt.Sprintf("cpus must be a positive number like 1.5, not %s.", f.Text('g', -1)))
-		} else if cfg.NanoCPUs = int64(math.Round(c * 1e9)); cfg.NanoCPUs < 1e7 {
-			bad("cpus", "cpus must be at least 0.01.")
-		}
-	}
-	if f, ok := number("pids"); ok {
-		p, acc := f.Int64()
-		if acc != big.Exact || p <= 0 {
-			bad("pids", fmt.Sprintf("pids must be a positive whole number, not %s.", f.Text('g', -1)))
-		} else {
-			cfg.Pids = p
-		}
-	}
-	if str("user", &cfg.User) && (cfg.User == "" || strings.ContainsAny(cfg.User, " \t\n\x00")) {
-		bad("user", "user must be a uid[:gid] or user name.")
-	}
-	if v, ok := value("restart_stopped"); ok {
-		if v.Type() != cty.Bool {
-			bad("restart_stopped", "restart_stopped must be true or false.")
-		} else {
-			cfg.RestartStopped = v.True()
-		}
-	}
-	if str("cluster", &cfg.Cluster) && cfg.Cluster != "" && !runtime.ValidID(cfg.Cluster) {
-		bad("cluster", fmt.Sprintf("cluster %q must be letters, digits, '.', '_' or '-'.", cfg.Cluster))
-	}
-	var timeout string
-	if str("start_timeout", &timeout) {
-		d, err := time.ParseDuration(timeout)
-		if err != nil || d <= 0 {
-			bad("start_timeout", fmt.Sprintf("%q is not a positive duration like \"30s\".", timeout))
-		} else {
-			cfg.StartTimeout = d
-		}
-	}
-	var grace string
-	if str("reconcile_grace", &grace) {
-		d, err := time.ParseDuration(grace)
-		if err != nil || d <= 0 {
-			bad("reconcile_grace", fmt.Sprintf("%q is not a positive duration like \"2m\".", grace))
-		} else {
-			cfg.ReconcileGrace = d
-		}
-	}
-	return cfg, diags
+	c.Memory = n
+	return nil
 }
 
 // ParseSize parses a byte size: a whole number with an optional binary unit

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/workspace"
 )
 
 func parse(t *testing.T, src string) (Config, hcl.Diagnostics) {
@@ -179,7 +180,7 @@ func TestHostname(t *testing.T) {
 
 func TestDecodeHandle(t *testing.T) {
 	root := "/srv/ws"
-	good := handle{V: 1, ContainerID: strings.Repeat("ab", 32), SessionID: "s1", SessionDir: "/srv/ws/s1", Workspace: "/srv/ws/s1/workspace", OwnsWorkspace: true}
+	good := handle{V: 1, ContainerID: strings.Repeat("ab", 32), SessionID: "s1", Layout: workspace.Layout{SessionDir: "/srv/ws/s1", Workspace: "/srv/ws/s1/workspace", OwnsWorkspace: true}}
 	b, _ := json.Marshal(good)
 	if h, err := decodeHandle(b, root); err != nil || h != good {
 		t.Fatalf("decode good handle: %+v %v", h, err)
@@ -266,7 +267,7 @@ func FuzzParseConfig(f *testing.F) {
 }
 
 func FuzzDecodeHandle(f *testing.F) {
-	good, _ := json.Marshal(handle{V: 1, ContainerID: strings.Repeat("ab", 32), SessionID: "s1", SessionDir: "/r/s1", Workspace: "/r/s1/workspace", OwnsWorkspace: true})
+	good, _ := json.Marshal(handle{V: 1, ContainerID: strings.Repeat("ab", 32), SessionID: "s1", Layout: workspace.Layout{SessionDir: "/r/s1", Workspace: "/r/s1/workspace", OwnsWorkspace: true}})
 	f.Add(good)
 	f.Add([]byte(`{"v":1}`))
 	f.Add([]byte{0xff})
@@ -278,7 +279,7 @@ func FuzzDecodeHandle(f *testing.F) {
 		if !runtime.ValidID(h.SessionID) || !validContainerID(h.ContainerID) || h.SessionDir != filepath.Join("/r", h.SessionID) {
 			t.Fatalf("accepted handle is unsafe: %+v", h)
 		}
-		if h.OwnsWorkspace && !within(h.SessionDir, h.Workspace) {
+		if h.OwnsWorkspace && !workspace.Within(h.SessionDir, h.Workspace) {
 			t.Fatalf("accepted owned workspace outside the session dir: %+v", h)
 		}
 	})

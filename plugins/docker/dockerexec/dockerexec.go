@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -30,13 +29,14 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/hcl/v2"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/pluginbase"
+	"github.com/paddockhq/paddock/shared/runtime/workspace"
 )
 
 // Name and Version identify the plugin.
@@ -65,26 +65,30 @@ var agentctlPort = network.MustParsePort(strconv.Itoa(AgentctlPort) + "/tcp")
 
 // Runtime implements runtime.Runtime on a Docker engine.
 type Runtime struct {
+	*pluginbase.Base[Config]
 	logger hclog.Logger
 
-	mu     sync.Mutex
-	cfg    Config
-	cli    *client.Client // for cfg; nil until first use
-	cliErr error
-
-	locksMu sync.Mutex
-	locks   map[string]*sync.Mutex
+	mu      sync.Mutex
+	cli     *client.Client // for cliHost; nil until first use
+	cliHost string
+	cliErr  error
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
 
-// New returns a docker runtime with the default configuration.
+// New returns a docker runtime with the default configuration. SetConfig
+// never contacts the engine: a down engine is a runtime condition
+// (unavailable), not a config error.
 func New(logger hclog.Logger) *Runtime {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	cfg, _ := ParseConfig(runtime.ConfigSource{Filename: "default"})
-	return &Runtime{logger: logger, cfg: cfg, locks: map[string]*sync.Mutex{}}
+	return &Runtime{logger: logger, Base: pluginbase.New(pluginbase.Options[Config]{
+		Info: runtime.Info{Name: Name, Version: Version}, Spec: spec, Defaults: defaults, Logger: logger,
+		LogFields: func(c Config) []any {
+			return []any{"image", c.Image, "host", c.Host, "workspace_root", c.WorkspaceRoot, "publish_addr", c.PublishAddr}
+		},
+	})}
 }
 
 // Close releases the engine client.
@@ -99,86 +103,53 @@ func (r *Runtime) Close() error {
 	return nil
 }
 
-func (r *Runtime) lock(session string) func() {
-	r.locksMu.Lock()
-	l, ok := r.locks[session]
-	if !ok {
-		l = &sync.Mutex{}
-		r.locks[session] = l
-	}
-	r.locksMu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
-
-// engine returns the configuration in force and its engine client.
+// engine returns the configuration in force and its engine client (made
+// again when the configured host changed).
 func (r *Runtime) engine() (Config, *client.Client, error) {
+	cfg, _ := r.Config()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if (r.cli != nil || r.cliErr != nil) && r.cliHost != cfg.Host {
+		if r.cli != nil {
+			_ = r.cli.Close()
+		}
+		r.cli, r.cliErr = nil, nil
+	}
 	if r.cli == nil && r.cliErr == nil {
 		// API version negotiation is on by default in this client (its
 		// WithAPIVersionNegotiation option is a deprecated no-op): it talks
 		// to any engine from API 1.40 on (Debian's docker.io speaks 1.41).
 		opts := []client.Opt{client.WithHostFromEnv()}
-		if r.cfg.Host != "" {
-			opts = append(opts, client.WithHost(r.cfg.Host))
+		if cfg.Host != "" {
+			opts = append(opts, client.WithHost(cfg.Host))
 		}
+		r.cliHost = cfg.Host
 		r.cli, r.cliErr = client.New(opts...)
 		if r.cliErr != nil {
-			r.cliErr = fmt.Errorf("docker client for %q: %v: %w", r.cfg.Host, r.cliErr, runtime.ErrInvalidConfig)
+			r.cliErr = fmt.Errorf("docker client for %q: %v: %w", cfg.Host, r.cliErr, runtime.ErrInvalidConfig)
 		}
 	}
-	return r.cfg, r.cli, r.cliErr
-}
-
-// Info implements runtime.Runtime.
-func (r *Runtime) Info(context.Context) (runtime.Info, error) {
-	return runtime.Info{Name: Name, Version: Version, APIVersion: runtime.APIVersion}, nil
-}
-
-// ConfigSchema implements runtime.Runtime.
-func (r *Runtime) ConfigSchema(context.Context) (runtime.Schema, error) { return schemaDoc, nil }
-
-// SetConfig implements runtime.Runtime. The engine is not contacted: a down
-// engine is a runtime condition (unavailable), not a config error.
-func (r *Runtime) SetConfig(_ context.Context, src runtime.ConfigSource) (hcl.Diagnostics, error) {
-	cfg, diags := ParseConfig(src)
-	if diags.HasErrors() {
-		return diags, nil
-	}
-	r.mu.Lock()
-	if r.cli != nil {
-		_ = r.cli.Close()
-	}
-	r.cfg, r.cli, r.cliErr = cfg, nil, nil
-	r.mu.Unlock()
-	r.logger.Info("configured", "image", cfg.Image, "host", cfg.Host, "workspace_root", cfg.WorkspaceRoot, "publish_addr", cfg.PublishAddr)
-	return diags, nil
+	return cfg, r.cli, r.cliErr
 }
 
 // Capabilities implements runtime.Runtime.
 func (r *Runtime) Capabilities(context.Context) (runtime.Capabilities, error) {
-	r.mu.Lock()
-	local := r.cfg.nodeLocal()
-	r.mu.Unlock()
+	cfg, _ := r.Config()
+	local := cfg.nodeLocal()
 	return runtime.Capabilities{SupportsWorkspaceOnly: true, SurvivesSupervisorRestart: true, NodeLocal: local}, nil
 }
 
 // handle is what the host stores for an executor. It never holds the secret.
 type handle struct {
-	V              int    `json:"v"`
-	ContainerID    string `json:"container_id"`
-	SessionID      string `json:"session_id"`
-	ExecutorID     string `json:"executor_id,omitempty"`
-	Cluster        string `json:"cluster,omitempty"`
-	URL            string `json:"url"`
-	Nonce          string `json:"nonce"`
-	PID            int    `json:"pid"`
-	SessionDir     string `json:"session_dir"`
-	Workspace      string `json:"workspace"`
-	OwnsWorkspace  bool   `json:"owns_workspace"`
-	Repo           string `json:"repo,omitempty"`
-	WorktreeBranch string `json:"worktree_branch,omitempty"`
+	V           int    `json:"v"`
+	ContainerID string `json:"container_id"`
+	SessionID   string `json:"session_id"`
+	ExecutorID  string `json:"executor_id,omitempty"`
+	Cluster     string `json:"cluster,omitempty"`
+	URL         string `json:"url"`
+	Nonce       string `json:"nonce"`
+	PID         int    `json:"pid"`
+	workspace.Layout
 }
 
 const handleVersion = 1
@@ -192,13 +163,10 @@ func decodeHandle(b []byte, root string) (handle, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return h, fmt.Errorf("decode handle: %v: %w", err, runtime.ErrNotFound)
 	}
-	if h.V != handleVersion || !runtime.ValidID(h.SessionID) || !validContainerID(h.ContainerID) || h.SessionDir == "" || h.Workspace == "" {
+	if h.V != handleVersion || !runtime.ValidID(h.SessionID) || !validContainerID(h.ContainerID) {
 		return h, fmt.Errorf("handle is not a docker executor handle: %w", runtime.ErrNotFound)
 	}
-	if h.SessionDir != filepath.Join(root, h.SessionID) || (h.OwnsWorkspace && !within(h.SessionDir, h.Workspace)) {
-		return h, fmt.Errorf("handle paths are outside workspace_root %s: %w", root, runtime.ErrNotFound)
-	}
-	return h, nil
+	return h, h.Layout.Check(root, h.SessionID)
 }
 
 func validContainerID(id string) bool {
@@ -215,17 +183,9 @@ func validContainerID(id string) bool {
 
 func (h handle) response() runtime.LaunchResponse {
 	b, _ := json.Marshal(h)
-	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, ContainerID: h.ContainerID, WorkspacePath: h.Workspace}
-	if h.Repo != "" {
-		resp.WorktreePath, resp.WorktreeBranch = h.Workspace, h.WorktreeBranch
-	}
+	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, ContainerID: h.ContainerID}
+	h.Layout.Response(&resp)
 	return resp
-}
-
-// within reports whether path is dir or inside it (both cleaned, absolute).
-func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && filepath.IsAbs(path) && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // engineErr classifies an engine error: unreachable → ErrUnavailable.
@@ -257,7 +217,7 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	if err := req.Validate(); err != nil {
 		return runtime.LaunchResponse{}, err
 	}
-	defer r.lock(req.SessionID)()
+	defer r.Sessions.Lock(req.SessionID)()
 	cfg, cli, err := r.engine()
 	if err != nil {
 		return runtime.LaunchResponse{}, err
@@ -276,7 +236,6 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 		SessionID:  req.SessionID,
 		ExecutorID: req.ExecutorID,
 		Cluster:    cfg.Cluster,
-		SessionDir: filepath.Join(cfg.WorkspaceRoot, req.SessionID),
 	}
 	if h.Cluster == "" {
 		h.Cluster = req.Cluster
@@ -284,9 +243,14 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	if h.Cluster != "" && !runtime.ValidID(h.Cluster) {
 		return runtime.LaunchResponse{}, fmt.Errorf("cluster %q is not a valid label value: %w", h.Cluster, runtime.ErrInvalidRequest)
 	}
-	_, statErr := os.Stat(h.SessionDir)
-	freshDir := os.IsNotExist(statErr)
-	gitDir, err := r.prepareWorkspace(ctx, cfg, req, &h)
+	// 0700 directories keep other local users out of a session's files;
+	// the engine bind-mounts them as root, so the container needs no search
+	// permission on the host's parents. The container user must own the
+	// workspace and state directories to write them: by default it is the
+	// plugin's own uid:gid.
+	prepared, err := workspace.Prepare(ctx, workspace.NewRequest(cfg.WorkspaceRoot, req))
+	h.Layout = prepared.Layout
+	freshDir, gitDir := prepared.Fresh, prepared.GitCommonDir
 	if err != nil {
 		if freshDir {
 			r.removeSessionDir(ctx, h)
@@ -320,93 +284,6 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-// prepareWorkspace resolves the session's workspace and returns the git
-// common dir to mount when the workspace is a worktree.
-func (r *Runtime) prepareWorkspace(ctx context.Context, cfg Config, req runtime.LaunchRequest, h *handle) (string, error) {
-	// 0700 for workspace_root (when created here), the session directory and
-	// the workspaces made here, so other local users cannot read a session's
-	// files; the engine bind-mounts them as root, so the container needs no
-	// search permission on the host's parents. The container user must own
-	// the workspace and state directories, as it always had to in order to
-	// write them: by default it is the plugin's own uid:gid. An existing
-	// workspace_root is the operator's and keeps its mode.
-	if err := os.MkdirAll(cfg.WorkspaceRoot, 0o700); err != nil {
-		return "", fmt.Errorf("create workspace_root: %w", err)
-	}
-	root, err := filepath.EvalSymlinks(cfg.WorkspaceRoot)
-	if err != nil {
-		return "", fmt.Errorf("workspace_root %s: %w", cfg.WorkspaceRoot, err)
-	}
-	src := req.Workspace.Path
-	if src != "" {
-		if !filepath.IsAbs(src) {
-			src = filepath.Join(cfg.WorkspaceRoot, src)
-		}
-		src = filepath.Clean(src)
-		if !within(cfg.WorkspaceRoot, src) && !within(root, src) {
-			return "", fmt.Errorf("workspace path %s is outside workspace_root %s: %w", req.Workspace.Path, cfg.WorkspaceRoot, runtime.ErrInvalidRequest)
-		}
-		real, err := filepath.EvalSymlinks(src)
-		if err != nil {
-			return "", fmt.Errorf("workspace path %s: %v: %w", req.Workspace.Path, err, runtime.ErrInvalidRequest)
-		}
-		if !within(root, real) {
-			return "", fmt.Errorf("workspace path %s is outside workspace_root %s: %w", req.Workspace.Path, cfg.WorkspaceRoot, runtime.ErrInvalidRequest)
-		}
-		if st, err := os.Stat(real); err != nil || !st.IsDir() {
-			return "", fmt.Errorf("workspace path %s is not a directory: %w", req.Workspace.Path, runtime.ErrInvalidRequest)
-		}
-		src = real
-	}
-	if err := os.MkdirAll(filepath.Join(h.SessionDir, "state"), 0o700); err != nil {
-		return "", fmt.Errorf("create session dir: %w", err)
-	}
-	if err := os.Chmod(h.SessionDir, 0o700); err != nil { // made 0755 by an earlier version
-		return "", fmt.Errorf("session dir: %w", err)
-	}
-	if src == "" {
-		h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
-		if req.Options[runtime.OptionExistingWorkspace] == "true" {
-			// The session ran before: never start it again in an empty
-			// workspace that only looks like its own.
-			if st, err := os.Stat(h.Workspace); err != nil || !st.IsDir() {
-				return "", fmt.Errorf("the session's workspace %s is gone (removed, or on another machine's disk): %w", h.Workspace, runtime.ErrNotFound)
-			}
-		}
-		if err := os.MkdirAll(h.Workspace, 0o700); err != nil {
-			return "", fmt.Errorf("create workspace: %w", err)
-		}
-		return "", nil
-	}
-	repo, isGit := gitOutput(ctx, src, "rev-parse", "--show-toplevel")
-	if !isGit {
-		h.Workspace = src // a plain directory, used in place and never deleted
-		return "", nil
-	}
-	commonDir, _ := gitOutput(ctx, repo, "rev-parse", "--path-format=absolute", "--git-common-dir")
-	branch := req.Workspace.Branch
-	if branch == "" {
-		branch = "paddock/" + req.SessionID
-	}
-	if strings.HasPrefix(branch, "-") || git(ctx, repo, "check-ref-format", "--branch", branch) != nil {
-		return "", fmt.Errorf("branch %q is not a valid branch name: %w", branch, runtime.ErrInvalidRequest)
-	}
-	h.Repo, h.WorktreeBranch = repo, branch
-	h.Workspace, h.OwnsWorkspace = filepath.Join(h.SessionDir, "workspace"), true
-	if _, err := os.Stat(h.Workspace); err == nil {
-		return commonDir, nil // the worktree of an earlier launch of this session
-	}
-	if git(ctx, repo, "show-ref", "--verify", "--quiet", "refs/heads/"+branch) == nil {
-		err = git(ctx, repo, "worktree", "add", h.Workspace, branch)
-	} else {
-		err = git(ctx, repo, "worktree", "add", "-b", branch, h.Workspace)
-	}
-	if err != nil {
-		return "", fmt.Errorf("create worktree for branch %s: %w", branch, err)
-	}
-	return commonDir, nil
 }
 
 // hostname derives a valid host name from the session id.
@@ -716,7 +593,7 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 	if secret == "" {
 		return runtime.LaunchResponse{}, fmt.Errorf("agentctl secret is empty: %w", runtime.ErrInvalidRequest)
 	}
-	defer r.lock(h.SessionID)()
+	defer r.Sessions.Lock(h.SessionID)()
 	c, ok, err := r.find(ctx, cli, cfg, h)
 	if err != nil {
 		return runtime.LaunchResponse{}, err
@@ -791,7 +668,7 @@ func (r *Runtime) Stop(ctx context.Context, hb []byte, timeout time.Duration) er
 	if err != nil {
 		return err
 	}
-	defer r.lock(h.SessionID)()
+	defer r.Sessions.Lock(h.SessionID)()
 	c, ok, err := r.find(ctx, cli, cfg, h)
 	if err != nil || !ok {
 		return err
@@ -816,7 +693,7 @@ func (r *Runtime) Destroy(ctx context.Context, hb []byte) error {
 	if err != nil {
 		return err
 	}
-	defer r.lock(h.SessionID)()
+	defer r.Sessions.Lock(h.SessionID)()
 	if _, err := cli.ContainerRemove(ctx, h.ContainerID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr(cfg, "remove container "+shortID(h.ContainerID), err)
 	}
@@ -833,39 +710,7 @@ func (r *Runtime) Destroy(ctx context.Context, hb []byte) error {
 
 // removeSessionDir removes the session's worktree and directory.
 func (r *Runtime) removeSessionDir(ctx context.Context, h handle) {
-	if h.Repo != "" {
-		if _, err := os.Stat(h.Workspace); err == nil {
-			if err := git(ctx, h.Repo, "worktree", "remove", "--force", h.Workspace); err != nil {
-				r.logger.Warn("git worktree remove failed; removing the directory", "session_id", h.SessionID, "error", err)
-			}
-		}
-	}
-	if err := os.RemoveAll(h.SessionDir); err != nil {
+	if err := workspace.Remove(ctx, r.logger.With("session_id", h.SessionID), h.Layout); err != nil {
 		r.logger.Warn("could not remove session dir", "session_id", h.SessionID, "error", err)
 	}
-	if h.Repo != "" {
-		_ = git(ctx, h.Repo, "worktree", "prune")
-	}
-}
-
-func gitOutput(ctx context.Context, dir string, args ...string) (string, bool) {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", dir}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.Output()
-	if err != nil {
-		return "", false
-	}
-	return strings.TrimSpace(string(out)), true
-}
-
-// git runs one git command in repo (argv only, never a shell).
-func git(ctx context.Context, repo string, args ...string) error {
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", repo}, args...)...)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
 }

@@ -45,6 +45,7 @@ func TestConformanceBindMountedAgentctlGitWorktree(t *testing.T) {
 agentctl_path = "{{agentctl_path}}"
 workspace_root = "` + root + `"`,
 		Workspace: runtime.Workspace{Path: repo},
+		TaskRoot:  root,
 	})
 }
 

@@ -73,7 +73,5 @@ var spec = configspec.Spec[Config]{
 
 // ParseConfig parses a config body; diagnostics carry ranges in src.Filename.
 func ParseConfig(src runtime.ConfigSource) (Config, hcl.Diagnostics) {
-	cfg := defaults()
-	diags := spec.Decode(src, &cfg)
-	return cfg, diags
+	return spec.Parse(src, defaults())
 }

@@ -122,6 +122,12 @@ func (s Spec[T]) Decode(src runtime.ConfigSource, cfg *T) hcl.Diagnostics {
 	return append(diags, s.decodeBody(body, whole, cfg)...)
 }
 
+// Parse decodes src onto cfg (the defaults) and returns the result.
+func (s Spec[T]) Parse(src runtime.ConfigSource, cfg T) (T, hcl.Diagnostics) {
+	diags := s.Decode(src, &cfg)
+	return cfg, diags
+}
+
 // decodeBody decodes one body; whole is where a diagnostic about the body
 // itself (a failed check on an absent attribute) points.
 func (s Spec[T]) decodeBody(body hcl.Body, whole hcl.Range, cfg *T) hcl.Diagnostics {

@@ -87,8 +87,7 @@ func (b *Base[T]) Parse(src runtime.ConfigSource) (T, hcl.Diagnostics) {
 	if b.opts.Defaults != nil {
 		cfg = b.opts.Defaults()
 	}
-	diags := b.opts.Spec.Decode(src, &cfg)
-	return cfg, diags
+	return b.opts.Spec.Parse(src, cfg)
 }
 
 // SetConfig implements runtime.Runtime: a body with error diagnostics is
