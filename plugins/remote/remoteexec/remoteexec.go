@@ -26,10 +26,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/hcl/v2"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/pluginbase"
 )
 
 // Name and Version identify the plugin.
@@ -51,74 +51,38 @@ const (
 
 // Runtime implements runtime.Runtime for agentctl host daemons.
 type Runtime struct {
+	*pluginbase.Base[Config]
 	logger hclog.Logger
-
-	mu     sync.RWMutex
-	cfg    Config
-	cfgSet bool
-
-	locksMu sync.Mutex
-	locks   map[string]*sync.Mutex
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
 
 // New returns an unconfigured remote runtime; every executor operation fails
-// with runtime.ErrInvalidConfig until SetConfig accepts a configuration.
+// with runtime.ErrInvalidConfig until SetConfig accepts a configuration (a
+// refused one leaves the previous one in force).
 func New(logger hclog.Logger) *Runtime {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &Runtime{logger: logger, locks: map[string]*sync.Mutex{}}
-}
-
-// lock serialises operations on one session.
-func (r *Runtime) lock(session string) func() {
-	r.locksMu.Lock()
-	l, ok := r.locks[session]
-	if !ok {
-		l = &sync.Mutex{}
-		r.locks[session] = l
-	}
-	r.locksMu.Unlock()
-	l.Lock()
-	return l.Unlock
+	return &Runtime{logger: logger, Base: pluginbase.New(pluginbase.Options[Config]{
+		Info: runtime.Info{Name: Name, Version: Version}, Spec: spec, Defaults: defaults, Logger: logger,
+		LogFields: func(c Config) []any {
+			names := make([]string, len(c.Hosts))
+			for i, h := range c.Hosts {
+				names[i] = h.Name + "=" + h.URL
+			}
+			return []any{"hosts", strings.Join(names, ","), "reconnect_attempts", c.Reconnect.Attempts,
+				"reconnect_initial", c.Reconnect.Initial, "reconnect_max", c.Reconnect.Max}
+		},
+	})}
 }
 
 func (r *Runtime) config() (Config, error) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if !r.cfgSet {
+	cfg, set := r.Config()
+	if !set {
 		return Config{}, fmt.Errorf("the remote runtime has no configuration (it needs at least one host block): %w", runtime.ErrInvalidConfig)
 	}
-	return r.cfg, nil
-}
-
-// Info implements runtime.Runtime.
-func (r *Runtime) Info(context.Context) (runtime.Info, error) {
-	return runtime.Info{Name: Name, Version: Version, APIVersion: runtime.APIVersion}, nil
-}
-
-// ConfigSchema implements runtime.Runtime.
-func (r *Runtime) ConfigSchema(context.Context) (runtime.Schema, error) { return schemaDoc, nil }
-
-// SetConfig implements runtime.Runtime. A refused configuration leaves the
-// previous one in force.
-func (r *Runtime) SetConfig(_ context.Context, src runtime.ConfigSource) (hcl.Diagnostics, error) {
-	cfg, diags := ParseConfig(src)
-	if diags.HasErrors() {
-		return diags, nil
-	}
-	r.mu.Lock()
-	r.cfg, r.cfgSet = cfg, true
-	r.mu.Unlock()
-	names := make([]string, len(cfg.Hosts))
-	for i, h := range cfg.Hosts {
-		names[i] = h.Name + "=" + h.URL
-	}
-	r.logger.Info("configured", "hosts", strings.Join(names, ","), "reconnect_attempts", cfg.Reconnect.Attempts,
-		"reconnect_initial", cfg.Reconnect.Initial, "reconnect_max", cfg.Reconnect.Max)
-	return diags, nil
+	return cfg, nil
 }
 
 // Capabilities implements runtime.Runtime.
@@ -259,7 +223,7 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	if err != nil {
 		return runtime.LaunchResponse{}, err
 	}
-	defer r.lock(req.SessionID)()
+	defer r.Sessions.Lock(req.SessionID)()
 	if req.Workspace.Path != "" {
 		r.logger.Debug("the task workspace is not used: remote sessions work in the host's workspace", "session_id", req.SessionID, "workspace", req.Workspace.Path)
 	}
@@ -368,7 +332,7 @@ func (r *Runtime) Recover(ctx context.Context, b []byte, secret string) (runtime
 	if err != nil {
 		return runtime.LaunchResponse{}, err
 	}
-	defer r.lock(h.SessionID)()
+	defer r.Sessions.Lock(h.SessionID)()
 	rc := cfg.Reconnect
 	wait := rc.Initial
 	begun := time.Now()
@@ -532,7 +496,7 @@ func (r *Runtime) deleteInstance(ctx context.Context, h handle, timeout time.Dur
 	if err != nil {
 		return err
 	}
-	defer r.lock(h.SessionID)()
+	defer r.Sessions.Lock(h.SessionID)()
 	err = agentctl.NewHostClient(host.URL, host.Secret, timeout).DeleteInstance(ctx, h.SessionID)
 	switch {
 	case err == nil:

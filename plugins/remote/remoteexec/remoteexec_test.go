@@ -177,6 +177,8 @@ func TestConformance(t *testing.T) {
 		AgentctlPath: agentctlPath,
 		PluginConfig: h.config(""),
 		Timeout:      60 * time.Second,
+		// Sessions work in the host's workspace, never the task's path.
+		NoTaskWorkspaces: true,
 	})
 }
 
