@@ -1,7 +1,18 @@
 // Command runtime-subprocess is the smallest complete Paddock runtime plugin,
 // the starting point for third-party runtime authors. Each session's agentctl
-// runs as a detached local process in workspace_root/<session-id>/workspace.
-// It imports only Paddock's shared/ packages (and HCL), never supervisor/.
+// runs as a detached local process in workspace_root/<session-id>/workspace
+// (a git worktree when the task's workspace is a repository inside
+// workspace_root). It is written with the plugin author's kit:
+//
+//   - configspec declares the `config { … }` body once: it decodes it with
+//     diagnostics at the operator's file:line,col and documents it for
+//     `paddock plugin schema`;
+//   - pluginbase supplies Info, ConfigSchema, SetConfig and the per-session
+//     lock;
+//   - workspace prepares the session's directories and confines task paths;
+//   - agentctlproc starts, checks and stops agentctl.
+//
+// It imports only Paddock's shared/ packages, never supervisor/.
 package main
 
 import (
@@ -9,64 +20,59 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
-
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/gohcl"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
+	"github.com/paddockhq/paddock/shared/runtime/configspec"
+	"github.com/paddockhq/paddock/shared/runtime/pluginbase"
+	"github.com/paddockhq/paddock/shared/runtime/workspace"
 )
 
-func main() { runtime.Serve(&plugin{}) }
+func main() { runtime.Serve(newPlugin()) }
 
 // config is the plugin's `config { … }` body.
 type config struct {
-	WorkspaceRoot string `hcl:"workspace_root"`
-	AgentctlPath  string `hcl:"agentctl_path"`
+	WorkspaceRoot string
+	AgentctlPath  string
+	StartTimeout  time.Duration
 }
 
-// handle is the opaque executor handle the supervisor stores for us.
+// spec is the one declaration of the config body.
+var spec = configspec.Spec[config]{
+	Attributes: []configspec.Attribute[config]{
+		configspec.Required(configspec.String("workspace_root", "directory of the sessions' workspaces",
+			func(c *config) *string { return &c.WorkspaceRoot }, configspec.AbsPath)),
+		configspec.Required(configspec.String("agentctl_path", "the agentctl binary",
+			func(c *config) *string { return &c.AgentctlPath }, configspec.Executable)),
+		configspec.Duration("start_timeout", "how long agentctl may take to become healthy (default 15s)",
+			func(c *config) *time.Duration { return &c.StartTimeout }),
+	},
+}
+
+func defaults() config { return config{StartTimeout: 15 * time.Second} }
+
+// plugin implements runtime.Runtime; the embedded Base answers Info,
+// ConfigSchema and SetConfig.
+type plugin struct {
+	*pluginbase.Base[config]
+}
+
+func newPlugin() *plugin {
+	return &plugin{pluginbase.New(pluginbase.Options[config]{
+		Info: runtime.Info{Name: "subprocess", Version: "0.1.0"}, Spec: spec, Defaults: defaults,
+		Logger: runtime.PluginLogger("subprocess"),
+	})}
+}
+
+// handle is the opaque executor handle the supervisor stores for us: where
+// the session's files are and which agentctl runs (never the secret).
 type handle struct {
 	SessionID string `json:"session_id"`
-	Dir       string `json:"dir"`
-	PID       int    `json:"pid"`
-	Nonce     string `json:"nonce"`
-	URL       string `json:"url"`
-}
-
-type plugin struct{ cfg config }
-
-func (p *plugin) Info(context.Context) (runtime.Info, error) {
-	return runtime.Info{Name: "subprocess", Version: "0.1.0", APIVersion: runtime.APIVersion}, nil
-}
-
-func (p *plugin) ConfigSchema(context.Context) (runtime.Schema, error) {
-	return runtime.Schema{Attributes: []runtime.AttributeSchema{
-		{Name: "workspace_root", Type: "string", Required: true},
-		{Name: "agentctl_path", Type: "string", Required: true},
-	}}, nil
-}
-
-// SetConfig parses the body at its true position so errors point into the
-// operator's file. (A real plugin would guard cfg with a mutex.)
-func (p *plugin) SetConfig(_ context.Context, src runtime.ConfigSource) (hcl.Diagnostics, error) {
-	f, diags := hclsyntax.ParseConfig(src.Source, src.Filename, src.Start)
-	if diags.HasErrors() {
-		return diags, nil
-	}
-	var c config
-	if diags = gohcl.DecodeBody(f.Body, nil, &c); diags.HasErrors() {
-		return diags, nil
-	}
-	root, err := filepath.Abs(c.WorkspaceRoot)
-	if err != nil {
-		return nil, fmt.Errorf("workspace_root: %w", err)
-	}
-	p.cfg = config{WorkspaceRoot: root, AgentctlPath: c.AgentctlPath}
-	return nil, nil
+	workspace.Layout
+	PID   int    `json:"pid"`
+	Nonce string `json:"nonce"`
+	URL   string `json:"url"`
 }
 
 func (p *plugin) Capabilities(context.Context) (runtime.Capabilities, error) {
@@ -75,36 +81,48 @@ func (p *plugin) Capabilities(context.Context) (runtime.Capabilities, error) {
 
 func (p *plugin) Launch(ctx context.Context, req runtime.LaunchRequest) (runtime.LaunchResponse, error) {
 	// The SDK has already validated req (ids are safe path elements).
-	h := handle{SessionID: req.SessionID, Dir: filepath.Join(p.cfg.WorkspaceRoot, req.SessionID)}
-	if err := os.MkdirAll(filepath.Join(h.Dir, "workspace"), 0o755); err != nil {
-		return runtime.LaunchResponse{}, fmt.Errorf("create workspace: %w", err)
+	defer p.Sessions.Lock(req.SessionID)()
+	cfg, _ := p.Config()
+	prepared, err := workspace.Prepare(ctx, workspace.NewRequest(cfg.WorkspaceRoot, req))
+	if err != nil {
+		return runtime.LaunchResponse{}, err
 	}
-	return p.start(ctx, h, req.AgentctlSecret)
+	h := handle{SessionID: req.SessionID, Layout: prepared.Layout}
+	p.stop(ctx, h, 5*time.Second) // an agentctl of an earlier launch
+	return p.start(ctx, cfg, h, req.AgentctlSecret)
 }
 
-func (p *plugin) start(ctx context.Context, h handle, secret string) (runtime.LaunchResponse, error) {
+func (p *plugin) start(ctx context.Context, cfg config, h handle, secret string) (runtime.LaunchResponse, error) {
 	proc, err := agentctlproc.Start(ctx, agentctlproc.StartConfig{
-		AgentctlPath: p.cfg.AgentctlPath, SessionID: h.SessionID, Secret: secret, Env: os.Environ(),
-		Workspace: filepath.Join(h.Dir, "workspace"), StateDir: filepath.Join(h.Dir, "state"),
+		AgentctlPath: cfg.AgentctlPath, SessionID: h.SessionID, Secret: secret, Timeout: cfg.StartTimeout,
+		Workspace: h.Workspace, StateDir: h.StateDir(), Env: os.Environ(),
 	})
 	if err != nil {
 		return runtime.LaunchResponse{}, err
 	}
 	h.PID, h.Nonce, h.URL = proc.Info.PID, proc.Info.Nonce, proc.Info.URL
+	return h.response()
+}
+
+func (h handle) response() (runtime.LaunchResponse, error) {
 	b, err := json.Marshal(h)
 	if err != nil {
 		return runtime.LaunchResponse{}, fmt.Errorf("encode handle: %w", err)
 	}
-	return runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, WorkspacePath: filepath.Join(h.Dir, "workspace")}, nil
+	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce}
+	h.Layout.Response(&resp)
+	return resp, nil
 }
 
-// decode returns ErrNotFound for anything that is not one of our handles.
+// decode returns ErrNotFound for anything that is not one of our handles
+// (Layout.Check confines its paths to workspace_root).
 func (p *plugin) decode(b []byte) (handle, error) {
 	var h handle
-	if err := json.Unmarshal(b, &h); err != nil || !runtime.ValidID(h.SessionID) || h.Dir != filepath.Join(p.cfg.WorkspaceRoot, h.SessionID) {
+	if err := json.Unmarshal(b, &h); err != nil || !runtime.ValidID(h.SessionID) {
 		return h, fmt.Errorf("not a subprocess handle: %w", runtime.ErrNotFound)
 	}
-	return h, nil
+	cfg, _ := p.Config()
+	return h, h.Layout.Check(cfg.WorkspaceRoot, h.SessionID)
 }
 
 func (p *plugin) Recover(ctx context.Context, b []byte, secret string) (runtime.LaunchResponse, error) {
@@ -112,16 +130,18 @@ func (p *plugin) Recover(ctx context.Context, b []byte, secret string) (runtime.
 	if err != nil {
 		return runtime.LaunchResponse{}, err
 	}
-	if _, err := os.Stat(filepath.Join(h.Dir, "workspace")); err != nil {
+	defer p.Sessions.Lock(h.SessionID)()
+	if !exists(h.Workspace) {
 		return runtime.LaunchResponse{}, fmt.Errorf("workspace of %s is gone: %w", h.SessionID, runtime.ErrNotFound)
 	}
 	if agentctlproc.IsSessionAgentctl(h.PID, h.SessionID) {
 		if health, err := agentctlproc.CheckHealth(ctx, h.URL, secret); err == nil && health.Nonce == h.Nonce {
-			return runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, WorkspacePath: filepath.Join(h.Dir, "workspace")}, nil
+			return h.response() // alive and ours: reattach
 		}
-		_ = agentctlproc.StopGroup(ctx, h.PID, 2*time.Second)
+		p.stop(ctx, h, 2*time.Second)
 	}
-	return p.start(ctx, h, secret)
+	cfg, _ := p.Config()
+	return p.start(ctx, cfg, h, secret)
 }
 
 func (p *plugin) Inspect(_ context.Context, b []byte) (runtime.InspectResponse, error) {
@@ -132,10 +152,23 @@ func (p *plugin) Inspect(_ context.Context, b []byte) (runtime.InspectResponse, 
 	if agentctlproc.IsSessionAgentctl(h.PID, h.SessionID) {
 		return runtime.InspectResponse{State: runtime.StateRunning, PID: h.PID, AgentctlURL: h.URL}, nil
 	}
-	if _, err := os.Stat(h.Dir); err != nil {
+	if !exists(h.SessionDir) {
 		return runtime.InspectResponse{}, fmt.Errorf("executor of %s is gone: %w", h.SessionID, runtime.ErrNotFound)
 	}
 	return runtime.InspectResponse{State: runtime.StateExited, PID: h.PID}, nil
+}
+
+// stop stops the session's agentctl: the one h names or the one in its
+// state dir's info file.
+func (p *plugin) stop(ctx context.Context, h handle, timeout time.Duration) error {
+	pid := h.PID
+	if info, err := agentctlproc.ReadInfo(agentctlproc.InfoFile(h.StateDir())); err == nil && !agentctlproc.IsSessionAgentctl(pid, h.SessionID) {
+		pid = info.PID
+	}
+	if agentctlproc.IsSessionAgentctl(pid, h.SessionID) {
+		return agentctlproc.StopGroup(ctx, pid, timeout)
+	}
+	return nil
 }
 
 func (p *plugin) Stop(ctx context.Context, b []byte, timeout time.Duration) error {
@@ -143,16 +176,23 @@ func (p *plugin) Stop(ctx context.Context, b []byte, timeout time.Duration) erro
 	if err != nil {
 		return err
 	}
-	if agentctlproc.IsSessionAgentctl(h.PID, h.SessionID) {
-		return agentctlproc.StopGroup(ctx, h.PID, timeout)
-	}
-	return nil
+	defer p.Sessions.Lock(h.SessionID)()
+	return p.stop(ctx, h, timeout)
 }
 
 func (p *plugin) Destroy(ctx context.Context, b []byte) error {
-	if err := p.Stop(ctx, b, 5*time.Second); err != nil {
+	h, err := p.decode(b)
+	if err != nil {
 		return err
 	}
-	h, _ := p.decode(b)
-	return os.RemoveAll(h.Dir) // decode confined Dir to workspace_root
+	defer p.Sessions.Lock(h.SessionID)()
+	if err := p.stop(ctx, h, 5*time.Second); err != nil {
+		return err
+	}
+	return workspace.Remove(ctx, p.Logger(), h.Layout) // the worktree, then the session dir
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

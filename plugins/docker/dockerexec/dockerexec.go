@@ -66,7 +66,6 @@ var agentctlPort = network.MustParsePort(strconv.Itoa(AgentctlPort) + "/tcp")
 // Runtime implements runtime.Runtime on a Docker engine.
 type Runtime struct {
 	*pluginbase.Base[Config]
-	logger hclog.Logger
 
 	mu      sync.Mutex
 	cli     *client.Client // for cliHost; nil until first use
@@ -80,10 +79,7 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // never contacts the engine: a down engine is a runtime condition
 // (unavailable), not a config error.
 func New(logger hclog.Logger) *Runtime {
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
-	return &Runtime{logger: logger, Base: pluginbase.New(pluginbase.Options[Config]{
+	return &Runtime{Base: pluginbase.New(pluginbase.Options[Config]{
 		Info: runtime.Info{Name: Name, Version: Version}, Spec: spec, Defaults: defaults, Logger: logger,
 		LogFields: func(c Config) []any {
 			return []any{"image", c.Image, "host", c.Host, "workspace_root", c.WorkspaceRoot, "publish_addr", c.PublishAddr}
@@ -275,7 +271,7 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 		}
 		return runtime.LaunchResponse{}, fmt.Errorf("session %s: %w", req.SessionID, err)
 	}
-	r.logger.Info("launched container", "session_id", h.SessionID, "container_id", shortID(id), "url", h.URL, "workspace", h.Workspace)
+	r.Logger().Info("launched container", "session_id", h.SessionID, "container_id", shortID(id), "url", h.URL, "workspace", h.Workspace)
 	return h.response(), nil
 }
 
@@ -495,7 +491,7 @@ func (r *Runtime) removeContainer(cli *client.Client, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if _, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		r.logger.Warn("could not remove container", "container_id", shortID(id), "error", err)
+		r.Logger().Warn("could not remove container", "container_id", shortID(id), "error", err)
 	}
 }
 
@@ -519,7 +515,7 @@ func (r *Runtime) removeSessionContainers(ctx context.Context, cli *client.Clien
 		return engineErr(cfg, "list containers", err)
 	}
 	for _, c := range list {
-		r.logger.Info("removing the container of an earlier launch", "session_id", session, "container_id", shortID(c.ID))
+		r.Logger().Info("removing the container of an earlier launch", "session_id", session, "container_id", shortID(c.ID))
 		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return engineErr(cfg, "remove container "+shortID(c.ID), err)
 		}
@@ -573,7 +569,7 @@ func (r *Runtime) find(ctx context.Context, cli *client.Client, cfg Config, h ha
 	if err != nil {
 		return container.InspectResponse{}, false, engineErr(cfg, "inspect container "+shortID(pick.ID), err)
 	}
-	r.logger.Info("found the session's container by label", "session_id", h.SessionID, "old_container_id", shortID(h.ContainerID), "container_id", shortID(pick.ID))
+	r.Logger().Info("found the session's container by label", "session_id", h.SessionID, "old_container_id", shortID(h.ContainerID), "container_id", shortID(pick.ID))
 	return ins.Container, true, nil
 }
 
@@ -614,9 +610,9 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 		return runtime.LaunchResponse{}, fmt.Errorf("session %s: %w", h.SessionID, err)
 	}
 	if running && h.Nonce == oldNonce {
-		r.logger.Info("reattached container", "session_id", h.SessionID, "container_id", shortID(h.ContainerID))
+		r.Logger().Info("reattached container", "session_id", h.SessionID, "container_id", shortID(h.ContainerID))
 	} else {
-		r.logger.Info("recovered container with a new agentctl", "session_id", h.SessionID, "container_id", shortID(h.ContainerID), "started", !running)
+		r.Logger().Info("recovered container with a new agentctl", "session_id", h.SessionID, "container_id", shortID(h.ContainerID), "started", !running)
 	}
 	return h.response(), nil
 }
@@ -677,7 +673,7 @@ func (r *Runtime) Stop(ctx context.Context, hb []byte, timeout time.Duration) er
 	if _, err := cli.ContainerStop(ctx, c.ID, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
 		return engineErr(cfg, "stop container "+shortID(c.ID), err)
 	}
-	r.logger.Info("stopped container", "session_id", h.SessionID, "container_id", shortID(c.ID))
+	r.Logger().Info("stopped container", "session_id", h.SessionID, "container_id", shortID(c.ID))
 	return nil
 }
 
@@ -704,13 +700,13 @@ func (r *Runtime) Destroy(ctx context.Context, hb []byte) error {
 	if _, err := os.Stat(h.SessionDir); err == nil {
 		return fmt.Errorf("session %s: could not remove %s", h.SessionID, h.SessionDir)
 	}
-	r.logger.Info("destroyed executor", "session_id", h.SessionID, "container_id", shortID(h.ContainerID))
+	r.Logger().Info("destroyed executor", "session_id", h.SessionID, "container_id", shortID(h.ContainerID))
 	return nil
 }
 
 // removeSessionDir removes the session's worktree and directory.
 func (r *Runtime) removeSessionDir(ctx context.Context, h handle) {
-	if err := workspace.Remove(ctx, r.logger.With("session_id", h.SessionID), h.Layout); err != nil {
-		r.logger.Warn("could not remove session dir", "session_id", h.SessionID, "error", err)
+	if err := workspace.Remove(ctx, r.Logger().With("session_id", h.SessionID), h.Layout); err != nil {
+		r.Logger().Warn("could not remove session dir", "session_id", h.SessionID, "error", err)
 	}
 }

@@ -78,7 +78,7 @@ func (r *Runtime) ReconcileCluster(ctx context.Context, cluster string, owned fu
 		if owned(c.Labels[LabelExecutor]) || time.Unix(c.Created, 0).After(cutoff) {
 			continue
 		}
-		r.logger.Info("reconcile: removing an orphaned container", "container_id", shortID(c.ID), "session_id", c.Labels[LabelSession], "executor_id", c.Labels[LabelExecutor])
+		r.Logger().Info("reconcile: removing an orphaned container", "container_id", shortID(c.ID), "session_id", c.Labels[LabelSession], "executor_id", c.Labels[LabelExecutor])
 		if _, err := cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
 			return removed, engineErr(cfg, "remove container "+shortID(c.ID), err)
 		}

@@ -52,7 +52,6 @@ const (
 // Runtime implements runtime.Runtime for agentctl host daemons.
 type Runtime struct {
 	*pluginbase.Base[Config]
-	logger hclog.Logger
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -61,10 +60,7 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // with runtime.ErrInvalidConfig until SetConfig accepts a configuration (a
 // refused one leaves the previous one in force).
 func New(logger hclog.Logger) *Runtime {
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
-	return &Runtime{logger: logger, Base: pluginbase.New(pluginbase.Options[Config]{
+	return &Runtime{Base: pluginbase.New(pluginbase.Options[Config]{
 		Info: runtime.Info{Name: Name, Version: Version}, Spec: spec, Defaults: defaults, Logger: logger,
 		LogFields: func(c Config) []any {
 			names := make([]string, len(c.Hosts))
@@ -225,14 +221,14 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	}
 	defer r.Sessions.Lock(req.SessionID)()
 	if req.Workspace.Path != "" {
-		r.logger.Debug("the task workspace is not used: remote sessions work in the host's workspace", "session_id", req.SessionID, "workspace", req.Workspace.Path)
+		r.Logger().Debug("the task workspace is not used: remote sessions work in the host's workspace", "session_id", req.SessionID, "workspace", req.Workspace.Path)
 	}
 	hc := agentctl.NewHostClient(host.URL, host.Secret, createTimeout)
 	create := agentctl.CreateInstanceRequest{SessionID: req.SessionID, Secret: req.AgentctlSecret, Terminal: instanceTerminal(req.Terminal)}
 	inst, err := hc.CreateInstanceFrom(ctx, create)
 	if isConflict(err) {
 		// An instance of an earlier launch still runs: replace it.
-		r.logger.Info("replacing the running instance of an earlier launch", "host", host.Name, "session_id", req.SessionID)
+		r.Logger().Info("replacing the running instance of an earlier launch", "host", host.Name, "session_id", req.SessionID)
 		if derr := hc.DeleteInstance(ctx, req.SessionID); derr != nil && !isNotFound(derr) {
 			return runtime.LaunchResponse{}, hostError(host, "delete earlier instance", derr)
 		}
@@ -246,11 +242,11 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteSlack)
 		defer cancel()
 		if derr := hc.DeleteInstance(dctx, req.SessionID); derr != nil && !isNotFound(derr) {
-			r.logger.Warn("could not remove the failed instance", "host", host.Name, "session_id", req.SessionID, "error", derr)
+			r.Logger().Warn("could not remove the failed instance", "host", host.Name, "session_id", req.SessionID, "error", derr)
 		}
 		return runtime.LaunchResponse{}, err
 	}
-	r.logger.Info("launched remote agentctl", "host", host.Name, "session_id", h.SessionID, "url", h.URL, "nonce", h.Nonce, "remote_pid", h.PID)
+	r.Logger().Info("launched remote agentctl", "host", host.Name, "session_id", h.SessionID, "url", h.URL, "nonce", h.Nonce, "remote_pid", h.PID)
 	return h.response(), nil
 }
 
@@ -343,14 +339,14 @@ func (r *Runtime) Recover(ctx context.Context, b []byte, secret string) (runtime
 		switch result {
 		case probeOK:
 			if nh.Nonce != h.Nonce {
-				r.logger.Info("agentctl restarted since the handle was written", "host", host.Name, "session_id", h.SessionID, "old_nonce", h.Nonce, "nonce", nh.Nonce)
+				r.Logger().Info("agentctl restarted since the handle was written", "host", host.Name, "session_id", h.SessionID, "old_nonce", h.Nonce, "nonce", nh.Nonce)
 			}
-			r.logger.Info("recovered remote agentctl", "host", host.Name, "session_id", h.SessionID, "url", nh.URL, "attempt", attempt)
+			r.Logger().Info("recovered remote agentctl", "host", host.Name, "session_id", h.SessionID, "url", nh.URL, "attempt", attempt)
 			return nh.response(), nil
 		case probeGone:
 			return runtime.LaunchResponse{}, fmt.Errorf("session %s on host %q: %v: %w", h.SessionID, host.Name, err, runtime.ErrNotFound)
 		}
-		r.logger.Warn("recover attempt failed", "host", host.Name, "session_id", h.SessionID, "attempt", attempt, "of", rc.Attempts, "error", err)
+		r.Logger().Warn("recover attempt failed", "host", host.Name, "session_id", h.SessionID, "attempt", attempt, "of", rc.Attempts, "error", err)
 		if attempt >= rc.Attempts {
 			break
 		}
@@ -500,7 +496,7 @@ func (r *Runtime) deleteInstance(ctx context.Context, h handle, timeout time.Dur
 	err = agentctl.NewHostClient(host.URL, host.Secret, timeout).DeleteInstance(ctx, h.SessionID)
 	switch {
 	case err == nil:
-		r.logger.Info("remote agentctl "+op, "host", host.Name, "session_id", h.SessionID)
+		r.Logger().Info("remote agentctl "+op, "host", host.Name, "session_id", h.SessionID)
 		return nil
 	case isNotFound(err):
 		return nil

@@ -38,7 +38,6 @@ const (
 // Runtime implements runtime.Runtime for local detached agentctl processes.
 type Runtime struct {
 	*pluginbase.Base[Config]
-	logger hclog.Logger
 
 	// handles caches decodeHandle's checked results (see decodeHandle).
 	handlesMu   sync.Mutex
@@ -53,16 +52,13 @@ var _ runtime.Runtime = (*Runtime)(nil)
 
 // New returns a standalone runtime with the default configuration.
 func New(logger hclog.Logger) *Runtime {
-	if logger == nil {
-		logger = hclog.NewNullLogger()
-	}
 	base := pluginbase.New(pluginbase.Options[Config]{
 		Info: runtime.Info{Name: Name, Version: Version}, Spec: spec, Defaults: defaults, Logger: logger,
 		LogFields: func(c Config) []any {
 			return []any{"workspace_root", c.WorkspaceRoot, "task_workspace_root", c.TaskWorkspaceRoot, "agentctl_path", c.AgentctlPath}
 		},
 	})
-	return &Runtime{Base: base, logger: logger, handles: map[string]handle{}}
+	return &Runtime{Base: base, handles: map[string]handle{}}
 }
 
 func (r *Runtime) config() Config {
@@ -202,7 +198,7 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	if err := r.start(ctx, cfg, agentctl, req.AgentctlSecret, &h); err != nil {
 		return runtime.LaunchResponse{}, err
 	}
-	r.logger.Info("launched agentctl", "session_id", h.SessionID, "pid", h.PID, "url", h.URL, "workspace", h.Workspace)
+	r.Logger().Info("launched agentctl", "session_id", h.SessionID, "pid", h.PID, "url", h.URL, "workspace", h.Workspace)
 	return h.response(), nil
 }
 
@@ -237,7 +233,7 @@ func (r *Runtime) stopRunning(ctx context.Context, h handle, timeout time.Durati
 	var errs []error
 	for _, pid := range pids {
 		if agentctlproc.IsSessionAgentctl(pid, h.SessionID) {
-			r.logger.Info("stopping agentctl", "session_id", h.SessionID, "pid", pid)
+			r.Logger().Info("stopping agentctl", "session_id", h.SessionID, "pid", pid)
 			errs = append(errs, agentctlproc.StopGroup(ctx, pid, timeout))
 		}
 	}
@@ -269,7 +265,7 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 			health, herr = agentctlproc.CheckHealth(hctx, h.URL, secret)
 			cancel()
 			if herr == nil && health.Nonce == h.Nonce && health.PID == h.PID {
-				r.logger.Info("reattached agentctl", "session_id", h.SessionID, "pid", h.PID)
+				r.Logger().Info("reattached agentctl", "session_id", h.SessionID, "pid", h.PID)
 				return h.response(), nil
 			}
 			if herr == nil {
@@ -286,7 +282,7 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 		if herr != nil {
 			return runtime.LaunchResponse{}, fmt.Errorf("session %s: agentctl (pid %d) is running but does not answer: %v: %w", h.SessionID, h.PID, herr, runtime.ErrUnavailable)
 		}
-		r.logger.Warn("agentctl does not match its handle; restarting", "session_id", h.SessionID, "pid", h.PID)
+		r.Logger().Warn("agentctl does not match its handle; restarting", "session_id", h.SessionID, "pid", h.PID)
 	}
 	cfg := r.config()
 	agentctl, err := findAgentctl(cfg)
@@ -297,7 +293,7 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 	if err := r.start(ctx, cfg, agentctl, secret, &h); err != nil {
 		return runtime.LaunchResponse{}, err
 	}
-	r.logger.Info("restarted agentctl", "session_id", h.SessionID, "pid", h.PID)
+	r.Logger().Info("restarted agentctl", "session_id", h.SessionID, "pid", h.PID)
 	return h.response(), nil
 }
 
@@ -344,10 +340,10 @@ func (r *Runtime) Destroy(ctx context.Context, hb []byte) error {
 	if err := r.stopRunning(ctx, h, 5*time.Second); err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)
 	}
-	if err := workspace.Remove(ctx, r.logger.With("session_id", h.SessionID), h.Layout); err != nil {
+	if err := workspace.Remove(ctx, r.Logger().With("session_id", h.SessionID), h.Layout); err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)
 	}
-	r.logger.Info("destroyed executor", "session_id", h.SessionID)
+	r.Logger().Info("destroyed executor", "session_id", h.SessionID)
 	return nil
 }
 

@@ -73,6 +73,9 @@ func New[T any](opts Options[T]) *Base[T] {
 	return b
 }
 
+// Logger is Options.Logger (a discarding logger when that was nil).
+func (b *Base[T]) Logger() hclog.Logger { return b.logger }
+
 // Info implements runtime.Runtime.
 func (b *Base[T]) Info(context.Context) (runtime.Info, error) { return b.opts.Info, nil }
 
