@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 )
 
 func TestConformance(t *testing.T) {
@@ -37,7 +38,7 @@ workspace_root = "{{temp_dir}}"`,
 func TestConformanceBindMountedAgentctlGitWorktree(t *testing.T) {
 	needDocker(t)
 	root := t.TempDir()
-	repo := newGitRepo(t, filepath.Join(root, "repo"))
+	repo := runtimetest.GitRepo(t, filepath.Join(root, "repo"))
 	conformance.Run(t, conformance.Config{
 		PluginPath:   pluginPath,
 		AgentctlPath: agentctlPath,
@@ -47,29 +48,6 @@ workspace_root = "` + root + `"`,
 		Workspace: runtime.Workspace{Path: repo},
 		TaskRoot:  root,
 	})
-}
-
-func newGitRepo(t *testing.T, repo string) string {
-	t.Helper()
-	if err := os.MkdirAll(repo, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gitRun(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitRun(t, repo, "add", "README")
-	gitRun(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "init")
-	return repo
-}
-
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v: %s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 // Inside the container agentctl is pid 1, the hostname is the container's
@@ -486,7 +464,7 @@ func TestEngineRestart(t *testing.T) {
 	}
 	engine.Start()
 	var got runtime.LaunchResponse
-	waitFor(t, time.Minute, "Recover to succeed once the engine is back", func() bool {
+	runtimetest.WaitFor(t, time.Minute, "Recover to succeed once the engine is back", func() bool {
 		got, err = r2.Recover(ctxT(t, time.Minute), resp.Handle, req.AgentctlSecret)
 		return err == nil
 	})

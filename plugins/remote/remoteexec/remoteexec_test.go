@@ -33,45 +33,11 @@ import (
 // listen on: not 127.0.0.1, so nothing works by accident on the default.
 const hostIP = "127.0.0.2"
 
-var (
-	pluginPath   string
-	agentctlPath string
-)
+var bins runtimetest.Binaries
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "remote-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	var fake bool
-	agentctlPath, fake, err = runtimetest.Agentctl(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if fake {
-		fmt.Fprintln(os.Stderr, "the remote runtime tests need the real agentctl (cmd/agentctl with `host`)")
-		return 1
-	}
-	if bin := os.Getenv("PADDOCK_BIN"); bin != "" {
-		if p := filepath.Join(bin, "plugins", "paddock-runtime-remote"); fileExists(p) {
-			pluginPath = p
-		}
-	}
-	if pluginPath == "" {
-		if pluginPath, err = runtimetest.GoBuild(dir, "paddock-runtime-remote", "github.com/paddockhq/paddock/plugins/remote"); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(runtimetest.Main(m, "paddock-runtime-remote", "github.com/paddockhq/paddock/plugins/remote", &bins))
 }
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 // agentHost is a real `agentctl host` process on hostIP.
 type agentHost struct {
@@ -108,7 +74,7 @@ func startHost(t *testing.T) *agentHost {
 func (h *agentHost) start() {
 	t := h.t
 	t.Helper()
-	cmd := exec.Command(agentctlPath, "host", "-listen", h.addr, "-root", h.root, "-secret-file", h.secretFile,
+	cmd := exec.Command(bins.Agentctl, "host", "-listen", h.addr, "-root", h.root, "-secret-file", h.secretFile,
 		"-log-file", filepath.Join(filepath.Dir(h.root), "host.log"), "-log-level", "debug")
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start agentctl host: %v", err)
@@ -116,7 +82,7 @@ func (h *agentHost) start() {
 	h.cmd, h.done = cmd, make(chan struct{})
 	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(h.done)
 	hc := agentctl.NewHostClient(h.url, h.secret, time.Second)
-	waitFor(t, 10*time.Second, "agentctl host health", func() bool {
+	runtimetest.WaitFor(t, 10*time.Second, "agentctl host health", func() bool {
 		select {
 		case <-h.done:
 			t.Fatalf("agentctl host exited at start; log:\n%s", h.log())
@@ -173,8 +139,8 @@ func (h *agentHost) config(extra string) string {
 func TestConformance(t *testing.T) {
 	h := startHost(t)
 	conformance.Run(t, conformance.Config{
-		PluginPath:   pluginPath,
-		AgentctlPath: agentctlPath,
+		PluginPath:   bins.Plugin,
+		AgentctlPath: bins.Agentctl,
 		PluginConfig: h.config(""),
 		Timeout:      60 * time.Second,
 		// Sessions work in the host's workspace, never the task's path.
@@ -255,7 +221,7 @@ func makeUnreachable(t *testing.T, h *agentHost, pid int) {
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 	// SIGSTOP takes effect asynchronously: wait until the kernel reports
 	// every thread of the process stopped.
-	waitFor(t, 10*time.Second, "the instance to be stopped", func() bool { return allStopped(pid) })
+	runtimetest.WaitFor(t, 10*time.Second, "the instance to be stopped", func() bool { return allStopped(pid) })
 	h.kill()
 }
 
@@ -307,7 +273,7 @@ func TestRecoverWhenHostComesBackWithinBackoff(t *testing.T) {
 		resp, err := r.Recover(context.Background(), launched.Handle, req.AgentctlSecret)
 		done <- result{resp, err}
 	}()
-	waitFor(t, 20*time.Second, "two failed recover attempts", func() bool {
+	runtimetest.WaitFor(t, 20*time.Second, "two failed recover attempts", func() bool {
 		return strings.Count(logs.String(), "recover attempt failed") >= 2
 	})
 	select {
@@ -432,7 +398,7 @@ func pluginClient(t *testing.T, cfg string) *runtime.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: pluginPath})
+	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: bins.Plugin})
 	if err != nil {
 		t.Fatalf("load plugin: %v", err)
 	}
@@ -533,17 +499,6 @@ func TestUnconfigured(t *testing.T) {
 	_, err := r.Launch(context.Background(), runtime.LaunchRequest{SessionID: "s1", AgentctlSecret: randHex(16)})
 	if !errors.Is(err, runtime.ErrInvalidConfig) {
 		t.Fatalf("Launch before SetConfig: %v, want ErrInvalidConfig", err)
-	}
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}
 }
 

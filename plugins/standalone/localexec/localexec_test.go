@@ -20,51 +20,18 @@ import (
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 )
 
-var (
-	pluginPath   string
-	agentctlPath string
-)
+var bins runtimetest.Binaries
 
 func TestMain(m *testing.M) {
-	os.Exit(testMain(m))
-}
-
-func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "standalone-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	var fake bool
-	agentctlPath, fake, err = runtimetest.Agentctl(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if fake {
-		fmt.Fprintln(os.Stderr, "NOTE: cmd/agentctl does not exist yet; using the fake agentctl")
-	}
-	if bin := os.Getenv("PADDOCK_BIN"); bin != "" {
-		if p := filepath.Join(bin, "plugins", "paddock-runtime-standalone"); fileExists(p) {
-			pluginPath = p
-		}
-	}
-	if pluginPath == "" {
-		if pluginPath, err = runtimetest.GoBuild(dir, "paddock-runtime-standalone", "github.com/paddockhq/paddock/plugins/standalone"); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	}
-	return m.Run()
+	os.Exit(runtimetest.Main(m, "paddock-runtime-standalone", "github.com/paddockhq/paddock/plugins/standalone", &bins))
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 func TestConformance(t *testing.T) {
 	conformance.Run(t, conformance.Config{
-		PluginPath:   pluginPath,
-		AgentctlPath: agentctlPath,
+		PluginPath:   bins.Plugin,
+		AgentctlPath: bins.Agentctl,
 		PluginConfig: `agentctl_path = "{{agentctl_path}}"
 workspace_root = "{{temp_dir}}"`,
 	})
@@ -73,8 +40,8 @@ workspace_root = "{{temp_dir}}"`,
 func TestConformanceGitWorktree(t *testing.T) {
 	repo := newGitRepo(t)
 	conformance.Run(t, conformance.Config{
-		PluginPath:   pluginPath,
-		AgentctlPath: agentctlPath,
+		PluginPath:   bins.Plugin,
+		AgentctlPath: bins.Agentctl,
 		PluginConfig: `agentctl_path = "{{agentctl_path}}"
 workspace_root = "{{temp_dir}}"
 task_workspace_root = "` + filepath.Dir(repo) + `"`,
@@ -83,26 +50,7 @@ task_workspace_root = "` + filepath.Dir(repo) + `"`,
 	})
 }
 
-func newGitRepo(t *testing.T) string {
-	t.Helper()
-	repo := t.TempDir()
-	gitRun(t, repo, "init", "-q", "-b", "main")
-	if err := os.WriteFile(filepath.Join(repo, "README"), []byte("hello\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitRun(t, repo, "add", "README")
-	gitRun(t, repo, "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q", "-m", "init")
-	return repo
-}
-
-func gitRun(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v: %s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
+func newGitRepo(t *testing.T) string { return runtimetest.GitRepo(t, t.TempDir()) }
 
 // load starts the plugin binary and configures it with root as
 // workspace_root; task workspaces may be anywhere in the temporary directory
@@ -110,12 +58,12 @@ func gitRun(t *testing.T, dir string, args ...string) string {
 func load(t *testing.T, root string) *runtime.Client {
 	t.Helper()
 	ctx := context.Background()
-	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: pluginPath})
+	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: bins.Plugin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Kill)
-	src := fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\ntask_workspace_root = %q\n", agentctlPath, root, os.TempDir())
+	src := fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\ntask_workspace_root = %q\n", bins.Agentctl, root, os.TempDir())
 	diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "t.hcl", Source: []byte(src), Start: hcl.Pos{Line: 1, Column: 1}})
 	if err != nil || diags.HasErrors() {
 		t.Fatalf("SetConfig: %v %s", err, diags.Error())
@@ -145,13 +93,13 @@ func TestGitWorktreeOnSessionBranch(t *testing.T) {
 			if !strings.HasPrefix(resp.WorktreePath, root+string(filepath.Separator)) {
 				t.Errorf("worktree_path %q not under workspace_root %q", resp.WorktreePath, root)
 			}
-			if got := gitRun(t, resp.WorktreePath, "rev-parse", "--abbrev-ref", "HEAD"); got != tc.want {
+			if got := runtimetest.Git(t, resp.WorktreePath, "rev-parse", "--abbrev-ref", "HEAD"); got != tc.want {
 				t.Errorf("worktree HEAD = %q, want %q", got, tc.want)
 			}
 			if !fileExists(filepath.Join(resp.WorktreePath, "README")) {
 				t.Error("worktree has no README")
 			}
-			if st := gitRun(t, resp.WorktreePath, "status", "--porcelain"); st != "" {
+			if st := runtimetest.Git(t, resp.WorktreePath, "status", "--porcelain"); st != "" {
 				t.Errorf("worktree is dirty after launch (state must live outside it): %q", st)
 			}
 			if err := c.Destroy(ctx, resp.Handle); err != nil {
@@ -160,7 +108,7 @@ func TestGitWorktreeOnSessionBranch(t *testing.T) {
 			if fileExists(resp.WorktreePath) {
 				t.Error("worktree still exists after Destroy")
 			}
-			if gitRun(t, repo, "branch", "--list", tc.want) == "" {
+			if runtimetest.Git(t, repo, "branch", "--list", tc.want) == "" {
 				t.Errorf("branch %s was deleted by Destroy; it holds the session's work", tc.want)
 			}
 		})
@@ -184,7 +132,7 @@ func TestRecoverRestartsDeadAgentctlAndKeepsWorkspace(t *testing.T) {
 	if err := killGroup(resp.PID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "agentctl to die", func() bool { return !agentctlproc.Alive(resp.PID) })
+	runtimetest.WaitFor(t, 10*time.Second, "agentctl to die", func() bool { return !agentctlproc.Alive(resp.PID) })
 	if ins, err := c.Inspect(ctx, resp.Handle); err != nil || ins.State != runtime.StateExited {
 		t.Fatalf("Inspect after kill = %+v, %v; want exited", ins, err)
 	}
@@ -264,7 +212,7 @@ func TestInvalidWorkspaceRequests(t *testing.T) {
 }
 
 func TestConfigDiagnostics(t *testing.T) {
-	c, err := runtime.NewClient(context.Background(), runtime.ClientConfig{Path: pluginPath})
+	c, err := runtime.NewClient(context.Background(), runtime.ClientConfig{Path: bins.Plugin})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,17 +250,6 @@ func killGroup(pid int) error {
 	return exec.Command("kill", "-9", fmt.Sprint(pid)).Run()
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval
-	}
-}
-
 // FuzzParseConfig: any config body yields a config or diagnostics, never a
 // panic, and error diagnostics carry a range in the given file.
 func FuzzParseConfig(f *testing.F) {
@@ -347,7 +284,7 @@ func TestTerminalSettingsReachAgentctlAndSurviveRecover(t *testing.T) {
 	if err := killGroup(resp.PID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "agentctl to die", func() bool { return !agentctlproc.Alive(resp.PID) })
+	runtimetest.WaitFor(t, 10*time.Second, "agentctl to die", func() bool { return !agentctlproc.Alive(resp.PID) })
 	rec, err := c.Recover(ctx, resp.Handle, "sec")
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func newRPCFixture(tb testing.TB) rpcFixture {
 	tb.Helper()
 	ctx := context.Background()
 	root := tb.TempDir()
-	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: pluginPath})
+	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: bins.Plugin})
 	if err != nil {
 		tb.Fatal(err)
 	}

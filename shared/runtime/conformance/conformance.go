@@ -30,6 +30,7 @@ import (
 
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 )
 
 // Config describes the plugin under test.
@@ -478,7 +479,7 @@ func (k *kit) lifecycle(t *testing.T) {
 	if err := c2.Stop(k.ctx(t), handle, 5*time.Second); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	waitFor(t, 10*time.Second, "agentctl to stop answering after Stop", func() bool {
+	runtimetest.WaitFor(t, 10*time.Second, "agentctl to stop answering after Stop", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := agentctlproc.CheckHealth(ctx, recovered.AgentctlURL, secret)
@@ -527,17 +528,6 @@ func (k *kit) checkHealthy(t *testing.T, when string, resp runtime.LaunchRespons
 func redact(r runtime.LaunchResponse) runtime.LaunchResponse {
 	r.Handle = nil
 	return r
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
 }
 
 func randHex(n int) string {

@@ -1,5 +1,6 @@
 // Package runtimetest finds or builds the binaries that runtime plugin tests
-// need (agentctl, plugin binaries). It is for tests only and must not import
+// need (agentctl, plugin binaries), makes their fixtures (git repositories)
+// and waits on conditions. It is for tests only and must not import
 // supervisor/.
 package runtimetest
 
