@@ -176,11 +176,8 @@ func (s Spec[T]) decodeBody(body hcl.Body, whole hcl.Range, cfg *T) hcl.Diagnost
 
 func invalid(name string, err error, subject *hcl.Range) *hcl.Diagnostic {
 	detail := err.Error()
-	if detail != "" {
-		detail = strings.ToUpper(detail[:1]) + detail[1:]
-		if !strings.HasSuffix(detail, ".") {
-			detail += "."
-		}
+	if detail != "" && !strings.HasSuffix(detail, ".") {
+		detail += "."
 	}
 	return &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name, Detail: detail, Subject: subject}
 }
@@ -245,10 +242,10 @@ func Int[T any, N ~int | ~int64](name, description string, lo, hi N, field func(
 	return Attr(name, "number", description, func(cfg *T, v cty.Value) error {
 		n, ok := wholeNumber(v)
 		if !ok || n < int64(lo) || n > int64(hi) {
-			if int64(hi) == math.MaxInt64 {
-				return fmt.Errorf("%s must be a whole number of at least %d", name, lo)
+			if lo == 1 && int64(hi) == math.MaxInt64 {
+				return fmt.Errorf("%s must be a positive whole number, not %s", name, literal(v))
 			}
-			return fmt.Errorf("%s must be a whole number from %d to %d", name, lo, hi)
+			return fmt.Errorf("%s must be a whole number from %d to %d, not %s", name, lo, hi, literal(v))
 		}
 		*field(cfg) = N(n)
 		return nil
@@ -264,10 +261,26 @@ func Number[T any](name, description string, lo, hi float64, set func(cfg *T, f 
 		}
 		f, _ := v.AsBigFloat().Float64()
 		if math.IsNaN(f) || f <= lo || f > hi {
-			return fmt.Errorf("%s must be a number above %g and at most %g, not %s", name, lo, hi, v.AsBigFloat().Text('g', -1))
+			if lo == 0 {
+				return fmt.Errorf("%s must be a positive number up to %g, not %s", name, hi, literal(v))
+			}
+			return fmt.Errorf("%s must be a number above %g and at most %g, not %s", name, lo, hi, literal(v))
 		}
 		return set(cfg, f)
 	})
+}
+
+// literal shows a value in a message.
+func literal(v cty.Value) string {
+	switch v.Type() {
+	case cty.Number:
+		return v.AsBigFloat().Text('g', -1)
+	case cty.String:
+		return fmt.Sprintf("%q", v.AsString())
+	case cty.Bool:
+		return fmt.Sprint(v.True())
+	}
+	return "a " + v.Type().FriendlyName()
 }
 
 func wholeNumber(v cty.Value) (int64, bool) {
