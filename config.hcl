@@ -34,10 +34,14 @@ server {
 plugin_dir = "./bin/plugins"
 
 # The standalone runtime runs each session's agentctl as a local process, with
-# its workspace under workspace_root. The plugin validates its own config block.
+# its workspace under workspace_root. A task's own workspace (task create
+# -workspace) must lie inside task_workspace_root (default: workspace_root):
+# point it at the directory of your checkouts. The plugin validates its own
+# config block.
 plugin "standalone" {
   config {
     workspace_root = "./data/workspaces"
+    # task_workspace_root = "/home/you/src"
   }
 }
 

@@ -16,13 +16,15 @@ import (
 )
 
 // standaloneConfig is HCL for the standalone runtime and the demo agents,
-// with plugins from the built binaries.
+// with plugins from the built binaries. Task workspaces may be any test's
+// temporary directory.
 func standaloneConfig(t *testing.T) string {
 	return fmt.Sprintf(`
 plugin_dir = %q
 plugin "standalone" {
   config {
     workspace_root        = %q
+    task_workspace_root   = %q
     shared_workspace_root = true # every node of these clusters shares it
   }
 }
@@ -45,7 +47,7 @@ agent "demo-slow" {
   protocol = "acp"
   command  = ["paddock-demo-agent", "--chunk-delay", "150ms"]
 }
-`, filepath.Join(binDir, "plugins"), t.TempDir())
+`, filepath.Join(binDir, "plugins"), t.TempDir(), os.TempDir())
 }
 
 // waitState waits until a session reaches want (failing fast on ERROR).
