@@ -688,12 +688,17 @@ func TestExamplePlugin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "plugins.hcl:") || !strings.Contains(err.Error(), "agentctl_path") {
 		t.Fatalf("Start without agentctl_path: %v", err)
 	}
+	// agentctl_path must name an executable file (any will do here).
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := e.manager(fmt.Sprintf(`plugin "subprocess" {
   config {
     workspace_root = %q
-    agentctl_path  = "/nonexistent/agentctl"
+    agentctl_path  = %q
   }
-}`, filepath.Join(e.dataD, "ws")))
+}`, filepath.Join(e.dataD, "ws"), exe))
 	start(t, m)
 	if s := status(t, m, "subprocess"); !s.Healthy || s.Version != "0.1.0" || !s.Capabilities.NodeLocal {
 		t.Fatalf("status %+v", s)
