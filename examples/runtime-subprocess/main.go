@@ -41,9 +41,9 @@ type config struct {
 // spec is the one declaration of the config body.
 var spec = configspec.Spec[config]{
 	Attributes: []configspec.Attribute[config]{
-		configspec.Required(configspec.String("workspace_root", "directory of the sessions' workspaces",
+		configspec.Required(configspec.Path("workspace_root", "directory of the sessions' workspaces",
 			func(c *config) *string { return &c.WorkspaceRoot }, configspec.AbsPath)),
-		configspec.Required(configspec.String("agentctl_path", "the agentctl binary",
+		configspec.Required(configspec.Path("agentctl_path", "the agentctl binary",
 			func(c *config) *string { return &c.AgentctlPath }, configspec.Executable)),
 		configspec.Duration("start_timeout", "how long agentctl may take to become healthy (default 15s)",
 			func(c *config) *time.Duration { return &c.StartTimeout }),

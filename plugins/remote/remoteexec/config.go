@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/zclconf/go-cty/cty"
 
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/configspec"
@@ -57,22 +56,18 @@ func (c Config) host(name string) (Host, bool) {
 }
 
 // hostSpec is a `host "name" { … }` block.
-var hostSpec = configspec.Spec[Host]{Attributes: []configspec.Attribute[Host]{
-	configspec.Required(configspec.String("url", "base URL of the host API, http:// or https://, e.g. http://10.0.0.5:7800",
-		func(h *Host) *string { return &h.URL }, validURL)),
-	configspec.Required(configspec.Attr("secret_file", "string", "file holding the host API secret (read at configuration time)",
-		func(h *Host, v cty.Value) error {
-			if v.Type() != cty.String {
-				return fmt.Errorf("secret_file must be a string")
-			}
-			secret, err := readSecretFile(v.AsString())
-			if err != nil {
-				return err
-			}
-			h.SecretFile, h.Secret = v.AsString(), secret
-			return nil
-		})),
-}}
+var hostSpec = configspec.Spec[Host]{
+	Attributes: []configspec.Attribute[Host]{
+		configspec.Required(configspec.String("url", "base URL of the host API, http:// or https://, e.g. http://10.0.0.5:7800",
+			func(h *Host) *string { return &h.URL }, validURL)),
+		configspec.Required(configspec.Path("secret_file", "file holding the host API secret (read at configuration time)",
+			func(h *Host) *string { return &h.SecretFile })),
+	},
+	Checks: []configspec.Check[Host]{{Attr: "secret_file", Fn: func(h *Host) (err error) {
+		h.Secret, err = readSecretFile(h.SecretFile)
+		return err
+	}}},
+}
 
 // reconnectSpec is the `reconnect { … }` block.
 var reconnectSpec = configspec.Spec[Reconnect]{

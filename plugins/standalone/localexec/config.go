@@ -43,11 +43,11 @@ func defaults() Config {
 // spec declares the config body: its decoder and its documentation.
 var spec = configspec.Spec[Config]{
 	Attributes: []configspec.Attribute[Config]{
-		configspec.String("workspace_root", "directory holding every session's workspace (default "+DefaultWorkspaceRoot+")",
+		configspec.Path("workspace_root", "directory holding every session's workspace (default "+DefaultWorkspaceRoot+")",
 			func(c *Config) *string { return &c.WorkspaceRoot }, configspec.NotEmpty),
-		configspec.String("task_workspace_root", "directory a task's workspace must lie in, symlinks resolved (default: workspace_root); e.g. your projects directory",
+		configspec.Path("task_workspace_root", "directory a task's workspace must lie in, symlinks resolved (default: workspace_root); e.g. your projects directory",
 			func(c *Config) *string { return &c.TaskWorkspaceRoot }, configspec.NotEmpty),
-		configspec.String("agentctl_path", "agentctl binary (default: next to the plugin directory, then PATH)",
+		configspec.Path("agentctl_path", "agentctl binary (default: next to the plugin directory, then PATH)",
 			func(c *Config) *string { return &c.AgentctlPath }, configspec.Executable),
 		configspec.Bool("shared_workspace_root", "workspace_root is storage every node mounts at the same path, so a session whose node is gone may be relaunched on another node (default false)",
 			func(c *Config) *bool { return &c.SharedWorkspaceRoot }),

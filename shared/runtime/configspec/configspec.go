@@ -57,7 +57,7 @@ type Attribute[T any] struct {
 	Type        string
 	Required    bool
 	Description string
-	decode      func(cfg *T, v cty.Value) error
+	decode      func(cfg *T, v cty.Value, src runtime.ConfigSource) error
 }
 
 // BlockSpec is one nested block type of a Spec; build it with [Block] or
@@ -67,7 +67,7 @@ type BlockSpec[T any] struct {
 	LabelNames  []string
 	Description string
 	body        runtime.Schema
-	decode      func(cfg *T, blocks hcl.Blocks) hcl.Diagnostics
+	decode      func(cfg *T, blocks hcl.Blocks, src runtime.ConfigSource) hcl.Diagnostics
 }
 
 // Check is a rule over the decoded config. An error from Fn becomes a
@@ -119,7 +119,7 @@ func (s Spec[T]) Decode(src runtime.ConfigSource, cfg *T) hcl.Diagnostics {
 	if len(src.Source) == 0 {
 		whole = hcl.Range{Filename: src.Filename, Start: start, End: start}
 	}
-	return append(diags, s.decodeBody(body, whole, cfg)...)
+	return append(diags, s.decodeBody(body, src, whole, cfg)...)
 }
 
 // Parse decodes src onto cfg (the defaults) and returns the result.
@@ -130,7 +130,7 @@ func (s Spec[T]) Parse(src runtime.ConfigSource, cfg T) (T, hcl.Diagnostics) {
 
 // decodeBody decodes one body; whole is where a diagnostic about the body
 // itself (a failed check on an absent attribute) points.
-func (s Spec[T]) decodeBody(body hcl.Body, whole hcl.Range, cfg *T) hcl.Diagnostics {
+func (s Spec[T]) decodeBody(body hcl.Body, src runtime.ConfigSource, whole hcl.Range, cfg *T) hcl.Diagnostics {
 	content, diags := body.Content(s.hclSchema())
 	for _, a := range s.Attributes {
 		attr, ok := content.Attributes[a.Name]
@@ -146,14 +146,14 @@ func (s Spec[T]) decodeBody(body hcl.Body, whole hcl.Range, cfg *T) hcl.Diagnost
 		if v.IsNull() || !v.IsKnown() {
 			err = fmt.Errorf("%s must not be null", a.Name)
 		} else {
-			err = a.decode(cfg, v)
+			err = a.decode(cfg, v, src)
 		}
 		if err != nil {
 			diags = append(diags, invalid(a.Name, err, attr.Expr.Range().Ptr()))
 		}
 	}
 	for _, b := range s.Blocks {
-		diags = append(diags, b.decode(cfg, content.Blocks.OfType(b.Type))...)
+		diags = append(diags, b.decode(cfg, content.Blocks.OfType(b.Type), src)...)
 	}
 	if diags.HasErrors() {
 		return diags
@@ -185,20 +185,36 @@ func invalid(name string, err error, subject *hcl.Range) *hcl.Diagnostic {
 // Attr declares an attribute of any type: decode receives the literal value
 // (never null) and returns an error to refuse it.
 func Attr[T any](name, typ, description string, decode func(cfg *T, v cty.Value) error) Attribute[T] {
-	return Attribute[T]{Name: name, Type: typ, Description: description, decode: decode}
+	return Attribute[T]{Name: name, Type: typ, Description: description,
+		decode: func(cfg *T, v cty.Value, _ runtime.ConfigSource) error { return decode(cfg, v) }}
 }
 
 // Required marks a as required (HCL reports it missing at the block).
 func Required[T any](a Attribute[T]) Attribute[T] { a.Required = true; return a }
 
 // String declares a string attribute stored in *field after each check
-// (which may also rewrite the value, e.g. [AbsPath]) accepts it.
+// (which may also rewrite the value) accepts it.
 func String[T any](name, description string, field func(*T) *string, checks ...func(string) (string, error)) Attribute[T] {
-	return Attr(name, "string", description, func(cfg *T, v cty.Value) error {
+	return stringAttr(name, description, false, field, checks)
+}
+
+// Path declares a path attribute: a relative path is relative to the
+// directory of the file that sets it (runtime.ConfigSource.Path), then the
+// checks run (e.g. [AbsPath], [Executable]). A default the attribute does
+// not override is left as it is.
+func Path[T any](name, description string, field func(*T) *string, checks ...func(string) (string, error)) Attribute[T] {
+	return stringAttr(name, description, true, field, checks)
+}
+
+func stringAttr[T any](name, description string, path bool, field func(*T) *string, checks []func(string) (string, error)) Attribute[T] {
+	return Attribute[T]{Name: name, Type: "string", Description: description, decode: func(cfg *T, v cty.Value, src runtime.ConfigSource) error {
 		if v.Type() != cty.String {
 			return fmt.Errorf("%s must be a string", name)
 		}
 		s := v.AsString()
+		if path {
+			s = src.Path(s)
+		}
 		for _, check := range checks {
 			var err error
 			if s, err = check(s); err != nil {
@@ -207,7 +223,7 @@ func String[T any](name, description string, field func(*T) *string, checks ...f
 		}
 		*field(cfg) = s
 		return nil
-	})
+	}}
 }
 
 // Bool declares a bool attribute.
@@ -303,8 +319,8 @@ func NotEmpty(s string) (string, error) {
 	return s, nil
 }
 
-// AbsPath makes a path absolute (relative to the plugin's working directory,
-// which the server sets to its config file's directory).
+// AbsPath refuses an empty path and makes it absolute (relative to the
+// plugin's working directory).
 func AbsPath(s string) (string, error) {
 	if s == "" {
 		return s, fmt.Errorf("must not be empty")
@@ -327,7 +343,7 @@ func Executable(s string) (string, error) {
 // Block declares a block that appears at most once and decodes into
 // *field(cfg) (which holds its defaults).
 func Block[T, E any](typ, description string, spec Spec[E], field func(*T) *E) BlockSpec[T] {
-	return BlockSpec[T]{Type: typ, Description: description, body: spec.Schema(), decode: func(cfg *T, blocks hcl.Blocks) hcl.Diagnostics {
+	return BlockSpec[T]{Type: typ, Description: description, body: spec.Schema(), decode: func(cfg *T, blocks hcl.Blocks, src runtime.ConfigSource) hcl.Diagnostics {
 		var diags hcl.Diagnostics
 		for i, b := range blocks {
 			if i > 0 {
@@ -335,7 +351,7 @@ func Block[T, E any](typ, description string, spec Spec[E], field func(*T) *E) B
 					Detail: fmt.Sprintf("Only one %s block is allowed; the first is at %s.", typ, blocks[0].DefRange), Subject: b.DefRange.Ptr()})
 				continue
 			}
-			diags = append(diags, spec.decodeBody(b.Body, b.DefRange, field(cfg))...)
+			diags = append(diags, spec.decodeBody(b.Body, src, b.DefRange, field(cfg))...)
 		}
 		return diags
 	}}
@@ -345,7 +361,7 @@ func Block[T, E any](typ, description string, spec Spec[E], field func(*T) *E) B
 // each decoded from zero into an E and passed to add in file order.
 // labelOK, when set, refuses a label with an error.
 func Blocks[T, E any](typ, label, description string, spec Spec[E], labelOK func(string) error, add func(cfg *T, label string, e E)) BlockSpec[T] {
-	return BlockSpec[T]{Type: typ, LabelNames: []string{label}, Description: description, body: spec.Schema(), decode: func(cfg *T, blocks hcl.Blocks) hcl.Diagnostics {
+	return BlockSpec[T]{Type: typ, LabelNames: []string{label}, Description: description, body: spec.Schema(), decode: func(cfg *T, blocks hcl.Blocks, src runtime.ConfigSource) hcl.Diagnostics {
 		var diags hcl.Diagnostics
 		seen := map[string]hcl.Range{}
 		for _, b := range blocks {
@@ -363,7 +379,7 @@ func Blocks[T, E any](typ, label, description string, spec Spec[E], labelOK func
 				}
 			}
 			var e E
-			bd = append(bd, spec.decodeBody(b.Body, b.DefRange, &e)...)
+			bd = append(bd, spec.decodeBody(b.Body, src, b.DefRange, &e)...)
 			if !bd.HasErrors() {
 				add(cfg, name, e)
 			}

@@ -183,3 +183,22 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A path the file sets is relative to the file's directory; a default is
+// left as it is.
+func TestPathIsRelativeToTheFile(t *testing.T) {
+	type paths struct{ Root string }
+	spec := configspec.Spec[paths]{Attributes: []configspec.Attribute[paths]{
+		configspec.Path("root", "a directory", func(p *paths) *string { return &p.Root })}}
+	for _, tc := range []struct{ filename, src, want string }{
+		{"/etc/paddock/paddock.hcl", `root = "data/ws"`, "/etc/paddock/data/ws"},
+		{"/etc/paddock/paddock.hcl", `root = "/srv/ws"`, "/srv/ws"},
+		{"/etc/paddock/paddock.hcl", ``, "./default"},
+		{"inline.hcl", `root = "ws"`, "ws"},
+	} {
+		got, diags := spec.Parse(runtime.ConfigSource{Filename: tc.filename, Source: []byte(tc.src)}, paths{Root: "./default"})
+		if diags.HasErrors() || got.Root != tc.want {
+			t.Errorf("%s in %s: root = %q %v, want %q", tc.src, tc.filename, got.Root, diags, tc.want)
+		}
+	}
+}
