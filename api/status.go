@@ -23,6 +23,9 @@ type Status struct {
 	Node *string `json:"node"`
 	// LastTurnOutcome is how the last turn ended; null when none has.
 	LastTurnOutcome *TurnOutcome `json:"last_turn_outcome"`
+	// Model is the model the running agent reported for the session; null
+	// when it reports none or does not run.
+	Model *string `json:"model"`
 	// Controller is the client attached to the session's agent terminal;
 	// null when none is (or the agent has no terminal of its own).
 	Controller *Controller `json:"controller"`

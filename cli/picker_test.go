@@ -351,7 +351,7 @@ func TestClassify(t *testing.T) {
 		disabledHas string
 		selectable  bool
 	}{
-		{"live", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, IsResumable: true}, "", nil, wordLive, "", true},
+		{"live", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, IsResumable: true, Model: str("demo-1")}, "", nil, wordLive, "", true},
 		{"resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, IsResumable: true, NeedsResume: true, ResumeReason: str(api.ReasonAgentNotRunning)}, "", nil, wordResumable, "", true},
 		{"error but resumable", sess("a", "demo", api.SessionError), &api.Status{State: api.SessionError, IsResumable: true, NeedsResume: true}, "", nil, wordError, "", true},
 		{"not resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, ResumeReason: str(api.ReasonNotResumable), ResumeMessage: str("This agent cannot resume previous sessions. Create a new session.")}, "", nil, wordNotResumable, "not resumable: This agent cannot resume", false},
@@ -368,6 +368,9 @@ func TestClassify(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := classify(tc.s, "title", tc.st, agents, tc.self, tc.loadErr)
+			if tc.st != nil && tc.st.Model != nil && r.Model != *tc.st.Model {
+				t.Errorf("model %q, want %q", r.Model, *tc.st.Model)
+			}
 			if r.Word != tc.word {
 				t.Errorf("word %q, want %q", r.Word, tc.word)
 			}

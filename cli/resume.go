@@ -324,6 +324,7 @@ func classify(s api.Session, title string, st *api.Status, agents map[string]cli
 	if st.LastTurnOutcome != nil {
 		r.Outcome = string(*st.LastTurnOutcome)
 	}
+	r.Model = strOr(st.Model, "")
 	reason := strOr(st.ResumeReason, "")
 	msg := strOr(st.ResumeMessage, "")
 	r.Running = st.IsAgentRunning
@@ -389,6 +390,7 @@ func printPickRows(e *env, rows []pickRow) error {
 			Status       string    `json:"status"`
 			LastTurn     string    `json:"last_turn_outcome"`
 			Agent        string    `json:"agent"`
+			Model        string    `json:"model,omitempty"`
 			LastActivity time.Time `json:"last_activity_at"`
 			Selectable   bool      `json:"selectable"`
 			Reason       string    `json:"reason,omitempty"`
@@ -396,7 +398,7 @@ func printPickRows(e *env, rows []pickRow) error {
 		}
 		out := make([]jsonRow, 0, len(rows))
 		for _, r := range rows {
-			out = append(out, jsonRow{r.ID, r.TaskID, r.Title, string(r.State), r.Word, r.Outcome, r.Agent,
+			out = append(out, jsonRow{r.ID, r.TaskID, r.Title, string(r.State), r.Word, r.Outcome, r.Agent, r.Model,
 				r.LastActivity, r.selectable(), firstOf(r.Disabled, r.Failure), r.Detail})
 		}
 		b, err := json.Marshal(map[string]any{"sessions": out})
@@ -412,7 +414,11 @@ func printPickRows(e *env, rows []pickRow) error {
 	now := time.Now()
 	tr := make([][]string, 0, len(rows))
 	for _, r := range rows {
-		tr = append(tr, []string{r.ID, r.Title, r.Word, r.Outcome, r.Agent, age(r.LastActivity, now), firstOf(r.Disabled, r.Failure)})
+		agent := r.Agent
+		if r.Model != "" {
+			agent += " (" + r.Model + ")"
+		}
+		tr = append(tr, []string{r.ID, r.Title, r.Word, r.Outcome, agent, age(r.LastActivity, now), firstOf(r.Disabled, r.Failure)})
 	}
 	return table(e.stdout, []string{"SESSION", "TASK", "STATUS", "LAST TURN", "AGENT", "LAST ACTIVITY", "NOT SELECTABLE"}, tr)
 }

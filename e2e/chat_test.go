@@ -129,6 +129,14 @@ agent "demo-stream" {
 		t.Fatalf("after ctrl-d the session is %+v %v, want WAITING_FOR_INPUT", s, err)
 	}
 
+	// The running agent's model is in its status and the picker's rows.
+	if st, err := cl.SessionStatus(testCtx(t), id); err != nil || st.Model == nil || *st.Model != "demo-1" {
+		t.Fatalf("status model: %+v %v, want demo-1", st, err)
+	}
+	if code, out, _ := r.run("resume", "-task", task.ID, "-json"); code != 2 || !strings.Contains(out, `"model": "demo-1"`) {
+		t.Fatalf("resume -json without a terminal: exit %d:\n%s", code, out)
+	}
+
 	// The picker hands an ACP session over to paddock chat.
 	x.start("pick", t.TempDir(), paddock+" resume -task "+task.ID, "PADDOCK_ADDR="+node.URL(), "PADDOCK_SESSION_ID=", "TERM=xterm-256color")
 	x.waitScreen("pick", "Resume a session (1 of 1)", id)

@@ -26,6 +26,7 @@ func run(args []string) int {
 	noResume := fs.Bool("no-resume", false, "advertise no loadSession and refuse --resume")
 	workspace := fs.String("workspace", "", "where conversations are kept (default: current directory)")
 	chunkDelay := fs.Duration("chunk-delay", 10*time.Millisecond, "pause between streamed reply chunks")
+	model := fs.String("model", demoagent.DefaultModel, "the model the ACP agent reports")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -38,7 +39,7 @@ func run(args []string) int {
 		}
 		ws = wd
 	}
-	cfg := demoagent.Config{Workspace: ws, NoResume: *noResume, ChunkDelay: *chunkDelay}
+	cfg := demoagent.Config{Workspace: ws, NoResume: *noResume, ChunkDelay: *chunkDelay, Model: *model}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	if *tty {

@@ -40,6 +40,8 @@ type driver interface {
 	done() <-chan struct{}
 	exitCode() int
 	pid() int
+	// model is the model the agent reported ("" when none).
+	model() string
 }
 
 // manager owns the agent of one session, its messages and its events.
@@ -168,6 +170,7 @@ func (m *manager) state() AgentState {
 		Turn: m.turn, TurnRunning: m.running, LastOutcome: m.outcome, ExitCode: m.exit, Error: m.lastErr}
 	if m.drv != nil {
 		st.PID = m.drv.pid()
+		st.Model = m.drv.model()
 	}
 	return st
 }
@@ -567,6 +570,7 @@ func (d *acpDriver) stop(grace time.Duration) int     { return d.a.Stop(grace) }
 func (d *acpDriver) done() <-chan struct{}            { return d.a.Done() }
 func (d *acpDriver) exitCode() int                    { return d.a.ExitCode() }
 func (d *acpDriver) pid() int                         { return d.a.PID() }
+func (d *acpDriver) model() string                    { return d.a.Model() }
 
 // ptyDriver types prompts into the terminal and follows the parser.
 type ptyDriver struct {
@@ -699,3 +703,4 @@ func (d *ptyDriver) stop(grace time.Duration) int { return d.a.Stop(grace) }
 func (d *ptyDriver) done() <-chan struct{}        { return d.a.Done() }
 func (d *ptyDriver) exitCode() int                { return d.a.ExitCode() }
 func (d *ptyDriver) pid() int                     { return d.a.PID() }
+func (d *ptyDriver) model() string                { return "" } // a pty agent reports none

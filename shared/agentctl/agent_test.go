@@ -82,6 +82,14 @@ func runConversation(t *testing.T, profile agentctl.Profile) {
 	if st2.ResumeToken != token {
 		t.Fatalf("resumed with token %q, want %q", st2.ResumeToken, token)
 	}
+	// An ACP agent reports its model on session/new and session/load.
+	wantModel := ""
+	if profile.Protocol == "acp" {
+		wantModel = "demo-1"
+	}
+	if st.Model != wantModel || st2.Model != wantModel {
+		t.Fatalf("models %q (new) and %q (resumed), want %q", st.Model, st2.Model, wantModel)
+	}
 	if _, err := c2.Prompt(ctx(t), "recall"); err != nil {
 		t.Fatal(err)
 	}

@@ -163,6 +163,9 @@ type AgentState struct {
 	LastOutcome           string `json:"last_outcome,omitempty"`
 	ExitCode              *int   `json:"exit_code"`
 	Error                 string `json:"error,omitempty"`
+	// Model is the model the agent reported for its session ("" when none;
+	// ACP agents only).
+	Model string `json:"model,omitempty"`
 	// Controller is the client controlling the agent terminal (GET /v1/agent
 	// only; nil when none is attached).
 	Controller *TerminalController `json:"controller,omitempty"`

@@ -66,7 +66,7 @@ func (a *acpAgent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 	a.convs[c.SessionID] = c
 	a.cwds[c.SessionID] = ws
 	a.mu.Unlock()
-	return acp.NewSessionResponse{SessionId: acp.SessionId(c.SessionID)}, nil
+	return acp.NewSessionResponse{SessionId: acp.SessionId(c.SessionID), Models: a.models()}, nil
 }
 
 func (a *acpAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
@@ -92,7 +92,13 @@ func (a *acpAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	a.convs[c.SessionID] = c
 	a.cwds[c.SessionID] = ws
 	a.mu.Unlock()
-	return acp.LoadSessionResponse{}, nil
+	return acp.LoadSessionResponse{Models: a.models()}, nil
+}
+
+// models is the model state of every session: one model, the configured one.
+func (a *acpAgent) models() *acp.SessionModelState {
+	m := acp.ModelId(a.cfg.model())
+	return &acp.SessionModelState{CurrentModelId: m, AvailableModels: []acp.ModelInfo{{ModelId: m, Name: string(m)}}}
 }
 
 func (a *acpAgent) Cancel(ctx context.Context, p acp.CancelNotification) error { return nil }

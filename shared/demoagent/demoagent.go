@@ -77,6 +77,19 @@ type Config struct {
 	NoResume bool
 	// ChunkDelay is the pause between streamed chunks (default 10ms).
 	ChunkDelay time.Duration
+	// Model is the model the ACP agent reports for its sessions (DefaultModel
+	// when empty).
+	Model string
+}
+
+// DefaultModel is the model name the demo agent reports.
+const DefaultModel = "demo-1"
+
+func (c Config) model() string {
+	if c.Model == "" {
+		return DefaultModel
+	}
+	return c.Model
 }
 
 func (c Config) chunkDelay() time.Duration {

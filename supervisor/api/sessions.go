@@ -160,39 +160,45 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	st := s.statusOf(sess)
 	if st.IsAgentRunning {
-		st.Controller = s.agentTerminalController(r.Context(), sess)
+		st.Model, st.Controller = s.runningAgentFacts(r.Context(), sess)
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
 
-// controllerTimeout bounds the status object's question to agentctl about
-// the agent terminal's controller; without an answer the field is null.
-const controllerTimeout = time.Second
+// agentFactsTimeout bounds the status object's question to agentctl about
+// the running agent; without an answer its fields are null.
+const agentFactsTimeout = time.Second
 
-// agentTerminalController asks the session's agentctl who controls its agent
-// terminal. Only a pty agent has one; nil when nobody is attached or agentctl
-// does not answer in time.
-func (s *Server) agentTerminalController(ctx context.Context, sess state.Session) *state.Controller {
-	if a := s.cfg.Agent(sess.Agent); a == nil || a.Protocol != config.ProtocolPTY || s.sessions == nil {
-		return nil
+// runningAgentFacts asks the session's agentctl what only it knows of the
+// running agent: the model it reported, and who controls its terminal (only
+// a pty agent has one). Nil for what is unknown.
+func (s *Server) runningAgentFacts(ctx context.Context, sess state.Session) (*string, *state.Controller) {
+	if s.sessions == nil {
+		return nil, nil
 	}
 	c, err := s.sessions.Agentctl(sess.ID)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, controllerTimeout)
+	ctx, cancel := context.WithTimeout(ctx, agentFactsTimeout)
 	defer cancel()
 	ag, err := c.AgentState(ctx)
-	if err != nil || ag.Controller == nil {
-		return nil
+	if err != nil {
+		return nil, nil
 	}
-	ctl := state.Controller(*ag.Controller)
-	return &ctl
+	var model *string
+	if ag.Model != "" {
+		model = &ag.Model
+	}
+	var ctl *state.Controller
+	if a := s.cfg.Agent(sess.Agent); ag.Controller != nil && a != nil && a.Protocol == config.ProtocolPTY {
+		c := state.Controller(*ag.Controller)
+		ctl = &c
+	}
+	return model, ctl
 }
 
-// statusOf computes a session's status object from replicated state and the
-// agent profile's declared resume support.
 func (s *Server) statusOf(sess state.Session) state.Status {
 	in := state.StatusInput{Session: sess}
 	if e, ok := s.store.Executor(sess.ExecutorID); ok {

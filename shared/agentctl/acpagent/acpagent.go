@@ -20,6 +20,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/hashicorp/go-hclog"
@@ -67,6 +68,7 @@ type Agent struct {
 	conn       *acp.ClientSideConnection
 	sessionID  string
 	loadable   bool
+	model      string // reported by session/new or session/load
 	done       chan struct{}
 	exitCode   int
 	stderrTail *tail
@@ -251,7 +253,10 @@ func (a *Agent) handshake(ctx context.Context, openSession bool) error {
 		}
 		a.sessionID = a.cfg.ResumeToken
 		return a.call(ctx, "session/load", func(ctx context.Context) error {
-			_, err := a.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: acp.SessionId(a.cfg.ResumeToken), Cwd: a.cfg.Dir, McpServers: []acp.McpServer{}})
+			resp, err := a.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: acp.SessionId(a.cfg.ResumeToken), Cwd: a.cfg.Dir, McpServers: []acp.McpServer{}})
+			if err == nil {
+				a.model = currentModel(resp.Models)
+			}
 			return err
 		})
 	}
@@ -259,10 +264,33 @@ func (a *Agent) handshake(ctx context.Context, openSession bool) error {
 		resp, err := a.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: a.cfg.Dir, McpServers: []acp.McpServer{}})
 		if err == nil {
 			a.sessionID = string(resp.SessionId)
+			a.model = currentModel(resp.Models)
 		}
 		return err
 	})
 }
+
+// maxModelName bounds a reported model name, in characters.
+const maxModelName = 100
+
+// currentModel is the model an agent reports for its session ("" when it
+// reports none); it is shown to people, so it is cut short and stripped of
+// control characters.
+func currentModel(m *acp.SessionModelState) string {
+	if m == nil {
+		return ""
+	}
+	r := []rune(strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return -1
+		}
+		return r
+	}, string(m.CurrentModelId)))
+	return string(r[:min(len(r), maxModelName)])
+}
+
+// Model is the model the agent reported for the session ("" when none).
+func (a *Agent) Model() string { return a.model }
 
 // SessionID is the ACP session id (the resume token).
 func (a *Agent) SessionID() string { return a.sessionID }
