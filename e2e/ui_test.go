@@ -189,6 +189,12 @@ func (p page) fill(role, name, text string) {
 		}
 		return chromedp.KeyEvent(text).Do(ctx)
 	}))
+	// Every key reached the control (nothing took the focus meanwhile).
+	var value string
+	p.run("read "+name, chromedp.Evaluate(`document.activeElement?.value ?? ""`, &value))
+	if !strings.HasSuffix(value, text) {
+		p.t.Fatalf("typed %q into %s %q, which holds %q (the focus moved?)", text, role, name, value)
+	}
 }
 
 // text is the visible text of the first element matching a CSS selector
@@ -580,6 +586,7 @@ func TestWebUI(t *testing.T) {
 		p.fill("textbox", "Prompt", "recall")
 		p.click("button", "Send")
 		p.waitText("ol.messages", "you asked me to remember: apples")
+		p.screenshot("session-resumed.png") // the README's picture (docs/ui.png)
 
 		// The task's page lists the session with its live state.
 		p.click("link", "Task")

@@ -12,7 +12,7 @@ const autoResumeKey = "paddock.autoResume";
 const notResumableText = "This agent doesn't support resuming. Start a new session.";
 
 /** A tab of the workspace: a terminal, the files or git. */
-interface Tab { name: string; tab: HTMLElement; panel: HTMLElement; show: () => void; dispose: () => void }
+interface Tab { name: string; tab: HTMLElement; panel: HTMLElement; show: (focus: boolean) => void; dispose: () => void }
 
 export async function sessionPage(root: HTMLElement, id: string): Promise<() => void> {
   const path = `/v1/sessions/${encodeURIComponent(id)}`;
@@ -67,18 +67,18 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   const shellsKey = `paddock.shells.${id}`;
   const extraShells: string[] = JSON.parse(sessionStorage.getItem(shellsKey) ?? "[]");
 
-  function addTab(name: string, label: string, panel: HTMLElement, show: () => void, dispose = () => {}): void {
+  function addTab(name: string, label: string, panel: HTMLElement, show: (focus: boolean) => void, dispose = () => {}): void {
     const tabID = `tab-${name}`;
     const panelID = `panel-${name}`;
     const tab = h("button", { type: "button", role: "tab", id: tabID, "aria-controls": panelID, "aria-selected": "false", tabindex: -1 }, label);
     const wrap = h("div", { role: "tabpanel", id: panelID, "aria-labelledby": tabID, hidden: true }, panel);
-    tab.addEventListener("click", () => select(name));
+    tab.addEventListener("click", () => select(name, true));
     tab.addEventListener("keydown", (e) => {
       const i = tabs.findIndex((t) => t.name === name);
       const next = e.key === "ArrowRight" ? i + 1 : e.key === "ArrowLeft" ? i - 1 : -2;
       if (next === -2) return;
       const t = tabs[(next + tabs.length) % tabs.length];
-      select(t.name);
+      select(t.name, false);
       t.tab.focus();
     });
     tablist.insertBefore(tab, newShell);
@@ -86,27 +86,29 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     tabs.push({ name, tab, panel: wrap, show, dispose });
   }
 
-  function select(name: string): void {
+  /** select shows a tab; focus moves into it only when the user chose it
+   * (a tab shown again when the executor comes back takes no focus). */
+  function select(name: string, focus: boolean): void {
     active = name;
     for (const t of tabs) {
       const on = t.name === name;
       t.tab.setAttribute("aria-selected", String(on));
       t.tab.tabIndex = on ? 0 : -1;
       t.panel.hidden = !on;
-      if (on && ready) t.show();
+      if (on && ready) t.show(focus);
     }
   }
 
   function terminalTab(name: string, label: string): void {
     let term: TerminalPanel | null = null;
     const slot = h("div", { class: "term-slot" });
-    addTab(name, label, slot, () => {
+    addTab(name, label, slot, (focus) => {
       if (!term) {
         term = new TerminalPanel(id, name);
         replace(slot, term.el);
         term.start();
       }
-      term.focus();
+      if (focus) term.focus();
     }, () => term?.dispose());
   }
 
@@ -117,7 +119,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     extraShells.push(name);
     sessionStorage.setItem(shellsKey, JSON.stringify(extraShells));
     terminalTab(name, name);
-    select(name);
+    select(name, true);
   } }, "New shell");
   tablist.append(newShell);
   terminalTab("shell", "Shell");
@@ -136,7 +138,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     placeholder.hidden = on;
     if (on && !ready) {
       ready = true;
-      select(active || "shell");
+      select(active || "shell", false);
     }
     ready = on;
   }
