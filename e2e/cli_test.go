@@ -264,6 +264,48 @@ agent "broken" {
 		}
 	})
 
+	t.Run("task close reopen delete and the session table", func(t *testing.T) {
+		r := r.with(t)
+		out := r.ok("task", "create", "-title", "short-lived task")
+		id := strings.Fields(strings.TrimPrefix(out, "Created task "))[0]
+		out = r.ok("session", "create", "-task", id[:8], "-agent", "demo", "-runtime", "standalone")
+		sid := strings.Fields(strings.TrimPrefix(out, "Created session "))[0]
+
+		out = r.ok("session", "list", "-task", id[:8])
+		for _, want := range []string{"TITLE", "NODE", "RESUME TOKEN", "LAST ACTIVITY", "REASON", "short-lived task", "node1", "WAITING_FOR_INPUT", "yes", "s ago"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("session list lacks %q:\n%s", want, out)
+			}
+		}
+		out = r.ok("task", "close", id[:8])
+		if !strings.Contains(out, "Closed task "+id+" (DONE)") || !strings.Contains(out, "1 of its sessions still run") {
+			t.Errorf("task close:\n%s", out)
+		}
+		// Reopened, the task takes the state its sessions give it.
+		if out := r.ok("task", "reopen", id[:8]); !strings.Contains(out, "Reopened task "+id+" (") || strings.Contains(out, "(DONE)") {
+			t.Errorf("task reopen:\n%s", out)
+		}
+		if code, _, errOut := r.run("task", "close", "no-such-task"); code != 1 || !strings.Contains(errOut, "not_found") {
+			t.Errorf("closing an unknown task: exit %d, %q", code, errOut)
+		}
+		r.ok("session", "stop", sid[:8])
+		if out := r.ok("session", "resume", sid[:8]); !strings.Contains(out, "is WAITING_FOR_INPUT") {
+			t.Errorf("session resume:\n%s", out)
+		}
+		if out := r.ok("task", "delete", id[:8]); !strings.Contains(out, "Deleted task "+id+" and its sessions") {
+			t.Errorf("task delete:\n%s", out)
+		}
+		if _, err := api.GetTask(testCtx(t), id); !client.IsCode(err, "not_found") {
+			t.Errorf("the deleted task: %v", err)
+		}
+		if s, err := api.GetSession(testCtx(t), sid); err == nil && s.State != state.SessionCompleted {
+			t.Errorf("the deleted task's session is %s", s.State)
+		}
+		if out := r.ok("completion", "bash"); !strings.Contains(out, "complete") {
+			t.Errorf("completion bash:\n%s", out)
+		}
+	})
+
 	t.Run("session status shows why a session failed", func(t *testing.T) {
 		r := r.with(t)
 		code, _, _ := r.run("session", "create", "-task", taskID, "-agent", "broken", "-runtime", "standalone")
