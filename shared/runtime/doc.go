@@ -20,7 +20,22 @@
 // plugin without it, or one built with an older SDK, answers
 // [ErrUnsupported].
 //
-// The conformance kit in the conformance sub-package checks a plugin binary end
-// to end. This package must never import supervisor/ (or anything outside
-// shared/ in this module): a third-party plugin builds with shared/ alone.
+// The sub-packages are the plugin author's kit, which the bundled runtimes
+// and examples/runtime-subprocess are written with (docs/PLUGINS.md walks
+// through one):
+//   - configspec declares a plugin's `config { … }` body once: the same
+//     declaration decodes it with diagnostics at file:line,col and is the
+//     Schema ConfigSchema returns;
+//   - pluginbase, embedded in a plugin, answers Info, ConfigSchema and
+//     SetConfig from a spec and holds the per-session lock;
+//   - workspace prepares a session's directories and git worktree and
+//     confines task paths by one rule (relative to the root, symlinks
+//     resolved, absolute paths confined);
+//   - agentctlproc starts, checks and stops a local agentctl;
+//   - conformance checks a plugin binary end to end, runtimetest builds
+//     binaries and fixtures for tests.
+//
+// This package and its sub-packages must never import supervisor/ (or
+// anything outside shared/ in this module): a third-party plugin builds with
+// shared/ alone. TestSharedImportsOnlyShared checks it.
 package runtime
