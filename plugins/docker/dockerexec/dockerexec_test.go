@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
 	"github.com/moby/moby/client"
 
 	"github.com/paddockhq/paddock/plugins/docker/dockerexec"
@@ -391,16 +390,8 @@ func TestReconcile(t *testing.T) {
 func TestReconcileRPC(t *testing.T) {
 	needDocker(t)
 	ctx := ctxT(t, 2*time.Minute)
-	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: pluginPath})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Kill)
 	root := t.TempDir()
-	cfg := fmt.Sprintf("image = %q\nworkspace_root = %q\nstart_timeout = \"30s\"\n", testImage, root)
-	if diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "t.hcl", Source: []byte(cfg), Start: hcl.Pos{Line: 1, Column: 1}}); err != nil || diags.HasErrors() {
-		t.Fatalf("SetConfig: %v %s", err, diags.Error())
-	}
+	c := runtimetest.Load(t, pluginPath, fmt.Sprintf("image = %q\nworkspace_root = %q\nstart_timeout = \"30s\"\n", testImage, root))
 	cluster := "dockerexec-rpc-" + randHex(4)
 	launch := func(session string) runtime.LaunchResponse {
 		cleanupSession(t, session)

@@ -395,19 +395,7 @@ func TestRecoverReportsRestartedInstance(t *testing.T) {
 
 // pluginClient loads the plugin binary as a real subprocess and configures it.
 func pluginClient(t *testing.T, cfg string) *runtime.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: bins.Plugin})
-	if err != nil {
-		t.Fatalf("load plugin: %v", err)
-	}
-	t.Cleanup(c.Kill)
-	diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "test.hcl", Source: []byte(cfg), Start: hcl.Pos{Line: 1, Column: 1}})
-	if err != nil || diags.HasErrors() {
-		t.Fatalf("SetConfig: %v %s", err, diags.Error())
-	}
-	return c
+	return runtimetest.Load(t, bins.Plugin, cfg)
 }
 
 func TestLaunchHostSelection(t *testing.T) {

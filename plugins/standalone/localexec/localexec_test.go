@@ -56,19 +56,7 @@ func newGitRepo(t *testing.T) string { return runtimetest.GitRepo(t, t.TempDir()
 // workspace_root; task workspaces may be anywhere in the temporary directory
 // (the repositories newGitRepo makes).
 func load(t *testing.T, root string) *runtime.Client {
-	t.Helper()
-	ctx := context.Background()
-	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: bins.Plugin})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Kill)
-	src := fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\ntask_workspace_root = %q\n", bins.Agentctl, root, os.TempDir())
-	diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "t.hcl", Source: []byte(src), Start: hcl.Pos{Line: 1, Column: 1}})
-	if err != nil || diags.HasErrors() {
-		t.Fatalf("SetConfig: %v %s", err, diags.Error())
-	}
-	return c
+	return runtimetest.Load(t, bins.Plugin, fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\ntask_workspace_root = %q\n", bins.Agentctl, root, os.TempDir()))
 }
 
 func TestGitWorktreeOnSessionBranch(t *testing.T) {

@@ -1,6 +1,7 @@
 package runtimetest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/paddockhq/paddock/shared/runtime"
 )
 
 // Plugin returns the plugin binary name: $PADDOCK_BIN/plugins/name when that
@@ -100,4 +105,23 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 	}
+}
+
+// Load starts the plugin binary as a real go-plugin subprocess (killed when
+// the test ends) and configures it with the config body src; a refused
+// config fails the test.
+func Load(t testing.TB, pluginPath, src string) *runtime.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: pluginPath})
+	if err != nil {
+		t.Fatalf("load plugin %s: %v", pluginPath, err)
+	}
+	t.Cleanup(c.Kill)
+	diags, err := c.SetConfig(ctx, runtime.ConfigSource{Filename: "test.hcl", Source: []byte(src), Start: hcl.Pos{Line: 1, Column: 1}})
+	if err != nil || diags.HasErrors() {
+		t.Fatalf("SetConfig: %v %s", err, diags.Error())
+	}
+	return c
 }
