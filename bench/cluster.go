@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -282,20 +281,8 @@ func raftIndexes(n *harness.Node) (commit, applied uint64, err error) {
 		CommitIndex  uint64 `json:"commit_index"`
 		AppliedIndex uint64 `json:"applied_index"`
 	}
-	err = getJSON(n.URL()+"/v1/status?stale=true", &st)
+	err = n.GetJSON("/v1/status?stale=true", &st)
 	return st.CommitIndex, st.AppliedIndex, err
-}
-
-func getJSON(url string, v any) error {
-	resp, err := statusClient.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // caughtUp waits until every running node has applied what the leader had

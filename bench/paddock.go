@@ -64,7 +64,7 @@ func paddockCluster(env Env, name string, size int, separateIPs bool, extra stri
 
 // apiOf is an API client of a node.
 func apiOf(n *harness.Node) *client.Client {
-	c, _ := client.New(n.URL(), "", client.WithTimeout(10*time.Second))
+	c, _ := client.New(n.URL(), "", client.WithTimeout(10*time.Second), client.WithTLS(n.TLS))
 	return c
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -100,7 +101,12 @@ func (t *wsTerm) String() string {
 // dialTerm connects, sends hello and waits for attached; output frames go
 // to sink (first is called once with the time of the first output frame).
 func dialTerm(url string, hdr http.Header, hello term.Hello, sink outputSink) (*wsTerm, error) {
-	d := websocket.Dialer{Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10}
+	return dialTermTLS(url, hdr, hello, sink, nil)
+}
+
+// dialTermTLS is dialTerm for a wss:// url whose server tc verifies.
+func dialTermTLS(url string, hdr http.Header, hello term.Hello, sink outputSink, tc *tls.Config) (*wsTerm, error) {
+	d := websocket.Dialer{Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, TLSClientConfig: tc}
 	ws, resp, err := d.Dial(url, hdr)
 	if err != nil {
 		if resp != nil {
@@ -303,10 +309,11 @@ func makeTextFile(path string, size int) error {
 
 // termPaths are the three ways to reach a shell that the suite compares.
 type termPaths struct {
-	dir          string
-	agentctlURL  string // ws://…/v1/terminals/
-	agentctlHdr  http.Header
-	supervisorWS func(name string) string
+	dir           string
+	agentctlURL   string // ws://…/v1/terminals/
+	agentctlHdr   http.Header
+	supervisorWS  func(name string) string
+	supervisorTLS *tls.Config // for a wss supervisorWS (tls.go)
 }
 
 func (p *termPaths) open(path, name string, sink outputSink) (termStream, error) {
@@ -316,7 +323,7 @@ func (p *termPaths) open(path, name string, sink outputSink) (termStream, error)
 	case "agentctl":
 		return dialTerm(p.agentctlURL+name, p.agentctlHdr, term.Hello{}, sink)
 	default:
-		return dialTerm(p.supervisorWS(name), nil, term.Hello{}, sink)
+		return dialTermTLS(p.supervisorWS(name), nil, term.Hello{}, sink, p.supervisorTLS)
 	}
 }
 

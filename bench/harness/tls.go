@@ -2,6 +2,7 @@ package harness
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"crypto/x509"
 	"fmt"
 	"net/http"
@@ -52,4 +53,25 @@ func (n *Node) quick() *http.Client {
 		return quick
 	}
 	return &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: n.TLS, DisableKeepAlives: true}}
+}
+
+// GetJSON decodes the answer of a GET of path on n (with the harness's token
+// and, for a TLS cluster, its client certificate).
+func (n *Node) GetJSON(path string, v any) error {
+	req, err := http.NewRequest(http.MethodGet, n.URL()+path, nil)
+	if err != nil {
+		return err
+	}
+	if n.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+n.Token)
+	}
+	resp, err := n.quick().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", n.URL()+path, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }

@@ -35,7 +35,7 @@ func TestReadTokenReadsAndStreamsButNeverWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the session to wait for input", func() bool {
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
 		s, err := admin.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
 	})

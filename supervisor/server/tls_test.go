@@ -133,14 +133,14 @@ func TestTLSClusterEveryConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create a session on %s: %v", c.cfgs[f].NodeName, err)
 	}
-	waitFor(t, 30*time.Second, "the session to wait for input", func() bool {
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
 		s, err := cl(leader).GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
 	})
 	if err := cl(f).Prompt(ctx(t), sess.ID, "remember tls"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the reply", func() bool {
+	waitFor(t, 60*time.Second, "the reply", func() bool {
 		msgs, err := cl(leader).Messages(ctx(t), sess.ID)
 		return err == nil && len(msgs) == 2 && msgs[1].Text == "ok, remembering tls" && msgs[1].Complete
 	})

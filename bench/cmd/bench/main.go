@@ -27,6 +27,7 @@ var suites = []suite{
 	{"cluster", bench.ClusterSuite},
 	{"sessions", bench.SessionsSuite},
 	{"terminal", bench.TerminalSuite},
+	{"tls", bench.TLSSuite},
 	{"ui", bench.UISuite},
 	{"recovery", bench.RecoverySuite},
 	{"machines", bench.MachinesSuite},
