@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -283,6 +284,18 @@ func raftIndexes(n *harness.Node) (commit, applied uint64, err error) {
 	}
 	err = n.GetJSON("/v1/status?stale=true", &st)
 	return st.CommitIndex, st.AppliedIndex, err
+}
+
+func getJSON(url string, v any) error {
+	resp, err := statusClient.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // caughtUp waits until every running node has applied what the leader had

@@ -2,8 +2,8 @@ package harness
 
 import (
 	"crypto/tls"
-	"encoding/json"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
