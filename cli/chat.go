@@ -87,6 +87,7 @@ type chat struct {
 	running  bool           // a turn runs
 	marker   bool           // the prompt marker is showing
 	queue    []string       // prompts typed while a turn ran
+	resend   string         // an interrupted turn's prompt, sent again only if the user says so
 }
 
 func (ch *chat) run() error {
@@ -121,6 +122,11 @@ func (ch *chat) run() error {
 	ch.closeLine()
 	ch.running = sess.State == api.SessionRunning
 	ch.stateNotice(sess)
+	if last := lastUserText(msgs); sess.LastTurnOutcome == api.TurnInterrupted && !ch.running && last != "" {
+		// Never sent again by itself: the agent may have acted on it.
+		ch.resend = last
+		ch.notice("the last turn was interrupted before the agent finished. Send %q again? [y/N]", firstLineOf(last, 60))
+	}
 
 	events := make(chan api.Event, 256)
 	links := make(chan bool, 4)
@@ -150,7 +156,7 @@ func (ch *chat) run() error {
 		if !ch.running && len(ch.queue) > 0 {
 			p := ch.queue[0]
 			ch.queue = ch.queue[1:]
-			ch.send(ctx, p)
+			ch.send(ctx, p, true)
 			continue
 		}
 		if !ch.running && eof {
@@ -171,12 +177,21 @@ func (ch *chat) run() error {
 			case !ok:
 				eof = true // piped: the queued prompts are answered first
 				prompts = nil
+			case ch.resend != "":
+				ch.marker = false
+				if again := ch.resend; isYes(p) {
+					ch.resend = ""
+					ch.send(ctx, again, false)
+				} else {
+					ch.resend = ""
+					ch.notice("not sent again")
+				}
 			case ch.running:
 				ch.queue = append(ch.queue, p)
 				ch.notice("queued: it is sent when the running turn ends")
 			default:
 				ch.marker = false
-				ch.send(ctx, p)
+				ch.send(ctx, p, true)
 			}
 		case <-interrupts:
 			ch.interrupt(ctx)
@@ -261,14 +276,31 @@ func readPrompts(r io.Reader, prompts chan<- string) {
 	}
 }
 
-// send prompts the agent; the reply streams through the events.
-func (ch *chat) send(ctx context.Context, text string) {
+// lastUserText is the text of the conversation's last prompt ("" if none).
+func lastUserText(msgs []api.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == api.RoleUser {
+			return msgs[i].Text
+		}
+	}
+	return ""
+}
+
+// isYes reports whether an answer is yes.
+func isYes(s string) bool {
+	s = strings.ToLower(strings.TrimSpace(s))
+	return s == "y" || s == "yes"
+}
+
+// send prompts the agent; the reply streams through the events. typed says
+// the terminal showed the text as the user typed it.
+func (ch *chat) send(ctx context.Context, text string, typed bool) {
 	ch.marker = false
 	if err := ch.c.Prompt(ctx, ch.id, text); err != nil {
 		ch.notice("the prompt was not sent: %s", noControls(err.Error(), ""))
 		return
 	}
-	if ch.tty {
+	if typed && ch.tty {
 		ch.echo[text]++ // the terminal has shown it
 	}
 	ch.running = true

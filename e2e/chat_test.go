@@ -173,3 +173,75 @@ func hasUserMessage(msgs []api.Message, text string) bool {
 	}
 	return false
 }
+
+// TestChatAsksBeforeResendingAnInterruptedTurn: a turn cut short by a stop
+// is not sent again by itself; chat asks, and sends it only on y.
+func TestChatAsksBeforeResendingAnInterruptedTurn(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	x := newTmux(t)
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	node := leaderOf(t, c)
+	cl := apiClient(t, node)
+	task, err := cl.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "interrupted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cl.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.ID
+	waitState(t, cl, id, api.SessionWaitingForInput)
+	interrupt := func() {
+		t.Helper()
+		if err := cl.Prompt(testCtx(t), id, "sleep 20"); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "the agent to get the prompt", func() bool {
+			msgs, err := cl.Messages(testCtx(t), id)
+			return err == nil && hasUserMessage(msgs, "sleep 20")
+		})
+		if _, err := cl.Stop(testCtx(t), id); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, cl, id, api.SessionStopped)
+		if _, err := cl.Resume(testCtx(t), id); err != nil {
+			t.Fatal(err)
+		}
+		if s := waitState(t, cl, id, api.SessionWaitingForInput); s.LastTurnOutcome != api.TurnInterrupted {
+			t.Fatalf("last turn %q, want interrupted", s.LastTurnOutcome)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the chat window:\n%s", x.run("capture-pane", "-p", "-t", "ask"))
+		}
+	})
+	paddock := filepath.Join(binDir, "paddock")
+	env := []string{"PADDOCK_ADDR=" + node.URL(), "TERM=xterm-256color"}
+
+	// n: nothing is sent.
+	interrupt()
+	x.start("no", t.TempDir(), paddock+" chat "+id, env...)
+	x.waitScreen("no", `Send "sleep 20" again? [y/N]`)
+	x.keys("no", "n", "Enter")
+	x.waitScreen("no", "[paddock] not sent again")
+	x.keys("no", "C-d")
+	x.waitScreen("no", "EXIT=0")
+	if s, err := cl.GetSession(testCtx(t), id); err != nil || s.State != api.SessionWaitingForInput || s.LastTurnOutcome != api.TurnInterrupted {
+		t.Fatalf("after n: %+v %v", s, err)
+	}
+
+	// y: the prompt goes again, and the agent runs it.
+	x.start("ask", t.TempDir(), "trap true INT; "+paddock+" chat "+id, env...)
+	x.waitScreen("ask", `Send "sleep 20" again? [y/N]`)
+	x.keys("ask", "y", "Enter")
+	x.waitScreen("ask", "> sleep 20")
+	waitState(t, cl, id, api.SessionRunning)
+	x.keys("ask", "C-c")
+	x.waitScreen("ask", "[paddock] turn cancelled")
+	x.keys("ask", "C-d")
+	x.waitScreen("ask", "EXIT=0")
+}
