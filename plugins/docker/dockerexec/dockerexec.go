@@ -184,6 +184,17 @@ func (h handle) response() runtime.LaunchResponse {
 	return resp
 }
 
+// executor returns the configuration in force, its engine client and the
+// decoded handle hb, for an operation on an executor.
+func (r *Runtime) executor(hb []byte) (Config, *client.Client, handle, error) {
+	cfg, cli, err := r.engine()
+	if err != nil {
+		return cfg, nil, handle{}, err
+	}
+	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	return cfg, cli, h, err
+}
+
 // engineErr classifies an engine error: unreachable → ErrUnavailable.
 func engineErr(cfg Config, op string, err error) error {
 	if err == nil {
@@ -578,11 +589,7 @@ func (r *Runtime) find(ctx context.Context, cli *client.Client, cfg Config, h ha
 // agentctl. A container that restarted has a new nonce (and possibly a new
 // host port); the response carries both.
 func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtime.LaunchResponse, error) {
-	cfg, cli, err := r.engine()
-	if err != nil {
-		return runtime.LaunchResponse{}, err
-	}
-	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	cfg, cli, h, err := r.executor(hb)
 	if err != nil {
 		return runtime.LaunchResponse{}, err
 	}
@@ -619,11 +626,7 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 
 // Inspect implements runtime.Runtime.
 func (r *Runtime) Inspect(ctx context.Context, hb []byte) (runtime.InspectResponse, error) {
-	cfg, cli, err := r.engine()
-	if err != nil {
-		return runtime.InspectResponse{}, err
-	}
-	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	cfg, cli, h, err := r.executor(hb)
 	if err != nil {
 		return runtime.InspectResponse{}, err
 	}
@@ -656,11 +659,7 @@ func (r *Runtime) Inspect(ctx context.Context, hb []byte) (runtime.InspectRespon
 // Stop implements runtime.Runtime: stop the container (SIGTERM, then
 // SIGKILL after timeout). A missing container is no error.
 func (r *Runtime) Stop(ctx context.Context, hb []byte, timeout time.Duration) error {
-	cfg, cli, err := r.engine()
-	if err != nil {
-		return err
-	}
-	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	cfg, cli, h, err := r.executor(hb)
 	if err != nil {
 		return err
 	}
@@ -681,11 +680,7 @@ func (r *Runtime) Stop(ctx context.Context, hb []byte, timeout time.Duration) er
 // worktree (the branch stays: it holds the session's commits) and its
 // session dir. A plain task directory used in place is never deleted.
 func (r *Runtime) Destroy(ctx context.Context, hb []byte) error {
-	cfg, cli, err := r.engine()
-	if err != nil {
-		return err
-	}
-	h, err := decodeHandle(hb, cfg.WorkspaceRoot)
+	cfg, cli, h, err := r.executor(hb)
 	if err != nil {
 		return err
 	}
