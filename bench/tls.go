@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -147,23 +145,8 @@ func writePKI(dir string, nodes ...string) error {
 // keep-alive pool of conns connections (the loop's plain client is unused).
 func tlsWriter(n *harness.Node, conns int) Writer {
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: n.TLS, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
-	url := n.URL() + "/v1/tasks"
-	return func(ctx context.Context, _ *http.Client, i int) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewBufferString(fmt.Sprintf(`{"title":"bench-%d"}`, i)))
-		if err != nil {
-			return err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusCreated {
-			return fmt.Errorf("status %s", resp.Status)
-		}
-		return nil
-	}
+	write := PaddockWriter(n.URL())
+	return func(ctx context.Context, _ *http.Client, i int) error { return write(ctx, hc, i) }
 }
 
 // terminalTLS is terminal_throughput_ratio over wss: the cat trials of the

@@ -21,16 +21,17 @@ import (
 type cliRunner struct {
 	t    *testing.T
 	addr string
+	env  []string // more NAME=VALUE for the CLI's environment
 }
 
 func (r cliRunner) cmd(args ...string) *exec.Cmd {
 	c := exec.Command(filepath.Join(binDir, "paddock"), args...)
-	c.Env = append(os.Environ(), "PADDOCK_ADDR="+r.addr)
+	c.Env = append(append(os.Environ(), "PADDOCK_ADDR="+r.addr), r.env...)
 	return c
 }
 
 // with returns the runner for a subtest.
-func (r cliRunner) with(t *testing.T) cliRunner { return cliRunner{t: t, addr: r.addr} }
+func (r cliRunner) with(t *testing.T) cliRunner { return cliRunner{t: t, addr: r.addr, env: r.env} }
 
 // run runs one command to its end and returns its exit code and output.
 func (r cliRunner) run(args ...string) (int, string, string) {

@@ -55,7 +55,15 @@ func run(m *testing.M) int {
 // logs on failure) when the test ends.
 func startCluster(t *testing.T, n int, separateIPs bool, extra string) *harness.Cluster {
 	t.Helper()
-	c, err := harness.Start(harness.Options{Bin: binDir, Dir: t.TempDir(), Size: n, SeparateIPs: separateIPs, Extra: extra})
+	return startClusterWith(t, harness.Options{Size: n, SeparateIPs: separateIPs, Extra: extra})
+}
+
+// startClusterWith is startCluster with more of the harness's options (Bin
+// and Dir are filled in).
+func startClusterWith(t *testing.T, o harness.Options) *harness.Cluster {
+	t.Helper()
+	o.Bin, o.Dir = binDir, t.TempDir()
+	c, err := harness.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,33 +46,12 @@ func newTLSDir(t *testing.T, nodes ...string) string {
 	return dir
 }
 
-// tlsCLI runs bin/paddock against addr over TLS with the files of dir.
-func tlsCLI(t *testing.T, addr, dir string, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "paddock"), args...)
-	cmd.Env = append(os.Environ(), "PADDOCK_ADDR="+addr, "PADDOCK_TOKEN="+tlsToken,
-		"PADDOCK_CACERT="+filepath.Join(dir, "paddock-ca.pem"),
-		"PADDOCK_CLIENT_CERT="+filepath.Join(dir, "paddock-client-0.pem"),
-		"PADDOCK_CLIENT_KEY="+filepath.Join(dir, "paddock-client-0-key.pem"))
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("paddock %s: %v", strings.Join(args, " "), err)
-	}
-	return code, out.String(), errOut.String()
-}
-
-func tlsCLIOK(t *testing.T, addr, dir string, args ...string) string {
-	t.Helper()
-	code, out, errOut := tlsCLI(t, addr, dir, args...)
-	if code != 0 {
-		t.Fatalf("paddock %s: exit %d: %s%s", strings.Join(args, " "), code, out, errOut)
-	}
-	return out
+// tlsCLI is a CLI runner for addr over TLS with the files of dir.
+func tlsCLI(t *testing.T, addr, dir string) cliRunner {
+	return cliRunner{t: t, addr: addr, env: []string{"PADDOCK_TOKEN=" + tlsToken,
+		"PADDOCK_CACERT=" + filepath.Join(dir, "paddock-ca.pem"),
+		"PADDOCK_CLIENT_CERT=" + filepath.Join(dir, "paddock-client-0.pem"),
+		"PADDOCK_CLIENT_KEY=" + filepath.Join(dir, "paddock-client-0-key.pem")}}
 }
 
 // raftPortOf reads a node's raft port from its config file.
@@ -115,20 +93,8 @@ func TestTLSClusterMadeWithPaddockTLS(t *testing.T) {
 		t.Skip("e2e")
 	}
 	dir := newTLSDir(t, "node1", "node2", "node3")
-	c, err := harness.Start(harness.Options{Bin: binDir, Dir: t.TempDir(), Size: 3, TLSDir: dir, Token: tlsToken,
+	c := startClusterWith(t, harness.Options{Size: 3, TLSDir: dir, Token: tlsToken,
 		Extra: standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\n", tlsToken)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Stop()
-		harness.KillProcessesUnder(testRoot(t))
-		if t.Failed() {
-			for _, n := range c.Nodes {
-				t.Logf("--- log of %s ---\n%s", n.Name, n.Log())
-			}
-		}
-	})
 	leader := leaderOf(t, c)
 	var follower *harness.Node
 	for _, n := range c.Nodes {
@@ -148,11 +114,11 @@ func TestTLSClusterMadeWithPaddockTLS(t *testing.T) {
 
 	// A session on the follower, made and prompted with the CLI through the
 	// leader (runtime calls cross to the follower over TLS).
-	taskID := strings.TrimSpace(tlsCLIOK(t, leader.URL(), dir, "-json", "task", "create", "-title", "over tls"))
+	taskID := strings.TrimSpace(tlsCLI(t, leader.URL(), dir).ok("-json", "task", "create", "-title", "over tls"))
 	taskID = regexp.MustCompile(`"id":\s*"([^"]+)"`).FindStringSubmatch(taskID)[1]
-	out := tlsCLIOK(t, leader.URL(), dir, "-json", "session", "create", "-task", taskID, "-agent", "demo", "-runtime", "standalone", "-option", "node="+follower.Name)
+	out := tlsCLI(t, leader.URL(), dir).ok("-json", "session", "create", "-task", taskID, "-agent", "demo", "-runtime", "standalone", "-option", "node="+follower.Name)
 	sessID := regexp.MustCompile(`"id":\s*"([^"]+)"`).FindStringSubmatch(out)[1]
-	if out := tlsCLIOK(t, leader.URL(), dir, "session", "prompt", sessID, "remember", "certificates"); !strings.Contains(out, "ok, remembering certificates") {
+	if out := tlsCLI(t, leader.URL(), dir).ok("session", "prompt", sessID, "remember", "certificates"); !strings.Contains(out, "ok, remembering certificates") {
 		t.Fatalf("prompt over TLS printed %q", out)
 	}
 
@@ -191,7 +157,7 @@ func TestTLSClusterMadeWithPaddockTLS(t *testing.T) {
 	// The CLI refuses a server whose certificate it cannot verify: with
 	// another CA, and with the system's roots.
 	other := newTLSDir(t, "node4")
-	if code, _, errOut := tlsCLI(t, leader.URL(), other, "status"); code == 0 || !strings.Contains(errOut, "certificate") {
+	if code, _, errOut := tlsCLI(t, leader.URL(), other).run("status"); code == 0 || !strings.Contains(errOut, "certificate") {
 		t.Fatalf("CLI trusting another CA: exit %d, %q; want a certificate error", code, errOut)
 	}
 	cmd := exec.Command(filepath.Join(binDir, "paddock"), "-address", leader.URL(), "-token", tlsToken, "status")
@@ -240,10 +206,10 @@ tls {
 	waitFor(t, 30*time.Second, "node4's join attempts to fail their handshakes", func() bool {
 		return refusedHandshakes(c) > refusedBefore
 	})
-	if code, _, errOut := tlsCLI(t, leader.URL(), dir, "operator", "raft", "add-peer", n4.HTTP); code == 0 {
+	if code, _, errOut := tlsCLI(t, leader.URL(), dir).run("operator", "raft", "add-peer", n4.HTTP); code == 0 {
 		t.Fatalf("add-peer of another CA's node succeeded: %s", errOut)
 	}
-	peers := tlsCLIOK(t, leader.URL(), dir, "operator", "raft", "list-peers")
+	peers := tlsCLI(t, leader.URL(), dir).ok("operator", "raft", "list-peers")
 	if strings.Contains(peers, "node4") {
 		t.Fatalf("node4 joined:\n%s", peers)
 	}
@@ -255,7 +221,7 @@ tls {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := tlsCLIOK(t, next.URL(), dir, "session", "prompt", sessID, "recall"); !strings.Contains(out, "you asked me to remember: certificates") {
+	if out := tlsCLI(t, next.URL(), dir).ok("session", "prompt", sessID, "recall"); !strings.Contains(out, "you asked me to remember: certificates") {
 		t.Fatalf("recall after failover printed %q", out)
 	}
 	s, err := api.GetSession(testCtx(t), sessID)
