@@ -271,7 +271,7 @@ type taskCreateOpts struct{ title, workspace, branch *string }
 func taskCreateFlags(fs *flag.FlagSet) any {
 	return &taskCreateOpts{
 		title:     fs.String("title", "", "task title (required)"),
-		workspace: fs.String("workspace", "", "workspace directory or repository path"),
+		workspace: fs.String("workspace", "", "workspace directory or repository path; the runtime refuses one outside its root (standalone's task_workspace_root, docker's workspace_root)"),
 		branch:    fs.String("branch", "", "git branch to work on"),
 	}
 }
