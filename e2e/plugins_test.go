@@ -99,7 +99,8 @@ func TestUnhealthyRuntimeIsRefused(t *testing.T) {
 	}
 	// A plugin block whose binary is not in plugin_dir: listed unhealthy,
 	// and sessions on it are refused at once (nothing stuck in STARTING).
-	c := startCluster(t, 1, false, standaloneConfig(t)+"\nplugin \"ghost\" {}\n")
+	// It is marked optional: a missing binary is otherwise an error at start.
+	c := startCluster(t, 1, false, standaloneConfig(t)+"\nplugin \"ghost\" {\n  optional = true\n}\n")
 	api := apiClient(t, leaderOf(t, c))
 	if ok, _ := pluginHealthy(t, api, "ghost"); ok {
 		t.Fatal("a plugin without a binary is reported healthy")

@@ -35,6 +35,8 @@ func TestReadTokenReadsAndStreamsButNeverWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The agent outlives the servers: delete it before the workspace goes.
+	t.Cleanup(func() { _, _ = admin.DeleteSession(ctx(t), sess.ID) })
 	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
 		s, err := admin.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
