@@ -153,11 +153,16 @@ func (p page) click(role, name string) {
 			if err := dom.ScrollIntoViewIfNeeded().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx); err != nil {
 				return err
 			}
-			box, err := dom.GetBoxModel().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx)
+			// Content quads are in the viewport's coordinates, as the mouse
+			// and the hit test are (the box model's are the document's).
+			quads, err := dom.GetContentQuads().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx)
 			if err != nil {
 				return err
 			}
-			q := box.Content
+			if len(quads) == 0 {
+				return fmt.Errorf("the control has no box")
+			}
+			q := quads[0]
 			x, y := (q[0]+q[4])/2, (q[1]+q[5])/2
 			// The page may have moved under the pointer (a banner that went):
 			// click only where the control is now.
@@ -166,7 +171,11 @@ func (p page) click(role, name string) {
 				return err
 			}
 			if hit != n.BackendDOMNodeID {
-				return fmt.Errorf("the control moved from (%.0f, %.0f)", x, y)
+				what := "?"
+				if d, err := dom.DescribeNode().WithBackendNodeID(hit).Do(ctx); err == nil {
+					what = fmt.Sprintf("<%s %v>", d.LocalName, d.Attributes)
+				}
+				return fmt.Errorf("the control moved from (%.0f, %.0f), where %s is now", x, y, what)
 			}
 			return chromedp.MouseClickXY(x, y).Do(ctx)
 		}))
@@ -176,6 +185,7 @@ func (p page) click(role, name string) {
 		}
 		p.t.Logf("click %s %q: %v; finding it again", role, name, err)
 	}
+	p.screenshot(strings.NewReplacer("/", "-", " ", "_").Replace(p.t.Name()) + "-failure.png")
 	p.t.Fatalf("click %s %q: %v", role, name, err)
 }
 
@@ -279,11 +289,13 @@ func (p page) termType(line string) {
 // termTypeIn types a line into the terminal region matching sel.
 func (p page) termTypeIn(sel, line string) {
 	p.t.Helper()
-	// The terminal has attached (it shows its shell's pid).
-	waitFor(p.t, 60*time.Second, "the terminal to attach", func() bool {
-		var pid string
-		p.run("read the terminal's pid", chromedp.Evaluate(fmt.Sprintf(`document.querySelector(%q)?.dataset.pid ?? ""`, sel), &pid))
-		return pid != ""
+	// The terminal has attached (it shows its shell's pid) and the workspace
+	// is usable (it is inert while the executor is not ready, as after a
+	// failover until the new leader has found it).
+	waitFor(p.t, 60*time.Second, "the terminal to attach and be usable", func() bool {
+		var ok bool
+		p.run("read the terminal's state", chromedp.Evaluate(fmt.Sprintf(`!!document.querySelector(%q)?.dataset.pid && !document.querySelector("section.workspace").inert`, sel), &ok))
+		return ok
 	})
 	var box []float64
 	p.run("find the terminal screen", chromedp.Evaluate(fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.scrollIntoView({block: "center"}); const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, sel+" .term-screen"), &box))
@@ -300,6 +312,7 @@ func (p page) termTypeIn(sel, line string) {
 func (p page) termPID(mark string) string {
 	p.t.Helper()
 	p.termType("echo " + mark + "-$$")
+	p.waitText(".xterm-rows", mark+"-") // the typed line (a failure leaves a screenshot)
 	re := regexp.MustCompile(regexp.QuoteMeta(mark) + `-(\d+)`)
 	var pid string
 	waitFor(p.t, 60*time.Second, "the shell pid after "+mark, func() bool {
