@@ -39,11 +39,31 @@ func (s *Server) peers(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// withHealth fills in each server's health and last contact from the
-// leader's node watch: a server whose process was killed shows as
-// unhealthy within a few seconds, even while raft still counts it a voter.
+// withHealth fills in each server's health and last contact on the leader:
+// autopilot's (answers, recent contact with the leader, the leader's term,
+// a log within reach of the leader's), else the node watch's. A server
+// whose process was killed shows as unhealthy within a few seconds, even
+// while raft still counts it a voter.
 func (s *Server) withHealth(peers []cluster.Peer) {
-	if s.nodes == nil || !s.cluster.IsLeader() {
+	if !s.cluster.IsLeader() {
+		return
+	}
+	if health, ok := s.cluster.ServerHealth(); ok {
+		for i := range peers {
+			h, ok := health[peers[i].ID]
+			if !ok {
+				continue
+			}
+			healthy := h.Healthy
+			peers[i].Healthy = &healthy
+			if !h.LastContact.IsZero() {
+				last := h.LastContact
+				peers[i].LastContact = &last
+			}
+		}
+		return
+	}
+	if s.nodes == nil {
 		return
 	}
 	health := map[string]nodes.Health{}

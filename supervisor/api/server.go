@@ -55,6 +55,9 @@ type Cluster interface {
 	Restore(r io.Reader) error
 	Join(ctx context.Context, p cluster.PeerInfo) error
 	LocalInfo() cluster.PeerInfo
+	// ServerHealth is the leader's autopilot view of each server (ok is
+	// false on a follower or before its first round).
+	ServerHealth() (map[string]cluster.ServerHealth, bool)
 }
 
 // Sessions drives session lifecycles on the leader (supervisor/sessions).

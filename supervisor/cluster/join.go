@@ -23,6 +23,9 @@ type PeerInfo struct {
 	HTTPAddr string `json:"http_addr"`
 	HasState bool   `json:"has_state"`
 	LeaderID string `json:"leader_id"`
+	// Stats are the node's raft figures for the leader's autopilot
+	// (LocalInfo fills them; absent in a join request).
+	Stats *ServerStats `json:"stats,omitempty"`
 }
 
 // joinInterval is how often the join loop retries.
@@ -235,5 +238,7 @@ func (n *Node) LocalInfo() PeerInfo {
 	hasState, _ := raft.HasExistingState(n.stores.logs, n.stores.stable, n.snaps)
 	p := n.self(hasState)
 	p.LeaderID, _ = n.Leader()
+	st := n.localStats()
+	p.Stats = &st
 	return p
 }

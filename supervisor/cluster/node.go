@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	autopilot "github.com/hashicorp/raft-autopilot"
 
 	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -52,7 +53,10 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// LeaderWait bounds how long a write waits for a leader (default 5s).
 	LeaderWait time.Duration
-	Logger     hclog.Logger
+	// CleanupDeadServers lets the leader's autopilot remove a server that
+	// stopped answering from the raft configuration (autopilot.go).
+	CleanupDeadServers bool
+	Logger             hclog.Logger
 }
 
 // LeaderFunc is leader-only work. It runs when this node becomes leader
@@ -76,11 +80,14 @@ type Node struct {
 
 	applied *sync.Cond
 
-	dead     *deadLeader
-	reads    *readBarrier                                       // batches read rounds (readindex.go)
-	stalls   *stallWatch                                        // pauses of this process, which read rounds distrust
-	badAddrs sync.Map                                           // registered HTTP addresses already warned about
-	timing   struct{ heartbeat, election, lease time.Duration } // as configured
+	dead *deadLeader
+	// autopilot keeps the leader's view of server health (autopilot.go).
+	autopilot *autopilot.Autopilot
+	pilot     *pilot
+	reads     *readBarrier                                       // batches read rounds (readindex.go)
+	stalls    *stallWatch                                        // pauses of this process, which read rounds distrust
+	badAddrs  sync.Map                                           // registered HTTP addresses already warned about
+	timing    struct{ heartbeat, election, lease time.Duration } // as configured
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -179,6 +186,10 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.pilot = newPilot(n)
+	n.autopilot = autopilot.New(r, n.pilot, autopilot.WithLogger(n.log.Named("autopilot")),
+		autopilot.WithUpdateInterval(autopilotInterval), autopilot.WithReconcileInterval(autopilotInterval))
+	n.leaderFuncs = append(n.leaderFuncs, n.runAutopilot)
 	return n, nil
 }
 
@@ -253,10 +264,14 @@ func (n *Node) OnLeader(f LeaderFunc) {
 func (n *Node) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.wg.Add(4)
+	n.wg.Add(5)
 	go func() {
 		defer n.wg.Done()
 		n.monitorLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.pilot.probe(ctx) // on every node, so a new leader knows at once
 	}()
 	go func() {
 		defer n.wg.Done()

@@ -144,6 +144,9 @@ type Server struct {
 	// ClusterSecret authenticates node-to-node calls (joins, forwarded
 	// writes); "" derives one from acl.token (see NodeSecret).
 	ClusterSecret string
+	// CleanupDeadServers lets the leader remove a server that stopped
+	// answering from the raft configuration (autopilot; default false).
+	CleanupDeadServers bool
 }
 
 // ACL is the `acl` block.

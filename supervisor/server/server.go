@@ -95,6 +95,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		NodeSecret:         cfg.NodeSecret(),
 		TLS:                tlsFiles,
 		LeaderWait:         leaderWait,
+		CleanupDeadServers: cfg.Server.CleanupDeadServers,
 		Logger:             log.Named("cluster"),
 	}, state.NewStore())
 	if err != nil {
