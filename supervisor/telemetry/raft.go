@@ -19,7 +19,8 @@ import (
 // paddock_raft_commitTime).
 var raftSummaries = []gmprom.SummaryDefinition{
 	{Name: []string{"paddock", "raft", "commitTime"}, Help: "Milliseconds from a raft log entry's dispatch on the leader to its commit (a quorum has it)."},
-	{Name: []string{"paddock", "raft", "fsm", "apply"}, Help: "Milliseconds to apply one committed entry to Paddock's state."},
+	{Name: []string{"paddock", "raft", "fsm", "applyBatch"}, Help: "Milliseconds to apply one batch of committed entries to Paddock's state (its FSM applies in batches)."},
+	{Name: []string{"paddock", "raft", "fsm", "applyBatchNum"}, Help: "Entries in each batch applied to Paddock's state."},
 	{Name: []string{"paddock", "raft", "leader", "lastContact"}, Help: "Milliseconds since the leader last heard from a quorum, sampled on the leader (raft's leader.lastContact)."},
 	{Name: []string{"paddock", "raft", "leader", "dispatchLog"}, Help: "Milliseconds for the leader to write a batch of entries to its own log."},
 	{Name: []string{"paddock", "raft", "rpc", "appendEntries"}, Help: "Milliseconds a follower takes to handle one AppendEntries RPC."},
