@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -134,6 +135,7 @@ type Server struct {
 	tls        *certs.TLS
 	rate       *rateLimit   // limits.max_request_rate (nil: no cap)
 	sockets    *socketCount // limits.max_websockets
+	models     sync.Map     // session id → reportedModel of its running agent
 }
 
 // Forwarding headers: the hop count bounds forwarding loops.

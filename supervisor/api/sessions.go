@@ -160,7 +160,7 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	st := s.statusOf(sess)
 	if st.IsAgentRunning {
-		st.Model, st.Controller = s.runningAgentFacts(r.Context(), sess)
+		st.Model, st.Controller = s.runningAgentFacts(r.Context(), sess, strOr(st.AgentExecutionID))
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
@@ -170,10 +170,19 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 // the running agent; without an answer its fields are null.
 const agentFactsTimeout = time.Second
 
-// runningAgentFacts asks the session's agentctl what only it knows of the
-// running agent: the model it reported, and who controls its terminal (only
-// a pty agent has one). Nil for what is unknown.
-func (s *Server) runningAgentFacts(ctx context.Context, sess state.Session) (*string, *state.Controller) {
+// reportedModel is the model an agent execution reported ("" for none).
+type reportedModel struct{ execution, model string }
+
+// runningAgentFacts gives what only agentctl knows of the running agent: the
+// model it reported, and who controls its terminal (only a pty agent has
+// one). The model is asked once per agent execution; a pty agent's
+// controller is asked every time. Nil for what is unknown.
+func (s *Server) runningAgentFacts(ctx context.Context, sess state.Session, execution string) (*string, *state.Controller) {
+	a := s.cfg.Agent(sess.Agent)
+	pty := a != nil && a.Protocol == config.ProtocolPTY
+	if m, ok := s.models.Load(sess.ID); ok && !pty && execution != "" && m.(reportedModel).execution == execution {
+		return nonEmpty(m.(reportedModel).model), nil
+	}
 	if s.sessions == nil {
 		return nil, nil
 	}
@@ -187,16 +196,29 @@ func (s *Server) runningAgentFacts(ctx context.Context, sess state.Session) (*st
 	if err != nil {
 		return nil, nil
 	}
-	var model *string
-	if ag.Model != "" {
-		model = &ag.Model
+	if execution != "" {
+		s.models.Store(sess.ID, reportedModel{execution: execution, model: ag.Model})
 	}
 	var ctl *state.Controller
-	if a := s.cfg.Agent(sess.Agent); ag.Controller != nil && a != nil && a.Protocol == config.ProtocolPTY {
+	if pty && ag.Controller != nil {
 		c := state.Controller(*ag.Controller)
 		ctl = &c
 	}
-	return model, ctl
+	return nonEmpty(ag.Model), ctl
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func strOr(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 func (s *Server) statusOf(sess state.Session) state.Status {
