@@ -244,9 +244,40 @@ func (a *attacher) keys(chunks <-chan []byte, input chan<- []byte, detach chan<-
 	)
 	mode := typing
 	var window <-chan time.Time
+	// Typed bytes wait here while no connection takes them, so the attach's
+	// own keys still work during a reconnect; beyond maxPendingInput they
+	// are dropped.
+	var pending [][]byte
+	queued := 0
+	forward := func(p []byte) {
+		if queued+len(p) <= maxPendingInput {
+			pending = append(pending, p)
+			queued += len(p)
+		}
+	}
+	// What was typed before the detach goes first, if a connection takes
+	// it within a second.
+	defer func() {
+		give := time.After(time.Second)
+		for _, p := range pending {
+			select {
+			case input <- p:
+			case <-give:
+				return
+			}
+		}
+	}()
 	for {
+		var out chan<- []byte
+		var next []byte
+		if len(pending) > 0 {
+			out, next = input, pending[0]
+		}
 		var p []byte
 		select {
+		case out <- next:
+			pending, queued = pending[1:], queued-len(next)
+			continue
 		case c, ok := <-chunks:
 			if !ok {
 				return
@@ -260,12 +291,12 @@ func (a *attacher) keys(chunks <-chan []byte, input chan<- []byte, detach chan<-
 			case typing:
 				i := bytes.IndexByte(p, detachKey)
 				if i < 0 {
-					input <- p
+					forward(p)
 					p = nil
 					continue
 				}
 				if i > 0 {
-					input <- p[:i]
+					forward(p[:i])
 				}
 				p = p[i+1:]
 				mode, window = escaped, time.After(escapeWindow)
@@ -289,6 +320,9 @@ func (a *attacher) keys(chunks <-chan []byte, input chan<- []byte, detach chan<-
 		}
 	}
 }
+
+// maxPendingInput bounds the typed bytes kept while no connection takes them.
+const maxPendingInput = 64 << 10
 
 // session runs one connection: it returns errDetached, a permanentError, errConnected
 // when an attached connection dropped, or the dial error.

@@ -292,6 +292,22 @@ func TestAttachResetKeyReconnectAndDetach(t *testing.T) {
 	}
 }
 
+// ctrl-] detaches while attach is reconnecting, even after typing that no
+// connection took.
+func TestAttachDetachesWhileReconnecting(t *testing.T) {
+	_, proxy, url := startTerminals(t)
+	ra := startAttach(t, url)
+	ra.marker(t)
+	_ = proxy.l.Close() // the server is gone: every reconnect fails
+	proxy.drop()
+	waitUntil(t, "the reconnect notice", func() bool { return strings.Contains(ra.errOut.String(), "reconnecting") })
+	ra.typeText(t, "typed into the void\n")
+	ra.typeText(t, "\x1d")
+	if err := ra.wait(t); err != nil {
+		t.Fatalf("detach while reconnecting: %v", err)
+	}
+}
+
 func TestAttachRefusals(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
