@@ -22,6 +22,13 @@ const (
 	// flushInterval coalesces streamed message chunks: at most ~10 writes a
 	// second per session.
 	flushInterval = 100 * time.Millisecond
+	// maxFlushBytesPerSecond bounds the message text one session's timed
+	// flushes replicate per second. Each write carries its message's whole
+	// text so far, so without it a long streamed reply would cost
+	// replicated bytes quadratic in its length; with it, the writes of a
+	// growing message space out (a 64 KiB message is written about once a
+	// second). A turn's end still flushes at once.
+	maxFlushBytesPerSecond = 64 << 10
 	// pollWait is the long-poll wait of one events call.
 	pollWait = 20 * time.Second
 )
@@ -56,7 +63,7 @@ func (m *Manager) pump(ctx context.Context, e *execution) {
 				}
 			}
 			if len(p.order) > 0 && !armed {
-				flush.Reset(flushInterval)
+				flush.Reset(p.flushDelay(time.Now()))
 				armed = true
 			}
 		case err := <-errs:
@@ -79,6 +86,15 @@ type pumper struct {
 	// selfFenced is set when agentctl stopped the agent because renewals
 	// stopped (e.g. across a slow leader change): a stop to resume from.
 	selfFenced bool
+	// notBefore is when the byte bound lets the next timed flush run.
+	notBefore time.Time
+}
+
+// flushDelay is how long chunks that arrive at now wait before their
+// timed flush: flushInterval, or longer while the last flush's bytes are
+// still over the per-session bound.
+func (p *pumper) flushDelay(now time.Time) time.Duration {
+	return max(flushInterval, p.notBefore.Sub(now))
 }
 
 // catchUp mirrors the messages agentctl kept from before this leader
@@ -247,8 +263,10 @@ func (p *pumper) turnFinished(ctx context.Context, d agentctl.TurnFinishedData) 
 
 // flush writes coalesced messages, one raft write per changed message.
 func (p *pumper) flush(ctx context.Context) {
+	written := 0
 	for _, mid := range p.order {
 		msg := p.pending[mid]
+		written += len(msg.Text)
 		body := &state.PutMessageBody{SessionID: p.e.sessionID, Source: p.source, History: msg.History,
 			Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete}}
 		if _, err := p.m.apply(ctx, state.CmdPutMessage, body); err != nil {
@@ -256,6 +274,15 @@ func (p *pumper) flush(ctx context.Context) {
 		}
 	}
 	p.pending, p.order = map[string]agentctl.Message{}, p.order[:0]
+	if written > 0 {
+		p.notBefore = time.Now().Add(flushCost(written))
+	}
+}
+
+// flushCost is how long a flush of written bytes of message text holds
+// the next timed flush back under maxFlushBytesPerSecond.
+func flushCost(written int) time.Duration {
+	return time.Duration(written) * time.Second / maxFlushBytesPerSecond
 }
 
 // agentExited handles an agent that stopped on its own (not a user stop):
