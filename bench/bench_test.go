@@ -143,3 +143,26 @@ func TestLostChunks(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRaftSummaries(t *testing.T) {
+	text := `# HELP paddock_raft_commitTime Milliseconds
+# TYPE paddock_raft_commitTime summary
+paddock_raft_commitTime{quantile="0.5"} 1.25
+paddock_raft_commitTime{quantile="0.9"} 2
+paddock_raft_commitTime{quantile="0.99"} 7.5
+paddock_raft_commitTime_sum 100
+paddock_raft_commitTime_count 80
+paddock_raft_fsm_apply{quantile="0.5"} NaN
+paddock_sessions 3
+`
+	got := parseRaftSummaries(text)
+	if s := got["paddock_raft_commitTime"]; s.P50 != 1.25 || s.P99 != 7.5 {
+		t.Fatalf("commitTime %+v", s)
+	}
+	if _, ok := got["paddock_raft_fsm_apply"]; ok {
+		t.Fatal("a NaN quantile (no samples in the window) was taken")
+	}
+	if len(got) != 1 {
+		t.Fatalf("parsed %v", got)
+	}
+}

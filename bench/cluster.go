@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -352,4 +355,72 @@ func untilWrite(ctx context.Context, writers []Writer) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// raftSummary is one of raft's timings as a node exports it on /v1/metrics
+// (a go-metrics summary over its last 10 s, in milliseconds).
+type raftSummary struct{ P50, P99 float64 }
+
+// raftTimings reads the raft summaries of a node's /v1/metrics, by metric
+// name (paddock_raft_commitTime, …); empty when unread.
+func raftTimings(n *harness.Node) map[string]raftSummary {
+	resp, err := statusClient.Get(n.URL() + "/v1/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	return parseRaftSummaries(string(body))
+}
+
+// parseRaftSummaries picks the quantiles of paddock_raft_* summaries out of
+// Prometheus text.
+func parseRaftSummaries(text string) map[string]raftSummary {
+	out := map[string]raftSummary{}
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, "paddock_raft_") {
+			continue
+		}
+		name, rest, ok := strings.Cut(line, "{quantile=\"")
+		if !ok {
+			continue
+		}
+		q, val, ok := strings.Cut(rest, "\"} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		if err != nil || math.IsNaN(v) {
+			continue
+		}
+		s := out[name]
+		switch q {
+		case "0.5":
+			s.P50 = v
+		case "0.99":
+			s.P99 = v
+		}
+		out[name] = s
+	}
+	return out
+}
+
+// raftBreakdown says where a write's raft time went in the last 10 s before
+// it was read: the leader's own log write, dispatch to commit (the leader's
+// write, replication and a follower's write), a follower's handling of
+// AppendEntries (its log write included) and the FSM apply.
+func raftBreakdown(leader, follower map[string]raftSummary) string {
+	if len(leader) == 0 {
+		return ""
+	}
+	f := func(m map[string]raftSummary, name string) string {
+		s, ok := m[name]
+		if !ok {
+			return "?"
+		}
+		return fmt.Sprintf("%.2f/%.2f", s.P50, s.P99)
+	}
+	return fmt.Sprintf("; raft's own timings over the last 10 s of the last Paddock trial, p50/p99 ms: the leader's log write %s, dispatch to commit %s, a follower's AppendEntries %s, FSM apply %s",
+		f(leader, "paddock_raft_leader_dispatchLog"), f(leader, "paddock_raft_commitTime"),
+		f(follower, "paddock_raft_rpc_appendEntries"), f(leader, "paddock_raft_fsm_apply"))
 }

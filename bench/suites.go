@@ -96,11 +96,16 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 		if p := wait(); p != "" {
 			env.Logf("writes c%d: leader CPU profile of an unmeasured trial in %s", clients, p)
 		}
+		breakdown := ""
 		for t := 0; t < trials; t++ {
-			load := RunWrites(ctx, clients, d, PaddockWriter(lead("writes").URL()))
+			l := lead("writes")
+			load := RunWrites(ctx, clients, d, PaddockWriter(l.URL()))
 			rates = append(rates, load.Rate)
 			lats = append(lats, load.Latencies...)
 			errs += load.Errors
+			if t == trials-1 {
+				breakdown = raftBreakdown(raftTimings(l), raftTimings(surviving(c, l)))
+			}
 			if ec != nil {
 				load := RunWrites(ctx, clients, d, EtcdWriter(etcdLeader.Client))
 				peerRates = append(peerRates, load.Rate)
@@ -116,7 +121,7 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 			rate = Verdict(rate, rate.P50 >= 5000)
 		}
 		lat := Summary(Result{Name: fmt.Sprintf("write_latency_ms_c%d", clients), Area: areaCluster, Unit: "ms",
-			Note: "per-write latency over every write of the trials"}, lats, false)
+			Note: "per-write latency over every write of the trials" + breakdown}, lats, false)
 		if len(peerRates) > 0 {
 			rate = withPeer(rate, Percentile(peerRates, 50), false)
 			lat = withPeer(lat, Percentile(peerLats, 50), true)
