@@ -420,7 +420,7 @@ func raftBreakdown(leader, follower map[string]raftSummary) string {
 		}
 		return fmt.Sprintf("%.2f/%.2f", s.P50, s.P99)
 	}
-	return fmt.Sprintf("; raft's own timings over the last 10 s of the last Paddock trial, p50/p99 ms: the leader's log write %s, dispatch to commit %s, a follower's AppendEntries %s, FSM apply %s",
+	return fmt.Sprintf("; raft's own timings over the last 10 s of the last Paddock trial, p50/p99: the leader's log write %s ms, dispatch to commit %s ms, a follower's AppendEntries %s ms, FSM apply of a batch %s ms (entries per batch %s)",
 		f(leader, "paddock_raft_leader_dispatchLog"), f(leader, "paddock_raft_commitTime"),
-		f(follower, "paddock_raft_rpc_appendEntries"), f(leader, "paddock_raft_fsm_apply"))
+		f(follower, "paddock_raft_rpc_appendEntries"), f(leader, "paddock_raft_fsm_applyBatch"), f(leader, "paddock_raft_fsm_applyBatchNum"))
 }
