@@ -69,8 +69,9 @@ func TestAttachInATerminal(t *testing.T) {
 	}
 
 	// The server restarts under attach; the shell lives in agentctl.
-	x.keys("at", "-l", `trap 'echo RE"DRAWN"' WINCH`)
+	x.keys("at", "-l", `trap 'echo RE"DRAWN"' WINCH; echo TRAP"SET"`)
 	x.keys("at", "Enter")
+	x.waitScreen("at", "TRAPSET") // the shell has the trap before the server goes
 	node.Kill()
 	x.waitScreen("at", "[paddock] connection lost; reconnecting")
 	if err := node.Start(); err != nil {
