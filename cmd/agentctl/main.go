@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -120,7 +121,13 @@ func serve(args []string) int {
 	fs.Var(&shell, "shell", "terminal program: repeat for each argv word, or one JSON array (default $SHELL, else /bin/sh)")
 	replayBytes := fs.Int("replay-bytes", term.DefaultReplayBytes, "replay buffer per terminal, in bytes")
 	idleTimeout := fs.Duration("idle-timeout", term.DefaultIdleTimeout, "end a terminal with no connection for this long")
+	agentUser := fs.String("agent-user", "", "run the agent and terminal shells as UID:GID (numeric; agentctl keeps its own user)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cred, err := parseAgentUser(*agentUser)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl serve: -agent-user:", err)
 		return 2
 	}
 	if *replayBytes < 4096 || *idleTimeout <= 0 {
@@ -145,7 +152,7 @@ func serve(args []string) int {
 		return 1
 	}
 	defer closer.Close()
-	opts := agentctl.Options{SessionID: *session, Workspace: *ws, StateDir: *stateDir, Secret: secret, Logger: log}
+	opts := agentctl.Options{SessionID: *session, Workspace: *ws, StateDir: *stateDir, Secret: secret, Logger: log, AgentCredential: cred}
 	if v := os.Getenv("PADDOCK_AGENTCTL_INIT_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -159,7 +166,7 @@ func serve(args []string) int {
 	var srv *agentctl.Server
 	absWS, _ := filepath.Abs(*ws)
 	terms := term.NewManager(term.Options{
-		Shell: shell.argv, Dir: absWS, ReplayBytes: *replayBytes, IdleTimeout: *idleTimeout,
+		Shell: shell.argv, Dir: absWS, Credential: cred, ReplayBytes: *replayBytes, IdleTimeout: *idleTimeout,
 		// Requests carry the agentctl secret; Origin is the supervisor's to check.
 		CheckOrigin: func(*http.Request) bool { return true },
 		External:    map[string]func() (term.External, error){agentctl.AgentTerminalName: func() (term.External, error) { return agentPTY(srv) }},
@@ -194,6 +201,21 @@ func serve(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// parseAgentUser parses -agent-user UID:GID ("" is nil: agentctl's own
+// user). The agent gets no supplementary groups.
+func parseAgentUser(v string) (*syscall.Credential, error) {
+	if v == "" {
+		return nil, nil
+	}
+	u, g, ok := strings.Cut(v, ":")
+	uid, uerr := strconv.ParseUint(u, 10, 32)
+	gid, gerr := strconv.ParseUint(g, 10, 32)
+	if !ok || uerr != nil || gerr != nil {
+		return nil, fmt.Errorf("%q is not UID:GID (two numbers)", v)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
 }
 
 // shellFlag collects -shell: repeated words, or one JSON array.

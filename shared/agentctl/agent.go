@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,6 +52,7 @@ type manager struct {
 	sessionID   string
 	stateDir    string
 	initTimeout time.Duration
+	credential  *syscall.Credential // the agent's user, when not agentctl's
 	events      *eventLog
 	env         []string
 
@@ -314,7 +316,7 @@ func (m *manager) startACP(ctx context.Context, req StartRequest) error {
 	}
 	a, err := acpagent.Start(ctx, acpagent.Config{
 		Argv: argv, Dir: m.workspace, Env: m.agentEnv(req.Profile), InitTimeout: m.initTimeout,
-		Permission: req.Profile.Permission, ResumeToken: req.ResumeToken, Logger: m.log.Named("acp"),
+		Permission: req.Profile.Permission, ResumeToken: req.ResumeToken, Logger: m.log.Named("acp"), Credential: m.credential,
 		OnUpdate: m.onACPUpdate, OnPermission: m.onPermission,
 	})
 	if errors.Is(err, acpagent.ErrResumeUnsupported) {
@@ -355,7 +357,7 @@ func (m *manager) startPTY(ctx context.Context, req StartRequest) error {
 	}
 	d := &ptyDriver{m: m, ready: make(chan struct{})}
 	parser := &ptyagent.Parser{OnReply: d.onReply, OnReplyStart: d.onReplyStart, OnPrompt: d.onPrompt, OnCancelled: d.onCancelled, OnInput: d.onInput}
-	a, err := ptyagent.Start(ptyagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), Logger: m.log.Named("pty"), OnOutput: parser.Feed})
+	a, err := ptyagent.Start(ptyagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), Logger: m.log.Named("pty"), OnOutput: parser.Feed, Credential: m.credential})
 	if err != nil {
 		return fmt.Errorf("start pty agent: %w", err)
 	}
@@ -548,7 +550,7 @@ func (m *manager) probe(ctx context.Context, p Profile) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ok, err := acpagent.Probe(ctx, acpagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), InitTimeout: m.initTimeout, Logger: m.log.Named("probe")})
+	ok, err := acpagent.Probe(ctx, acpagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), InitTimeout: m.initTimeout, Logger: m.log.Named("probe"), Credential: m.credential})
 	if err != nil {
 		m.events.publish(EventAgentError, AgentErrorData{Message: "probe: " + err.Error()})
 		return false, fmt.Errorf("probe acp agent: %w", err)

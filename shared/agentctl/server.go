@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -54,6 +55,9 @@ type Options struct {
 	Env []string
 	// Terminals, when set, is mounted at GET /v1/terminals/{name}.
 	Terminals Terminals
+	// AgentCredential, when set, is the user and group the agent runs as
+	// (agentctl's -agent-user), so that it cannot read agentctl's state.
+	AgentCredential *syscall.Credential
 }
 
 // Server is one session's agentctl daemon.
@@ -113,7 +117,7 @@ func NewServer(opts Options) (*Server, error) {
 	ev := newEventLog()
 	s := &Server{opts: opts, log: opts.Logger, nonce: hex.EncodeToString(nb[:]), started: time.Now().UTC(), fence: f, ws: ws, events: ev}
 	s.mgr = &manager{log: opts.Logger.Named("agent"), workspace: opts.Workspace, sessionID: opts.SessionID, stateDir: opts.StateDir,
-		initTimeout: opts.InitTimeout, events: ev, env: opts.Env, status: StatusNone}
+		initTimeout: opts.InitTimeout, credential: opts.AgentCredential, events: ev, env: opts.Env, status: StatusNone}
 	s.mgr.loadResume()
 	s.lease = &leaseWatch{expire: s.selfFence}
 	s.routes()

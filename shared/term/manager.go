@@ -12,6 +12,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -64,6 +65,8 @@ type Options struct {
 	Dir string
 	// Env is the shells' environment (nil = this process's).
 	Env []string
+	// Credential, when set, runs the shells as that user and group.
+	Credential *syscall.Credential
 	// ReplayBytes is each terminal's ring size (DefaultReplayBytes).
 	ReplayBytes int
 	// IdleTimeout ends a terminal that has had no connection this long (DefaultIdleTimeout).
@@ -285,7 +288,7 @@ func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
 			return nil, "", fmt.Errorf("too many terminals (max %d)", m.opts.MaxTerminals)
 		}
 		t, err := NewTerminal(TerminalConfig{
-			Argv: m.opts.Shell, Dir: m.opts.Dir, Env: m.opts.Env,
+			Argv: m.opts.Shell, Dir: m.opts.Dir, Env: m.opts.Env, Credential: m.opts.Credential,
 			Cols: h.Cols, Rows: h.Rows, ReplayBytes: m.opts.ReplayBytes,
 			External: m.opts.External[c.name],
 			Logger:   m.log.Named(c.name),

@@ -45,6 +45,9 @@ type TerminalConfig struct {
 	Dir string
 	// Env is the environment (nil = this process's); TERM defaults to xterm-256color.
 	Env []string
+	// Credential, when set, runs Argv as that user and group instead of this
+	// process's own.
+	Credential *syscall.Credential
 	// Cols and Rows are the initial size (80x24 if zero).
 	Cols, Rows int
 	// ReplayBytes is the ring size per shell (DefaultReplayBytes if zero).
@@ -223,6 +226,9 @@ func (t *Terminal) startLocked() error {
 	cmd := exec.Command(t.cfg.Argv[0], t.cfg.Argv[1:]...)
 	cmd.Dir = t.cfg.Dir
 	cmd.Env = t.env()
+	if t.cfg.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: t.cfg.Credential}
+	}
 	started, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(t.cols), Rows: uint16(t.rows)})
 	if err != nil {
 		return fmt.Errorf("start %q in pty: %w", t.cfg.Argv[0], err)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,4 +138,19 @@ func TestTerminalPTYIsPollable(t *testing.T) {
 	}
 	_, _ = term.Write([]byte("echo RESET$((1+1))\r"))
 	waitFor(t, 5*time.Second, "output after reset", func() bool { return ringHas(term.Ring(), "RESET2") })
+}
+
+// A terminal with a Credential runs its shell as that user (agentctl's
+// -agent-user): nobody, 65534, on Debian.
+func TestTerminalRunsAsCredential(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CI runs as root)")
+	}
+	term, err := NewTerminal(TerminalConfig{Argv: []string{"/bin/sh", "-c", "echo uid=$(id -u):$(id -g); exec sleep 600"}, Dir: "/",
+		Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}, Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = term.Close() })
+	waitFor(t, 5*time.Second, "the shell's uid", func() bool { return ringHas(term.Ring(), "uid=65534:65534") })
 }

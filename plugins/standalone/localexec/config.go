@@ -1,13 +1,16 @@
 package localexec
 
 import (
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/configspec"
 )
 
@@ -34,6 +37,11 @@ type Config struct {
 	// mounts at the same path: a session whose node is gone may then be
 	// relaunched on another node (capability "shared_workspace").
 	SharedWorkspaceRoot bool
+	// RunAsUser names the user each session's agent and terminal shells
+	// run as (a name or UID[:GID]); empty runs them as agentctl's user.
+	RunAsUser string
+	// AgentUser is RunAsUser resolved (nil when unset).
+	AgentUser *agentctlproc.User
 }
 
 func defaults() Config {
@@ -55,10 +63,26 @@ var spec = configspec.Spec[Config]{
 			func(c *Config) *string { return &c.Listen }),
 		configspec.String("advertise", "host agentctl advertises in its URL (default: the listen host)",
 			func(c *Config) *string { return &c.Advertise }),
+		configspec.String("run_as_user", "run each session's agent and terminal shells as this user (a name or UID[:GID]; the plugin must run as root), so that agentctl's state and secret stay unreadable to them; the session's workspace is given to that user (default: agentctl's own user)",
+			func(c *Config) *string { return &c.RunAsUser }, configspec.NotEmpty),
 		configspec.Duration("start_timeout", "how long agentctl may take to become healthy (default 15s)",
 			func(c *Config) *time.Duration { return &c.StartTimeout }),
 	},
 	Checks: []configspec.Check[Config]{
+		{Attr: "run_as_user", Fn: func(c *Config) error {
+			if c.RunAsUser == "" {
+				return nil
+			}
+			if os.Geteuid() != 0 {
+				return fmt.Errorf("run_as_user needs the plugin to run as root (it runs as uid %d)", os.Geteuid())
+			}
+			u, err := agentctlproc.LookupUser(c.RunAsUser)
+			if err != nil {
+				return err
+			}
+			c.AgentUser = &u
+			return nil
+		}},
 		{Attr: "workspace_root", Fn: func(c *Config) (err error) { c.WorkspaceRoot, err = filepath.Abs(c.WorkspaceRoot); return err }},
 		{Attr: "task_workspace_root", Fn: func(c *Config) (err error) {
 			if c.TaskWorkspaceRoot == "" {

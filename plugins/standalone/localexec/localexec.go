@@ -55,7 +55,7 @@ func New(logger hclog.Logger) *Runtime {
 	base := pluginbase.New(pluginbase.Options[Config]{
 		Info: runtime.Info{Name: Name, Version: Version}, Spec: spec, Defaults: defaults, Logger: logger,
 		LogFields: func(c Config) []any {
-			return []any{"workspace_root", c.WorkspaceRoot, "task_workspace_root", c.TaskWorkspaceRoot, "agentctl_path", c.AgentctlPath}
+			return []any{"workspace_root", c.WorkspaceRoot, "task_workspace_root", c.TaskWorkspaceRoot, "agentctl_path", c.AgentctlPath, "run_as_user", c.RunAsUser}
 		},
 	})
 	return &Runtime{Base: base, handles: map[string]handle{}}
@@ -186,6 +186,11 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	if err != nil {
 		return runtime.LaunchResponse{}, err
 	}
+	if u := cfg.AgentUser; u != nil {
+		if err := prepared.GiveTo(cfg.WorkspaceRoot, u.UID, u.GID); err != nil {
+			return runtime.LaunchResponse{}, fmt.Errorf("session %s: %w", req.SessionID, err)
+		}
+	}
 	h := handle{
 		V:         handleVersion,
 		SessionID: req.SessionID,
@@ -215,6 +220,7 @@ func (r *Runtime) start(ctx context.Context, cfg Config, agentctl, secret string
 		Env:          childEnv(agentctl, h.Env),
 		Timeout:      cfg.StartTimeout,
 		Terminal:     h.terminal(),
+		AgentUser:    cfg.AgentUser,
 	})
 	if err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)

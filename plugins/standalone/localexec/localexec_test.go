@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/paddockhq/paddock/plugins/standalone/localexec"
+	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
@@ -351,6 +354,101 @@ func TestWorkspaceIsPrivateToItsOwner(t *testing.T) {
 		}
 		if got := st.Mode().Perm(); got != 0o700 {
 			t.Errorf("%s has mode %v, want 0700", dir, got)
+		}
+	}
+}
+
+// TestRunAsUserIsolatesTheAgentFromAgentctl: with run_as_user the pty agent
+// runs as that user (here nobody, 65534, which Debian has) in a workspace
+// given to it, while agentctl stays root: the agent can read neither
+// agentctl's info file nor its state dir nor its memory's environment, and
+// the secret file agentctl was started with is gone.
+func TestRunAsUserIsolatesTheAgentFromAgentctl(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("run_as_user needs root (CI runs as root)")
+	}
+	nobody, err := agentctlproc.LookupUser("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	base := t.TempDir()
+	// The agent must reach its workspace: the test's temporary directories
+	// are 0700, workspace_root's parents on a real host are not.
+	for d := base; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := filepath.Join(base, "workspaces")
+	c := runtimetest.Load(t, bins.Plugin, fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\nrun_as_user = \"nobody\"\n", bins.Agentctl, root))
+	ctx := context.Background()
+	resp, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: "iso", AgentctlSecret: "sec-iso"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Destroy(ctx, resp.Handle) })
+	assertArgs(t, resp.PID, []string{"-agent-user", nobody.Arg()})
+	if st, err := os.Stat(resp.WorkspacePath); err != nil || st.Sys().(*syscall.Stat_t).Uid != uint32(nobody.UID) {
+		t.Fatalf("workspace %s is not nobody's: %v", resp.WorkspacePath, err)
+	}
+	if st, err := os.Stat(filepath.Join(root, "iso", "state")); err != nil || st.Mode().Perm() != 0o700 || st.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("state dir is not root's 0700: %v %v", st.Mode(), err)
+	}
+	stateDir := filepath.Join(root, "iso", "state")
+	script := fmt.Sprintf(`id -u > uid; id -g > gid
+cat %[1]s/agentctl.json > info 2> info.err; echo $? > info.rc
+ls %[1]s > ls 2> ls.err; echo $? > ls.rc
+cat /proc/%[2]d/environ > environ 2> environ.err; echo $? > environ.rc
+printf 'demo> '; exec sleep 600`, stateDir, resp.PID)
+	cl := agentctl.NewClient(resp.AgentctlURL, "sec-iso", 10*time.Second)
+	if _, err := cl.StartAgent(ctx, agentctl.Profile{Protocol: agentctl.ProtocolPTY, Command: []string{"/bin/sh", "-c", script}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(resp.WorkspacePath, name))
+		return strings.TrimSpace(string(b))
+	}
+	runtimetest.WaitFor(t, 10*time.Second, "the agent's probes", func() bool { return read("environ.rc") != "" })
+	if got := read("uid"); got != strconv.Itoa(nobody.UID) {
+		t.Fatalf("agent runs as uid %q, want %d", got, nobody.UID)
+	}
+	if got := read("gid"); got != strconv.Itoa(nobody.GID) {
+		t.Fatalf("agent runs as gid %q, want %d", got, nobody.GID)
+	}
+	for _, probe := range []string{"info", "ls", "environ"} {
+		if read(probe+".rc") == "0" || read(probe) != "" || !strings.Contains(read(probe+".err"), "Permission denied") {
+			t.Fatalf("agent's %s probe: rc %s, read %q, stderr %q; want permission denied", probe, read(probe+".rc"), read(probe), read(probe+".err"))
+		}
+	}
+	entries, err := os.ReadDir(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".agentctl-secret-") {
+			t.Fatalf("secret file %s is still in the state dir", e.Name())
+		}
+	}
+	// agentctl itself still writes the workspace (the file goes to the
+	// agent's user, so the agent can change it).
+	if err := cl.WriteFile(ctx, "from-api.txt", []byte("hi")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(resp.WorkspacePath, "from-api.txt")); err != nil || st.Sys().(*syscall.Stat_t).Uid != uint32(nobody.UID) {
+		t.Fatalf("a file written through agentctl is not the agent's: %v", err)
+	}
+}
+
+// run_as_user must name an existing user other than root.
+func TestRunAsUserDiagnostics(t *testing.T) {
+	for body, want := range map[string]string{
+		`run_as_user = "no-such-user-here"`: "no-such-user-here",
+		`run_as_user = "root"`:              "root",
+		`run_as_user = "0"`:                 "root",
+	} {
+		_, diags := localexec.ParseConfig(runtime.ConfigSource{Filename: "c.hcl", Source: []byte(body)})
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), want) {
+			t.Errorf("%s: diagnostics %v, want an error naming %q", body, diags, want)
 		}
 	}
 }

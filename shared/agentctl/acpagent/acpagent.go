@@ -54,6 +54,9 @@ type Config struct {
 	Permission  string        // allow | deny (default deny)
 	ResumeToken string        // non-empty: session/load this ACP session id
 	Logger      hclog.Logger
+	// Credential, when set, runs the agent as that user and group
+	// (agentctl's -agent-user) instead of agentctl's own.
+	Credential *syscall.Credential
 
 	// OnUpdate receives message text chunks (kind: agent, user, thought).
 	OnUpdate func(kind, text string)
@@ -117,7 +120,7 @@ func spawn(cfg Config) (*Agent, error) {
 	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = cfg.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cfg.Credential}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("agent stdin: %w", err)

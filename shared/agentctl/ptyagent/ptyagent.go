@@ -39,6 +39,9 @@ type Config struct {
 	// OnOutput, when set, is called with every chunk of output (in order,
 	// from the reader goroutine; it must not block).
 	OnOutput func(p []byte)
+	// Credential, when set, runs the program as that user and group
+	// (agentctl's -agent-user) instead of agentctl's own.
+	Credential *syscall.Credential
 }
 
 // Agent is one program running in a PTY.
@@ -76,6 +79,9 @@ func Start(cfg Config) (*Agent, error) {
 	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = cfg.Env
+	if cfg.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cfg.Credential}
+	}
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: cfg.Cols, Rows: cfg.Rows})
 	if err != nil {
 		return nil, fmt.Errorf("start agent %q in a pty: %w", cfg.Argv[0], err)

@@ -391,6 +391,9 @@ func replace(r *os.Root, name string, data []byte, perm fs.FileMode, keep bool) 
 		err = f.Chmod(perm)
 	}
 	if err == nil {
+		err = ownLikeParent(r, name, f)
+	}
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -403,6 +406,24 @@ func replace(r *os.Root, name string, data []byte, perm fs.FileMode, keep bool) 
 		_ = r.Remove(tmp)
 	}
 	return err
+}
+
+// ownLikeParent gives f, written by a root agentctl, to the owner of the
+// directory it is written into when that is another user (the agent runs as
+// one under -agent-user): the agent can then change the file it is shown.
+func ownLikeParent(r *os.Root, name string, f *os.File) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	st, err := r.Stat(path.Dir(name))
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || sys.Uid == 0 {
+		return nil
+	}
+	return f.Chown(int(sys.Uid), int(sys.Gid))
 }
 
 // IsGitRepo reports whether the workspace is inside a git work tree.
@@ -479,6 +500,10 @@ var gitSafety = []string{
 	"-c", "diff.external=",
 	"-c", "core.pager=cat",
 	"-c", "protocol.ext.allow=never",
+	// The agent may run as another user (agentctl's -agent-user) and own the
+	// workspace; git's ownership check guards against the configuration
+	// such an owner writes, which the settings above already neutralise.
+	"-c", "safe.directory=*",
 }
 
 // gitEnv is agentctl's environment without any GIT_* variable (a GIT_DIR or

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -64,7 +65,16 @@ type StartConfig struct {
 	// Terminal becomes agentctl's -shell, -replay-bytes and -idle-timeout
 	// flags (its zero value keeps agentctl's defaults).
 	Terminal runtime.Terminal
+	// AgentUser, when set, becomes agentctl's -agent-user: the agent and
+	// terminal shells run as that user while agentctl keeps the caller's.
+	AgentUser *User
 }
+
+// User is a numeric user and group.
+type User struct{ UID, GID int }
+
+// Arg is the user as agentctl's -agent-user value, UID:GID.
+func (u User) Arg() string { return strconv.Itoa(u.UID) + ":" + strconv.Itoa(u.GID) }
 
 // InfoFile is where agentctl's info file lives in a state dir.
 func InfoFile(stateDir string) string { return filepath.Join(stateDir, "agentctl.json") }
@@ -103,6 +113,9 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("start agentctl: state dir: %w", err)
 	}
+	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("start agentctl: state dir: %w", err)
+	}
 	infoPath := InfoFile(cfg.StateDir)
 	if err := os.Remove(infoPath); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("start agentctl: remove old info file: %w", err)
@@ -125,6 +138,9 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 		"-secret-file", secretFile, "-secret-file-once"}
 	if cfg.Advertise != "" {
 		args = append(args, "-advertise", cfg.Advertise)
+	}
+	if cfg.AgentUser != nil {
+		args = append(args, "-agent-user", cfg.AgentUser.Arg())
 	}
 	args = append(args, cfg.Terminal.Args()...)
 	cmd := exec.Command(cfg.AgentctlPath, args...)
@@ -415,4 +431,36 @@ func writeSecretFile(dir, secret string) (string, error) {
 		return "", fmt.Errorf("secret file: %w", err)
 	}
 	return f.Name(), nil
+}
+
+// LookupUser resolves a user name, or a numeric UID[:GID], to a User; a
+// name's (or a bare UID's) group is its primary group from the user
+// database, else GID = UID. Root is refused: the point is another user.
+func LookupUser(s string) (User, error) {
+	name, group, hasGroup := strings.Cut(s, ":")
+	var u User
+	if uid, err := strconv.Atoi(name); err == nil && uid >= 0 {
+		u = User{UID: uid, GID: uid}
+		if e, err := user.LookupId(name); err == nil {
+			u.GID, _ = strconv.Atoi(e.Gid)
+		}
+	} else {
+		e, err := user.Lookup(name)
+		if err != nil {
+			return User{}, fmt.Errorf("user %q: %w", name, err)
+		}
+		u.UID, _ = strconv.Atoi(e.Uid)
+		u.GID, _ = strconv.Atoi(e.Gid)
+	}
+	if hasGroup {
+		gid, err := strconv.Atoi(group)
+		if err != nil || gid < 0 {
+			return User{}, fmt.Errorf("group %q must be a number", group)
+		}
+		u.GID = gid
+	}
+	if u.UID == 0 {
+		return User{}, fmt.Errorf("user %q is root; name another user", s)
+	}
+	return u, nil
 }

@@ -253,3 +253,40 @@ func git(ctx context.Context, repo string, args ...string) error {
 	}
 	return nil
 }
+
+// GiveTo prepares l for an agent that runs as uid:gid while agentctl keeps
+// its own user: a workspace the session owns (its own directory or
+// worktree) is chowned to uid:gid, and the session directory and root
+// become traversable (0711: no listing), so the agent reaches its
+// workspace; the state directory stays 0700, agentctl's alone. A task
+// directory used in place keeps its owner: the agent needs write access to
+// it already.
+func (l Layout) GiveTo(root string, uid, gid int) error {
+	for _, dir := range []string{root, l.SessionDir} {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return fmt.Errorf("give workspace to uid %d: %w", uid, err)
+		}
+		if mode := st.Mode().Perm(); mode&0o011 != 0o011 {
+			if err := os.Chmod(dir, mode|0o011); err != nil {
+				return fmt.Errorf("give workspace to uid %d: %w", uid, err)
+			}
+		}
+	}
+	if err := os.Chmod(l.StateDir(), 0o700); err != nil {
+		return fmt.Errorf("give workspace to uid %d: state dir: %w", uid, err)
+	}
+	if !l.OwnsWorkspace {
+		return nil
+	}
+	err := filepath.WalkDir(l.Workspace, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+	if err != nil {
+		return fmt.Errorf("give workspace %s to uid %d: %w", l.Workspace, uid, err)
+	}
+	return nil
+}
