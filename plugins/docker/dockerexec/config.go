@@ -55,6 +55,10 @@ type Config struct {
 	// User is the container user (uid[:gid] or name); empty means the
 	// plugin's own uid:gid so workspace files stay the operator's.
 	User string
+	// AgentUser is the UID:GID the agent and terminal shells run as when
+	// the container user is root (agentctl stays root); "container" runs
+	// them as the container user. Default DefaultAgentUser.
+	AgentUser string
 	// RestartStopped lets Recover start a stopped container again.
 	RestartStopped bool
 	// Cluster is the paddock.cluster label value; empty means the launch
@@ -74,6 +78,7 @@ func defaults() Config {
 		WorkspaceRoot:  DefaultWorkspaceRoot,
 		PublishAddr:    DefaultPublishAddr,
 		RestartStopped: true,
+		AgentUser:      DefaultAgentUser,
 		StartTimeout:   DefaultStartTimeout,
 	}
 }
@@ -103,6 +108,8 @@ var spec = configspec.Spec[Config]{
 		configspec.Int("pids", "process limit (default none)", 1, math.MaxInt64, func(c *Config) *int64 { return &c.Pids }),
 		configspec.String("user", "container user uid[:gid] (default: the plugin's uid:gid)",
 			func(c *Config) *string { return &c.User }, userName),
+		configspec.String("agent_user", `numeric UID:GID the agent and terminal shells run as inside a container whose user is root, so that they cannot read agentctl's state and secret; the session's workspace is given to that user; "container" runs them as the container user (default `+DefaultAgentUser+`, nobody in the executor image)`,
+			func(c *Config) *string { return &c.AgentUser }, agentUser),
 		configspec.Bool("restart_stopped", "Recover starts a stopped container again (default true)",
 			func(c *Config) *bool { return &c.RestartStopped }),
 		configspec.String("cluster", "paddock.cluster label value (default: the launch request's cluster)",
@@ -151,6 +158,51 @@ func userName(s string) (string, error) {
 		return s, fmt.Errorf("user must be a uid[:gid] or user name")
 	}
 	return s, nil
+}
+
+// DefaultAgentUser is agent_user's default: nobody in the executor image.
+const DefaultAgentUser = "65534:65534"
+
+// AgentUserContainer is the agent_user value that runs the agent as the
+// container user.
+const AgentUserContainer = "container"
+
+func agentUser(s string) (string, error) {
+	if s == AgentUserContainer {
+		return s, nil
+	}
+	u, g, ok := strings.Cut(s, ":")
+	uid, uerr := strconv.ParseUint(u, 10, 32)
+	_, gerr := strconv.ParseUint(g, 10, 32)
+	if !ok || uerr != nil || gerr != nil {
+		return s, fmt.Errorf("agent_user must be a numeric UID:GID or %q", AgentUserContainer)
+	}
+	if uid == 0 {
+		return s, fmt.Errorf("agent_user %q is root; use %q to run the agent as the container user", s, AgentUserContainer)
+	}
+	return s, nil
+}
+
+// agentUID returns the agent's uid and gid when agentctl must switch to
+// them: agent_user is a UID:GID and the container user (user, or the
+// plugin's uid) is root. Otherwise ok is false and the agent runs as the
+// container user.
+func (c Config) agentUID() (uid, gid int, ok bool) {
+	if c.AgentUser == AgentUserContainer || c.AgentUser == "" {
+		return 0, 0, false
+	}
+	containerRoot := os.Getuid() == 0 // the default container user is the plugin's
+	if c.User != "" {
+		cu, _, _ := strings.Cut(c.User, ":")
+		containerRoot = cu == "0" || cu == "root"
+	}
+	if !containerRoot {
+		return 0, 0, false // agentctl cannot switch users; the agent is not root anyway
+	}
+	u, g, _ := strings.Cut(c.AgentUser, ":")
+	uid, _ = strconv.Atoi(u)
+	gid, _ = strconv.Atoi(g)
+	return uid, gid, true
 }
 
 func clusterName(s string) (string, error) {

@@ -28,7 +28,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 	abs, _ := filepath.Abs(DefaultWorkspaceRoot)
 	if cfg.Image != DefaultImage || cfg.WorkspaceRoot != abs || cfg.PublishAddr != "127.0.0.1" || !cfg.RestartStopped ||
-		cfg.StartTimeout != DefaultStartTimeout || cfg.ReconcileGrace != 0 || cfg.Memory != 0 || cfg.NanoCPUs != 0 || cfg.Pids != 0 || cfg.Host != "" {
+		cfg.StartTimeout != DefaultStartTimeout || cfg.AgentUser != DefaultAgentUser || cfg.ReconcileGrace != 0 || cfg.Memory != 0 || cfg.NanoCPUs != 0 || cfg.Pids != 0 || cfg.Host != "" {
 		t.Errorf("defaults = %+v", cfg)
 	}
 }
@@ -65,6 +65,7 @@ memory = "1536m"
 cpus = 1.5
 pids = 512
 user = "1000:1000"
+agent_user = "2000:2000"
 restart_stopped = false
 cluster = "prod-1"
 start_timeout = "45s"
@@ -74,7 +75,7 @@ reconcile_grace = "90s"
 		t.Fatal(diags.Error())
 	}
 	want := Config{Image: "my/img:1", Host: "tcp://10.0.0.5:2375", AgentctlPath: exe, WorkspaceRoot: "/srv/ws", PublishAddr: "0.0.0.0",
-		Memory: 1536 << 20, NanoCPUs: 15e8, Pids: 512, User: "1000:1000", RestartStopped: false, Cluster: "prod-1", StartTimeout: 45 * time.Second,
+		Memory: 1536 << 20, NanoCPUs: 15e8, Pids: 512, User: "1000:1000", AgentUser: "2000:2000", RestartStopped: false, Cluster: "prod-1", StartTimeout: 45 * time.Second,
 		ReconcileGrace: 90 * time.Second}
 	if cfg != want {
 		t.Errorf("config = %+v\nwant     %+v", cfg, want)
@@ -87,6 +88,26 @@ reconcile_grace = "90s"
 	}
 	if cfg, _ := parse(t, `memory = 67108864`); cfg.Memory != 64<<20 {
 		t.Errorf("numeric memory = %d", cfg.Memory)
+	}
+}
+
+// The agent switches to agent_user only inside a container whose user is
+// root; "container" (or a non-root container user) keeps the container user.
+func TestAgentUID(t *testing.T) {
+	for _, tc := range []struct {
+		user, agent string
+		ok          bool
+	}{
+		{"0:0", DefaultAgentUser, true},
+		{"root", "123:456", true},
+		{"1000:1000", DefaultAgentUser, false},
+		{"0", AgentUserContainer, false},
+		{"", DefaultAgentUser, os.Getuid() == 0},
+	} {
+		uid, gid, ok := Config{User: tc.user, AgentUser: tc.agent}.agentUID()
+		if ok != tc.ok || ok && tc.agent == "123:456" && (uid != 123 || gid != 456) {
+			t.Errorf("user %q agent_user %q: %d:%d %v, want switch %v", tc.user, tc.agent, uid, gid, ok, tc.ok)
+		}
 	}
 }
 
@@ -117,6 +138,9 @@ func TestParseConfigInvalid(t *testing.T) {
 		"grace_words":        {`reconcile_grace = "a while"`, "reconcile_grace"},
 		"grace_number":       {`reconcile_grace = 60`, "reconcile_grace"},
 		"user_empty":         {`user = ""`, "user"},
+		"agent_user_root":    {`agent_user = "0:0"`, "agent_user"},
+		"agent_user_name":    {`agent_user = "nobody"`, "agent_user"},
+		"agent_user_empty":   {`agent_user = ""`, "agent_user"},
 		"workspace_empty":    {`workspace_root = ""`, "workspace_root"},
 		"null":               {`image = null`, "image"},
 		"syntax":             {`image = = "x"`, ""},

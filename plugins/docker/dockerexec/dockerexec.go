@@ -264,6 +264,13 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 		}
 		return runtime.LaunchResponse{}, err
 	}
+	if uid, gid, ok := cfg.agentUID(); ok {
+		// The agent runs as another user than agentctl: the workspace is
+		// its; the state directory stays the container user's, 0700.
+		if err := prepared.Chown(uid, gid); err != nil {
+			return runtime.LaunchResponse{}, fmt.Errorf("session %s: %w", req.SessionID, err)
+		}
+	}
 	if err := r.removeSessionContainers(ctx, cli, cfg, h.SessionID, h.Cluster); err != nil {
 		return runtime.LaunchResponse{}, err
 	}
@@ -334,6 +341,17 @@ func (r *Runtime) create(ctx context.Context, cli *client.Client, cfg Config, re
 	if user == "" {
 		user = fmt.Sprintf("%d:%d", os.Getuid(), os.Getgid())
 	}
+	args := []string{"serve",
+		"-session", req.SessionID,
+		"-workspace", ContainerWorkspace,
+		"-state-dir", ContainerStateDir,
+		"-listen", "0.0.0.0:" + strconv.Itoa(AgentctlPort),
+		"-advertise", cfg.advertiseHost(),
+		"-info-file", ContainerStateDir + "/agentctl.json",
+	}
+	if uid, gid, ok := cfg.agentUID(); ok {
+		args = append(args, "-agent-user", strconv.Itoa(uid)+":"+strconv.Itoa(gid))
+	}
 	hostIP, err := netip.ParseAddr(cfg.PublishAddr)
 	if err != nil {
 		return "", fmt.Errorf("publish_addr %q: %v: %w", cfg.PublishAddr, err, runtime.ErrInvalidConfig)
@@ -357,16 +375,10 @@ func (r *Runtime) create(ctx context.Context, cli *client.Client, cfg Config, re
 			User:       user,
 			Env:        env,
 			Entrypoint: []string{entry},
-			// The terminal flags are part of the container's command, so
-			// a restart of the container (by Recover or the engine) keeps them.
-			Cmd: append([]string{"serve",
-				"-session", req.SessionID,
-				"-workspace", ContainerWorkspace,
-				"-state-dir", ContainerStateDir,
-				"-listen", "0.0.0.0:" + strconv.Itoa(AgentctlPort),
-				"-advertise", cfg.advertiseHost(),
-				"-info-file", ContainerStateDir + "/agentctl.json",
-			}, req.Terminal.Args()...),
+			// The terminal and agent-user flags are part of the container's
+			// command, so a restart of the container (by Recover or the
+			// engine) keeps them.
+			Cmd:          append(args, req.Terminal.Args()...),
 			WorkingDir:   ContainerWorkspace,
 			ExposedPorts: network.PortSet{agentctlPort: {}},
 			Labels: map[string]string{

@@ -121,6 +121,35 @@ func TestContainerShape(t *testing.T) {
 	if !strings.HasPrefix(resp.WorkspacePath, root) {
 		t.Errorf("workspace %s is not under workspace_root %s", resp.WorkspacePath, root)
 	}
+	// The agent runs as nobody (agent_user's default) while agentctl stays
+	// root: it cannot read agentctl's state (its info file, the state dir)
+	// nor agentctl's environment, where the secret is.
+	if os.Getuid() == 0 {
+		if !strings.Contains(strings.Join(argv, " "), " -agent-user 65534:65534") {
+			t.Errorf("agentctl argv %q lacks -agent-user 65534:65534", argv)
+		}
+		script := `id -u > uid
+cat /paddock/state/agentctl.json > info 2> info.err; echo $? > info.rc
+ls /paddock/state > ls 2> ls.err; echo $? > ls.rc
+cat /proc/1/environ > environ 2> environ.err; echo $? > environ.rc
+printf 'demo> '; exec sleep 600`
+		if _, err := ac.StartAgent(ctxT(t, 30*time.Second), agentctl.Profile{Protocol: agentctl.ProtocolPTY, Command: []string{"/bin/sh", "-c", script}}, ""); err != nil {
+			t.Fatalf("start agent: %v", err)
+		}
+		read := func(name string) string {
+			b, _ := os.ReadFile(filepath.Join(resp.WorkspacePath, name))
+			return strings.TrimSpace(string(b))
+		}
+		runtimetest.WaitFor(t, 10*time.Second, "the agent's probes", func() bool { return read("environ.rc") != "" })
+		if got := read("uid"); got != "65534" {
+			t.Errorf("agent runs as uid %q in the container, want 65534", got)
+		}
+		for _, probe := range []string{"info", "ls", "environ"} {
+			if read(probe+".rc") == "0" || read(probe) != "" {
+				t.Errorf("agent's %s probe: rc %s, read %q, stderr %q; want it refused", probe, read(probe+".rc"), read(probe), read(probe+".err"))
+			}
+		}
+	}
 	// The secret guards agentctl.
 	if _, err := agentctl.NewClient(resp.AgentctlURL, "wrong", 5*time.Second).Health(ctxT(t, 5*time.Second)); err == nil {
 		t.Error("agentctl answered with a wrong secret")

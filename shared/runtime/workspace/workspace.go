@@ -258,9 +258,8 @@ func git(ctx context.Context, repo string, args ...string) error {
 // its own user: a workspace the session owns (its own directory or
 // worktree) is chowned to uid:gid, and the session directory and root
 // become traversable (0711: no listing), so the agent reaches its
-// workspace; the state directory stays 0700, agentctl's alone. A task
-// directory used in place keeps its owner: the agent needs write access to
-// it already.
+// workspace; the state directory stays 0700, agentctl's alone. See Chown
+// for the workspace.
 func (l Layout) GiveTo(root string, uid, gid int) error {
 	for _, dir := range []string{root, l.SessionDir} {
 		st, err := os.Stat(dir)
@@ -276,6 +275,14 @@ func (l Layout) GiveTo(root string, uid, gid int) error {
 	if err := os.Chmod(l.StateDir(), 0o700); err != nil {
 		return fmt.Errorf("give workspace to uid %d: state dir: %w", uid, err)
 	}
+	return l.Chown(uid, gid)
+}
+
+// Chown gives a workspace the session owns (its own directory or worktree)
+// to uid:gid, every file in it; a task directory used in place keeps its
+// owner. Runtimes whose agent runs as another user than agentctl call it at
+// launch.
+func (l Layout) Chown(uid, gid int) error {
 	if !l.OwnsWorkspace {
 		return nil
 	}
