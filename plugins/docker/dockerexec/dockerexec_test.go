@@ -358,7 +358,14 @@ func TestLaunchBadInput(t *testing.T) {
 func TestReconcile(t *testing.T) {
 	needDocker(t)
 	root := t.TempDir()
-	r := newRuntime(t, baseConfig(root))
+	// A cluster label of its own: Reconcile removes every container of its
+	// cluster that it does not own, so it must not see another run's (or
+	// another test's) containers of the shared "dockerexec-test" cluster.
+	cluster := "dockerexec-reconcile-" + randHex(4)
+	config := func(extra ...string) string {
+		return strings.Replace(baseConfig(root, extra...), `cluster = "dockerexec-test"`, fmt.Sprintf("cluster = %q", cluster), 1)
+	}
+	r := newRuntime(t, config())
 	ctx := ctxT(t, 2*time.Minute)
 	launch := func(session string) runtime.LaunchResponse {
 		cleanupSession(t, session)
@@ -385,7 +392,7 @@ func TestReconcile(t *testing.T) {
 		t.Fatalf("Reconcile(grace 1h) = %v, %v; want nothing removed", removed, err)
 	}
 	// reconcile_grace in the config wins over the request's grace.
-	withGrace := newRuntime(t, baseConfig(root, `reconcile_grace = "1h"`))
+	withGrace := newRuntime(t, config(`reconcile_grace = "1h"`))
 	if removed, err := withGrace.Reconcile(ctx, req); err != nil || len(removed) != 0 {
 		t.Fatalf("Reconcile(grace 0) with reconcile_grace = 1h: %v, %v; want nothing removed", removed, err)
 	}
