@@ -66,6 +66,35 @@ type bringUp struct {
 	plan   agentPlan
 	// autoResume lets planRecover resume an agent that is gone.
 	autoResume bool
+	// agent, when set, delivers the agent's state asked while the
+	// bring-up's writes commit (see askAgentEarly).
+	agent <-chan agentAnswer
+}
+
+// agentAnswer is agentctl's answer to an agent state request.
+type agentAnswer struct {
+	state agentctl.AgentState
+	err   error
+}
+
+// askAgentEarly asks a recovered agentctl for its agent's state while the
+// bring-up records the executor ready (one agentctl round trip fewer on
+// the path), when nothing can make the bring-up wait before it uses the
+// answer: the answering agentctl is the recorded one and already holds the
+// session's lease.
+func (m *Manager) askAgentEarly(ctx context.Context, b *bringUp, nonce string) {
+	if b.plan != planRecover || b.recorded.Nonce != nonce || b.token == 0 {
+		return
+	}
+	if lease, held := m.store.Lease(b.sess.ID); !held || lease.HolderNonce != nonce {
+		return
+	}
+	ch := make(chan agentAnswer, 1)
+	go func() {
+		st, err := retryTimeouts(ctx, b.client.AgentState)
+		ch <- agentAnswer{st, err}
+	}()
+	b.agent = ch
 }
 
 // bringUp runs the shared path from a found executor to a running agent.
@@ -89,6 +118,7 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		// reattached, and nothing is claimed or started.
 		return OutcomeWorkspace, m.putExecutor(ctx, ex, b.recorded)
 	}
+	m.askAgentEarly(ctx, b, health.Nonce)
 	if err := m.holdLease(ctx, b, health.Nonce); err != nil {
 		return OutcomeSkipped, err
 	}
@@ -163,7 +193,14 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 	if b.plan == planRecover {
 		// A timed-out answer is asked again: taking it for a gone agent
 		// would start a second one beside it.
-		agent, err := retryTimeouts(ctx, b.client.AgentState)
+		var agent agentctl.AgentState
+		var err error
+		if b.agent != nil {
+			a := <-b.agent
+			agent, err = a.state, a.err
+		} else {
+			agent, err = retryTimeouts(ctx, b.client.AgentState)
+		}
 		if err != nil && ctx.Err() == nil && Retryable(err) {
 			return OutcomeSkipped, fmt.Errorf("agent state of session %s: %w", sess.ID, err)
 		}

@@ -109,25 +109,35 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 	if err != nil && !ownerDown {
 		return lost(fmt.Errorf("runtime %q: %w", ex.Runtime, err))
 	}
-	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": ex.ID, "recovery": true, "node": ex.Node})
+	// The event commits while the runtime is asked (one raft round trip
+	// fewer on each session's path); find returns only after it, so every
+	// later write of the session comes after it.
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": ex.ID, "recovery": true, "node": ex.Node})
+	}()
+	defer func() { <-published }()
 	b := &bringUp{sess: sess, ex: ex, recorded: ex}
 	if lease, held := m.store.Lease(sess.ID); held && lease.State == state.LeaseHeld {
 		b.token = lease.FencingToken
 	}
 	if !ownerDown {
 		takenOver := ex.Node != m.cluster.ID() && !m.nodes.Available(ex.Node)
+		// Only the owner's plugin can prove a node-local executor gone: a
+		// plugin that took one over is not asked (its answer would not
+		// count).
+		inspect := true
 		if takenOver {
 			// The owner is gone and runtimeOf gave this node's plugin (a
 			// runtime that is not node-local, or a shared workspace): it
 			// manages the executor from now on.
 			b.ex.Node = m.cluster.ID()
+			caps, cerr := rt.Capabilities(ctx)
+			inspect = cerr == nil && !caps.NodeLocal
 		}
-		b.holderGone, err = m.provenGone(ctx, rt, ex)
-		if takenOver && b.holderGone {
-			// Only the owner's plugin can prove a node-local executor gone.
-			if caps, cerr := rt.Capabilities(ctx); cerr != nil || caps.NodeLocal {
-				b.holderGone = false
-			}
+		if inspect {
+			b.holderGone, err = m.provenGone(ctx, rt, ex)
 		}
 		if !nodeDown(err) {
 			var resp runtime.LaunchResponse
@@ -158,6 +168,7 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 	}
 	if !m.sharedWorkspace(ctx, ex.Runtime) {
 		// Neither failed nor moved: the session waits for its node.
+		<-published
 		m.nodeLost(ctx, sess, ex, err)
 		return nil, OutcomeNodeUnavailable, nil
 	}

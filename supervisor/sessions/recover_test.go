@@ -48,6 +48,17 @@ func TestRecoverContinuesALiveAgent(t *testing.T) {
 	if !m.IsRunning(s.id) {
 		t.Fatal("the session is not live on the new leader")
 	}
+	// agentctl_starting commits while the runtime is asked, and still
+	// comes before agentctl_ready.
+	var order []string
+	for _, e := range w.r.events(s.id) {
+		if (e.Type == state.EventAgentctlStarting || e.Type == state.EventAgentctlReady) && e.Data["recovery"] == true {
+			order = append(order, e.Type)
+		}
+	}
+	if want := []string{state.EventAgentctlStarting, state.EventAgentctlReady}; !reflect.DeepEqual(order, want) {
+		t.Errorf("recovery events %v, want %v", order, want)
+	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +194,9 @@ func TestRecoverTakesOverASharedWorkspace(t *testing.T) {
 	}
 	if got := w.rts["n2"].callsOf("recover"); got != 1 {
 		t.Errorf("n2's runtime recovered %d times, want 1", got)
+	}
+	if got := w.rts["n2"].callsOf("inspect"); got != 0 {
+		t.Errorf("n2's runtime was asked to inspect %d times; only the owner's plugin can prove a node-local executor gone", got)
 	}
 	if calls := w.rts["n1"].executorCalls(); len(calls) != 0 {
 		t.Errorf("the down node's runtime was asked %v", calls)
