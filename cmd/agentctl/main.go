@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -121,6 +122,7 @@ func serve(args []string) int {
 	fs.Var(&shell, "shell", "terminal program: repeat for each argv word, or one JSON array (default $SHELL, else /bin/sh)")
 	replayBytes := fs.Int("replay-bytes", term.DefaultReplayBytes, "replay buffer per terminal, in bytes")
 	idleTimeout := fs.Duration("idle-timeout", term.DefaultIdleTimeout, "end a terminal with no connection for this long")
+	useTLS := fs.Bool("tls", false, "serve HTTPS with a key made at start (ECDSA P-256, self-signed); the info carries its fingerprint for clients to pin")
 	agentUser := fs.String("agent-user", "", "run the agent and terminal shells as UID:GID (numeric; agentctl keeps its own user)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -185,6 +187,15 @@ func serve(args []string) int {
 		return 1
 	}
 	info := agentctl.Info{URL: advertiseURL(l, *advertise), PID: os.Getpid(), Nonce: srv.Nonce(), SessionID: *session}
+	if *useTLS {
+		cert, fp, err := agentctl.NewIdentity("agentctl " + *session)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agentctl serve:", err)
+			return 1
+		}
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+		info.URL, info.Fingerprint = "https"+strings.TrimPrefix(info.URL, "http"), fp
+	}
 	if *infoFile != "" {
 		if err := writeInfo(*infoFile, info); err != nil {
 			fmt.Fprintln(os.Stderr, "agentctl serve: info file:", err)

@@ -66,8 +66,14 @@ func (p *proc) kill() {
 // startServe runs agentctl serve on ws and waits for its info line.
 func startServe(t testing.TB, ws string, extraEnv ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "agentctl"), "serve", "-session", "s1", "-workspace", ws, "-listen", "127.0.0.1:0", "-log-level", "debug",
-		"-log-file", filepath.Join(t.TempDir(), "agentctl.log"))
+	return startServeArgs(t, ws, nil, extraEnv...)
+}
+
+// startServeArgs is startServe with more serve flags.
+func startServeArgs(t testing.TB, ws string, args []string, extraEnv ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "agentctl"), append([]string{"serve", "-session", "s1", "-workspace", ws, "-listen", "127.0.0.1:0", "-log-level", "debug",
+		"-log-file", filepath.Join(t.TempDir(), "agentctl.log")}, args...)...)
 	cmd.Env = append(os.Environ(), "PADDOCK_AGENTCTL_SECRET="+testSecret, "PATH="+binDir+":"+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, extraEnv...)
 	out, err := cmd.StdoutPipe()

@@ -273,6 +273,9 @@ type Info struct {
 	PID       int    `json:"pid"`
 	Nonce     string `json:"nonce"`
 	SessionID string `json:"session_id"`
+	// Fingerprint is the SHA-256 (hex) of agentctl's TLS certificate when it
+	// serves TLS (serve -tls; the URL is https); clients pin it.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // FileEntry is one entry of GET /v1/files.
