@@ -96,26 +96,29 @@ type Session struct {
 
 // Executor is where a session runs. Secret and Handle never leave the cluster.
 type Executor struct {
-	ID                    string         `json:"id"`
-	SessionID             string         `json:"session_id"`
-	TaskID                string         `json:"task_id"`
-	Runtime               string         `json:"runtime"`
-	Node                  string         `json:"node"`
-	Status                ExecutorStatus `json:"status"`
-	AgentctlURL           string         `json:"agentctl_url"`
-	ContainerID           string         `json:"container_id"`
-	PID                   int            `json:"pid"`
-	Nonce                 string         `json:"nonce"`
-	SupportsSessionResume bool           `json:"supports_session_resume"`
-	SupportsWorkspaceOnly bool           `json:"supports_workspace_only"`
-	WorkspacePath         string         `json:"workspace_path"`
-	WorktreePath          string         `json:"worktree_path"`
-	WorktreeBranch        string         `json:"worktree_branch"`
-	LastSeenAt            time.Time      `json:"last_seen_at"`
-	ErrorMessage          string         `json:"error_message"`
-	AgentExecutionID      string         `json:"-"`
-	Secret                string         `json:"-"`
-	Handle                []byte         `json:"-"`
+	ID          string         `json:"id"`
+	SessionID   string         `json:"session_id"`
+	TaskID      string         `json:"task_id"`
+	Runtime     string         `json:"runtime"`
+	Node        string         `json:"node"`
+	Status      ExecutorStatus `json:"status"`
+	AgentctlURL string         `json:"agentctl_url"`
+	// AgentctlFingerprint is the SHA-256 of agentctl's TLS certificate when
+	// its URL is https; every node pins it.
+	AgentctlFingerprint   string    `json:"agentctl_fingerprint,omitempty"`
+	ContainerID           string    `json:"container_id"`
+	PID                   int       `json:"pid"`
+	Nonce                 string    `json:"nonce"`
+	SupportsSessionResume bool      `json:"supports_session_resume"`
+	SupportsWorkspaceOnly bool      `json:"supports_workspace_only"`
+	WorkspacePath         string    `json:"workspace_path"`
+	WorktreePath          string    `json:"worktree_path"`
+	WorktreeBranch        string    `json:"worktree_branch"`
+	LastSeenAt            time.Time `json:"last_seen_at"`
+	ErrorMessage          string    `json:"error_message"`
+	AgentExecutionID      string    `json:"-"`
+	Secret                string    `json:"-"`
+	Handle                []byte    `json:"-"`
 }
 
 // Lease names the single live owner of a session's agent execution.

@@ -29,10 +29,16 @@ const (
 // browser origin, and a session of agent on it.
 func termCluster(t *testing.T, agent string, extra ...string) (*harness.Node, string) {
 	t.Helper()
+	return termClusterOn(t, standaloneConfig(t), agent, extra...)
+}
+
+// termClusterOn is termCluster with the given runtime and agent config.
+func termClusterOn(t *testing.T, base, agent string, extra ...string) (*harness.Node, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	cfg := standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\napi {\n  allowed_origins = [%q]\n}\n", termToken, termOrigin) + strings.Join(extra, "\n")
+	cfg := base + fmt.Sprintf("acl {\n  token = %q\n}\napi {\n  allowed_origins = [%q]\n}\n", termToken, termOrigin) + strings.Join(extra, "\n")
 	c := startCluster(t, 1, false, cfg)
 	node := c.Nodes[0] // leaderOf reads /v1/status without the token
 	api, err := client.New(node.URL(), termToken)

@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/agentctl/pin"
 	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
 	"github.com/paddockhq/paddock/shared/term"
 )
@@ -188,7 +189,7 @@ func serve(args []string) int {
 	}
 	info := agentctl.Info{URL: advertiseURL(l, *advertise), PID: os.Getpid(), Nonce: srv.Nonce(), SessionID: *session}
 	if *useTLS {
-		cert, fp, err := agentctl.NewIdentity("agentctl " + *session)
+		cert, fp, err := pin.New("agentctl " + *session)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "agentctl serve:", err)
 			return 1

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/agentctl/pin"
 )
 
 // TestTLSPinning: agentctl serve -tls serves HTTPS with a key of its own and
@@ -33,7 +34,7 @@ func TestTLSPinning(t *testing.T) {
 
 	// The man in the middle terminates TLS with its own key and relays to
 	// agentctl over TLS; it counts the bytes a client got to send it.
-	cert, mitmFP, err := agentctl.NewIdentity("mitm")
+	cert, mitmFP, err := pin.New("mitm")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,15 +73,15 @@ func TestTLSPinning(t *testing.T) {
 	}
 	before := relayed.Load()
 	_, err = agentctl.NewPinnedClient(mitmURL, testSecret, p.info.Fingerprint, 5*time.Second).Health(ctx(t))
-	if !errors.Is(err, agentctl.ErrFingerprint) {
-		t.Fatalf("through a man in the middle: %v, want %v", err, agentctl.ErrFingerprint)
+	if !errors.Is(err, pin.ErrFingerprint) {
+		t.Fatalf("through a man in the middle: %v, want %v", err, pin.ErrFingerprint)
 	}
 	if n := relayed.Load() - before; n != 0 {
 		t.Fatalf("the man in the middle relayed %d bytes of the refused client", n)
 	}
 
 	other := strings.Repeat("0", 64)
-	if _, err := agentctl.NewPinnedClient(p.info.URL, testSecret, other, 5*time.Second).Health(ctx(t)); !errors.Is(err, agentctl.ErrFingerprint) {
+	if _, err := agentctl.NewPinnedClient(p.info.URL, testSecret, other, 5*time.Second).Health(ctx(t)); !errors.Is(err, pin.ErrFingerprint) {
 		t.Fatalf("pinned to another fingerprint: %v", err)
 	}
 	if _, err := agentctl.NewClient("http://"+strings.TrimPrefix(p.info.URL, "https://"), testSecret, 5*time.Second).Health(ctx(t)); err == nil {

@@ -172,6 +172,8 @@ func launchResponseToPB(r LaunchResponse) *runtimepb.LaunchResponse {
 		WorkspacePath:  r.WorkspacePath,
 		WorktreePath:   r.WorktreePath,
 		WorktreeBranch: r.WorktreeBranch,
+
+		AgentctlFingerprint: r.AgentctlFingerprint,
 	}
 }
 
@@ -185,6 +187,8 @@ func launchResponseFromPB(r *runtimepb.LaunchResponse) LaunchResponse {
 		WorkspacePath:  r.GetWorkspacePath(),
 		WorktreePath:   r.GetWorktreePath(),
 		WorktreeBranch: r.GetWorktreeBranch(),
+
+		AgentctlFingerprint: r.GetAgentctlFingerprint(),
 	}
 }
 

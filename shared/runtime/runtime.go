@@ -291,6 +291,9 @@ type LaunchResponse struct {
 	WorkspacePath  string
 	WorktreePath   string
 	WorktreeBranch string
+	// AgentctlFingerprint is the SHA-256 (hex) of agentctl's TLS certificate
+	// when AgentctlURL is https: every client pins it (agentctl.NewPinnedClient).
+	AgentctlFingerprint string
 }
 
 // ExecutorState is the coarse state Inspect reports.

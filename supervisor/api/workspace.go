@@ -128,7 +128,7 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
 	if _, present := requestToken(r); !present {
 		helloToken, readToken = s.cfg.ACL.Token, s.cfg.ACL.ReadToken
 	}
-	terminal.Serve(w, r, terminal.Target{URL: ex.AgentctlURL, Secret: ex.Secret, Name: r.URL.Query().Get("name"),
+	terminal.Serve(w, r, terminal.Target{URL: ex.AgentctlURL, Fingerprint: ex.AgentctlFingerprint, Secret: ex.Secret, Name: r.URL.Query().Get("name"),
 		HelloToken: helloToken, ReadOnlyToken: readToken, Logger: s.log.Named("terminal")})
 	return nil
 }

@@ -256,6 +256,7 @@ func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node s
 		}
 	}
 	ex.Handle, ex.AgentctlURL, ex.PID, ex.Nonce, ex.ContainerID = resp.Handle, resp.AgentctlURL, resp.PID, resp.Nonce, resp.ContainerID
+	ex.AgentctlFingerprint = resp.AgentctlFingerprint
 	ex.WorkspacePath, ex.WorktreePath, ex.WorktreeBranch = resp.WorkspacePath, resp.WorktreePath, resp.WorktreeBranch
 	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
 		return ex, err

@@ -310,6 +310,9 @@ const agentctlTimeout = 15 * time.Second
 // clientFor builds an agentctl client for an executor row.
 func clientFor(e state.Executor, token uint64) *agentctl.Client {
 	c := agentctl.NewClient(e.AgentctlURL, e.Secret, agentctlTimeout)
+	if e.AgentctlFingerprint != "" {
+		c = agentctl.NewPinnedClient(e.AgentctlURL, e.Secret, e.AgentctlFingerprint, agentctlTimeout)
+	}
 	c.SetFencingToken(token)
 	return c
 }

@@ -193,6 +193,7 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 // executor and gives it a client.
 func (b *bringUp) found(resp runtime.LaunchResponse) {
 	b.ex.AgentctlURL, b.ex.PID, b.ex.ContainerID = resp.AgentctlURL, resp.PID, resp.ContainerID
+	b.ex.AgentctlFingerprint = resp.AgentctlFingerprint
 	if len(resp.Handle) > 0 {
 		b.ex.Handle = resp.Handle
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/shared/agentctl/pin"
 	"github.com/paddockhq/paddock/shared/term"
 )
 
@@ -49,6 +50,10 @@ const (
 type Target struct {
 	// URL is agentctl's base URL (http://host:port), state.Executor.AgentctlURL.
 	URL string
+	// Fingerprint, when set, is agentctl's certificate fingerprint
+	// (state.Executor.AgentctlFingerprint): the https/wss connection accepts
+	// only that certificate.
+	Fingerprint string
 	// Secret is the executor's agentctl secret (sent as Authorization: Bearer).
 	Secret string
 	// Name is the terminal name (the request's ?name=, "shell" if empty).
@@ -136,6 +141,9 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		ReadBufferSize:   term.MaxLiveChunk + 64,
 		WriteBufferSize:  16 << 10,
 		WriteBufferPool:  &inputBuffers,
+	}
+	if t.Fingerprint != "" {
+		d.TLSClientConfig = pin.ClientConfig(t.Fingerprint)
 	}
 	hdr := http.Header{"Authorization": []string{"Bearer " + t.Secret}}
 	upstream, resp, err := d.DialContext(r.Context(), target, hdr)

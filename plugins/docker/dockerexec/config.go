@@ -59,6 +59,9 @@ type Config struct {
 	// the container user is root (agentctl stays root); "container" runs
 	// them as the container user. Default DefaultAgentUser.
 	AgentUser string
+	// AgentctlTLS runs agentctl with -tls: HTTPS with a key of its own,
+	// whose fingerprint every node pins.
+	AgentctlTLS bool
 	// RestartStopped lets Recover start a stopped container again.
 	RestartStopped bool
 	// Cluster is the paddock.cluster label value; empty means the launch
@@ -110,6 +113,8 @@ var spec = configspec.Spec[Config]{
 			func(c *Config) *string { return &c.User }, userName),
 		configspec.String("agent_user", `numeric UID:GID the agent and terminal shells run as inside a container whose user is root, so that they cannot read agentctl's state and secret; the session's workspace is given to that user; "container" runs them as the container user (default `+DefaultAgentUser+`, nobody in the executor image)`,
 			func(c *Config) *string { return &c.AgentUser }, agentUser),
+		configspec.Bool("agentctl_tls", "agentctl serves HTTPS with a key it makes at every start (ECDSA P-256, self-signed); the plugin reads its fingerprint from the state dir, it is recorded with the executor and pinned by every node (default false)",
+			func(c *Config) *bool { return &c.AgentctlTLS }),
 		configspec.Bool("restart_stopped", "Recover starts a stopped container again (default true)",
 			func(c *Config) *bool { return &c.RestartStopped }),
 		configspec.String("cluster", "paddock.cluster label value (default: the launch request's cluster)",

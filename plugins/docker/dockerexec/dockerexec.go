@@ -35,6 +35,7 @@ import (
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/pluginbase"
 	"github.com/paddockhq/paddock/shared/runtime/workspace"
 )
@@ -145,6 +146,8 @@ type handle struct {
 	URL         string `json:"url"`
 	Nonce       string `json:"nonce"`
 	PID         int    `json:"pid"`
+	// Fingerprint is agentctl's certificate fingerprint when it serves TLS.
+	Fingerprint string `json:"fingerprint,omitempty"`
 	workspace.Layout
 }
 
@@ -179,7 +182,7 @@ func validContainerID(id string) bool {
 
 func (h handle) response() runtime.LaunchResponse {
 	b, _ := json.Marshal(h)
-	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, ContainerID: h.ContainerID}
+	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, ContainerID: h.ContainerID, AgentctlFingerprint: h.Fingerprint}
 	h.Layout.Response(&resp)
 	return resp
 }
@@ -349,6 +352,9 @@ func (r *Runtime) create(ctx context.Context, cli *client.Client, cfg Config, re
 		"-advertise", cfg.advertiseHost(),
 		"-info-file", ContainerStateDir + "/agentctl.json",
 	}
+	if cfg.AgentctlTLS {
+		args = append(args, "-tls")
+	}
 	if uid, gid, ok := cfg.agentUID(); ok {
 		args = append(args, "-agent-user", strconv.Itoa(uid)+":"+strconv.Itoa(gid))
 	}
@@ -433,14 +439,12 @@ func (r *Runtime) startAndWait(ctx context.Context, cli *client.Client, cfg Conf
 		}
 		if url, ok := endpoint(cfg, c); ok {
 			h.URL = url
-			hctx, hcancel := context.WithTimeout(ctx, 2*time.Second)
-			health, err := agentctl.NewClient(url, secret, 2*time.Second).Health(hctx)
-			hcancel()
+			health, fingerprint, err := checkAgentctl(ctx, cfg, h, url, secret)
 			if err == nil {
 				if health.SessionID != h.SessionID {
 					return fmt.Errorf("agentctl at %s serves session %q, want %q", url, health.SessionID, h.SessionID)
 				}
-				h.Nonce, h.PID = health.Nonce, health.PID
+				h.Nonce, h.PID, h.Fingerprint = health.Nonce, health.PID, fingerprint
 				return nil
 			}
 			lastErr = err
@@ -458,6 +462,31 @@ func (r *Runtime) startAndWait(ctx context.Context, cli *client.Client, cfg Conf
 	return fmt.Errorf("agentctl in container %s was not healthy within %s: %v; logs: %s: %w", shortID(h.ContainerID), cfg.StartTimeout, lastErr, r.logsTail(cli, h.ContainerID), runtime.ErrUnavailable)
 }
 
+// checkAgentctl asks agentctl at url for its health. With agentctl_tls the
+// connection pins the fingerprint of agentctl's info file in the session's
+// state dir (bind-mounted from the host), and the answer must carry the
+// info file's nonce: an info file of an earlier start names another key.
+func checkAgentctl(ctx context.Context, cfg Config, h *handle, url, secret string) (agentctl.Health, string, error) {
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if !cfg.AgentctlTLS {
+		health, err := agentctl.NewClient(url, secret, 2*time.Second).Health(hctx)
+		return health, "", err
+	}
+	info, err := agentctlproc.ReadInfo(agentctlproc.InfoFile(filepath.Join(h.SessionDir, "state")))
+	if err != nil {
+		return agentctl.Health{}, "", err
+	}
+	if info.Fingerprint == "" {
+		return agentctl.Health{}, "", fmt.Errorf("agentctl's info file has no certificate fingerprint (an image with an older agentctl?)")
+	}
+	health, err := agentctl.NewPinnedClient(url, secret, info.Fingerprint, 2*time.Second).Health(hctx)
+	if err == nil && health.Nonce != info.Nonce {
+		err = fmt.Errorf("agentctl answers with nonce %s, its info file says %s", health.Nonce, info.Nonce)
+	}
+	return health, info.Fingerprint, err
+}
+
 // endpoint is agentctl's URL from the container's published port.
 func endpoint(cfg Config, c container.InspectResponse) (string, bool) {
 	if c.NetworkSettings == nil {
@@ -465,7 +494,11 @@ func endpoint(cfg Config, c container.InspectResponse) (string, bool) {
 	}
 	for _, b := range c.NetworkSettings.Ports[agentctlPort] {
 		if b.HostPort != "" && b.HostPort != "0" {
-			return "http://" + hostPort(cfg.advertiseHost(), b.HostPort), true
+			scheme := "http://"
+			if cfg.AgentctlTLS {
+				scheme = "https://"
+			}
+			return scheme + hostPort(cfg.advertiseHost(), b.HostPort), true
 		}
 	}
 	return "", false

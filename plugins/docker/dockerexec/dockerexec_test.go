@@ -31,6 +31,18 @@ workspace_root = "{{temp_dir}}"`,
 	})
 }
 
+// The conformance kit over TLS: agentctl in the container serves HTTPS
+// with its own key, and Launch and Recover report its fingerprint.
+func TestConformanceAgentctlTLS(t *testing.T) {
+	needDocker(t)
+	conformance.Run(t, conformance.Config{
+		PluginPath: pluginPath,
+		PluginConfig: `image = "` + testImage + `"
+workspace_root = "{{temp_dir}}"
+agentctl_tls = true`,
+	})
+}
+
 // The busybox-only image works because agentctl is bind-mounted from the
 // host; the task workspace is a git repository, so the session gets a
 // worktree on its own branch.

@@ -40,6 +40,9 @@ type Config struct {
 	// RunAsUser names the user each session's agent and terminal shells
 	// run as (a name or UID[:GID]); empty runs them as agentctl's user.
 	RunAsUser string
+	// AgentctlTLS runs agentctl with -tls: HTTPS with a key of its own,
+	// whose fingerprint every node pins.
+	AgentctlTLS bool
 	// AgentUser is RunAsUser resolved (nil when unset).
 	AgentUser *agentctlproc.User
 }
@@ -65,6 +68,8 @@ var spec = configspec.Spec[Config]{
 			func(c *Config) *string { return &c.Advertise }),
 		configspec.String("run_as_user", "run each session's agent and terminal shells as this user (a name or UID[:GID]; the plugin must run as root), so that agentctl's state and secret stay unreadable to them; the session's workspace is given to that user (default: agentctl's own user)",
 			func(c *Config) *string { return &c.RunAsUser }, configspec.NotEmpty),
+		configspec.Bool("agentctl_tls", "agentctl serves HTTPS with a key it makes at start (ECDSA P-256, self-signed); its fingerprint is recorded with the executor and pinned by every node (default false)",
+			func(c *Config) *bool { return &c.AgentctlTLS }),
 		configspec.Duration("start_timeout", "how long agentctl may take to become healthy (default 15s)",
 			func(c *Config) *time.Duration { return &c.StartTimeout }),
 	},

@@ -78,11 +78,13 @@ type handle struct {
 	V         int    `json:"v"`
 	SessionID string `json:"session_id"`
 	workspace.Layout
-	StateDir string            `json:"state_dir"`
-	PID      int               `json:"pid"`
-	Nonce    string            `json:"nonce"`
-	URL      string            `json:"url"`
-	Env      map[string]string `json:"env,omitempty"`
+	StateDir string `json:"state_dir"`
+	PID      int    `json:"pid"`
+	Nonce    string `json:"nonce"`
+	URL      string `json:"url"`
+	// Fingerprint is agentctl's certificate fingerprint when it serves TLS.
+	Fingerprint string            `json:"fingerprint,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
 	// Terminal is the launch's terminal settings, so a restart by Recover
 	// runs agentctl with the same ones.
 	Terminal *handleTerminal `json:"terminal,omitempty"`
@@ -162,7 +164,7 @@ func (r *Runtime) decodeHandle(b []byte) (handle, error) {
 
 func (h handle) response() runtime.LaunchResponse {
 	b, _ := json.Marshal(h)
-	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce}
+	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, AgentctlFingerprint: h.Fingerprint}
 	h.Layout.Response(&resp)
 	return resp
 }
@@ -221,11 +223,12 @@ func (r *Runtime) start(ctx context.Context, cfg Config, agentctl, secret string
 		Timeout:      cfg.StartTimeout,
 		Terminal:     h.terminal(),
 		AgentUser:    cfg.AgentUser,
+		TLS:          cfg.AgentctlTLS,
 	})
 	if err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)
 	}
-	h.PID, h.Nonce, h.URL = proc.Info.PID, proc.Info.Nonce, proc.Info.URL
+	h.PID, h.Nonce, h.URL, h.Fingerprint = proc.Info.PID, proc.Info.Nonce, proc.Info.URL, proc.Info.Fingerprint
 	return nil
 }
 
@@ -268,7 +271,7 @@ func (r *Runtime) Recover(ctx context.Context, hb []byte, secret string) (runtim
 		for attempt := 0; attempt < 5 && ctx.Err() == nil; attempt++ {
 			hctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			var health agentctlproc.Health
-			health, herr = agentctlproc.CheckHealth(hctx, h.URL, secret)
+			health, herr = agentctlproc.CheckHealthPinned(hctx, h.URL, secret, h.Fingerprint)
 			cancel()
 			if herr == nil && health.Nonce == h.Nonce && health.PID == h.PID {
 				r.Logger().Info("reattached agentctl", "session_id", h.SessionID, "pid", h.PID)

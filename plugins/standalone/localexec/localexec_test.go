@@ -452,3 +452,16 @@ func TestRunAsUserDiagnostics(t *testing.T) {
 		}
 	}
 }
+
+// The conformance kit over TLS: with agentctl_tls agentctl serves HTTPS and
+// every health check of the kit pins the fingerprint Launch and Recover
+// report.
+func TestConformanceAgentctlTLS(t *testing.T) {
+	conformance.Run(t, conformance.Config{
+		PluginPath:   bins.Plugin,
+		AgentctlPath: bins.Agentctl,
+		PluginConfig: `agentctl_path = "{{agentctl_path}}"
+workspace_root = "{{temp_dir}}"
+agentctl_tls = true`,
+	})
+}

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddockhq/paddock/shared/agentctl/pin"
 	"github.com/paddockhq/paddock/shared/runtime"
 )
 
@@ -34,6 +35,9 @@ type Info struct {
 	PID       int    `json:"pid"`
 	Nonce     string `json:"nonce"`
 	SessionID string `json:"session_id"`
+	// Fingerprint is the SHA-256 of agentctl's certificate when it serves
+	// TLS (StartConfig.TLS; the URL is https).
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // Health is the part of GET /v1/health a runtime checks.
@@ -68,6 +72,9 @@ type StartConfig struct {
 	// AgentUser, when set, becomes agentctl's -agent-user: the agent and
 	// terminal shells run as that user while agentctl keeps the caller's.
 	AgentUser *User
+	// TLS becomes agentctl's -tls: it serves HTTPS with a key of its own,
+	// and Info.Fingerprint is what clients pin.
+	TLS bool
 }
 
 // User is a numeric user and group.
@@ -142,6 +149,9 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 	if cfg.AgentUser != nil {
 		args = append(args, "-agent-user", cfg.AgentUser.Arg())
 	}
+	if cfg.TLS {
+		args = append(args, "-tls")
+	}
 	args = append(args, cfg.Terminal.Args()...)
 	cmd := exec.Command(cfg.AgentctlPath, args...)
 	cmd.Dir = cfg.Workspace
@@ -170,9 +180,13 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 	defer tick.Stop()
 	for {
 		info, ierr := ReadInfo(infoPath)
+		if ierr == nil && info.PID == pid && cfg.TLS && info.Fingerprint == "" {
+			kill()
+			return nil, fmt.Errorf("start agentctl: it was asked to serve TLS but reports no certificate fingerprint (an older agentctl?)")
+		}
 		if ierr == nil && info.PID == pid {
 			hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			h, herr := CheckHealth(hctx, info.URL, cfg.Secret)
+			h, herr := CheckHealthPinned(hctx, info.URL, cfg.Secret, info.Fingerprint)
 			cancel()
 			if herr == nil {
 				if h.Nonce != info.Nonce || h.PID != info.PID {
@@ -240,12 +254,22 @@ var httpClient = &http.Client{Timeout: 5 * time.Second}
 // CheckHealth calls GET URL/v1/health with the secret and returns the answer;
 // anything but a 200 with status "ok" is an error.
 func CheckHealth(ctx context.Context, url, secret string) (Health, error) {
+	return CheckHealthPinned(ctx, url, secret, "")
+}
+
+// CheckHealthPinned is CheckHealth for an agentctl serving TLS whose
+// certificate has the given fingerprint ("" is CheckHealth).
+func CheckHealthPinned(ctx context.Context, url, secret, fingerprint string) (Health, error) {
+	client := httpClient
+	if fingerprint != "" {
+		client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: pin.ClientConfig(fingerprint), DisableKeepAlives: true}}
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/v1/health", nil)
 	if err != nil {
 		return Health{}, fmt.Errorf("agentctl health: %w", err)
 	}
 	req.Header.Set("Authorization", "Bearer "+secret)
-	resp, err := httpClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return Health{}, fmt.Errorf("agentctl health: %w", err)
 	}

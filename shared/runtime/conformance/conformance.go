@@ -28,6 +28,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/paddockhq/paddock/shared/agentctl/pin"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
@@ -373,7 +374,7 @@ func (k *kit) concurrentLaunches(t *testing.T) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(k.ctx(t), 3*time.Second)
-			h, err := agentctlproc.CheckHealth(ctx, resp.AgentctlURL, req.AgentctlSecret)
+			h, err := agentctlproc.CheckHealthPinned(ctx, resp.AgentctlURL, req.AgentctlSecret, resp.AgentctlFingerprint)
 			cancel()
 			if err == nil && h.Nonce == resp.Nonce {
 				handles = append(handles, resp.Handle)
@@ -425,7 +426,14 @@ func (k *kit) lifecycle(t *testing.T) {
 	}
 	k.checkHealthy(t, "after launch", launched, req.SessionID, secret)
 
-	if resp, err := http.Get(strings.TrimRight(launched.AgentctlURL, "/") + "/v1/health"); err != nil {
+	if strings.HasPrefix(launched.AgentctlURL, "https://") != (launched.AgentctlFingerprint != "") {
+		t.Errorf("Launch response: agentctl_url %s with fingerprint %q; an https URL needs the certificate's fingerprint and only it has one", launched.AgentctlURL, launched.AgentctlFingerprint)
+	}
+	plain := http.DefaultClient
+	if launched.AgentctlFingerprint != "" {
+		plain = &http.Client{Transport: &http.Transport{TLSClientConfig: pin.ClientConfig(launched.AgentctlFingerprint)}}
+	}
+	if resp, err := plain.Get(strings.TrimRight(launched.AgentctlURL, "/") + "/v1/health"); err != nil {
 		t.Errorf("agentctl unreachable without auth: %v", err)
 	} else {
 		resp.Body.Close()
@@ -433,7 +441,7 @@ func (k *kit) lifecycle(t *testing.T) {
 			t.Errorf("agentctl health without the secret: HTTP %d, want 401", resp.StatusCode)
 		}
 	}
-	if h, err := agentctlproc.CheckHealth(k.ctx(t), launched.AgentctlURL, "wrong-"+secret); err == nil {
+	if h, err := agentctlproc.CheckHealthPinned(k.ctx(t), launched.AgentctlURL, "wrong-"+secret, launched.AgentctlFingerprint); err == nil {
 		t.Errorf("agentctl answered health with a wrong secret: %+v", h)
 	}
 
@@ -482,7 +490,7 @@ func (k *kit) lifecycle(t *testing.T) {
 	runtimetest.WaitFor(t, 10*time.Second, "agentctl to stop answering after Stop", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		_, err := agentctlproc.CheckHealth(ctx, recovered.AgentctlURL, secret)
+		_, err := agentctlproc.CheckHealthPinned(ctx, recovered.AgentctlURL, secret, recovered.AgentctlFingerprint)
 		return err != nil
 	})
 	if ins, err := c2.Inspect(k.ctx(t), handle); err == nil && ins.State == runtime.StateRunning {
@@ -509,7 +517,7 @@ func (k *kit) lifecycle(t *testing.T) {
 
 func (k *kit) checkHealthy(t *testing.T, when string, resp runtime.LaunchResponse, session, secret string) {
 	t.Helper()
-	h, err := agentctlproc.CheckHealth(k.ctx(t), resp.AgentctlURL, secret)
+	h, err := agentctlproc.CheckHealthPinned(k.ctx(t), resp.AgentctlURL, secret, resp.AgentctlFingerprint)
 	if err != nil {
 		t.Fatalf("agentctl %s: %v", when, err)
 	}

@@ -1202,8 +1202,11 @@ type LaunchResponse struct {
 	WorkspacePath  string                 `protobuf:"bytes,6,opt,name=workspace_path,json=workspacePath,proto3" json:"workspace_path,omitempty"`
 	WorktreePath   string                 `protobuf:"bytes,7,opt,name=worktree_path,json=worktreePath,proto3" json:"worktree_path,omitempty"`
 	WorktreeBranch string                 `protobuf:"bytes,8,opt,name=worktree_branch,json=worktreeBranch,proto3" json:"worktree_branch,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// SHA-256 (hex) of agentctl's TLS certificate when agentctl_url is https;
+	// every client pins it.
+	AgentctlFingerprint string `protobuf:"bytes,9,opt,name=agentctl_fingerprint,json=agentctlFingerprint,proto3" json:"agentctl_fingerprint,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *LaunchResponse) Reset() {
@@ -1288,6 +1291,13 @@ func (x *LaunchResponse) GetWorktreePath() string {
 func (x *LaunchResponse) GetWorktreeBranch() string {
 	if x != nil {
 		return x.WorktreeBranch
+	}
+	return ""
+}
+
+func (x *LaunchResponse) GetAgentctlFingerprint() string {
+	if x != nil {
+		return x.AgentctlFingerprint
 	}
 	return ""
 }
@@ -1879,7 +1889,7 @@ const file_runtime_proto_rawDesc = "" +
 	"\x10TerminalSettings\x12\x14\n" +
 	"\x05shell\x18\x01 \x03(\tR\x05shell\x12!\n" +
 	"\freplay_bytes\x18\x02 \x01(\x03R\vreplayBytes\x12&\n" +
-	"\x0fidle_timeout_ms\x18\x03 \x01(\x03R\ridleTimeoutMs\"\x8b\x02\n" +
+	"\x0fidle_timeout_ms\x18\x03 \x01(\x03R\ridleTimeoutMs\"\xbe\x02\n" +
 	"\x0eLaunchResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\fR\x06handle\x12!\n" +
 	"\fagentctl_url\x18\x02 \x01(\tR\vagentctlUrl\x12\x10\n" +
@@ -1888,7 +1898,8 @@ const file_runtime_proto_rawDesc = "" +
 	"\fcontainer_id\x18\x05 \x01(\tR\vcontainerId\x12%\n" +
 	"\x0eworkspace_path\x18\x06 \x01(\tR\rworkspacePath\x12#\n" +
 	"\rworktree_path\x18\a \x01(\tR\fworktreePath\x12'\n" +
-	"\x0fworktree_branch\x18\b \x01(\tR\x0eworktreeBranch\"Q\n" +
+	"\x0fworktree_branch\x18\b \x01(\tR\x0eworktreeBranch\x121\n" +
+	"\x14agentctl_fingerprint\x18\t \x01(\tR\x13agentctlFingerprint\"Q\n" +
 	"\x0eRecoverRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\fR\x06handle\x12'\n" +
 	"\x0fagentctl_secret\x18\x02 \x01(\tR\x0eagentctlSecret\"(\n" +
