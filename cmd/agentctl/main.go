@@ -280,6 +280,7 @@ func host(args []string) int {
 	secretFile := fs.String("secret-file", "", "file holding the host secret (else env PADDOCK_AGENTCTL_HOST_SECRET)")
 	advertise := fs.String("advertise", "", "host to put in instance URLs")
 	instHost := fs.String("instance-listen-host", "", "host instances listen on (default: the -listen host)")
+	useTLS := fs.Bool("tls", false, "serve HTTPS with a key kept in ROOT/host-tls.{crt,key} (made at the first start; its fingerprint is printed for the remote runtime's host config), and start instances with serve -tls")
 	level := fs.String("log-level", "info", "trace|debug|info|warn|error")
 	logFile := fs.String("log-file", "", "log to this file instead of stderr")
 	if err := fs.Parse(args); err != nil {
@@ -310,12 +311,23 @@ func host(args []string) int {
 		ih, _, _ = net.SplitHostPort(l.Addr().String())
 	}
 	absRoot, _ := filepath.Abs(*root)
-	h, err := agentctl.NewHost(agentctl.HostOptions{Root: absRoot, Secret: secret, ListenHost: ih, Advertise: *advertise, Logger: log})
+	h, err := agentctl.NewHost(agentctl.HostOptions{Root: absRoot, Secret: secret, ListenHost: ih, Advertise: *advertise, Logger: log, TLS: *useTLS})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	line, _ := json.Marshal(map[string]any{"url": advertiseURL(l, *advertise), "pid": os.Getpid()})
+	hostInfo := map[string]any{"url": advertiseURL(l, *advertise), "pid": os.Getpid()}
+	if *useTLS {
+		cert, fp, err := pin.LoadOrNew(filepath.Join(absRoot, "host-tls.crt"), filepath.Join(absRoot, "host-tls.key"), "agentctl host")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "agentctl host:", err)
+			return 1
+		}
+		l = tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+		hostInfo["url"], hostInfo["fingerprint"] = "https"+strings.TrimPrefix(hostInfo["url"].(string), "http"), fp
+		log.Info("serving TLS", "fingerprint", fp)
+	}
+	line, _ := json.Marshal(hostInfo)
 	fmt.Println(string(line))
 	hs := &http.Server{Handler: h.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)

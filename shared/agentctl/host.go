@@ -33,6 +33,8 @@ type HostOptions struct {
 	Logger     hclog.Logger
 	// StartTimeout bounds waiting for a new instance's info file (default 15s).
 	StartTimeout time.Duration
+	// TLS starts instances with serve -tls; each reports its fingerprint.
+	TLS bool
 }
 
 // Instance is one agentctl serve process managed by a Host.
@@ -44,6 +46,9 @@ type Instance struct {
 	Nonce     string `json:"nonce"`
 	Workspace string `json:"workspace"`
 	Healthy   bool   `json:"healthy"`
+	// Fingerprint is the instance's certificate fingerprint when it serves
+	// TLS (HostOptions.TLS; the URL is https).
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // CreateInstanceRequest is the body of POST /v1/instances.
@@ -296,6 +301,9 @@ func (h *Host) CreateInstance(ctx context.Context, req CreateInstanceRequest) (I
 	if h.opts.Advertise != "" {
 		args = append(args, "-advertise", h.opts.Advertise)
 	}
+	if h.opts.TLS {
+		args = append(args, "-tls")
+	}
 	args = append(args, terminalArgs...)
 	cmd := exec.Command(h.opts.Executable, args...)
 	cmd.Dir = ws
@@ -334,7 +342,7 @@ func (h *Host) CreateInstance(ctx context.Context, req CreateInstanceRequest) (I
 			return Instance{}, fmt.Errorf("start agentctl serve for %s: no info file within %s", sessionID, h.opts.StartTimeout)
 		}
 	}
-	inst := Instance{SessionID: sessionID, URL: info.URL, Secret: secret, PID: pid, Nonce: info.Nonce, Workspace: ws}
+	inst := Instance{SessionID: sessionID, URL: info.URL, Secret: secret, PID: pid, Nonce: info.Nonce, Workspace: ws, Fingerprint: info.Fingerprint}
 	inst.Healthy = h.healthy(ctx, inst)
 	h.mu.Lock()
 	h.reg[sessionID] = inst
@@ -349,7 +357,7 @@ func (h *Host) CreateInstance(ctx context.Context, req CreateInstanceRequest) (I
 
 // healthy checks the instance answers health with its recorded pid and nonce.
 func (h *Host) healthy(ctx context.Context, inst Instance) bool {
-	c := NewClient(inst.URL, inst.Secret, 2*time.Second)
+	c := NewPinnedClient(inst.URL, inst.Secret, inst.Fingerprint, 2*time.Second)
 	hl, err := c.Health(ctx)
 	return err == nil && hl.Nonce == inst.Nonce && hl.PID == inst.PID && hl.SessionID == inst.SessionID
 }

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl/pin"
 )
 
 // HostClient talks to an agentctl host daemon. Every call is bounded by its timeout.
@@ -27,6 +29,16 @@ func NewHostClient(baseURL, secret string, timeout time.Duration) *HostClient {
 		timeout = 30 * time.Second
 	}
 	return &HostClient{base: strings.TrimRight(baseURL, "/"), secret: secret, hc: &http.Client{}, timeout: timeout}
+}
+
+// NewPinnedHostClient is NewHostClient for an `agentctl host -tls` whose
+// certificate has the given fingerprint ("" is NewHostClient).
+func NewPinnedHostClient(baseURL, secret, fingerprint string, timeout time.Duration) *HostClient {
+	c := NewHostClient(baseURL, secret, timeout)
+	if fingerprint != "" {
+		c.hc = &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: pin.ClientConfig(fingerprint)}}
+	}
+	return c
 }
 
 func (c *HostClient) do(ctx context.Context, method, path string, in, out any) error {

@@ -29,6 +29,8 @@ func transportFor(fingerprint string) *http.Transport {
 // NewPinnedClient is NewClient for an agentctl serving TLS (an https URL)
 // whose certificate has the given fingerprint; any other certificate, a
 // man in the middle's included, is refused before a request is sent.
+//
+// An empty fingerprint is NewClient (a plain-HTTP agentctl).
 func NewPinnedClient(baseURL, secret, fingerprint string, timeout time.Duration) *Client {
 	c := NewClient(baseURL, secret, timeout)
 	c.hc = &http.Client{Transport: transportFor(fingerprint)}

@@ -1,6 +1,7 @@
 package remoteexec
 
 import (
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -27,6 +28,9 @@ type Host struct {
 	Name       string
 	URL        string
 	SecretFile string
+	// Fingerprint pins the host daemon's certificate (agentctl host -tls
+	// prints it); it needs an https URL.
+	Fingerprint string
 	// Secret is read from SecretFile at configuration time; never logged.
 	Secret string
 }
@@ -60,13 +64,30 @@ var hostSpec = configspec.Spec[Host]{
 	Attributes: []configspec.Attribute[Host]{
 		configspec.Required(configspec.String("url", "base URL of the host API, http:// or https://, e.g. http://10.0.0.5:7800",
 			func(h *Host) *string { return &h.URL }, validURL)),
+		configspec.String("fingerprint", "SHA-256 (hex) of the host daemon's certificate, printed by `agentctl host -tls`; with it the https url accepts only that certificate (without it, an https url is verified against the system's roots)",
+			func(h *Host) *string { return &h.Fingerprint }, fingerprintHex),
 		configspec.Required(configspec.Path("secret_file", "file holding the host API secret (read at configuration time)",
 			func(h *Host) *string { return &h.SecretFile })),
 	},
 	Checks: []configspec.Check[Host]{{Attr: "secret_file", Fn: func(h *Host) (err error) {
 		h.Secret, err = readSecretFile(h.SecretFile)
 		return err
+	}}, {Attr: "fingerprint", Fn: func(h *Host) error {
+		if h.Fingerprint != "" && !strings.HasPrefix(h.URL, "https://") {
+			return fmt.Errorf("a fingerprint needs an https url (run agentctl host with -tls)")
+		}
+		return nil
 	}}},
+}
+
+// fingerprintHex checks a SHA-256 fingerprint: 64 hex digits (any case,
+// colons allowed as in openssl's output); it is kept lower-case without them.
+func fingerprintHex(s string) (string, error) {
+	fp := strings.ToLower(strings.ReplaceAll(s, ":", ""))
+	if _, err := hex.DecodeString(fp); err != nil || len(fp) != 64 {
+		return s, fmt.Errorf("fingerprint must be a SHA-256 in hex (64 digits)")
+	}
+	return fp, nil
 }
 
 // reconnectSpec is the `reconnect { … }` block.

@@ -82,6 +82,8 @@ func TestParseConfigInvalid(t *testing.T) {
 		{"missing_secret_file", host("  url = \"http://x:1\"\n"), "Missing required argument", 1, 10},
 		{"secret_file_absent", host(fmt.Sprintf("  url = \"http://x:1\"\n  secret_file = %q\n", missing)), "Invalid secret_file", 3, 17},
 		{"secret_file_empty", host(fmt.Sprintf("  url = \"http://x:1\"\n  secret_file = %q\n", empty)), "Invalid secret_file", 3, 17},
+		{"fingerprint_not_hex", host(good + "  fingerprint = \"zz\"\n"), "Invalid fingerprint", 4, 17},
+		{"fingerprint_with_http", host(good + "  fingerprint = \"" + strings.Repeat("ab", 32) + "\"\n"), "Invalid fingerprint", 4, 17},
 		{"bad_host_label", "host \"a b\" {\n" + good + "}\n", "Invalid host name", 1, 6},
 		{"duplicate_host", host(good) + host(good), "Duplicate host", 5, 6},
 		{"host_without_label", "host {\n" + good + "}\n", "Missing name for host", 1, 6},
@@ -156,8 +158,8 @@ func TestConfigSchemaDocumentsBlocks(t *testing.T) {
 	for _, b := range s.Blocks {
 		got[b.Type] = len(b.Body.Attributes)
 	}
-	if got["host"] != 2 || got["reconnect"] != 4 {
-		t.Errorf("schema blocks = %v, want host (url, secret_file) and reconnect (initial, max, attempts, timeout)", got)
+	if got["host"] != 3 || got["reconnect"] != 4 {
+		t.Errorf("schema blocks = %v, want host (url, fingerprint, secret_file) and reconnect (initial, max, attempts, timeout)", got)
 	}
 }
 

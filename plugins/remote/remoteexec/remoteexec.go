@@ -95,6 +95,9 @@ type handle struct {
 	Nonce     string `json:"nonce"`
 	PID       int    `json:"pid,omitempty"`       // on the remote machine
 	Workspace string `json:"workspace,omitempty"` // on the remote machine
+	// Fingerprint is the instance's certificate fingerprint when the host
+	// starts instances with TLS.
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 const handleVersion = 1
@@ -120,7 +123,7 @@ func decodeHandle(b []byte) (handle, error) {
 func (h handle) response() runtime.LaunchResponse {
 	b, _ := json.Marshal(h)
 	// PID stays 0: the pid is on another machine and means nothing locally.
-	return runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, Nonce: h.Nonce, WorkspacePath: h.Workspace}
+	return runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, Nonce: h.Nonce, WorkspacePath: h.Workspace, AgentctlFingerprint: h.Fingerprint}
 }
 
 // hostFor resolves the handle's host in the current configuration.
@@ -173,7 +176,7 @@ func (r *Runtime) pickHost(ctx context.Context, cfg Config, name string) (Host, 
 			}
 			return Host{}, fmt.Errorf("runtime_options.host %q is not a configured host (have: %s): %w", name, strings.Join(names, ", "), runtime.ErrInvalidRequest)
 		}
-		if err := agentctl.NewHostClient(host.URL, host.Secret, cfg.Reconnect.Timeout).Health(ctx); err != nil {
+		if err := agentctl.NewPinnedHostClient(host.URL, host.Secret, host.Fingerprint, cfg.Reconnect.Timeout).Health(ctx); err != nil {
 			return Host{}, hostError(host, "health", err)
 		}
 		return host, nil
@@ -184,7 +187,7 @@ func (r *Runtime) pickHost(ctx context.Context, cfg Config, name string) (Host, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = agentctl.NewHostClient(host.URL, host.Secret, cfg.Reconnect.Timeout).Health(ctx)
+			errs[i] = agentctl.NewPinnedHostClient(host.URL, host.Secret, host.Fingerprint, cfg.Reconnect.Timeout).Health(ctx)
 		}()
 	}
 	wg.Wait()
@@ -223,7 +226,7 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	if req.Workspace.Path != "" {
 		r.Logger().Debug("the task workspace is not used: remote sessions work in the host's workspace", "session_id", req.SessionID, "workspace", req.Workspace.Path)
 	}
-	hc := agentctl.NewHostClient(host.URL, host.Secret, createTimeout)
+	hc := agentctl.NewPinnedHostClient(host.URL, host.Secret, host.Fingerprint, createTimeout)
 	create := agentctl.CreateInstanceRequest{SessionID: req.SessionID, Secret: req.AgentctlSecret, Terminal: instanceTerminal(req.Terminal)}
 	inst, err := hc.CreateInstanceFrom(ctx, create)
 	if isConflict(err) {
@@ -237,7 +240,7 @@ func (r *Runtime) Launch(ctx context.Context, req runtime.LaunchRequest) (runtim
 	if err != nil {
 		return runtime.LaunchResponse{}, hostError(host, "create instance", err)
 	}
-	h := handle{V: handleVersion, Host: host.Name, SessionID: req.SessionID, URL: inst.URL, Nonce: inst.Nonce, PID: inst.PID, Workspace: inst.Workspace}
+	h := handle{V: handleVersion, Host: host.Name, SessionID: req.SessionID, URL: inst.URL, Nonce: inst.Nonce, PID: inst.PID, Workspace: inst.Workspace, Fingerprint: inst.Fingerprint}
 	if err := r.checkInstance(ctx, cfg, host, inst, req); err != nil {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteSlack)
 		defer cancel()
@@ -273,7 +276,10 @@ func (r *Runtime) checkInstance(ctx context.Context, cfg Config, host Host, inst
 	if _, err := validURL(inst.URL); err != nil {
 		return fmt.Errorf("agentctl host %q reported instance url: %v: %w", host.Name, err, runtime.ErrUnavailable)
 	}
-	ac := agentctl.NewClient(inst.URL, req.AgentctlSecret, cfg.Reconnect.Timeout)
+	if strings.HasPrefix(inst.URL, "https://") != (inst.Fingerprint != "") {
+		return fmt.Errorf("agentctl host %q reported instance url %s with fingerprint %q: an https instance needs its certificate's fingerprint: %w", host.Name, inst.URL, inst.Fingerprint, runtime.ErrUnavailable)
+	}
+	ac := agentctl.NewPinnedClient(inst.URL, req.AgentctlSecret, inst.Fingerprint, cfg.Reconnect.Timeout)
 	hl, err := ac.Health(ctx)
 	if err != nil {
 		return fmt.Errorf("agentctl of session %s on host %q (%s) is not healthy: %v: %w", req.SessionID, host.Name, inst.URL, err, runtime.ErrUnavailable)
@@ -368,7 +374,7 @@ func (r *Runtime) Recover(ctx context.Context, b []byte, secret string) (runtime
 // probe is one recover attempt.
 func (r *Runtime) probe(ctx context.Context, cfg Config, host Host, h handle, secret string) (handle, probeResult, error) {
 	timeout := cfg.Reconnect.Timeout
-	hl, err := agentctl.NewClient(h.URL, secret, timeout).Health(ctx)
+	hl, err := agentctl.NewPinnedClient(h.URL, secret, h.Fingerprint, timeout).Health(ctx)
 	if err == nil && hl.SessionID == h.SessionID {
 		h.Nonce = hl.Nonce
 		return h, probeOK, nil
@@ -378,7 +384,7 @@ func (r *Runtime) probe(ctx context.Context, cfg Config, host Host, h handle, se
 		agentErr = fmt.Errorf("%s answers for session %q", h.URL, hl.SessionID)
 	}
 	// The recorded URL does not answer for the session: ask the host.
-	insts, err := agentctl.NewHostClient(host.URL, host.Secret, hostListTimeout(cfg)).Instances(ctx)
+	insts, err := agentctl.NewPinnedHostClient(host.URL, host.Secret, host.Fingerprint, hostListTimeout(cfg)).Instances(ctx)
 	if err != nil {
 		var api *agentctl.APIError
 		if errors.As(err, &api) && api.Status == http.StatusUnauthorized {
@@ -397,11 +403,11 @@ func (r *Runtime) probe(ctx context.Context, cfg Config, host Host, h handle, se
 			return h, probeDown, fmt.Errorf("agentctl: %v; the host lists the instance (pid %d) as not healthy", agentErr, inst.PID)
 		}
 		nh := h
-		nh.URL, nh.Nonce, nh.PID, nh.Workspace = inst.URL, inst.Nonce, inst.PID, inst.Workspace
+		nh.URL, nh.Nonce, nh.PID, nh.Workspace, nh.Fingerprint = inst.URL, inst.Nonce, inst.PID, inst.Workspace, inst.Fingerprint
 		if _, err := validURL(nh.URL); err != nil {
 			return h, probeDown, fmt.Errorf("the host reports instance url: %v", err)
 		}
-		hl, err := agentctl.NewClient(nh.URL, secret, timeout).Health(ctx)
+		hl, err := agentctl.NewPinnedClient(nh.URL, secret, nh.Fingerprint, timeout).Health(ctx)
 		if err != nil || hl.SessionID != h.SessionID {
 			return h, probeDown, fmt.Errorf("the host lists the instance at %s but it does not answer for the session: %v", nh.URL, err)
 		}
@@ -435,7 +441,7 @@ func (r *Runtime) Inspect(ctx context.Context, b []byte) (runtime.InspectRespons
 		details["workspace"] = h.Workspace
 	}
 	resp := runtime.InspectResponse{State: runtime.StateUnknown, AgentctlURL: h.URL, Details: details}
-	insts, err := agentctl.NewHostClient(host.URL, host.Secret, hostListTimeout(cfg)).Instances(ctx)
+	insts, err := agentctl.NewPinnedHostClient(host.URL, host.Secret, host.Fingerprint, hostListTimeout(cfg)).Instances(ctx)
 	if err != nil {
 		resp.Message = hostError(host, "list instances", err).Error()
 		return resp, nil
@@ -493,7 +499,7 @@ func (r *Runtime) deleteInstance(ctx context.Context, h handle, timeout time.Dur
 		return err
 	}
 	defer r.Sessions.Lock(h.SessionID)()
-	err = agentctl.NewHostClient(host.URL, host.Secret, timeout).DeleteInstance(ctx, h.SessionID)
+	err = agentctl.NewPinnedHostClient(host.URL, host.Secret, host.Fingerprint, timeout).DeleteInstance(ctx, h.SessionID)
 	switch {
 	case err == nil:
 		r.Logger().Info("remote agentctl "+op, "host", host.Name, "session_id", h.SessionID)

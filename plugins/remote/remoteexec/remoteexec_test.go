@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/paddockhq/paddock/plugins/remote/remoteexec"
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/agentctl/pin"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
@@ -49,11 +51,20 @@ type agentHost struct {
 	secretFile string
 	cmd        *exec.Cmd
 	done       chan struct{}
+	// tls runs the host with -tls; fingerprint is its certificate's.
+	tls         bool
+	fingerprint string
 }
 
 // startHost starts an agentctl host on a free port of hostIP and waits
 // until it answers health.
 func startHost(t *testing.T) *agentHost {
+	t.Helper()
+	return startHostTLS(t, false)
+}
+
+// startHostTLS is startHost, with agentctl host -tls when useTLS.
+func startHostTLS(t *testing.T, useTLS bool) *agentHost {
 	t.Helper()
 	l, err := net.Listen("tcp", hostIP+":0")
 	if err != nil {
@@ -62,7 +73,10 @@ func startHost(t *testing.T) *agentHost {
 	addr := l.Addr().String()
 	l.Close()
 	dir := t.TempDir()
-	h := &agentHost{t: t, url: "http://" + addr, addr: addr, root: filepath.Join(dir, "root"), secret: randHex(16), secretFile: filepath.Join(dir, "host.secret")}
+	h := &agentHost{t: t, url: "http://" + addr, addr: addr, root: filepath.Join(dir, "root"), secret: randHex(16), secretFile: filepath.Join(dir, "host.secret"), tls: useTLS}
+	if useTLS {
+		h.url = "https://" + addr
+	}
 	if err := os.WriteFile(h.secretFile, []byte(h.secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -74,20 +88,35 @@ func startHost(t *testing.T) *agentHost {
 func (h *agentHost) start() {
 	t := h.t
 	t.Helper()
-	cmd := exec.Command(bins.Agentctl, "host", "-listen", h.addr, "-root", h.root, "-secret-file", h.secretFile,
-		"-log-file", filepath.Join(filepath.Dir(h.root), "host.log"), "-log-level", "debug")
+	args := []string{"host", "-listen", h.addr, "-root", h.root, "-secret-file", h.secretFile,
+		"-log-file", filepath.Join(filepath.Dir(h.root), "host.log"), "-log-level", "debug"}
+	if h.tls {
+		args = append(args, "-tls")
+	}
+	cmd := exec.Command(bins.Agentctl, args...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start agentctl host: %v", err)
 	}
 	h.cmd, h.done = cmd, make(chan struct{})
 	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(h.done)
-	hc := agentctl.NewHostClient(h.url, h.secret, time.Second)
 	runtimetest.WaitFor(t, 10*time.Second, "agentctl host health", func() bool {
 		select {
 		case <-h.done:
 			t.Fatalf("agentctl host exited at start; log:\n%s", h.log())
 		default:
 		}
+		if h.tls {
+			cert, err := tls.LoadX509KeyPair(filepath.Join(h.root, "host-tls.crt"), filepath.Join(h.root, "host-tls.key"))
+			if err != nil {
+				return false
+			}
+			if fp := pin.Fingerprint(cert.Certificate[0]); h.fingerprint != "" && fp != h.fingerprint {
+				t.Fatalf("agentctl host's fingerprint changed across a restart: %s, was %s", fp, h.fingerprint)
+			} else {
+				h.fingerprint = fp
+			}
+		}
+		hc := agentctl.NewPinnedHostClient(h.url, h.secret, h.fingerprint, time.Second)
 		return hc.Health(context.Background()) == nil
 	})
 }
@@ -108,7 +137,7 @@ func (h *agentHost) log() string {
 }
 
 func (h *agentHost) client() *agentctl.HostClient {
-	return agentctl.NewHostClient(h.url, h.secret, 30*time.Second)
+	return agentctl.NewPinnedHostClient(h.url, h.secret, h.fingerprint, 30*time.Second)
 }
 
 // cleanup stops every instance the host started, then the host.
@@ -133,7 +162,11 @@ func (h *agentHost) cleanup() {
 
 // config is the plugin config body naming this host "box".
 func (h *agentHost) config(extra string) string {
-	return fmt.Sprintf("host \"box\" {\n  url = %q\n  secret_file = %q\n}\n%s", h.url, h.secretFile, extra)
+	fp := ""
+	if h.fingerprint != "" {
+		fp = fmt.Sprintf("  fingerprint = %q\n", h.fingerprint)
+	}
+	return fmt.Sprintf("host \"box\" {\n  url = %q\n  secret_file = %q\n%s}\n%s", h.url, h.secretFile, fp, extra)
 }
 
 func TestConformance(t *testing.T) {
@@ -146,6 +179,29 @@ func TestConformance(t *testing.T) {
 		// Sessions work in the host's workspace, never the task's path.
 		NoTaskWorkspaces: true,
 	})
+}
+
+// TestConformanceTLS: agentctl host -tls serves HTTPS with a key it keeps
+// across restarts (the plugin pins the configured fingerprint) and starts
+// instances with serve -tls, whose fingerprints reach the launch response.
+// A host config pinned to another fingerprint reaches no host.
+func TestConformanceTLS(t *testing.T) {
+	h := startHostTLS(t, true)
+	conformance.Run(t, conformance.Config{
+		PluginPath:       bins.Plugin,
+		AgentctlPath:     bins.Agentctl,
+		PluginConfig:     h.config(""),
+		Timeout:          60 * time.Second,
+		NoTaskWorkspaces: true,
+	})
+	h.kill()
+	h.start() // fails the test if the fingerprint changed
+
+	c := runtimetest.Load(t, bins.Plugin, strings.Replace(h.config(""), h.fingerprint, strings.Repeat("ab", 32), 1))
+	_, err := c.Launch(context.Background(), runtime.LaunchRequest{SessionID: "mitm", AgentctlSecret: randHex(16)})
+	if err == nil || !strings.Contains(err.Error(), "fingerprint") {
+		t.Fatalf("launch on a host pinned to another fingerprint: %v, want a fingerprint mismatch", err)
+	}
 }
 
 // syncBuffer collects log output written from several goroutines.

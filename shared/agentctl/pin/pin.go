@@ -17,9 +17,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
+	"os"
 	"strings"
 	"time"
 )
@@ -81,4 +83,35 @@ func ClientConfig(fingerprint string) *tls.Config {
 			return nil
 		},
 	}
+}
+
+// LoadOrNew reads the identity kept in certFile and keyFile (PEM), or makes
+// one with New and keeps it there (0600) when neither exists: a daemon
+// whose fingerprint is configured elsewhere (agentctl host) keeps it across
+// restarts.
+func LoadOrNew(certFile, keyFile, commonName string) (tls.Certificate, string, error) {
+	if _, err := os.Stat(certFile); err == nil {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return tls.Certificate{}, "", fmt.Errorf("agentctl identity: %w", err)
+		}
+		return cert, Fingerprint(cert.Certificate[0]), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return tls.Certificate{}, "", fmt.Errorf("agentctl identity: %w", err)
+	}
+	cert, fp, err := New(commonName)
+	if err != nil {
+		return cert, fp, err
+	}
+	der, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		return tls.Certificate{}, "", fmt.Errorf("agentctl identity: %w", err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return tls.Certificate{}, "", fmt.Errorf("agentctl identity: %w", err)
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o600); err != nil {
+		return tls.Certificate{}, "", fmt.Errorf("agentctl identity: %w", err)
+	}
+	return cert, fp, nil
 }
