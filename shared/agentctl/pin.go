@@ -9,21 +9,36 @@ import (
 )
 
 // pinnedTransports holds one transport per pinned fingerprint (one per
-// agentctl start), sharing the pool settings of the plain one.
-var pinnedTransports sync.Map // fingerprint → *http.Transport
+// agentctl start), sharing the pool settings of the plain one. Every start
+// makes a new key, so the map is emptied (idle connections closed) when it
+// reaches maxPinnedTransports rather than growing with restarts.
+var (
+	pinnedMu         sync.Mutex
+	pinnedTransports = map[string]*http.Transport{}
+)
+
+const maxPinnedTransports = 4096
 
 func transportFor(fingerprint string) *http.Transport {
 	if fingerprint == "" {
 		return transport
 	}
-	if t, ok := pinnedTransports.Load(fingerprint); ok {
-		return t.(*http.Transport)
+	pinnedMu.Lock()
+	defer pinnedMu.Unlock()
+	if t, ok := pinnedTransports[fingerprint]; ok {
+		return t
+	}
+	if len(pinnedTransports) >= maxPinnedTransports {
+		for _, t := range pinnedTransports {
+			t.CloseIdleConnections()
+		}
+		pinnedTransports = map[string]*http.Transport{}
 	}
 	t := transport.Clone()
 	t.TLSClientConfig = pin.ClientConfig(fingerprint)
 	t.ForceAttemptHTTP2 = false
-	actual, _ := pinnedTransports.LoadOrStore(fingerprint, t)
-	return actual.(*http.Transport)
+	pinnedTransports[fingerprint] = t
+	return t
 }
 
 // NewPinnedClient is NewClient for an agentctl serving TLS (an https URL)
