@@ -244,12 +244,29 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		resumeToken = sess.ResumeToken
 	}
 	if err := m.startAgent(ctx, lctx, sess, ex, b.client, profile(agentCfg), resumeToken); err != nil {
+		if m.agentctlGone(ctx, b.client) {
+			// agentctl itself stopped answering between its health check
+			// and the start (it died, or is out of reach), so this is a
+			// lost executor, not a failed agent: as when a pump loses one,
+			// the lease is kept until it expires (an agentctl out of reach
+			// fences itself by then) and reclaimExpired resumes the session.
+			m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: ex.ID, KeepLease: true, Err: err})
+			return OutcomeLost, nil
+		}
 		return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, err.Error())
 	}
 	if b.plan == planRecover {
 		return OutcomeResumed, nil
 	}
 	return OutcomeStarted, nil
+}
+
+// agentctlGone reports whether agentctl no longer answers its health check.
+func (m *Manager) agentctlGone(ctx context.Context, c *agentctl.Client) bool {
+	hctx, cancel := context.WithTimeout(ctx, m.cfg.Recovery.HealthTimeout)
+	defer cancel()
+	_, err := c.Health(hctx)
+	return err != nil && ctx.Err() == nil
 }
 
 // agentFailed records a session whose agent is not running while its

@@ -221,3 +221,38 @@ func TestLifecycleLockWaitEndsWithItsContext(t *testing.T) {
 	}
 	lock.Unlock()
 }
+
+// An agentctl that dies after its health check but before the agent starts
+// (a failover racing a machine's agentctls dying) is a lost executor: the
+// executor goes to error and the lease stays held until it expires, so the
+// lease keeper resumes the session then. Recorded as an agent failure, it
+// left the executor ready and nothing resumed the session.
+func TestAgentctlLostBeforeTheAgentStartsIsALostExecutor(t *testing.T) {
+	w := newWorld(t, "n1")
+	w.cfg.Lease.TTL = 5 * time.Second // wide enough to see the kept lease before it expires
+	w.cfg.Recovery.AutoResume = config.AutoResumeNone
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m := w.leader("n1")
+	w.rts["n1"].proc(s.executorID).kill()
+	waitFor(t, 10*time.Second, "agentctl to stop answering", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := s.client.Health(ctx)
+		return err != nil
+	})
+
+	b := &bringUp{sess: w.session(s.id), ex: s.executor, recorded: s.executor, client: s.client, token: s.token, plan: planResume}
+	out, err := m.runAgent(recoverCtx(t), recoverCtx(t), b)
+	if err != nil || out != OutcomeLost {
+		t.Fatalf("runAgent = %s, %v; want lost", out, err)
+	}
+	if ex := w.executor(s.executorID); ex.Status != state.ExecutorError {
+		t.Errorf("executor %s, want error", ex.Status)
+	}
+	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+		t.Errorf("lease %s token %d, want held token %d until it expires", l.State, l.FencingToken, s.token)
+	}
+	if sess := w.session(s.id); sess.State != state.SessionError || sess.StateReason != state.ReasonAgentNotRunning {
+		t.Errorf("session %s (%s), want ERROR agent_not_running", sess.State, sess.StateReason)
+	}
+}
