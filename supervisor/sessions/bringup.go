@@ -205,16 +205,7 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 			return OutcomeSkipped, fmt.Errorf("agent state of session %s: %w", sess.ID, err)
 		}
 		if err == nil && b.recorded.Nonce == ex.Nonce && (agent.Status == agentctl.StatusWaitingForInput || agent.Status == agentctl.StatusRunning) {
-			m.attach(lctx, sess.ID, ex, b.client)
-			want := state.SessionWaitingForInput
-			if agent.TurnRunning {
-				want = state.SessionRunning
-			}
-			if sess.State != want {
-				if err := m.move(ctx, sess.ID, want); err != nil {
-					m.log.Warn("recovered session state", "session", sess.ID, "error", err)
-				}
-			}
+			m.attach(lctx, sess.ID, ex, b.client, func(seen turnSeen) { m.settleRecovered(ctx, sess.ID, b.client, agent, seen) })
 			return OutcomeContinued, nil
 		}
 		if !b.autoResume && ex.SupportsSessionResume && sess.HasResumeToken {
@@ -323,6 +314,37 @@ func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex s
 	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
 		return err
 	}
-	m.attach(lctx, sess.ID, ex, client)
+	m.attach(lctx, sess.ID, ex, client, nil)
 	return m.move(ctx, sess.ID, state.SessionWaitingForInput, state.SessionStarting)
+}
+
+// settleRecovered sets a continued session's state from its agent's: RUNNING
+// while a turn runs, else WAITING_FOR_INPUT. The agent's state was asked
+// earlier in the bring-up; when the events agentctl kept, read since, say
+// otherwise (a previous leader's prompt reached agentctl after that answer,
+// or the turn ended soon after it), agentctl is asked again: a prompt the
+// events show may also be a line typed in a pty agent's terminal, which
+// runs no turn of agentctl's. The move is a compare-and-set on the state
+// as now recorded (catchUp may have recorded a turn end already).
+func (m *Manager) settleRecovered(ctx context.Context, id string, client *agentctl.Client, agent agentctl.AgentState, seen turnSeen) {
+	running := agent.TurnRunning
+	if (seen == turnOpen && !running) || (seen == turnEnded && running) {
+		fresh, err := retryTimeouts(ctx, client.AgentState)
+		if err != nil {
+			m.log.Warn("recovered session state", "session", id, "error", err)
+			return
+		}
+		running = fresh.TurnRunning
+	}
+	want := state.SessionWaitingForInput
+	if running {
+		want = state.SessionRunning
+	}
+	sess, ok := m.store.Session(id)
+	if !ok || sess.State == want {
+		return
+	}
+	if err := m.move(ctx, id, want, sess.State); err != nil {
+		m.log.Warn("recovered session state", "session", id, "error", err)
+	}
 }

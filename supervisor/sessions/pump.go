@@ -37,7 +37,7 @@ const (
 // ctx ends or the execution ends. Message chunks are coalesced; a turn's end
 // flushes them before the session returns to WAITING_FOR_INPUT.
 func (m *Manager) pump(ctx context.Context, e *execution) {
-	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}, since: e.since, source: e.nonce}
+	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}, since: e.since, source: e.nonce, following: true}
 	events := make(chan agentctl.EventsResponse)
 	errs := make(chan error, 1)
 	go p.poll(ctx, events, errs)
@@ -88,6 +88,9 @@ type pumper struct {
 	selfFenced bool
 	// notBefore is when the byte bound lets the next timed flush run.
 	notBefore time.Time
+	// following: events are relayed as they happen (the pump), not
+	// replayed from before this leader attached (catchUp).
+	following bool
 }
 
 // flushDelay is how long chunks that arrive at now wait before their
@@ -97,34 +100,47 @@ func (p *pumper) flushDelay(now time.Time) time.Duration {
 	return max(flushInterval, p.notBefore.Sub(now))
 }
 
+// turnSeen is what agentctl's retained events say of the agent's latest
+// turn.
+type turnSeen int
+
+const (
+	// turnUnseen: no prompt and no turn end is retained.
+	turnUnseen turnSeen = iota
+	// turnOpen: a prompt with no turn end after it (a turn runs).
+	turnOpen
+	// turnEnded: a turn end after the last prompt.
+	turnEnded
+)
+
 // catchUp mirrors the messages agentctl kept from before this leader
 // attached (a conversation may have moved while no leader watched) and
-// returns the event position the pump continues from. Older turn and state
-// events are not replayed: the caller sets the session state from the
-// agent's current state.
-func (m *Manager) catchUp(ctx context.Context, e *execution) uint64 {
+// returns the event position the pump continues from, and what the events
+// say of the latest turn. Older turn and state events are not replayed:
+// the caller sets the session state from the agent's.
+func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) {
 	resp, err := e.client.Events(ctx, 0, 0)
 	if err != nil {
 		m.log.Warn("catch up with agentctl events", "session", e.sessionID, "error", err)
-		return 0
+		return 0, turnUnseen
 	}
 	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}, source: e.nonce}
 	p.setSource(ctx, resp.Nonce)
 	// The outcome of a turn that ended while no leader watched is recorded
 	// too: the last turn_finished, unless a prompt came after it.
 	var ended *agentctl.TurnFinishedData
+	seen := turnUnseen
 	for _, ev := range resp.Events {
 		switch ev.Type {
 		case agentctl.EventMessageAdded, agentctl.EventMessageUpdated:
 			p.handle(ctx, ev)
-			var d agentctl.MessageData
-			if ev.Type == agentctl.EventMessageAdded && json.Unmarshal(ev.Data, &d) == nil && d.Message.Role == string(state.RoleUser) && !d.Message.History {
-				ended = nil
+			if isPrompt(ev) {
+				ended, seen = nil, turnOpen
 			}
 		case agentctl.EventTurnFinished:
 			var d agentctl.TurnFinishedData
 			if json.Unmarshal(ev.Data, &d) == nil {
-				ended = &d
+				ended, seen = &d, turnEnded
 			}
 		}
 	}
@@ -132,7 +148,14 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) uint64 {
 	if sess, ok := m.store.Session(e.sessionID); ok && ended != nil && sess.State == state.SessionRunning {
 		p.turnFinished(ctx, *ended)
 	}
-	return resp.Next
+	return resp.Next, seen
+}
+
+// isPrompt reports whether an agentctl event adds a prompt: a user message
+// that is not replayed history.
+func isPrompt(ev agentctl.Event) bool {
+	var d agentctl.MessageData
+	return ev.Type == agentctl.EventMessageAdded && json.Unmarshal(ev.Data, &d) == nil && d.Message.Role == string(state.RoleUser) && !d.Message.History
 }
 
 // setSource notes the agentctl boot the events come from.
@@ -202,6 +225,9 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 			p.order = append(p.order, d.Message.ID)
 		}
 		p.pending[d.Message.ID] = d.Message
+		if p.following && isPrompt(ev) {
+			p.promptSeen(ctx)
+		}
 	case agentctl.EventTurnFinished:
 		var d agentctl.TurnFinishedData
 		_ = json.Unmarshal(ev.Data, &d)
@@ -233,6 +259,27 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 		p.selfFenced = true
 	}
 	return false
+}
+
+// promptSeen makes a session that waits for input RUNNING when its agent
+// took a prompt anyway: a previous leader's prompt still in flight when this
+// leader took the session over, or one whose answer was lost after agentctl
+// accepted it. Left waiting, the session would show WAITING_FOR_INPUT while
+// its reply streams, and the turn's end (RUNNING → WAITING_FOR_INPUT) would
+// be refused. A prompt sent through this leader is RUNNING before agentctl
+// sees it, so this costs nothing then. agentctl is asked whether a turn
+// runs: a line typed in a pty agent's terminal is a user message too, with
+// no turn (and no turn end) of agentctl's.
+func (p *pumper) promptSeen(ctx context.Context) {
+	if sess, ok := p.m.store.Session(p.e.sessionID); !ok || sess.State != state.SessionWaitingForInput {
+		return
+	}
+	if agent, err := retryTimeouts(ctx, p.e.client.AgentState); err != nil || !agent.TurnRunning {
+		return
+	}
+	if err := p.m.move(ctx, p.e.sessionID, state.SessionRunning, state.SessionWaitingForInput); err != nil && !errors.Is(err, state.ErrConflict) {
+		p.m.log.Warn("a prompt the session state missed", "session", p.e.sessionID, "error", err)
+	}
 }
 
 // turnOutcomes maps agentctl's turn outcomes to the session's.

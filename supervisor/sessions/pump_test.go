@@ -1,8 +1,13 @@
 package sessions
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/shared/demoagent"
+	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // A session's timed flushes replicate at most maxFlushBytesPerSecond of
@@ -38,5 +43,54 @@ func TestFlushDelayBoundsReplicatedBytes(t *testing.T) {
 	p.notBefore = now.Add(time.Second)
 	if d := p.flushDelay(now.Add(5 * time.Second)); d != flushInterval {
 		t.Fatalf("late chunks wait %s, want %s", d, flushInterval)
+	}
+}
+
+// A prompt that reaches agentctl while the replicated state says
+// WAITING_FOR_INPUT (a previous leader's prompt still in flight when this
+// leader took the session over, or one whose answer timed out after
+// agentctl accepted it) starts a turn the session must show: RUNNING until
+// the turn's end is recorded, so a client that waits for
+// WAITING_FOR_INPUT and then reads the transcript finds the whole reply.
+// The prompt storm's bench read 139 of 200 transcripts mid-stream this way
+// after its leader changed 5 times.
+func TestAPromptTheStateMissedStillRunsTheSession(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	if got := w.session(s.id).State; got != state.SessionWaitingForInput {
+		t.Fatalf("session %s, want WAITING_FOR_INPUT", got)
+	}
+	const n = 2000 // ≥ 2 s at the test agent's 1 ms chunk delay
+	prompt := fmt.Sprintf("stream %d", n)
+	if _, err := s.client.Prompt(recoverCtx(t), prompt); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the prompt in the transcript", func() bool {
+		for _, msg := range w.r.store.Messages(s.id) {
+			if msg.Role == state.RoleUser && msg.Text == prompt {
+				return true
+			}
+		}
+		return false
+	})
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	msgs := w.r.store.Messages(s.id)
+	last := msgs[len(msgs)-1]
+	if last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+		for _, msg := range msgs {
+			t.Logf("%s %s complete=%v %q…", msg.ID, msg.Role, msg.Complete, msg.Text[:min(len(msg.Text), 40)])
+		}
+		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
+			last.Role, last.Complete, len(last.Text), len(want))
+	}
+	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCompleted {
+		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
 	}
 }
