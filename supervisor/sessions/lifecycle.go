@@ -362,6 +362,9 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	// leave the session RUNNING with no turn). Only the end of leadership
 	// stops this; the next leader sets the state from the agent's.
 	if _, err := e.client.Prompt(lctx, text); err != nil {
+		if m.promptTaken(lctx, e, err) {
+			return nil
+		}
 		if uerr := m.move(lctx, sess.ID, state.SessionWaitingForInput, state.SessionRunning); uerr != nil && !errors.Is(uerr, state.ErrConflict) {
 			m.log.Warn("undo RUNNING after a failed prompt", "session", sess.ID, "error", uerr)
 		}
@@ -372,6 +375,24 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 		return fmt.Errorf("prompt session %s: %w", sess.ID, err)
 	}
 	return nil
+}
+
+// promptTaken reports whether a prompt whose call failed without an answer
+// from agentctl (a timeout, a reset connection) was taken all the same: a
+// turn runs. RUNNING was committed from WAITING_FOR_INPUT for this prompt,
+// so the running turn is its; undoing RUNNING would show the session
+// waiting for input while the reply streams and refuse the turn's end.
+func (m *Manager) promptTaken(lctx context.Context, e *execution, err error) bool {
+	var apiErr *agentctl.APIError
+	if errors.As(err, &apiErr) || lctx.Err() != nil {
+		return false // refused, or the next leader sets the state from the agent's
+	}
+	agent, aerr := retryTimeouts(lctx, e.client.AgentState)
+	if aerr != nil || !agent.TurnRunning {
+		return false
+	}
+	m.log.Info("a prompt whose answer was lost started its turn", "session", e.sessionID, "error", err)
+	return true
 }
 
 // liveWait bounds how long a prompt waits for a session that recovery is

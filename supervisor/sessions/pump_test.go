@@ -2,11 +2,17 @@ package sessions
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/shared/demoagent"
+	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -92,5 +98,62 @@ func TestAPromptTheStateMissedStillRunsTheSession(t *testing.T) {
 	}
 	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCompleted {
 		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
+	}
+}
+
+// answerDropper stands in front of an agentctl and, while drop is set,
+// passes prompts on but closes the connection instead of answering: the
+// prompt is delivered, its answer lost.
+type answerDropper struct {
+	proxy *httputil.ReverseProxy
+	drop  atomic.Bool
+}
+
+func (d *answerDropper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/agent/prompt" || !d.drop.Load() {
+		d.proxy.ServeHTTP(w, r)
+		return
+	}
+	d.proxy.ServeHTTP(httptest.NewRecorder(), r)
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = conn.Close()
+	}
+}
+
+// A prompt agentctl took whose answer was lost (a timeout, a reset
+// connection) is not undone while its turn runs: the session stays RUNNING
+// until the turn's end is recorded, and the prompt counts as delivered.
+func TestAPromptWhoseAnswerWasLostKeepsItsTurn(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	target, err := url.Parse(s.executor.AgentctlURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropper := &answerDropper{proxy: httputil.NewSingleHostReverseProxy(target)}
+	front := httptest.NewServer(dropper)
+	t.Cleanup(front.Close)
+	w.rts["n1"].onRecover = func(h fakeHandle) (runtime.LaunchResponse, error) {
+		resp := w.rts["n1"].proc(h.ID).response(h)
+		resp.AgentctlURL = front.URL
+		return resp, nil
+	}
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	dropper.drop.Store(true)
+	const n = 2000
+	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatalf("a prompt agentctl took failed: %v", err)
+	}
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	msgs := w.r.store.Messages(s.id)
+	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
+			last.Role, last.Complete, len(last.Text), len(want))
 	}
 }
