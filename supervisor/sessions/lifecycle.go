@@ -362,14 +362,21 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	// leave the session RUNNING with no turn). Only the end of leadership
 	// stops this; the next leader sets the state from the agent's.
 	if _, err := e.client.Prompt(lctx, text); err != nil {
-		if m.promptTaken(lctx, e, err) {
-			return nil
+		var apiErr *agentctl.APIError
+		refused := errors.As(err, &apiErr)
+		if m.turnRuns(lctx, e, err) {
+			// RUNNING stays: a turn runs. When agentctl's answer was lost
+			// it is this prompt's; when agentctl refused the prompt, it is
+			// one the state had missed.
+			if !refused {
+				return nil
+			}
+			return fmt.Errorf("%w: session %s is running a turn; wait for it or cancel it", state.ErrConflict, sess.ID)
 		}
 		if uerr := m.move(lctx, sess.ID, state.SessionWaitingForInput, state.SessionRunning); uerr != nil && !errors.Is(uerr, state.ErrConflict) {
 			m.log.Warn("undo RUNNING after a failed prompt", "session", sess.ID, "error", uerr)
 		}
-		var apiErr *agentctl.APIError
-		if errors.As(err, &apiErr) && apiErr.Status == 409 {
+		if refused && apiErr.Status == 409 {
 			return fmt.Errorf("%w: %s", state.ErrConflict, apiErr.Message)
 		}
 		return fmt.Errorf("prompt session %s: %w", sess.ID, err)
@@ -377,21 +384,21 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	return nil
 }
 
-// promptTaken reports whether a prompt whose call failed without an answer
-// from agentctl (a timeout, a reset connection) was taken all the same: a
-// turn runs. RUNNING was committed from WAITING_FOR_INPUT for this prompt,
-// so the running turn is its; undoing RUNNING would show the session
-// waiting for input while the reply streams and refuse the turn's end.
-func (m *Manager) promptTaken(lctx context.Context, e *execution, err error) bool {
-	var apiErr *agentctl.APIError
-	if errors.As(err, &apiErr) || lctx.Err() != nil {
-		return false // refused, or the next leader sets the state from the agent's
+// turnRuns reports whether agentctl runs a turn after a prompt call failed
+// with err: the prompt was taken though its answer was lost (a timeout, a
+// reset connection), or agentctl refused it because a turn the state had
+// missed runs. Either way the committed RUNNING is the truth; undone, the
+// session would wait for input while the reply streams and its turn's end
+// would be refused. After the end of leadership the next leader decides.
+func (m *Manager) turnRuns(lctx context.Context, e *execution, err error) bool {
+	if lctx.Err() != nil {
+		return false
 	}
 	agent, aerr := retryTimeouts(lctx, e.client.AgentState)
 	if aerr != nil || !agent.TurnRunning {
 		return false
 	}
-	m.log.Info("a prompt whose answer was lost started its turn", "session", e.sessionID, "error", err)
+	m.log.Info("a turn runs after a failed prompt; the session stays RUNNING", "session", e.sessionID, "error", err)
 	return true
 }
 

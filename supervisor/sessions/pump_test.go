@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -146,6 +147,47 @@ func TestAPromptWhoseAnswerWasLostKeepsItsTurn(t *testing.T) {
 	const n = 2000
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatalf("a prompt agentctl took failed: %v", err)
+	}
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	msgs := w.r.store.Messages(s.id)
+	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
+			last.Role, last.Complete, len(last.Text), len(want))
+	}
+}
+
+// A prompt agentctl refuses because a turn the state had missed runs (the
+// session recorded WAITING_FOR_INPUT meanwhile) is a conflict, and leaves
+// the session RUNNING until that turn's end is recorded.
+func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	const n = 3000 // ≥ 3 s at the test agent's 1 ms chunk delay
+	if _, err := s.client.Prompt(recoverCtx(t), fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the session to run the turn", func() bool {
+		return w.session(s.id).State == state.SessionRunning
+	})
+	// The state misses the turn (as a recovery that asked the agent just
+	// before the prompt reached it did before the pump settled it).
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionWaitingForInput})
+	err := m.Prompt(recoverCtx(t), s.id, "hello")
+	if !errors.Is(err, state.ErrConflict) {
+		t.Fatalf("prompt during a running turn: %v, want a conflict", err)
+	}
+	if a, aerr := s.client.AgentState(recoverCtx(t)); aerr != nil || !a.TurnRunning {
+		t.Skipf("the turn ended before the check (%v, %+v)", aerr, a)
+	}
+	if got := w.session(s.id).State; got != state.SessionRunning {
+		t.Fatalf("session %s after the refused prompt while a turn runs, want RUNNING", got)
 	}
 	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
 		return w.session(s.id).State == state.SessionWaitingForInput
