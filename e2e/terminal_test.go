@@ -301,3 +301,68 @@ terminal {
 	_ = c.Close()
 	c.WaitClosed()
 }
+
+// TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp: a node serves a
+// terminal from its own state, and a node that has just restarted holds only
+// its snapshot until a leader tells it what is committed. It must not answer
+// "not found" for a session the cluster has: with no leader to catch up with
+// it answers 503, and once a quorum is back it relays the terminal.
+func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process cluster")
+	}
+	c := startCluster(t, 3, true, standaloneConfig(t))
+	leader := leaderOf(t, c)
+	api := apiClient(t, leader)
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "terminal after restart"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	for _, n := range c.Nodes {
+		waitFor(t, 10*time.Second, n.Name+" to hold the session", func() bool {
+			_, err := apiClient(t, n).GetSession(testCtx(t), s.ID, client.Stale())
+			return err == nil
+		})
+	}
+
+	// Every server dies; one comes back alone: it cannot learn what is
+	// committed, so the session is not in its state yet.
+	back, other := c.Nodes[0], c.Nodes[1]
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
+	if err := back.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, back.Name+" to serve its API again", func() bool {
+		_, err := apiClient(t, back).Health(testCtx(t))
+		return err == nil
+	})
+	_, resp, err := termDial(t, termURL(back, s.ID, "main"), nil, term.Hello{})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("terminal on a node that cannot catch up: %v (%v), want 503", err, resp)
+	}
+
+	// With a quorum again the same node relays the terminal; no attempt
+	// on the way may answer 404.
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, back.Name+" to relay the terminal", func() bool {
+		tc, resp, err := termDial(t, termURL(back, s.ID, "main"), nil, term.Hello{})
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			t.Fatalf("%s answered 404 for session %s that the cluster holds", back.Name, s.ID)
+		}
+		if err != nil {
+			return false
+		}
+		defer tc.Close()
+		tc.WaitMsg("attached")
+		return true
+	})
+}

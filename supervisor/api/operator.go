@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -196,6 +197,19 @@ func (s *Server) internalApply(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	return json.NewEncoder(w).Encode(res)
+}
+
+// internalReadIndex answers a follower's CatchUp with this leader's
+// confirmed read index.
+func (s *Server) internalReadIndex(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), s.leaderWait)
+	defer cancel()
+	index, err := s.cluster.ReadIndex(ctx)
+	if err != nil {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "no read index: %v", err)
+	}
+	writeJSON(w, http.StatusOK, map[string]uint64{"index": index})
+	return nil
 }
 
 // internalRuntime runs one runtime call in this node's plugin, for the

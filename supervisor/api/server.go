@@ -46,6 +46,11 @@ type Cluster interface {
 	// ConfirmRead makes a read of Store linearizable; an error wrapping
 	// cluster.ErrNotLeader means this node does not lead.
 	ConfirmRead(ctx context.Context) error
+	// ReadIndex is the leader's confirmed read index, for a follower's
+	// CatchUp; CatchUp makes this node's Store hold every write committed
+	// before the call (on a follower too).
+	ReadIndex(ctx context.Context) (uint64, error)
+	CatchUp(ctx context.Context) error
 	Store() *state.Store
 	Status() (cluster.Status, error)
 	Peers() ([]cluster.Peer, error)
@@ -231,6 +236,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/internal/node", local|node, s.internalNode)
 	s.handle("POST /v1/internal/join", local|node, s.internalJoin)
 	s.handle("POST /v1/internal/apply", local|node, s.internalApply)
+	s.handle("GET /v1/internal/read-index", local|node, s.internalReadIndex)
 	// The leader runs runtime calls for an executor in its owner's plugins.
 	s.handle("POST /v1/internal/runtimes/{name}/{op}", local|node|bigBody, s.internalRuntime)
 	s.handle("GET /v1/internal/plugins", local|node, s.internalPlugins)

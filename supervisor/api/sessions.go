@@ -138,6 +138,20 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) session(r *http.Request) (state.Session, error) {
 	id := r.PathValue("id")
 	sess, ok := s.store.Session(id)
+	if !ok && !isStale(r) {
+		// This node's state may trail the cluster's (a route it serves
+		// itself, such as a terminal, on a follower that has just
+		// restarted and not yet replayed its log): "not found" is answered
+		// only once it has caught up. A ?stale=true read answers from this
+		// node's state as it is.
+		ctx, cancel := context.WithTimeout(r.Context(), s.leaderWait)
+		err := s.cluster.CatchUp(ctx)
+		cancel()
+		if err != nil {
+			return state.Session{}, errorf(http.StatusServiceUnavailable, CodeUnavailable, "session %q is not in this node's state, and it could not catch up with the cluster to be sure: %v; retry", id, err)
+		}
+		sess, ok = s.store.Session(id)
+	}
 	if !ok {
 		return state.Session{}, errorf(http.StatusNotFound, CodeNotFound, "session %q not found", id)
 	}

@@ -1,9 +1,13 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"time"
 
@@ -268,4 +272,75 @@ func (s *stallWatch) settle(start time.Time) time.Duration {
 		return max(s.lastStall.Add(s.threshold).Sub(now), time.Millisecond)
 	}
 	return 0
+}
+
+// Follower reads.
+//
+// A node serves some routes from its own state (a terminal is relayed by
+// whichever node the client reached). A follower's state trails the
+// leader's, and right after a restart it holds only its snapshot until a
+// leader tells it what is committed: "not found" there may be a session the
+// cluster has. CatchUp is the follower read of the Raft thesis (§6.4): the
+// follower asks the leader for a read index (the leader runs its read round)
+// and waits until it has applied that index itself.
+
+// ReadIndex runs a read round on this node, which must lead, and returns the
+// index of the last command applied once it is confirmed: a follower that has
+// applied it sees every write committed before the call.
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	if err := n.ConfirmRead(ctx); err != nil {
+		return 0, err
+	}
+	return n.store.LastIndex(), nil
+}
+
+// CatchUp returns nil once this node's store holds every write committed
+// before the call: on the leader after a read round, on a follower after it
+// has applied the leader's read index.
+func (n *Node) CatchUp(ctx context.Context) error {
+	for {
+		if n.IsLeader() {
+			err := n.ConfirmRead(ctx)
+			if !errors.Is(err, ErrNotLeader) {
+				return err
+			}
+		}
+		id, addr, err := n.WaitForLeader(ctx)
+		if err != nil {
+			return err
+		}
+		if id == n.ID() {
+			continue // elected meanwhile: confirm as the leader
+		}
+		index, err := n.leaderReadIndex(ctx, addr)
+		if err != nil {
+			return err
+		}
+		return n.WaitApplied(ctx, index)
+	}
+}
+
+// leaderReadIndex asks the leader at httpAddr for its read index.
+func (n *Node) leaderReadIndex(ctx context.Context, httpAddr string) (uint64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.scheme()+"://"+httpAddr+"/v1/internal/read-index", nil)
+	if err != nil {
+		return 0, err
+	}
+	n.authorize(req)
+	resp, err := n.http.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("ask %s for a read index: %w", httpAddr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("ask %s for a read index: %s: %s", httpAddr, resp.Status, bytes.TrimSpace(body))
+	}
+	var out struct {
+		Index uint64 `json:"index"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil {
+		return 0, fmt.Errorf("ask %s for a read index: %w", httpAddr, err)
+	}
+	return out.Index, nil
 }

@@ -54,6 +54,7 @@ func TestUpgradeHeaderNeverSkipsTheToken(t *testing.T) {
 		{"POST", "/v1/internal/apply", encodedCommand(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "planted", Title: "planted"}})},
 		{"POST", "/v1/internal/join", `{"id":"evil","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`},
 		{"GET", "/v1/internal/node", ""},
+		{"GET", "/v1/internal/read-index", ""},
 		{"GET", "/v1/sessions/x/terminal", ""}, // not a real upgrade: no subprotocol, no key
 	}
 	for _, rt := range routes {
@@ -117,6 +118,7 @@ func TestNodeRoutesTakeOnlyTheNodeSecret(t *testing.T) {
 				{"POST", "/v1/internal/apply", planted},
 				{"POST", "/v1/internal/join", `{"id":"evil","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`},
 				{"GET", "/v1/internal/node", ""},
+				{"GET", "/v1/internal/read-index", ""},
 			} {
 				if status, code, body := rawCall(t, rt.method, base+rt.path, tc.token, rt.body, tc.header); status != http.StatusUnauthorized {
 					t.Errorf("%s %s: got %d %q (%s), want 401", rt.method, rt.path, status, code, truncate(body))
