@@ -82,6 +82,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	ctx = context.WithValue(ctx, leaderSinceKey{}, n.store.LastIndex())
 	n.registerSelf(ctx)
 	n.mu.Lock()
 	funcs := append([]LeaderFunc(nil), n.leaderFuncs...)
@@ -96,6 +97,18 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	}
 	wg.Wait()
 	<-ctx.Done()
+}
+
+type leaderSinceKey struct{}
+
+// LeaderSince is, in a LeaderFunc's context, the store index this
+// leadership's barrier had applied: writes after it were committed under
+// this leader (or are still to be applied here). Work that follows the
+// store from its start (the lifecycle log) starts there, not at whatever
+// index the store reached by the time the func ran.
+func LeaderSince(ctx context.Context) uint64 {
+	v, _ := ctx.Value(leaderSinceKey{}).(uint64)
+	return v
 }
 
 // barrier waits for raft's barrier, or for ctx. A barrier enqueued just as

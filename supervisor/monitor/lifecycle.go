@@ -13,11 +13,11 @@ import (
 // stopped or failed), started, stopped, failed, deleted — until ctx ends.
 // Run it on the leader (cluster.Node.OnLeader), so each step is logged once
 // in the cluster, by the node that drove it. Turn-by-turn changes between
-// RUNNING and WAITING_FOR_INPUT are logged at debug.
-func LogLifecycle(ctx context.Context, store *state.Store, log hclog.Logger) {
-	since := store.LastIndex()
+// RUNNING and WAITING_FOR_INPUT are logged at debug. It logs the steps
+// after index since (the leader's: cluster.LeaderSince).
+func LogLifecycle(ctx context.Context, store *state.Store, log hclog.Logger, since uint64) {
 	for ctx.Err() == nil {
-		sub := store.Subscribe(state.EventFilter{}, since)
+		sub := store.SubscribeAfter(state.EventFilter{}, since)
 		since = follow(ctx, sub, store, log, since)
 		sub.Close()
 	}

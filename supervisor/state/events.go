@@ -86,11 +86,11 @@ func (l *eventLog) publish(events []Event) {
 
 // subscribe registers a subscriber and first queues retained events with an
 // index greater than since (when since > 0).
-func (l *eventLog) subscribe(f EventFilter, since uint64) *Subscription {
+func (l *eventLog) subscribe(f EventFilter, since uint64, replay bool) *Subscription {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var backlog []Event
-	if since > 0 {
+	if replay {
 		for _, e := range l.orderedLocked() {
 			if e.Index > since && f.match(e) {
 				backlog = append(backlog, e)
@@ -132,5 +132,11 @@ func (l *eventLog) dropLocked(s *Subscription) {
 // Subscribe streams session events matching f; with since > 0 it first
 // replays retained events with a greater raft index.
 func (s *Store) Subscribe(f EventFilter, since uint64) *Subscription {
-	return s.events.subscribe(f, since)
+	return s.events.subscribe(f, since, since > 0)
+}
+
+// SubscribeAfter is Subscribe that replays every retained event after
+// index after, 0 included (where Subscribe streams live events only).
+func (s *Store) SubscribeAfter(f EventFilter, after uint64) *Subscription {
+	return s.events.subscribe(f, after, true)
 }
