@@ -115,7 +115,9 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s.Recovery = recovery.New(node.Store(), s.Sessions, cfg, log.Named("recovery")).WithOrphans(recovery.OrphanOptions{Runtimes: pm})
 	node.OnLeader(s.Recovery.Run)
 	// The leader logs each session's lifecycle once for the cluster.
-	node.OnLeader(func(ctx context.Context) { monitor.LogLifecycle(ctx, node.Store(), log.Named("sessions"), cluster.LeaderSince(ctx)) })
+	node.OnLeader(func(ctx context.Context) {
+		monitor.LogLifecycle(ctx, node.Store(), log.Named("sessions"), cluster.LeaderSince(ctx))
+	})
 	// Sessions that waited for their node come back when it answers again.
 	s.Nodes.OnUp(s.Recovery.RecoverNode)
 	registry := prometheus.NewRegistry()
