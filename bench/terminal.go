@@ -21,6 +21,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/gorilla/websocket"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -377,41 +378,13 @@ func TerminalSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err := makeTextFile(file, size); err != nil {
 		return nil, fmt.Errorf("make file: %w", err)
 	}
-	// The whole path: a one-node supervisor with one standalone session. The
-	// session's agentctl starts $SHELL (the config's terminal.shell does not reach
-	// it): without this, the whole path would run the user's login shell (bash
-	// with its rc files, here pyenv init forking dozens of processes during the
-	// trials) while the others run /bin/sh. The server inherits this environment
-	// at start; catTrial checks every path's shell is the same program.
-	if old, had := os.LookupEnv("SHELL"); had {
-		defer os.Setenv("SHELL", old)
-	} else {
-		defer os.Unsetenv("SHELL")
-	}
-	if err := os.Setenv("SHELL", "/bin/sh"); err != nil {
-		return nil, err
-	}
-	c, _, stop, err := paddockCluster(env, "terminal", 1, false, "")
+	// The whole path: a one-node supervisor with one standalone session.
+	sh, err := startShellSession(ctx, env, "terminal", "bench terminals")
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
-	node, err := c.Leader(30 * time.Second)
-	if err != nil {
-		return nil, err
-	}
-	api := apiOf(node)
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "bench terminals"})
-	if err != nil {
-		return nil, err
-	}
-	s, err := api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		return nil, err
-	}
-	if err := waitSession(ctx, api, s.ID, state.SessionWaitingForInput, 60*time.Second, 20*time.Millisecond); err != nil {
-		return nil, err
-	}
+	defer sh.stop()
+	node, api, s := sh.node, sh.api, sh.session
 	aurl, apid, astop, err := startAgentctl(env, dir)
 	if err != nil {
 		return nil, err
@@ -909,4 +882,59 @@ func procKiB(pid int, file, key string) int {
 		}
 	}
 	return 0
+}
+
+// shellSession is a one-node supervisor whose one standalone demo session's
+// agentctl runs /bin/sh as its terminal shell.
+type shellSession struct {
+	node    *harness.Node
+	api     *client.Client
+	session *state.Session
+	dir     string // the cluster's scratch directory
+	stop    func() // stops the cluster and restores $SHELL
+}
+
+// startShellSession starts a shellSession. The session's agentctl starts
+// $SHELL (the config's terminal.shell does not reach it): without this, the
+// whole path would run the user's login shell (bash with its rc files, here
+// pyenv init forking dozens of processes during the trials) while the direct
+// paths run /bin/sh. The server inherits this environment at its start;
+// $SHELL stays /bin/sh until stop.
+func startShellSession(ctx context.Context, env Env, name, title string) (*shellSession, error) {
+	old, had := os.LookupEnv("SHELL")
+	restore := func() {
+		if had {
+			os.Setenv("SHELL", old)
+		} else {
+			os.Unsetenv("SHELL")
+		}
+	}
+	if err := os.Setenv("SHELL", "/bin/sh"); err != nil {
+		return nil, err
+	}
+	c, dir, stopCluster, err := paddockCluster(env, name, 1, false, "")
+	if err != nil {
+		restore()
+		return nil, err
+	}
+	sh := &shellSession{dir: dir, stop: func() { stopCluster(); restore() }}
+	fail := func(err error) (*shellSession, error) {
+		sh.stop()
+		return nil, err
+	}
+	if sh.node, err = c.Leader(30 * time.Second); err != nil {
+		return fail(err)
+	}
+	sh.api = apiOf(sh.node)
+	task, err := sh.api.CreateTask(ctx, client.CreateTaskRequest{Title: title})
+	if err != nil {
+		return fail(err)
+	}
+	if sh.session, err = sh.api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"}); err != nil {
+		return fail(err)
+	}
+	if err := waitSession(ctx, sh.api, sh.session.ID, state.SessionWaitingForInput, 60*time.Second, 20*time.Millisecond); err != nil {
+		return fail(err)
+	}
+	return sh, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
@@ -14,9 +13,6 @@ import (
 	"github.com/chromedp/cdproto/input"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
-
-	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const areaUI = "Web UI: headless Chromium on localhost"
@@ -34,36 +30,12 @@ func UISuite(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The session's agentctl starts $SHELL: /bin/sh, as in the terminal suite.
-	if old, had := os.LookupEnv("SHELL"); had {
-		defer os.Setenv("SHELL", old)
-	} else {
-		defer os.Unsetenv("SHELL")
-	}
-	if err := os.Setenv("SHELL", "/bin/sh"); err != nil {
-		return nil, err
-	}
-	c, dir, stop, err := paddockCluster(env, "ui", 1, false, "")
+	sh, err := startShellSession(ctx, env, "ui", "bench ui")
 	if err != nil {
 		return nil, err
 	}
-	defer stop()
-	node, err := c.Leader(30 * time.Second)
-	if err != nil {
-		return nil, err
-	}
-	api := apiOf(node)
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "bench ui"})
-	if err != nil {
-		return nil, err
-	}
-	s, err := api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		return nil, err
-	}
-	if err := waitSession(ctx, api, s.ID, state.SessionWaitingForInput, 60*time.Second, 20*time.Millisecond); err != nil {
-		return nil, err
-	}
+	defer sh.stop()
+	node, api, s, dir := sh.node, sh.api, sh.session, sh.dir
 	// A transcript to show: three turns, six messages.
 	for i := 0; i < 3; i++ {
 		if err := api.Prompt(ctx, s.ID, fmt.Sprintf("remember item%d", i)); err != nil {
