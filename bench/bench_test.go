@@ -3,8 +3,10 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -165,4 +167,44 @@ paddock_sessions 3
 	if len(got) != 1 {
 		t.Fatalf("parsed %v", got)
 	}
+}
+
+// TestProfileTop reads a real CPU profile of this process spinning in a
+// function of its own: the summary names the profile's duration, and the
+// spinning function among those with most samples of their own and among
+// Paddock's functions with most samples under them.
+func TestProfileTop(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "spin.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		t.Fatal(err)
+	}
+	sink = spinForProfile(300 * time.Millisecond)
+	pprof.StopCPUProfile()
+	f.Close()
+	got := profileTop(path, 3)
+	for _, want := range []string{"profile ", "Total samples", "most own samples: bench.spinForProfile", "Paddock code with most samples under it: "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary %q lacks %q", got, want)
+		}
+	}
+	if profileTop(filepath.Join(t.TempDir(), "missing.pprof"), 3) != "" {
+		t.Error("a missing profile has a summary")
+	}
+}
+
+var sink uint64
+
+//go:noinline
+func spinForProfile(d time.Duration) uint64 {
+	var x uint64
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for i := 0; i < 1e5; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	return x
 }

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -263,6 +265,8 @@ func cpuProfile(env Env, n *harness.Node, name string, d time.Duration) (wait fu
 		path, err := saveProfile(n.URL()+fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())), filepath.Join(env.Profiles, name+".pprof"))
 		if err != nil {
 			env.Logf("profile %s: %v", name, err)
+		} else if top := profileTop(path, 5); top != "" {
+			env.Logf("%s: %s", name, top)
 		}
 		done <- path
 	}()
@@ -290,4 +294,72 @@ func saveProfile(url, path string) (string, error) {
 		return "", err
 	}
 	return path, f.Close()
+}
+
+// profileTop summarises a CPU profile for a report's Note: how much CPU
+// its samples hold over the profile's duration, the functions with the most
+// samples of their own, and Paddock's own functions with the most samples
+// under them (cumulative). It reads `go tool pprof -top` and returns "" when
+// the profile cannot be read.
+func profileTop(path string, n int) string {
+	if path == "" {
+		return ""
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=200", path).Output()
+	if err != nil {
+		return ""
+	}
+	return summariseTop(string(out), n)
+}
+
+// summariseTop is profileTop's reading of `go tool pprof -top` output.
+func summariseTop(top string, n int) string {
+	type row struct {
+		name      string
+		flat, cum float64 // percent of all samples
+	}
+	var rows []row
+	total := ""
+	for _, line := range strings.Split(top, "\n") {
+		if strings.HasPrefix(line, "Duration:") {
+			total = strings.TrimSpace(strings.TrimPrefix(line, "Duration:"))
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.HasSuffix(f[1], "%") || !strings.HasSuffix(f[4], "%") {
+			continue
+		}
+		flat, err1 := strconv.ParseFloat(strings.TrimSuffix(f[1], "%"), 64)
+		cum, err2 := strconv.ParseFloat(strings.TrimSuffix(f[4], "%"), 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		rows = append(rows, row{name: strings.Join(f[5:], " "), flat: flat, cum: cum})
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	short := func(name string) string {
+		name = strings.TrimSuffix(name, " (inline)")
+		return strings.TrimPrefix(name, "github.com/paddockhq/paddock/")
+	}
+	var own, under []string
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].flat > rows[j].flat })
+	for _, r := range rows[:min(n, len(rows))] {
+		own = append(own, fmt.Sprintf("%s %.1f%%", short(r.name), r.flat))
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].cum > rows[j].cum })
+	for _, r := range rows {
+		if len(under) == n {
+			break
+		}
+		if strings.HasPrefix(r.name, "github.com/paddockhq/paddock/") {
+			under = append(under, fmt.Sprintf("%s %.1f%%", short(r.name), r.cum))
+		}
+	}
+	s := fmt.Sprintf("profile %s; most own samples: %s", total, strings.Join(own, ", "))
+	if len(under) > 0 {
+		s += "; Paddock code with most samples under it: " + strings.Join(under, ", ")
+	}
+	return s
 }

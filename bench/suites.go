@@ -93,8 +93,12 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 		// where a write's time goes at this concurrency.
 		wait := cpuProfile(env, lead("writes"), fmt.Sprintf("cluster-writes-c%d-leader", clients), d)
 		RunWrites(ctx, clients, d, PaddockWriter(leader.URL()))
+		profiled := ""
 		if p := wait(); p != "" {
 			env.Logf("writes c%d: leader CPU profile of an unmeasured trial in %s", clients, p)
+			if top := profileTop(p, 5); top != "" {
+				profiled = "; the leader's CPU in an unmeasured trial before them: " + top
+			}
 		}
 		breakdown := ""
 		for t := 0; t < trials; t++ {
@@ -115,7 +119,7 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 		}
 		env.Logf("writes c%d: paddock %.0f/s (%d errors), etcd %.0f/s (%d errors)", clients, Percentile(rates, 50), errs, Percentile(peerRates, 50), peerErrs)
 		rate := Summary(Result{Name: fmt.Sprintf("writes_per_s_c%d", clients), Area: areaCluster, Unit: "writes/s",
-			Note: fmt.Sprintf("closed loop, %d client(s), each POST /v1/tasks (~30-byte record) to the leader over HTTP/1.1 keep-alive; etcd: POST /v3/kv/put of the same record through its JSON gateway to its leader; 3 processes each on one host, fsync on; %d×%s trials alternating; %d/%d errors", clients, trials, d, errs, peerErrs)}, rates, true)
+			Note: fmt.Sprintf("closed loop, %d client(s), each POST /v1/tasks (~30-byte record) to the leader over HTTP/1.1 keep-alive; etcd: POST /v3/kv/put of the same record through its JSON gateway to its leader; 3 processes each on one host, fsync on; %d×%s trials alternating; %d/%d errors%s", clients, trials, d, errs, peerErrs, profiled)}, rates, true)
 		if clients == 64 {
 			rate.Goal = "≥ 5000"
 			rate = Verdict(rate, rate.P50 >= 5000)
