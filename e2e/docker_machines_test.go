@@ -148,7 +148,9 @@ func tail(s string, n int) string {
 // each of three machines, each container on its own machine's engine; the
 // leader's server process is killed (its machine and engine live on), and
 // every session answers recall through the new leader from the same
-// container and agentctl, never passing through ERROR.
+// container and agentctl, never passing through ERROR. The plugin config
+// sets no publish_addr: agentctl's port is published on each machine's own
+// address by default.
 func TestDockerMachinesLeaderKillKeepsContainers(t *testing.T) {
 	needDocker(t)
 	nw := newMachineNet(t)
@@ -163,11 +165,10 @@ plugin "docker" {
     host           = %q
     workspace_root = %q
     cluster        = %q
-    publish_addr   = %q
     start_timeout  = "30s"
   }
 }
-`, dockerTestImage, engines[i].host, root, label, nw.Hosts[i].IP)
+`, dockerTestImage, engines[i].host, root, label)
 	})
 	leader := leaderOf(t, m.c)
 	api := machineClient(t, leader)

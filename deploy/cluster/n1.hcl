@@ -62,9 +62,8 @@ plugin "standalone" {
 #     image          = "paddock-executor:dev"
 #     host           = "unix:///var/run/docker.sock" # this machine's engine
 #     workspace_root = "/var/lib/paddock/docker-workspaces"
-#     # PER NODE: this machine's address, where agentctl's port is published;
-#     # every server must reach it.
-#     publish_addr   = "10.0.0.11"
+#     # agentctl's port is published on this machine's bind_addr
+#     # (10.0.0.11), which every server reaches; publish_addr overrides it.
 #   }
 # }
 

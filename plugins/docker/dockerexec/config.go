@@ -22,7 +22,6 @@ import (
 const (
 	DefaultImage         = "paddock-executor:dev"
 	DefaultWorkspaceRoot = "./data/workspaces"
-	DefaultPublishAddr   = "127.0.0.1"
 	DefaultStartTimeout  = 30 * time.Second
 	// MinMemory is the smallest memory limit the engine accepts (6 MiB).
 	MinMemory = 6 << 20
@@ -77,9 +76,12 @@ type Config struct {
 
 func defaults() Config {
 	return Config{
-		Image:          DefaultImage,
-		WorkspaceRoot:  DefaultWorkspaceRoot,
-		PublishAddr:    DefaultPublishAddr,
+		Image:         DefaultImage,
+		WorkspaceRoot: DefaultWorkspaceRoot,
+		// Every node talks to agentctl: by default its port is published
+		// on the address the node serves on (the server's bind_addr, which
+		// the host passes in runtime.NodeAddrEnv), as standalone listens.
+		PublishAddr:    runtime.NodeAddr(),
 		RestartStopped: true,
 		AgentUser:      DefaultAgentUser,
 		StartTimeout:   DefaultStartTimeout,
@@ -97,7 +99,7 @@ var spec = configspec.Spec[Config]{
 			func(c *Config) *string { return &c.AgentctlPath }, configspec.Executable),
 		configspec.Path("workspace_root", "host directory holding session workspaces; task workspaces must be inside it, symlinks resolved (default "+DefaultWorkspaceRoot+")",
 			func(c *Config) *string { return &c.WorkspaceRoot }, configspec.NotEmpty),
-		configspec.String("publish_addr", "host IP agentctl's port is published on, reachable by every supervisor node (default "+DefaultPublishAddr+")",
+		configspec.String("publish_addr", "host IP agentctl's port is published on, reachable by every supervisor node (default: the node's own address, the server's bind_addr)",
 			func(c *Config) *string { return &c.PublishAddr }, ipAddress),
 		configspec.String("advertise", "host name or IP put in agentctl's URL (default: publish_addr)",
 			func(c *Config) *string { return &c.Advertise }, hostName),

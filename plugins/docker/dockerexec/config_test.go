@@ -33,6 +33,24 @@ func TestParseConfigDefaults(t *testing.T) {
 	}
 }
 
+// TestPublishAddrDefaultsToTheNodesAddress: on a cluster of machines every
+// node must reach agentctl, so its port is published on the address the
+// host's node serves on (passed in runtime.NodeAddrEnv), not on loopback.
+func TestPublishAddrDefaultsToTheNodesAddress(t *testing.T) {
+	t.Setenv(runtime.NodeAddrEnv, "10.0.0.12")
+	cfg, diags := parse(t, "")
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	if cfg.PublishAddr != "10.0.0.12" || cfg.advertiseHost() != "10.0.0.12" {
+		t.Errorf("publish_addr %q, advertised %q; want the node's 10.0.0.12", cfg.PublishAddr, cfg.advertiseHost())
+	}
+	cfg, diags = parse(t, `publish_addr = "127.0.0.1"`)
+	if diags.HasErrors() || cfg.PublishAddr != "127.0.0.1" {
+		t.Errorf("an explicit publish_addr is kept: %q (%v)", cfg.PublishAddr, diags)
+	}
+}
+
 func TestParseConfigValid(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
