@@ -12,6 +12,7 @@ import (
 
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 )
 
 // binDir holds paddock, agentctl, paddock-demo-agent and plugins/.
@@ -115,17 +116,8 @@ func apiClient(t *testing.T, n *harness.Node) *client.Client {
 	return c
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it holds, failing the test after timeout.
+var waitFor = runtimetest.WaitFor
 
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/plugins"
 	"github.com/paddockhq/paddock/supervisor/recovery"
@@ -153,16 +154,8 @@ func (f *fakeRuntimes) Get(name string) (runtime.Runtime, error) {
 	return nil, fmt.Errorf("runtime %q: %w", name, plugins.ErrUnhealthy)
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not synchronisation
-	}
-}
+// waitFor polls cond until it holds, failing the test after timeout.
+var waitFor = runtimetest.WaitFor
 
 // The leader reconciles only after its recovery pass, with every executor
 // row as owned (any status, any runtime), on healthy runtimes only; a

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/config"
 )
 
@@ -181,17 +182,8 @@ func (c *testCluster) follower() int {
 	return -1
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor polls cond until it holds, failing the test after timeout.
+var waitFor = runtimetest.WaitFor
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
