@@ -122,7 +122,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	if err := os.MkdirAll(raftDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
 	}
-	stores, err := openRaftStores(raftDir)
+	stores, err := openRaftStores(raftDir, n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -379,6 +379,10 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 
 // Raft exposes the raft node for status and operator endpoints.
 func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// LogStoreBytes is the size on disk of this node's raft log store (the
+// write-ahead log's files, or raft.db in a data_dir that keeps bolt).
+func (n *Node) LogStoreBytes() int64 { return n.stores.bytes() }
 
 // NewKey returns a fresh idempotency key.
 func NewKey() string {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -122,7 +121,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s.Nodes.OnUp(s.Recovery.RecoverNode)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(s.Recovery.Collectors()...)
-	registry.MustRegister(telemetry.RaftLog(node.Raft(), filepath.Join(cfg.DataDir, "raft", "raft.db"))...)
+	registry.MustRegister(telemetry.RaftLog(node.Raft(), node.LogStoreBytes)...)
 	registry.MustRegister(telemetry.BuildInfo(""))
 	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Nodes: s.Nodes, Config: cfg, Logger: log.Named("api"),
 		LeaderWait: leaderWait, Registry: registry, Gatherers: gatherers, LogSinks: logSinks(log), TLS: tlsFiles})

@@ -1,13 +1,12 @@
 package telemetry
 
 import (
-	"os"
 	"strconv"
 	"sync"
 	"time"
 
-	metrics "github.com/hashicorp/go-metrics"
-	gmprom "github.com/hashicorp/go-metrics/prometheus"
+	metrics "github.com/hashicorp/go-metrics/compat"
+	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -51,8 +50,12 @@ var (
 // Raft returns the Prometheus families of raft's own metrics. The first call
 // installs a go-metrics Prometheus sink as go-metrics' global sink (raft
 // reports through the global, so there is one per process; in-process test
-// clusters share it). Metrics raft stops reporting expire after ten minutes,
-// except the declared ones above.
+// clusters share it). The sink is installed through go-metrics/compat, the
+// package hashicorp/raft and its log stores report through: compat routes
+// to armon/go-metrics by default and to hashicorp/go-metrics under the
+// hashicorpmetrics build tag, and sink and reporters follow the same
+// route whichever tag a build sets. Metrics raft stops reporting expire
+// after ten minutes, except the declared ones above.
 func Raft() (prometheus.Gatherer, error) {
 	raftOnce.Do(func() {
 		reg := prometheus.NewRegistry()
@@ -82,8 +85,8 @@ func Raft() (prometheus.Gatherer, error) {
 
 // RaftLog returns gauges of the raft log's size: entries since the last
 // snapshot (what a restart replays and what the next snapshot compacts)
-// and the bytes of the log store file at dbPath.
-func RaftLog(r *raft.Raft, dbPath string) []prometheus.Collector {
+// and the bytes of the log store on disk, as storeBytes reports them.
+func RaftLog(r *raft.Raft, storeBytes func() int64) []prometheus.Collector {
 	stat := func(key string) float64 {
 		n, _ := strconv.ParseUint(r.Stats()[key], 10, 64)
 		return float64(n)
@@ -101,14 +104,8 @@ func RaftLog(r *raft.Raft, dbPath string) []prometheus.Collector {
 				return float64(last - snap)
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_log_store_bytes",
-			Help: "Size of this node's raft log store file (raft.db) in bytes."},
-			func() float64 {
-				fi, err := os.Stat(dbPath)
-				if err != nil {
-					return 0
-				}
-				return float64(fi.Size())
-			}),
+			Help: "Size of this node's raft log store on disk in bytes (its write-ahead log's preallocated segments, or raft.db in a data_dir that keeps bolt)."},
+			func() float64 { return float64(storeBytes()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_last_log_index", Help: "Index of the last entry in this node's raft log."},
 			func() float64 { return stat("last_log_index") }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_commit_index", Help: "Raft commit index as this node knows it."},
