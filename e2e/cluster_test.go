@@ -107,7 +107,7 @@ func TestRunConfigAnswersStatus(t *testing.T) {
 	if !strings.Contains(string(out), "Leader") {
 		t.Fatalf("paddock status output:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "data", "raft", "raft.db")); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "data", "raft", "wal", "wal-meta.db")); err != nil {
 		t.Fatalf("data not under ./data: %v", err)
 	}
 }

@@ -112,12 +112,12 @@ func openWALStores(dir string, log hclog.Logger) (*raftStores, error) {
 	return &raftStores{kind: storeWAL, logs: cached, stable: w, path: dir, close: closeAll}, nil
 }
 
-// lockDir takes an exclusive lock on dir/LOCK for this process, waiting up
-// to lockWait for another holder to let go. The kernel drops the lock when
-// the process dies, however it dies.
+// lockDir takes an exclusive lock on the directory dir for this process
+// (a file lock on the directory itself: nothing is written), waiting up to
+// lockWait for another holder to let go. The kernel drops the lock when the
+// process dies, however it dies.
 func lockDir(dir string) (unlock func(), err error) {
-	path := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
 	}
@@ -129,7 +129,7 @@ func lockDir(dir string) (unlock func(), err error) {
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
 			f.Close()
-			return nil, fmt.Errorf("%w: lock raft log %s: %v (is another server using this data_dir?)", ErrDataDir, path, err)
+			return nil, fmt.Errorf("%w: lock raft log %s: %v (is another server using this data_dir?)", ErrDataDir, dir, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -24,6 +24,10 @@ func TestUnusableDataDirIsRefused(t *testing.T) {
 			_ = os.MkdirAll(filepath.Join(dir, "raft"), 0o700)
 			_ = os.WriteFile(filepath.Join(dir, "raft", "raft.db"), []byte("this is not a bolt database, just text padded out"), 0o600)
 		}},
+		{"corrupt write-ahead log", func(dir string) {
+			_ = os.MkdirAll(filepath.Join(dir, "raft", "wal"), 0o700)
+			_ = os.WriteFile(filepath.Join(dir, "raft", "wal", "wal-meta.db"), []byte("this is not the WAL's meta database, just text padded out"), 0o600)
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
