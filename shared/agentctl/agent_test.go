@@ -1,10 +1,14 @@
 package agentctl_test
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/demoagent"
 )
 
 // runConversation drives launch → prompts → streamed updates → cancel → kill
@@ -250,5 +254,62 @@ func TestProbePTYReportsTheProfileDeclaration(t *testing.T) {
 	_, err = p.c.StartAgent(ctx(t), undeclared, "0123abcd-0000-4000-8000-0123456789ab")
 	if ae := apiErr(t, err); ae.Status != 409 || !contains(ae.Message, "does not support session resume") {
 		t.Fatalf("resume of an undeclared pty agent: %+v", ae)
+	}
+}
+
+// A poll with compact=true that finds a whole streamed reply carries one
+// update of the reply, the latest, with its whole text; a plain poll
+// carries one per chunk. Nothing else is left out, and the next position
+// is the same.
+func TestCompactEventsCarryAStreamedReplyOnce(t *testing.T) {
+	p := startServe(t, t.TempDir())
+	c := p.c
+	c.SetFencingToken(1)
+	w := newWatcher(c)
+	if _, err := c.StartAgent(ctx(t), acpProfile, ""); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	const n = 100
+	if _, err := c.Prompt(ctx(t), fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	w.waitEvent(t, agentctl.EventTurnFinished, nil, 30*time.Second)
+	plain, err := c.Events(ctx(t), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact, err := c.CompactEvents(ctx(t), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if compact.Next != plain.Next {
+		t.Fatalf("next %d compact, %d plain", compact.Next, plain.Next)
+	}
+	count := func(evs []agentctl.Event, typ string) int {
+		k := 0
+		for _, ev := range evs {
+			if ev.Type == typ {
+				k++
+			}
+		}
+		return k
+	}
+	if u := count(plain.Events, agentctl.EventMessageUpdated); u < n/2 {
+		t.Fatalf("plain poll: %d updates for %d chunks", u, n)
+	}
+	for _, typ := range []string{agentctl.EventAgentStarted, agentctl.EventMessageAdded, agentctl.EventTurnFinished} {
+		if a, b := count(compact.Events, typ), count(plain.Events, typ); a != b {
+			t.Errorf("%s: %d in the compact answer, %d in the plain one", typ, a, b)
+		}
+	}
+	if u := count(compact.Events, agentctl.EventMessageUpdated); u != 1 {
+		t.Fatalf("compact poll: %d updates of the reply, want 1", u)
+	}
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	for _, ev := range compact.Events {
+		var d agentctl.MessageData
+		if ev.Type == agentctl.EventMessageUpdated && (json.Unmarshal(ev.Data, &d) != nil || d.Message.Text != want) {
+			t.Fatalf("the compact poll's update has %d of the reply's %d bytes", len(d.Message.Text), len(want))
+		}
 	}
 }

@@ -173,8 +173,23 @@ func (c *Client) Messages(ctx context.Context) ([]Message, error) {
 // Events long-polls GET /v1/events?since=&wait=: events with Seq >= since,
 // waiting up to wait for the first one.
 func (c *Client) Events(ctx context.Context, since uint64, wait time.Duration) (EventsResponse, error) {
+	return c.events(ctx, since, wait, false)
+}
+
+// CompactEvents is Events with compact=true: a message update that a later
+// update of the same message in the answer supersedes is left out (each
+// carries the message's whole text), so a poll that finds a streamed
+// reply's many updates carries the latest only.
+func (c *Client) CompactEvents(ctx context.Context, since uint64, wait time.Duration) (EventsResponse, error) {
+	return c.events(ctx, since, wait, true)
+}
+
+func (c *Client) events(ctx context.Context, since uint64, wait time.Duration, compact bool) (EventsResponse, error) {
 	var v EventsResponse
 	q := url.Values{"since": {strconv.FormatUint(since, 10)}, "wait": {wait.String()}}
+	if compact {
+		q.Set("compact", "true")
+	}
 	return v, c.do(ctx, "GET", "/v1/events?"+q.Encode(), nil, "", wait, &v)
 }
 

@@ -13,49 +13,82 @@ const eventLogSize = 2048
 // eventLog is a bounded in-memory log of events with long-poll waiting.
 type eventLog struct {
 	mu     sync.Mutex
-	events []Event
+	events []*loggedEvent
 	next   uint64
 	notify chan struct{} // closed and replaced on every append
+}
+
+// loggedEvent is one kept event. Its data is encoded when a poll first
+// returns it, not when it is published: a streamed reply publishes an
+// update carrying the message's whole text for every chunk, and a poll
+// that carries only the latest of them encodes that one alone.
+type loggedEvent struct {
+	Event
+	data      any
+	messageID string // of a message event's message
+	encode    sync.Once
 }
 
 func newEventLog() *eventLog {
 	return &eventLog{next: 1, notify: make(chan struct{})}
 }
 
+// publish appends an event. data is kept as it is and encoded later, so it
+// must not change after the call (the callers pass values).
 func (l *eventLog) publish(typ string, data any) {
-	raw, err := json.Marshal(data)
-	if err != nil {
-		raw = []byte("{}")
+	le := &loggedEvent{data: data}
+	if d, ok := data.(MessageData); ok {
+		le.messageID = d.Message.ID
 	}
 	l.mu.Lock()
-	ev := Event{Seq: l.next, Type: typ, Time: time.Now().UTC(), Data: raw}
+	le.Event = Event{Seq: l.next, Type: typ, Time: time.Now().UTC()}
 	l.next++
-	l.events = append(l.events, ev)
+	l.events = append(l.events, le)
 	if len(l.events) > eventLogSize {
-		l.events = append([]Event(nil), l.events[len(l.events)-eventLogSize:]...)
+		l.events = append([]*loggedEvent(nil), l.events[len(l.events)-eventLogSize:]...)
 	}
 	close(l.notify)
 	l.notify = make(chan struct{})
 	l.mu.Unlock()
 }
 
+// event is the event with its data encoded.
+func (le *loggedEvent) event() Event {
+	le.encode.Do(func() {
+		raw, err := json.Marshal(le.data)
+		if err != nil {
+			raw = []byte("{}")
+		}
+		le.Data = raw
+	})
+	return le.Event
+}
+
 // since returns the events with Seq >= since, waiting up to wait for one.
-func (l *eventLog) since(ctx context.Context, since uint64, wait time.Duration) ([]Event, uint64) {
+// compact leaves out each message update that a later update of the same
+// message in the answer supersedes (no other kind of event between them):
+// an update carries the message's whole text, so the later one holds all
+// the earlier one said.
+func (l *eventLog) since(ctx context.Context, since uint64, wait time.Duration, compact bool) ([]Event, uint64) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
 		l.mu.Lock()
-		var out []Event
+		var kept []*loggedEvent
 		for _, ev := range l.events {
 			if ev.Seq >= since {
-				out = append(out, ev)
+				kept = append(kept, ev)
 			}
 		}
 		next, ch := l.next, l.notify
 		l.mu.Unlock()
-		if len(out) > 0 || wait <= 0 {
-			if out == nil {
-				out = []Event{}
+		if len(kept) > 0 || wait <= 0 {
+			if compact {
+				kept = latestUpdates(kept)
+			}
+			out := make([]Event, len(kept))
+			for i, ev := range kept {
+				out[i] = ev.event()
 			}
 			return out, next
 		}
@@ -67,4 +100,30 @@ func (l *eventLog) since(ctx context.Context, since uint64, wait time.Duration) 
 			return []Event{}, next
 		}
 	}
+}
+
+// latestUpdates drops the message updates a later update of the same
+// message supersedes within a run of message events. Additions and every
+// other event are kept, in order.
+func latestUpdates(evs []*loggedEvent) []*loggedEvent {
+	drop := make([]bool, len(evs))
+	later := map[string]bool{} // messages updated later in the current run
+	for i := len(evs) - 1; i >= 0; i-- {
+		ev := evs[i]
+		switch ev.Type {
+		case EventMessageUpdated:
+			drop[i] = later[ev.messageID]
+			later[ev.messageID] = true
+		case EventMessageAdded:
+		default:
+			clear(later)
+		}
+	}
+	out := evs[:0:0]
+	for i, ev := range evs {
+		if !drop[i] {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

@@ -343,7 +343,16 @@ func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = min(d, 60*time.Second)
 	}
-	evs, next := s.events.since(r.Context(), since, wait)
+	compact := false
+	if v := q.Get("compact"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, 400, CodeBadRequest, fmt.Sprintf("compact=%q is not true or false", v))
+			return
+		}
+		compact = b
+	}
+	evs, next := s.events.since(r.Context(), since, wait, compact)
 	writeJSON(w, 200, EventsResponse{Nonce: s.nonce, Events: evs, Next: next})
 }
 
