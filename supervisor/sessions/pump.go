@@ -20,8 +20,15 @@ var errRestarted = errors.New("agentctl restarted")
 // Pump timing.
 const (
 	// flushInterval coalesces streamed message chunks: at most ~10 writes a
-	// second per session.
+	// second per session. Chunks that come after a quiet spell are written
+	// at once; those that follow wait for the interval to pass.
 	flushInterval = 100 * time.Millisecond
+	// pollSpacing is the least time between the starts of two event polls
+	// while events keep coming: a streamed reply's chunks gather in
+	// agentctl and come in one answer, a few times per flush interval at
+	// most, not one answer (and one HTTP round trip each way) per chunk. A
+	// poll that found nothing waits for the next event as before.
+	pollSpacing = flushInterval
 	// maxFlushBytesPerSecond bounds the message text one session's timed
 	// flushes replicate per second. Each write carries its message's whole
 	// text so far, so without it a long streamed reply would cost
@@ -88,16 +95,19 @@ type pumper struct {
 	selfFenced bool
 	// notBefore is when the byte bound lets the next timed flush run.
 	notBefore time.Time
+	// lastFlush is when the last flush that wrote anything began.
+	lastFlush time.Time
 	// following: events are relayed as they happen (the pump), not
 	// replayed from before this leader attached (catchUp).
 	following bool
 }
 
 // flushDelay is how long chunks that arrive at now wait before their
-// timed flush: flushInterval, or longer while the last flush's bytes are
-// still over the per-session bound.
+// timed flush: until flushInterval has passed since the last flush, or
+// longer while the last flush's bytes are still over the per-session
+// bound; not at all after a quiet spell.
 func (p *pumper) flushDelay(now time.Time) time.Duration {
-	return max(flushInterval, p.notBefore.Sub(now))
+	return max(0, p.lastFlush.Add(flushInterval).Sub(now), p.notBefore.Sub(now))
 }
 
 // turnSeen is what agentctl's retained events say of the agent's latest
@@ -119,7 +129,7 @@ const (
 // say of the latest turn. Older turn and state events are not replayed:
 // the caller sets the session state from the agent's.
 func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) {
-	resp, err := e.client.Events(ctx, 0, 0)
+	resp, err := e.client.CompactEvents(ctx, 0, 0)
 	if err != nil {
 		m.log.Warn("catch up with agentctl events", "session", e.sessionID, "error", err)
 		return 0, turnUnseen
@@ -155,7 +165,13 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) 
 // that is not replayed history.
 func isPrompt(ev agentctl.Event) bool {
 	var d agentctl.MessageData
-	return ev.Type == agentctl.EventMessageAdded && json.Unmarshal(ev.Data, &d) == nil && d.Message.Role == string(state.RoleUser) && !d.Message.History
+	return ev.Type == agentctl.EventMessageAdded && json.Unmarshal(ev.Data, &d) == nil && addsPrompt(ev.Type, d.Message)
+}
+
+// addsPrompt reports whether a message event of type typ adds msg as a
+// prompt.
+func addsPrompt(typ string, msg agentctl.Message) bool {
+	return typ == agentctl.EventMessageAdded && msg.Role == string(state.RoleUser) && !msg.History
 }
 
 // setSource notes the agentctl boot the events come from.
@@ -166,14 +182,17 @@ func (p *pumper) setSource(ctx context.Context, nonce string) {
 	}
 }
 
-// poll long-polls agentctl's events. It reports an error when agentctl stays
-// unreachable past the health bound, or restarted (its nonce changed).
+// poll long-polls agentctl's events, compacted (a message's updates that a
+// later one in the answer supersedes are left out), no more often than
+// pollSpacing while events keep coming. It reports an error when agentctl
+// stays unreachable past the health bound, or restarted (its nonce changed).
 func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, errs chan<- error) {
 	since := p.since
 	var failingSince time.Time
 	bound := max(p.m.cfg.Recovery.HealthTimeout, time.Second)
 	for ctx.Err() == nil {
-		resp, err := p.e.client.Events(ctx, since, pollWait)
+		started := time.Now()
+		resp, err := p.e.client.CompactEvents(ctx, since, pollWait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -208,6 +227,15 @@ func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, e
 		case <-ctx.Done():
 			return
 		}
+		if wait := pollSpacing - time.Since(started); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+		}
 	}
 }
 
@@ -225,7 +253,7 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 			p.order = append(p.order, d.Message.ID)
 		}
 		p.pending[d.Message.ID] = d.Message
-		if p.following && isPrompt(ev) {
+		if p.following && addsPrompt(ev.Type, d.Message) {
 			p.promptSeen(ctx)
 		}
 	case agentctl.EventTurnFinished:
@@ -310,6 +338,7 @@ func (p *pumper) turnFinished(ctx context.Context, d agentctl.TurnFinishedData) 
 
 // flush writes coalesced messages, one raft write per changed message.
 func (p *pumper) flush(ctx context.Context) {
+	started := time.Now()
 	written := 0
 	for _, mid := range p.order {
 		msg := p.pending[mid]
@@ -320,9 +349,12 @@ func (p *pumper) flush(ctx context.Context) {
 			p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
 		}
 	}
+	if len(p.order) > 0 {
+		p.lastFlush = started
+	}
 	p.pending, p.order = map[string]agentctl.Message{}, p.order[:0]
 	if written > 0 {
-		p.notBefore = time.Now().Add(flushCost(written))
+		p.notBefore = started.Add(flushCost(written))
 	}
 }
 

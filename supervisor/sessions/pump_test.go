@@ -19,12 +19,13 @@ import (
 
 // A session's timed flushes replicate at most maxFlushBytesPerSecond of
 // message text: small messages flush every flushInterval, a large one
-// holds the next flush back in proportion to its size.
+// holds the next flush back in proportion to its size. Chunks after a
+// quiet spell are written at once.
 func TestFlushDelayBoundsReplicatedBytes(t *testing.T) {
 	now := time.Now()
 	p := &pumper{}
-	if d := p.flushDelay(now); d != flushInterval {
-		t.Fatalf("first flush after %s, want %s", d, flushInterval)
+	if d := p.flushDelay(now); d != 0 {
+		t.Fatalf("first flush after %s, want at once", d)
 	}
 	cases := []struct {
 		written int
@@ -36,9 +37,13 @@ func TestFlushDelayBoundsReplicatedBytes(t *testing.T) {
 		{4 * maxFlushBytesPerSecond, 4 * time.Second},
 	}
 	for _, c := range cases {
-		p.notBefore = now.Add(flushCost(c.written))
+		p.lastFlush, p.notBefore = now, now.Add(flushCost(c.written))
 		if d := p.flushDelay(now); d != c.want {
 			t.Errorf("after a flush of %d bytes: next in %s, want %s", c.written, d, c.want)
+		}
+		// Chunks that come 30 ms after it wait for the rest.
+		if d := p.flushDelay(now.Add(30 * time.Millisecond)); d != c.want-30*time.Millisecond {
+			t.Errorf("after a flush of %d bytes: chunks 30 ms later wait %s, want %s", c.written, d, c.want-30*time.Millisecond)
 		}
 		// A message that grows at the bound's rate is written every
 		// flushCost: bytes per second stay under the bound.
@@ -46,10 +51,10 @@ func TestFlushDelayBoundsReplicatedBytes(t *testing.T) {
 			t.Errorf("%d-byte writes replicate %.0f bytes/s", c.written, rate)
 		}
 	}
-	// Chunks that come long after the last flush wait flushInterval only.
-	p.notBefore = now.Add(time.Second)
-	if d := p.flushDelay(now.Add(5 * time.Second)); d != flushInterval {
-		t.Fatalf("late chunks wait %s, want %s", d, flushInterval)
+	// Chunks that come long after the last flush are written at once.
+	p.lastFlush, p.notBefore = now, now.Add(time.Second)
+	if d := p.flushDelay(now.Add(5 * time.Second)); d != 0 {
+		t.Fatalf("late chunks wait %s, want at once", d)
 	}
 }
 
@@ -197,5 +202,80 @@ func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
 	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
 		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
 			last.Role, last.Complete, len(last.Text), len(want))
+	}
+}
+
+// eventsCounter stands in front of an agentctl and counts its event polls
+// and the bytes they answered.
+type eventsCounter struct {
+	proxy *httputil.ReverseProxy
+	polls atomic.Int64
+	bytes atomic.Int64
+}
+
+func (c *eventsCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/events" {
+		c.proxy.ServeHTTP(w, r)
+		return
+	}
+	c.polls.Add(1)
+	c.proxy.ServeHTTP(&countingWriter{ResponseWriter: w, n: &c.bytes}, r)
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w *countingWriter) Write(b []byte) (int, error) {
+	w.n.Add(int64(len(b)))
+	return w.ResponseWriter.Write(b)
+}
+
+// A streamed reply reaches the pump in a few polls per flush interval,
+// each carrying the reply's latest text once: not a poll per chunk, and
+// not every chunk's update (each the whole text so far, so bytes quadratic
+// in the reply's length). The transcript still gets every chunk, in order.
+func TestAStreamedReplyCostsAFewPollsPerFlush(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	target, err := url.Parse(s.executor.AgentctlURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &eventsCounter{proxy: httputil.NewSingleHostReverseProxy(target)}
+	front := httptest.NewServer(counter)
+	t.Cleanup(front.Close)
+	w.rts["n1"].onRecover = func(h fakeHandle) (runtime.LaunchResponse, error) {
+		resp := w.rts["n1"].proc(h.ID).response(h)
+		resp.AgentctlURL = front.URL
+		return resp, nil
+	}
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	const n = 2000 // ≥ 2 s at the test agent's 1 ms chunk delay
+	polls0, bytes0 := counter.polls.Load(), counter.bytes.Load()
+	started := time.Now()
+	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	took := time.Since(started)
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	msgs := w.r.store.Messages(s.id)
+	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+		t.Fatalf("last message %s (complete %v) has %d of %d bytes", last.Role, last.Complete, len(last.Text), len(want))
+	}
+	polls, bytes := counter.polls.Load()-polls0, counter.bytes.Load()-bytes0
+	t.Logf("%d chunks in %s: %d event polls, %d bytes answered (the reply is %d bytes)", n, took.Round(time.Millisecond), polls, bytes, len(want))
+	if limit := 2*int64(took/pollSpacing) + 10; polls > limit {
+		t.Errorf("%d event polls in %s, want at most %d (a few per %s)", polls, took.Round(time.Millisecond), limit, pollSpacing)
+	}
+	if limit := 2 * (int64(took/pollSpacing) + 10) * int64(len(want)); bytes > limit {
+		t.Errorf("the polls answered %d bytes, want at most %d (the reply's latest text once per poll)", bytes, limit)
 	}
 }
