@@ -10,7 +10,10 @@
 //     then "slept N";
 //   - "stream N" → N chunks "chunk 1 of N\n" … "chunk N of N\n", each its own
 //     update (a line of its own in the terminal mode), then "streamed N": a
-//     long streamed reply, for load tests (1 ≤ N ≤ MaxStream);
+//     long streamed reply, for load tests (1 ≤ N ≤ MaxStream); when its
+//     turn ends, WORKSPACE/.paddock-demo/stream-times.json holds when each
+//     chunk was handed to the protocol (StreamTimes), so a load test can
+//     measure from each chunk's emission;
 //   - anything else → "turn K: TEXT", K being the prompt's turn number.
 //
 // --no-resume makes it advertise no loadSession (and refuse --resume).
@@ -48,6 +51,28 @@ import (
 
 // StoreDir is the workspace-relative directory holding conversations.
 const StoreDir = ".paddock-demo"
+
+// StreamTimesFile is the StoreDir file holding the StreamTimes of the
+// latest "stream N" turn.
+const StreamTimesFile = "stream-times.json"
+
+// StreamTimes records when a "stream N" turn emitted each of its chunks.
+type StreamTimes struct {
+	// Chunks is the N of "stream N".
+	Chunks int `json:"chunks"`
+	// EmittedUnixNano holds, for each chunk sent (the N numbered ones,
+	// then the closing line), the moment it was handed to the protocol.
+	EmittedUnixNano []int64 `json:"emitted_unix_nano"`
+}
+
+// ReadStreamTimes decodes a StreamTimesFile.
+func ReadStreamTimes(b []byte) (StreamTimes, error) {
+	var st StreamTimes
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, fmt.Errorf("decode %s: %w", StreamTimesFile, err)
+	}
+	return st, nil
+}
 
 // MaxStream is the largest N "stream N" accepts.
 const MaxStream = 100000
@@ -197,13 +222,21 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 		t.Stop()
 	}
 	sent := ""
+	var times *StreamTimes
+	if n, ok := streamLength(text); ok {
+		times = &StreamTimes{Chunks: n, EmittedUnixNano: make([]int64, 0, len(chunks))}
+	}
 	if err == nil {
 		for _, ch := range chunks {
 			if err = ctx.Err(); err != nil {
 				break
 			}
+			at := time.Now()
 			if err = emit(ch); err != nil {
 				break
+			}
+			if times != nil {
+				times.EmittedUnixNano = append(times.EmittedUnixNano, at.UnixNano())
 			}
 			sent += ch
 			t := time.NewTimer(cfg.chunkDelay())
@@ -220,7 +253,38 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 	if serr := c.Save(cfg.Workspace); serr != nil && err == nil {
 		err = serr
 	}
+	if times != nil {
+		if serr := saveStreamTimes(cfg.Workspace, *times); serr != nil && err == nil {
+			err = serr
+		}
+	}
 	return err
+}
+
+// streamLength is the N of a "stream N" prompt.
+func streamLength(text string) (int, bool) {
+	f := strings.Fields(text)
+	if len(f) != 2 || f[0] != "stream" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(f[1])
+	return n, err == nil && n >= 1 && n <= MaxStream
+}
+
+// saveStreamTimes writes a stream turn's StreamTimes atomically.
+func saveStreamTimes(workspace string, st StreamTimes) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(workspace, StoreDir, StreamTimesFile)
+	if err := os.WriteFile(p+".tmp", b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", StreamTimesFile, err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		return fmt.Errorf("write %s: %w", StreamTimesFile, err)
+	}
+	return nil
 }
 
 // reply computes the deterministic answer to text, already cut into the
@@ -240,7 +304,7 @@ func reply(text string, turn int, remembered []string) (chunks []string, wait ti
 			return Chunks("slept " + f[1]), time.Duration(n * float64(time.Second)), nil
 		}
 	case len(f) == 2 && f[0] == "stream":
-		if n, err := strconv.Atoi(f[1]); err == nil && n >= 1 && n <= MaxStream {
+		if n, ok := streamLength(text); ok {
 			return StreamChunks(n), 0, nil
 		}
 	}

@@ -2,6 +2,8 @@ package demoagent
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +85,46 @@ func TestStreamSendsEachChunkOnItsOwn(t *testing.T) {
 		if strings.Contains(got, "chunk") || !strings.HasSuffix(got, ": "+in) {
 			t.Fatalf("%q → %q, want an ordinary turn reply", in, got)
 		}
+	}
+}
+
+// A stream turn leaves when it handed each chunk on in the workspace: a
+// load test measures each chunk's latency from its emission, not from the
+// pace the agent should have kept.
+func TestStreamRecordsWhenEachChunkWasEmitted(t *testing.T) {
+	ws := t.TempDir()
+	c, err := Open(ws, "s", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []time.Time // when emit was entered, after the recorded moment
+	if err := c.Turn(context.Background(), Config{Workspace: ws, ChunkDelay: time.Millisecond}, "stream 5",
+		func(string) error { seen = append(seen, time.Now()); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, StoreDir, StreamTimesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadStreamTimes(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Chunks != 5 || len(st.EmittedUnixNano) != len(seen) {
+		t.Fatalf("stream times %+v, want 5 chunks and %d times", st, len(seen))
+	}
+	for i, ns := range st.EmittedUnixNano {
+		at := time.Unix(0, ns)
+		if at.After(seen[i]) || i > 0 && !at.After(seen[i-1]) {
+			t.Errorf("chunk %d recorded at %s, emitted at %s (previous at %s)", i+1, at, seen[i], seen[max(i-1, 0)])
+		}
+	}
+	// An ordinary turn leaves the last stream's times alone.
+	if err := c.Turn(context.Background(), Config{Workspace: ws}, "hello", func(string) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if b2, _ := os.ReadFile(filepath.Join(ws, StoreDir, StreamTimesFile)); string(b2) != string(b) {
+		t.Fatal("an ordinary turn rewrote the stream times")
 	}
 }
 
