@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
@@ -141,4 +145,73 @@ func raftGauge(n *harness.Node, name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("%s has no %s", n.Name, name)
+}
+
+// A server whose data_dir holds a bolt raft.db (written by a build that
+// kept raft in bolt) keeps bolt, in a cluster whose other servers run the
+// write-ahead log; moved as OPERATIONS.md says (stopped, removed, its
+// data_dir/raft deleted, started), it joins again on the write-ahead log
+// and catches up. The test gives node3 its bolt store the same way: it
+// replaces node3's raft state with an empty raft.db.
+func TestServerKeepsABoltLogAndMovesToTheWAL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process cluster")
+	}
+	c := startCluster(t, 3, true, "")
+	// node2 leads and node3 moves: node3's retry_join names node1 first, a
+	// follower, which cannot add a server (the join must go to the leader).
+	leader, moved := c.Nodes[1], c.Nodes[2]
+	if l := leaderOf(t, c); l != leader {
+		if _, err := apiClient(t, l).TransferLeadership(testCtx(t), leader.Name); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, leader.Name+" to lead", func() bool { return leaderOf(t, c) == leader })
+	}
+	raftDir := filepath.Join(moved.Dir, "data", "raft")
+	for i, store := range []string{"bolt", "wal"} {
+		// Stopped and removed first: a voter must never forget its log.
+		moved.Kill()
+		if err := apiClient(t, leader).RemovePeer(testCtx(t), moved.Name); err != nil {
+			t.Fatalf("remove %s: %v", moved.Name, err)
+		}
+		if err := os.RemoveAll(raftDir); err != nil {
+			t.Fatal(err)
+		}
+		if store == "bolt" {
+			if err := os.MkdirAll(raftDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			b, err := raftboltdb.NewBoltStore(filepath.Join(raftDir, "raft.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+		}
+		opened := strings.Count(moved.Log(), "store="+store)
+		if err := moved.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, fmt.Sprintf("%s to open its raft log in %s", moved.Name, store), func() bool {
+			return strings.Count(moved.Log(), "store="+store) > opened
+		})
+		waitFor(t, 30*time.Second, moved.Name+" to be a voter again", func() bool {
+			peers, err := apiClient(t, leader).RaftPeers(testCtx(t))
+			if err != nil {
+				return false
+			}
+			for _, p := range peers {
+				if p.ID == moved.Name && p.Suffrage == "Voter" {
+					return true
+				}
+			}
+			return false
+		})
+		if _, err := apiClient(t, leader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: fmt.Sprintf("on-%s-%d", store, i)}); err != nil {
+			t.Fatal(err)
+		}
+		caughtUp(t, moved, leader)
+	}
+	if _, err := os.Stat(filepath.Join(raftDir, "raft.db")); err == nil {
+		t.Errorf("%s still has a raft.db after its move", moved.Name)
+	}
 }

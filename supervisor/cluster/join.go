@@ -81,7 +81,10 @@ func (n *Node) membershipSettled(ctx context.Context) bool {
 	if len(n.cfg.RetryJoin) == 0 {
 		return false
 	}
+	// A join is asked of the leader when it is among the peers (only the
+	// leader adds servers), else of the first peer that knows a leader.
 	var fresh []PeerInfo
+	via := ""
 	for _, addr := range n.cfg.RetryJoin {
 		p, err := n.peerInfo(ctx, addr)
 		if err != nil {
@@ -91,15 +94,22 @@ func (n *Node) membershipSettled(ctx context.Context) bool {
 		if p.ID == n.cfg.NodeID {
 			continue
 		}
-		if p.LeaderID != "" {
-			if err := n.requestJoin(ctx, addr); err != nil {
-				n.log.Debug("join via peer", "peer", addr, "error", err)
-			}
-			return false
+		if p.LeaderID != "" && p.LeaderID == p.ID {
+			via = addr
+			break
+		}
+		if p.LeaderID != "" && via == "" {
+			via = addr
 		}
 		if !p.HasState {
 			fresh = append(fresh, p)
 		}
+	}
+	if via != "" {
+		if err := n.requestJoin(ctx, via); err != nil {
+			n.log.Debug("join via peer", "peer", via, "error", err)
+		}
+		return false
 	}
 	hasState, _ := raft.HasExistingState(n.stores.logs, n.stores.stable, n.snaps)
 	if !hasState && n.cfg.BootstrapExpect > 1 && len(fresh)+1 >= n.cfg.BootstrapExpect {
