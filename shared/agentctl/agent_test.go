@@ -60,6 +60,11 @@ func runConversation(t *testing.T, profile agentctl.Profile) {
 	if s, _ := c.AgentState(ctx(t)); s.Status != agentctl.StatusRunning {
 		t.Fatalf("state during turn: %+v", s)
 	}
+	// The health answer carries the agent's state: one round trip tells a
+	// recovering supervisor who answers and that a turn runs.
+	if h, err := c.Health(ctx(t)); err != nil || h.Agent == nil || h.Agent.Status != agentctl.StatusRunning || !h.Agent.TurnRunning || h.Agent.Turn != 2 || h.Agent.ResumeToken != st.ResumeToken {
+		t.Fatalf("health during a turn: %+v (agent %+v), %v", h, h.Agent, err)
+	}
 	if err := c.Cancel(ctx(t)); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}

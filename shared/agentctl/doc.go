@@ -14,7 +14,7 @@
 // 409 {"error":{"code":"conflict","message":"fencing token 3 is lower than 5 already seen"}};
 // a missing or malformed header is 400. Errors are {"error":{"code","message"}}.
 //
-//	GET  /v1/health                  {"status":"ok","session_id","nonce","pid","workspace","agent_status","fencing_token","started_at"}
+//	GET  /v1/health                  {"status":"ok","session_id","nonce","pid","workspace","agent_status","fencing_token","started_at","agent"}
 //	GET  /v1/capabilities            {"supports_session_resume":bool|null,"supports_workspace_only":true}
 //	POST /v1/probe {"profile"}       same; ACP: runs initialize (loadSession); pty: the profile's declaration
 //	GET  /v1/agent                   AgentState {"status":none|starting|waiting_for_input|running|exited|error, "resume_token", "exit_code", ...}

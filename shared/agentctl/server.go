@@ -252,8 +252,9 @@ func (s *Server) fenced(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	agent := s.mgr.state()
 	writeJSON(w, 200, Health{Status: "ok", SessionID: s.opts.SessionID, Nonce: s.nonce, PID: os.Getpid(), Workspace: s.opts.Workspace,
-		AgentStatus: s.mgr.state().Status, Fencing: s.fence.Highest(), StartedAt: s.started.Format(time.RFC3339)})
+		AgentStatus: agent.Status, Fencing: s.fence.Highest(), StartedAt: s.started.Format(time.RFC3339), Agent: &agent})
 }
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {

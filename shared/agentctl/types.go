@@ -143,6 +143,11 @@ type Health struct {
 	AgentStatus string `json:"agent_status"`
 	Fencing     uint64 `json:"fencing_token"`
 	StartedAt   string `json:"started_at"`
+	// Agent is the agent's state as GET /v1/agent answers it (without the
+	// terminal controller), so one round trip tells a recovering
+	// supervisor both who answers and what its agent does. Nil from an
+	// agentctl built before it was added.
+	Agent *AgentState `json:"agent,omitempty"`
 }
 
 // Capabilities answers GET /v1/capabilities and POST /v1/probe.
