@@ -86,7 +86,10 @@ func applySetTaskState(d *data, _ uint64, now time.Time, body any) ([]Event, uin
 	return nil, 0, nil
 }
 
-func init() { dispatch[CmdDeleteTask] = applyDeleteTask }
+func init() {
+	dispatch[CmdDeleteTask] = applyDeleteTask
+	dispatch[CmdRecoverExecutors] = applyRecoverExecutors
+}
 
 // applyDeleteTask removes a task and its sessions, which must all have
 // ended (COMPLETED): the caller stops and deletes them first, so a session
@@ -393,4 +396,45 @@ func applyPublishEvent(d *data, idx uint64, _ time.Time, body any) ([]Event, uin
 		return nil, 0, notFound("session", b.SessionID)
 	}
 	return []Event{sessionEvent(s, b.Type, idx, b.Data)}, 0, nil
+}
+
+// applyRecoverExecutors checks every item against its session's lease
+// first, then applies them all: all or nothing.
+func applyRecoverExecutors(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*RecoverExecutorsBody)
+	if len(b.Items) == 0 {
+		return nil, 0, invalidf("recover_executors carries no items")
+	}
+	seen := make(map[string]bool, len(b.Items))
+	for _, it := range b.Items {
+		if seen[it.SessionID] {
+			return nil, 0, invalidf("recover_executors names session %s twice", it.SessionID)
+		}
+		seen[it.SessionID] = true
+		s, ok := d.Sessions[it.SessionID]
+		if !ok {
+			return nil, 0, notFound("session", it.SessionID)
+		}
+		l, ok := d.Leases[it.SessionID]
+		if !ok || l.State != LeaseHeld || l.FencingToken != it.FencingToken || it.Nonce == "" || l.HolderNonce != it.Nonce ||
+			l.HolderExecutorID != it.ExecutorID || s.ExecutorID != it.ExecutorID {
+			return nil, 0, conflictf("lease of session %s is not held with token %d by executor %s (agentctl %s)", it.SessionID, it.FencingToken, it.ExecutorID, it.Nonce)
+		}
+		if e := it.Executor; e != nil && (e.Executor.SessionID != it.SessionID || e.Executor.Nonce != it.Nonce || e.Executor.ID != it.ExecutorID) {
+			return nil, 0, invalidf("recover_executors: executor %s is not the lease holder of session %s", e.Executor.ID, it.SessionID)
+		}
+	}
+	var events []Event
+	for _, it := range b.Items {
+		if it.Executor != nil {
+			if _, _, err := applyPutExecutor(d, idx, now, it.Executor); err != nil {
+				return nil, 0, err // checked above: cannot fail
+			}
+		}
+		s := d.Sessions[it.SessionID]
+		for _, ev := range it.Events {
+			events = append(events, sessionEvent(s, ev.Type, idx, ev.Data))
+		}
+	}
+	return events, 0, nil
 }

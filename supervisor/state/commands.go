@@ -31,6 +31,8 @@ const (
 	CmdPublishEvent     CommandType = 14
 	CmdSetLeaseNonce    CommandType = 15
 	CmdDeleteTask       CommandType = 16
+	// CmdRecoverExecutors records many sessions' recoveries in one entry.
+	CmdRecoverExecutors CommandType = 17
 )
 
 // bodyVersion is the version of every body encoded by this build.
@@ -194,6 +196,40 @@ type SetLeaseNonceBody struct {
 	Nonce        string `json:"nonce"`
 }
 
+// RecoverExecutorsBody records, in one command, that a new leader found
+// many sessions' recorded agentctls alive as recorded (a recovery run): for
+// each item, its executor row when it changed, then its events in order
+// (agentctl_starting, agentctl_ready). Each item is a compare-and-set on its
+// session's lease: it is still held with FencingToken by the agentctl with
+// boot nonce Nonce, so a recovery never records an executor ready under a
+// lease that has moved on. The command is all or nothing: one item that
+// fails the check refuses the whole command (ErrConflict) and nothing of it
+// is applied.
+type RecoverExecutorsBody struct {
+	Items []RecoveredExecutor `json:"items"`
+}
+
+// RecoveredExecutor is one session's part of a RecoverExecutorsBody.
+type RecoveredExecutor struct {
+	SessionID string `json:"session_id"`
+	// ExecutorID, FencingToken and Nonce name the lease the item expects:
+	// held by this executor (the session's) under this token, its holder
+	// the agentctl with this boot nonce.
+	ExecutorID   string `json:"executor_id"`
+	FencingToken uint64 `json:"fencing_token"`
+	Nonce        string `json:"nonce"`
+	// Executor, when set, replaces the session's executor row (its session
+	// and boot nonce must be the item's).
+	Executor *PutExecutorBody `json:"executor,omitempty"`
+	Events   []RecoveredEvent `json:"events"`
+}
+
+// RecoveredEvent is one session event a RecoveredExecutor publishes.
+type RecoveredEvent struct {
+	Type string         `json:"type"`
+	Data map[string]any `json:"data"`
+}
+
 // DeleteSessionBody ends a session for good (COMPLETED).
 type DeleteSessionBody struct {
 	SessionID string `json:"session_id"`
@@ -247,6 +283,8 @@ func bodyFor(t CommandType) any {
 		return &SetLeaseNonceBody{}
 	case CmdDeleteTask:
 		return &DeleteTaskBody{}
+	case CmdRecoverExecutors:
+		return &RecoverExecutorsBody{}
 	}
 	return nil
 }
