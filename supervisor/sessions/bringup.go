@@ -60,6 +60,13 @@ type bringUp struct {
 	claimed bool
 	// holderGone: the runtime proved the previous holder's agentctl gone.
 	holderGone bool
+	// fast: find found the recorded agentctl answering as recorded, with
+	// no plugin call (asRecorded); the plugin is asked in the background.
+	fast bool
+	// batched: the answering agentctl already holds the lease, and the
+	// recovery's events are recorded in one batched command
+	// (recordRecovered), agentctl_starting not yet published.
+	batched bool
 	// health is agentctl's answer when the finder already asked it (zero:
 	// ask now).
 	health agentctl.Health
@@ -77,12 +84,15 @@ type agentAnswer struct {
 	err   error
 }
 
-// askAgentEarly asks a recovered agentctl for its agent's state while the
-// bring-up records the executor ready (one agentctl round trip fewer on
+// askAgentEarly gives a recovered agentctl's agent state to the bring-up
+// before it records the executor ready (one agentctl round trip fewer on
 // the path), when nothing can make the bring-up wait before it uses the
 // answer: the answering agentctl is the recorded one and already holds the
-// session's lease.
-func (m *Manager) askAgentEarly(ctx context.Context, b *bringUp, nonce string) {
+// session's lease. The health answer carries the agent's state (one round
+// trip for both); an agentctl that predates that is asked while the
+// bring-up's writes commit.
+func (m *Manager) askAgentEarly(ctx context.Context, b *bringUp, health agentctl.Health) {
+	nonce := health.Nonce
 	if b.plan != planRecover || b.recorded.Nonce != nonce || b.token == 0 {
 		return
 	}
@@ -90,11 +100,15 @@ func (m *Manager) askAgentEarly(ctx context.Context, b *bringUp, nonce string) {
 		return
 	}
 	ch := make(chan agentAnswer, 1)
+	b.agent = ch
+	if health.Agent != nil {
+		ch <- agentAnswer{state: *health.Agent}
+		return
+	}
 	go func() {
 		st, err := retryTimeouts(ctx, b.client.AgentState)
 		ch <- agentAnswer{st, err}
 	}()
-	b.agent = ch
 }
 
 // bringUp runs the shared path from a found executor to a running agent.
@@ -118,7 +132,25 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		// reattached, and nothing is claimed or started.
 		return OutcomeWorkspace, m.putExecutor(ctx, ex, b.recorded)
 	}
-	m.askAgentEarly(ctx, b, health.Nonce)
+	m.askAgentEarly(ctx, b, health)
+	ready := map[string]any{"executor_id": ex.ID, "agentctl_url": ex.AgentctlURL,
+		"supports_session_resume": ex.SupportsSessionResume, "supports_workspace_only": ex.SupportsWorkspaceOnly}
+	if !b.claimed {
+		ready["recovery"], ready["nonce_changed"] = true, b.recorded.Nonce != health.Nonce
+	}
+	if b.batched {
+		recorded, err := m.recordBatched(ctx, lctx, b, ex, ready)
+		if err != nil {
+			return OutcomeSkipped, err
+		}
+		if recorded {
+			b.ex = ex
+			return m.runAgent(ctx, lctx, b)
+		}
+		// Refused (the lease moved on since find read it): recorded the
+		// usual way, which sees the lease as it is now.
+		m.publish(ctx, sess.ID, state.EventAgentctlStarting, startingData(b.recorded))
+	}
 	if err := m.holdLease(ctx, b, health.Nonce); err != nil {
 		return OutcomeSkipped, err
 	}
@@ -135,14 +167,32 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		return OutcomeSkipped, err
 	}
 	// Workspace access (shell, files) is on from here, agent or not.
-	ready := map[string]any{"executor_id": ex.ID, "agentctl_url": ex.AgentctlURL,
-		"supports_session_resume": ex.SupportsSessionResume, "supports_workspace_only": ex.SupportsWorkspaceOnly}
-	if !b.claimed {
-		ready["recovery"], ready["nonce_changed"] = true, b.recorded.Nonce != health.Nonce
-	}
 	m.publish(ctx, sess.ID, state.EventAgentctlReady, ready)
 	b.ex = ex
 	return m.runAgent(ctx, lctx, b)
+}
+
+// recordBatched records a batched recovery (see bringUp.batched): the
+// executor row when it changed, agentctl_starting and agentctl_ready, in
+// the next recover_executors command, as a compare-and-set on the lease
+// find saw held by the answering agentctl. It reports false when the
+// command refused the item (the lease moved on); an error is a commit that
+// failed for a cluster reason (Retryable), with nothing known recorded.
+func (m *Manager) recordBatched(ctx, lctx context.Context, b *bringUp, ex state.Executor, ready map[string]any) (bool, error) {
+	item := state.RecoveredExecutor{SessionID: b.sess.ID, ExecutorID: ex.ID, FencingToken: b.token, Nonce: ex.Nonce,
+		Events: []state.RecoveredEvent{{Type: state.EventAgentctlStarting, Data: startingData(b.recorded)}, {Type: state.EventAgentctlReady, Data: ready}}}
+	if !reflect.DeepEqual(ex, b.recorded) {
+		item.Executor = state.NewPutExecutor(ex)
+	}
+	err := m.recordRecovered(ctx, lctx, item)
+	if err != nil && (Retryable(err) || ctx.Err() != nil) {
+		return false, err
+	}
+	if err != nil {
+		m.log.Info("batched recovery refused; recording it alone", "session", b.sess.ID, "error", err)
+		return false, nil
+	}
+	return true, nil
 }
 
 // holdLease makes the answering agentctl (boot nonce) the holder of the

@@ -291,7 +291,7 @@ func (f *fakeRuntime) Launch(_ context.Context, req runtime.LaunchRequest) (runt
 }
 
 func (f *fakeRuntime) start(h fakeHandle, secret string) (runtime.LaunchResponse, error) {
-	p, err := startAgentctl(f.t, h, secret)
+	p, err := startAgentctl(f.t, h, secret, "127.0.0.1:0")
 	if err != nil {
 		return runtime.LaunchResponse{}, fmt.Errorf("%w: %v", runtime.ErrUnavailable, err)
 	}
@@ -372,9 +372,10 @@ type agentctlProc struct {
 	done chan struct{}
 }
 
-func startAgentctl(t testing.TB, h fakeHandle, secret string) (*agentctlProc, error) {
+// startAgentctl starts agentctl for h listening on listen (host:port).
+func startAgentctl(t testing.TB, h fakeHandle, secret, listen string) (*agentctlProc, error) {
 	cmd := exec.Command(filepath.Join(binDir, "agentctl"), "serve", "-session", h.Session, "-workspace", h.Workspace,
-		"-state-dir", h.StateDir, "-listen", "127.0.0.1:0", "-log-file", filepath.Join(h.StateDir, "agentctl.log"))
+		"-state-dir", h.StateDir, "-listen", listen, "-log-file", filepath.Join(h.StateDir, "agentctl.log"))
 	cmd.Env = append(os.Environ(), "PADDOCK_AGENTCTL_SECRET="+secret, "PATH="+binDir+":"+os.Getenv("PATH"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()

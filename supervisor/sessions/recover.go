@@ -83,16 +83,93 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		return out, nil
 	}
 	b.plan, b.autoResume = planRecover, autoResume
-	return m.bringUp(ctx, lctx, b)
+	out, err = m.bringUp(ctx, lctx, b)
+	if b.fast && err == nil && out == OutcomeContinued {
+		m.reconcileLater(lctx, sess.ID, b.ex)
+	}
+	return out, err
 }
 
-// find locates a recorded executor for recovery: through its owner's
-// plugin; over agentctl's recorded address when the owner's server does not
-// answer (its machine may still run the agentctl); or, for a workspace on
-// shared storage whose owner is gone, through this node's plugin, which
-// takes it over. It returns the bring-up to run, or the outcome and the
-// failure (nil: nothing to record) that end recovery here.
+// reconcileWorkers bounds the background plugin calls of reconcileRecovered.
+const reconcileWorkers = 4
+
+// reconcileLater runs reconcileRecovered in the background, a few at a
+// time, until the leader context ends.
+func (m *Manager) reconcileLater(lctx context.Context, sessionID string, ex state.Executor) {
+	go func() {
+		select {
+		case m.reconciling <- struct{}{}:
+		case <-lctx.Done():
+			return
+		}
+		defer func() { <-m.reconciling }()
+		m.reconcileRecovered(lctx, sessionID, ex)
+	}()
+}
+
+// reconcileRecovered asks the owner's plugin (never a plugin that would
+// take the executor over: its Recover could start a second agentctl) to
+// recover an executor that the fast path (asRecorded) continued without
+// it, off the session's path: a plugin that restarted since learns of the
+// executor as a recovery always told it (the bundled plugins keep nothing
+// per executor that the handle does not carry, but a plugin may). The answer is
+// reconciled into the executor row when it names the same agentctl (same
+// boot nonce and address) with other details (a handle, a container id, a
+// workspace path); an answer for another agentctl is only logged: the
+// continued agentctl answered as recorded a moment ago, and if it has died
+// since, its pump and its lease decide what follows.
+func (m *Manager) reconcileRecovered(lctx context.Context, sessionID string, ex state.Executor) {
+	if !m.nodes.Available(ex.Node) {
+		return // only the owner's plugin manages the executor; none to tell
+	}
+	rt, err := m.nodes.Runtime(ex.Node, ex.Runtime)
+	if err != nil {
+		m.log.Debug("reconcile recovered executor: no runtime", "session", sessionID, "executor", ex.ID, "error", err)
+		return
+	}
+	rctx, cancel := context.WithTimeout(lctx, launchTimeout)
+	resp, err := rt.Recover(rctx, ex.Handle, ex.Secret)
+	cancel()
+	if err != nil {
+		m.log.Warn("runtime could not recover an executor continued without it", "session", sessionID, "executor", ex.ID, "error", err)
+		return
+	}
+	if resp.AgentctlURL != ex.AgentctlURL || (resp.Nonce != "" && resp.Nonce != ex.Nonce) {
+		m.log.Warn("runtime answered for another agentctl than the one continued", "session", sessionID, "executor", ex.ID,
+			"url", resp.AgentctlURL, "recorded_url", ex.AgentctlURL, "nonce", resp.Nonce, "recorded_nonce", ex.Nonce)
+		return
+	}
+	lock := m.sessionLock(sessionID)
+	if err := lock.Lock(lctx); err != nil {
+		return
+	}
+	defer lock.Unlock()
+	cur, ok := m.store.Executor(ex.ID)
+	if sess, sok := m.store.Session(sessionID); !ok || !sok || sess.ExecutorID != ex.ID || cur.Nonce != ex.Nonce || cur.Status != state.ExecutorReady {
+		return // the session moved on meanwhile
+	}
+	b := &bringUp{ex: cur}
+	b.found(resp)
+	if err := m.putExecutor(lctx, b.ex, cur); err != nil {
+		m.log.Warn("reconcile recovered executor", "session", sessionID, "executor", ex.ID, "error", err)
+	}
+}
+
+// find locates a recorded executor for recovery. First over agentctl's
+// recorded address (asRecorded): an agentctl that answers there with the
+// recorded boot nonce is the lease holder's process, and it is continued
+// with no plugin call on the session's path. Otherwise through its owner's
+// plugin (which proves the old agentctl gone, or recovers it); over the
+// recorded address when the owner's server does not answer (its machine
+// may still run the agentctl); or, for a workspace on shared storage whose
+// owner is gone, through this node's plugin, which takes it over. It
+// returns the bring-up to run, or the outcome and the failure (nil:
+// nothing to record) that end recovery here.
 func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executor) (*bringUp, Outcome, *failure) {
+	b, notAsRecorded := m.asRecorded(ctx, sess, ex)
+	if b != nil {
+		return b, "", nil
+	}
 	lost := func(err error) (*bringUp, Outcome, *failure) {
 		// The holder is not proven gone: its lease is waited out.
 		return nil, OutcomeLost, &failure{Reason: state.ReasonExecutorLost, Executor: ex.ID, KeepLease: true, Err: err}
@@ -115,10 +192,10 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
-		m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": ex.ID, "recovery": true, "node": ex.Node})
+		m.publish(ctx, sess.ID, state.EventAgentctlStarting, startingData(ex))
 	}()
 	defer func() { <-published }()
-	b := &bringUp{sess: sess, ex: ex, recorded: ex}
+	b = &bringUp{sess: sess, ex: ex, recorded: ex}
 	if lease, held := m.store.Lease(sess.ID); held && lease.State == state.LeaseHeld {
 		b.token = lease.FencingToken
 	}
@@ -151,21 +228,10 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 			}
 		}
 	}
-	// The owner's server does not answer. Its machine may still run the
-	// agentctl (only the server process died): reattach over the recorded
-	// address, with no plugin call, when the agentctl answering is the one
-	// recorded.
-	b.client = clientFor(b.ex, b.token)
-	hctx, cancel := context.WithTimeout(ctx, m.cfg.Recovery.HealthTimeout)
-	health, err := b.client.Health(hctx)
-	cancel()
-	if err == nil && health.Nonce != ex.Nonce {
-		err = fmt.Errorf("agentctl at %s restarted (boot nonce %s, recorded %s)", ex.AgentctlURL, health.Nonce, ex.Nonce)
-	}
-	if err == nil {
-		b.health = health
-		return b, "", nil
-	}
+	// The owner's server does not answer, and neither does its agentctl
+	// as recorded (asRecorded asked it first: only the server process may
+	// have died, with the machine still running the agentctl).
+	err = notAsRecorded
 	if !m.sharedWorkspace(ctx, ex.Runtime) {
 		// Neither failed nor moved: the session waits for its node.
 		<-published
@@ -187,6 +253,56 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 	b.holderGone = false
 	b.found(resp)
 	return b, "", nil
+}
+
+// asRecorded is find's fast path: when the agentctl at the recorded
+// address answers its health check with the recorded boot nonce (over the
+// pinned certificate when one is recorded), that agentctl is the process
+// the lease was granted to, alive: the bring-up continues it without the
+// plugin's Inspect and Recover, whether or not its owner's server answers
+// (the owner's plugin, when it answers, is told in the background: see
+// reconcileRecovered). It returns nil and why for the slow path: agentctl
+// does not answer, or answers as another process (a restarted agentctl has
+// another nonce, and only the plugin can say what became of the recorded
+// one).
+//
+// A bring-up whose lease the answering agentctl already holds is marked
+// batched: its agentctl_starting event is recorded with agentctl_ready in
+// one batched command (recordRecovered). Any other publishes
+// agentctl_starting here.
+func (m *Manager) asRecorded(ctx context.Context, sess state.Session, ex state.Executor) (*bringUp, error) {
+	if ex.AgentctlURL == "" || ex.Nonce == "" {
+		return nil, fmt.Errorf("executor %s has no recorded agentctl", ex.ID)
+	}
+	b := &bringUp{sess: sess, ex: ex, recorded: ex}
+	lease, held := m.store.Lease(sess.ID)
+	held = held && lease.State == state.LeaseHeld
+	if held {
+		b.token = lease.FencingToken
+	}
+	b.client = clientFor(ex, b.token)
+	hctx, cancel := context.WithTimeout(ctx, m.cfg.Recovery.HealthTimeout)
+	health, err := b.client.Health(hctx)
+	cancel()
+	if err == nil && (health.Nonce != ex.Nonce || (health.SessionID != "" && health.SessionID != sess.ID)) {
+		err = fmt.Errorf("agentctl at %s restarted (boot nonce %s, recorded %s)", ex.AgentctlURL, health.Nonce, ex.Nonce)
+	}
+	if err != nil {
+		m.log.Debug("recorded agentctl does not answer as recorded", "session", sess.ID, "executor", ex.ID, "error", err)
+		return nil, err
+	}
+	b.health, b.fast = health, true
+	b.batched = held && lease.FencingToken != 0 && lease.HolderNonce == ex.Nonce && lease.HolderExecutorID == ex.ID &&
+		sess.ExecutorID == ex.ID && sess.State != state.SessionStopped
+	if !b.batched {
+		m.publish(ctx, sess.ID, state.EventAgentctlStarting, startingData(ex))
+	}
+	return b, nil
+}
+
+// startingData is the agentctl_starting event of a recovery.
+func startingData(ex state.Executor) map[string]any {
+	return map[string]any{"executor_id": ex.ID, "recovery": true, "node": ex.Node}
 }
 
 // found records what a runtime's recover answered in the bring-up's

@@ -1,0 +1,174 @@
+package sessions
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// Recovery's fast path (asRecorded): an agentctl that answers at its
+// recorded address with its recorded boot nonce is continued with no plugin
+// call on the session's path, its events recorded in one batched command;
+// any other agentctl goes through the plugin.
+
+// The owner's plugin is stuck in Recover, and recovery continues the live
+// agent all the same: the plugin is neither inspected nor waited for. The
+// plugin's answer, when it comes, is reconciled into the executor row (here
+// a handle the plugin rewrote), and the conversation goes on.
+func TestRecoverContinuesAnAgentctlAnsweringAsRecordedWithoutThePlugin(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "quince"})
+	rt := w.rts["n1"]
+	release := make(chan struct{})
+	rewritten := make(chan []byte, 1)
+	rt.onRecover = func(h fakeHandle) (runtime.LaunchResponse, error) {
+		<-release
+		resp := rt.proc(h.ID).response(h)
+		var fields map[string]any
+		if err := json.Unmarshal(resp.Handle, &fields); err != nil {
+			return resp, err
+		}
+		fields["reconciled"] = true
+		resp.Handle, _ = json.Marshal(fields)
+		rewritten <- resp.Handle
+		return resp, nil
+	}
+	m := w.leader("n2")
+
+	type answer struct {
+		out Outcome
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		out, err := m.Recover(recoverCtx(t), s.id, true)
+		done <- answer{out, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil || a.out != OutcomeContinued {
+			t.Fatalf("Recover = %s, %v; want continued", a.out, a.err)
+		}
+	case <-time.After(20 * time.Second):
+		close(release)
+		t.Fatal("Recover waited for the plugin's Recover")
+	}
+	if got := rt.callsOf("inspect"); got != 0 {
+		t.Errorf("the plugin was inspected %d times on the fast path", got)
+	}
+	if got := w.executor(s.executorID); !bytes.Equal(got.Handle, s.executor.Handle) || got.Nonce != s.nonce {
+		t.Errorf("executor changed before the plugin answered: %+v", got)
+	}
+	if l := w.lease(s.id); l.FencingToken != s.token || l.HolderNonce != s.nonce {
+		t.Errorf("lease %+v, want kept with token %d by nonce %s", l, s.token, s.nonce)
+	}
+	// agentctl_starting and agentctl_ready, in order, in one command.
+	var order []string
+	var index uint64
+	for _, e := range w.r.events(s.id) {
+		if (e.Type == state.EventAgentctlStarting || e.Type == state.EventAgentctlReady) && e.Data["recovery"] == true {
+			if index != 0 && e.Index != index {
+				t.Errorf("%s at raft index %d, agentctl_starting at %d: not one command", e.Type, e.Index, index)
+			}
+			index = e.Index
+			order = append(order, e.Type)
+		}
+	}
+	if len(order) != 2 || order[0] != state.EventAgentctlStarting || order[1] != state.EventAgentctlReady {
+		t.Errorf("recovery events %v, want agentctl_starting then agentctl_ready", order)
+	}
+
+	close(release)
+	var handle []byte
+	select {
+	case handle = <-rewritten:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the plugin was not asked to recover the executor in the background")
+	}
+	waitFor(t, 10*time.Second, "the plugin's handle to be reconciled into the executor row", func() bool {
+		return bytes.Equal(w.executor(s.executorID).Handle, handle)
+	})
+	if got := rt.callsOf("recover"); got != 1 {
+		t.Errorf("the plugin was asked to recover %d times, want 1 (in the background)", got)
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "quince")
+}
+
+// An agentctl that does not answer as recorded takes the slow path: the
+// owner's plugin is inspected (to prove the holder gone) and asked to
+// recover before the session is brought up. A restarted agentctl that
+// answers at the recorded address under another boot nonce is not the
+// lease holder: it gets a new claim (a higher token) and the agent is
+// resumed, not continued. A dead one is restarted by the plugin.
+func TestRecoverAsksThePluginWhenAgentctlDoesNotAnswerAsRecorded(t *testing.T) {
+	cases := []struct {
+		name string
+		gone func(t *testing.T, w *world, s live)
+	}{
+		{name: "restarted at the recorded address", gone: func(t *testing.T, w *world, s live) {
+			rt := w.rts["n1"]
+			old := rt.proc(s.executorID)
+			old.kill()
+			u, err := url.Parse(s.executor.AgentctlURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var h fakeHandle
+			if err := json.Unmarshal(s.executor.Handle, &h); err != nil {
+				t.Fatal(err)
+			}
+			p, err := startAgentctl(t, h, secretForTests, u.Host)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.info.URL != s.executor.AgentctlURL || p.info.Nonce == s.nonce {
+				t.Fatalf("restarted agentctl at %s with nonce %s; want %s with a new nonce", p.info.URL, p.info.Nonce, s.executor.AgentctlURL)
+			}
+			rt.mu.Lock()
+			rt.procs[s.executorID] = p
+			rt.mu.Unlock()
+		}},
+		{name: "dead", gone: func(t *testing.T, w *world, s live) {
+			w.rts["n1"].proc(s.executorID).kill()
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "n1", "n2")
+			s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "medlar"})
+			tc.gone(t, w, s)
+			m := w.leader("n2")
+
+			out, err := m.Recover(recoverCtx(t), s.id, true)
+			if err != nil || out != OutcomeResumed {
+				t.Fatalf("Recover = %s, %v; want resumed", out, err)
+			}
+			rt := w.rts["n1"]
+			if rt.callsOf("inspect") != 1 || rt.callsOf("recover") != 1 {
+				t.Errorf("plugin calls on the path %v, want one inspect and one recover", rt.executorCalls())
+			}
+			ex := w.executor(s.executorID)
+			l := w.lease(s.id)
+			if ex.Nonce == s.nonce || l.HolderNonce != ex.Nonce || l.FencingToken <= s.token {
+				t.Errorf("executor nonce %s (was %s), lease %+v (token was %d): want a new holder with a higher token", ex.Nonce, s.nonce, l, s.token)
+			}
+			for _, e := range w.r.events(s.id) {
+				if e.Type == state.EventAgentctlReady && e.Data["recovery"] == true && e.Data["nonce_changed"] != true {
+					t.Errorf("agentctl_ready %v does not say the nonce changed", e.Data)
+				}
+			}
+			if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+				t.Fatal(err)
+			}
+			w.agentSaid(s.id, "medlar")
+		})
+	}
+}
