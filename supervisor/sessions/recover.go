@@ -112,12 +112,15 @@ func (m *Manager) reconcileLater(lctx context.Context, sessionID string, ex stat
 // recover an executor that the fast path (asRecorded) continued without
 // it, off the session's path: a plugin that restarted since learns of the
 // executor as a recovery always told it (the bundled plugins keep nothing
-// per executor that the handle does not carry, but a plugin may). The answer is
-// reconciled into the executor row when it names the same agentctl (same
-// boot nonce and address) with other details (a handle, a container id, a
-// workspace path); an answer for another agentctl is only logged: the
-// continued agentctl answered as recorded a moment ago, and if it has died
-// since, its pump and its lease decide what follows.
+// per executor that the handle does not carry, but a plugin may). It runs
+// under the session's lock, and only while the continued execution is the
+// session's live one (a stop or delete that came first has its way; none
+// can come between). The answer is reconciled into the executor row when
+// it names the same agentctl (same boot nonce and address) with other
+// details (a handle, a container id, a workspace path); an answer for
+// another agentctl is only logged: the continued agentctl answered as
+// recorded a moment ago, and if it has died since, its pump and its lease
+// decide what follows.
 func (m *Manager) reconcileRecovered(lctx context.Context, sessionID string, ex state.Executor) {
 	if !m.nodes.Available(ex.Node) {
 		return // only the owner's plugin manages the executor; none to tell
@@ -126,6 +129,21 @@ func (m *Manager) reconcileRecovered(lctx context.Context, sessionID string, ex 
 	if err != nil {
 		m.log.Debug("reconcile recovered executor: no runtime", "session", sessionID, "executor", ex.ID, "error", err)
 		return
+	}
+	lock := m.sessionLock(sessionID)
+	if err := lock.Lock(lctx); err != nil {
+		return
+	}
+	defer lock.Unlock()
+	current := func() (state.Executor, bool) {
+		cur, ok := m.store.Executor(ex.ID)
+		sess, sok := m.store.Session(sessionID)
+		e := m.live1(sessionID)
+		return cur, ok && sok && sess.ExecutorID == ex.ID && cur.Nonce == ex.Nonce && cur.Status == state.ExecutorReady &&
+			e != nil && e.executorID == ex.ID && e.nonce == ex.Nonce
+	}
+	if _, ok := current(); !ok {
+		return // the session moved on meanwhile
 	}
 	rctx, cancel := context.WithTimeout(lctx, launchTimeout)
 	resp, err := rt.Recover(rctx, ex.Handle, ex.Secret)
@@ -139,14 +157,9 @@ func (m *Manager) reconcileRecovered(lctx context.Context, sessionID string, ex 
 			"url", resp.AgentctlURL, "recorded_url", ex.AgentctlURL, "nonce", resp.Nonce, "recorded_nonce", ex.Nonce)
 		return
 	}
-	lock := m.sessionLock(sessionID)
-	if err := lock.Lock(lctx); err != nil {
+	cur, ok := current()
+	if !ok {
 		return
-	}
-	defer lock.Unlock()
-	cur, ok := m.store.Executor(ex.ID)
-	if sess, sok := m.store.Session(sessionID); !ok || !sok || sess.ExecutorID != ex.ID || cur.Nonce != ex.Nonce || cur.Status != state.ExecutorReady {
-		return // the session moved on meanwhile
 	}
 	b := &bringUp{ex: cur}
 	b.found(resp)
