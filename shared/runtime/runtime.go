@@ -46,6 +46,10 @@ type Runtime interface {
 	Launch(ctx context.Context, req LaunchRequest) (LaunchResponse, error)
 	// Recover reattaches to (or restarts) the executor a handle names. It
 	// returns ErrNotFound when the executor can no longer be recovered.
+	// A new leader does not call it for an executor whose agentctl answers
+	// as recorded, so Inspect, Stop and Destroy must work from the handle
+	// alone, also for an executor this plugin process never launched or
+	// recovered.
 	Recover(ctx context.Context, handle []byte, secret string) (LaunchResponse, error)
 	// Inspect reports the executor's state without changing it.
 	Inspect(ctx context.Context, handle []byte) (InspectResponse, error)

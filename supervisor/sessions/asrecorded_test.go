@@ -1,11 +1,11 @@
 package sessions
 
 import (
-	"bytes"
 	"encoding/json"
+	"errors"
 	"net/url"
+	"reflect"
 	"testing"
-	"time"
 
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -16,55 +16,29 @@ import (
 // call on the session's path, its events recorded in one batched command;
 // any other agentctl goes through the plugin.
 
-// The owner's plugin is stuck in Recover, and recovery continues the live
-// agent all the same: the plugin is neither inspected nor waited for. The
-// plugin's answer, when it comes, is reconciled into the executor row (here
-// a handle the plugin rewrote), and the conversation goes on.
+// The owner's plugin would fail every call, and recovery continues the
+// live agent all the same: the plugin is not asked anything, the executor
+// row and the lease stay as recorded, and the conversation goes on.
 func TestRecoverContinuesAnAgentctlAnsweringAsRecordedWithoutThePlugin(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "quince"})
 	rt := w.rts["n1"]
-	release := make(chan struct{})
-	rewritten := make(chan []byte, 1)
-	rt.onRecover = func(h fakeHandle) (runtime.LaunchResponse, error) {
-		<-release
-		resp := rt.proc(h.ID).response(h)
-		var fields map[string]any
-		if err := json.Unmarshal(resp.Handle, &fields); err != nil {
-			return resp, err
-		}
-		fields["reconciled"] = true
-		resp.Handle, _ = json.Marshal(fields)
-		rewritten <- resp.Handle
-		return resp, nil
-	}
+	broken := errors.New("the plugin is not to be asked")
+	rt.onRecover = func(fakeHandle) (runtime.LaunchResponse, error) { return runtime.LaunchResponse{}, broken }
+	rt.onInspect = func(fakeHandle) (runtime.InspectResponse, error) { return runtime.InspectResponse{}, broken }
 	m := w.leader("n2")
 
-	type answer struct {
-		out Outcome
-		err error
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
 	}
-	done := make(chan answer, 1)
-	go func() {
-		out, err := m.Recover(recoverCtx(t), s.id, true)
-		done <- answer{out, err}
-	}()
-	select {
-	case a := <-done:
-		if a.err != nil || a.out != OutcomeContinued {
-			t.Fatalf("Recover = %s, %v; want continued", a.out, a.err)
-		}
-	case <-time.After(20 * time.Second):
-		close(release)
-		t.Fatal("Recover waited for the plugin's Recover")
+	if calls := rt.executorCalls(); len(calls) != 0 {
+		t.Errorf("the plugin was asked %v on the fast path", calls)
 	}
-	if got := rt.callsOf("inspect"); got != 0 {
-		t.Errorf("the plugin was inspected %d times on the fast path", got)
+	if got := w.executor(s.executorID); !reflect.DeepEqual(got, s.executor) {
+		t.Errorf("executor row rewritten:\n got %+v\nwant %+v", got, s.executor)
 	}
-	if got := w.executor(s.executorID); !bytes.Equal(got.Handle, s.executor.Handle) || got.Nonce != s.nonce {
-		t.Errorf("executor changed before the plugin answered: %+v", got)
-	}
-	if l := w.lease(s.id); l.FencingToken != s.token || l.HolderNonce != s.nonce {
+	if l := w.lease(s.id); l.FencingToken != s.token || l.HolderNonce != s.nonce || l.State != state.LeaseHeld {
 		t.Errorf("lease %+v, want kept with token %d by nonce %s", l, s.token, s.nonce)
 	}
 	// agentctl_starting and agentctl_ready, in order, in one command.
@@ -81,20 +55,6 @@ func TestRecoverContinuesAnAgentctlAnsweringAsRecordedWithoutThePlugin(t *testin
 	}
 	if len(order) != 2 || order[0] != state.EventAgentctlStarting || order[1] != state.EventAgentctlReady {
 		t.Errorf("recovery events %v, want agentctl_starting then agentctl_ready", order)
-	}
-
-	close(release)
-	var handle []byte
-	select {
-	case handle = <-rewritten:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the plugin was not asked to recover the executor in the background")
-	}
-	waitFor(t, 10*time.Second, "the plugin's handle to be reconciled into the executor row", func() bool {
-		return bytes.Equal(w.executor(s.executorID).Handle, handle)
-	})
-	if got := rt.callsOf("recover"); got != 1 {
-		t.Errorf("the plugin was asked to recover %d times, want 1 (in the background)", got)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
 		t.Fatal(err)
@@ -171,4 +131,38 @@ func TestRecoverAsksThePluginWhenAgentctlDoesNotAnswerAsRecorded(t *testing.T) {
 			w.agentSaid(s.id, "medlar")
 		})
 	}
+}
+
+// A continued agentctl's catch-up mirrors the messages it kept that the
+// state lacks (a turn while no leader watched) and rewrites none the state
+// already holds as they are: the next leader's recovery of the same
+// agentctl commits no message (each would be a commit on its path).
+func TestRecoverMirrorsOnlyMessagesTheStateLacks(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "sloe"})
+	m, end := w.leaderUntil("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	w.agentSaid(s.id, "sloe")
+	end()
+	before := w.r.store.Messages(s.id)
+	mark := w.r.store.LastIndex()
+
+	m = w.leader("n1")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("second Recover = %s, %v; want continued", out, err)
+	}
+	for _, e := range w.r.events(s.id) {
+		if e.Index > mark && (e.Type == state.EventMessageAdded || e.Type == state.EventMessageUpdated) {
+			t.Errorf("the second recovery rewrote a recorded message: %s %v", e.Type, e.Data)
+		}
+	}
+	if after := w.r.store.Messages(s.id); !reflect.DeepEqual(after, before) {
+		t.Errorf("messages changed:\n got %+v\nwant %+v", after, before)
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "you asked me to remember: sloe")
 }

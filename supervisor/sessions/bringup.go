@@ -60,11 +60,8 @@ type bringUp struct {
 	claimed bool
 	// holderGone: the runtime proved the previous holder's agentctl gone.
 	holderGone bool
-	// fast: find found the recorded agentctl answering as recorded, with
-	// no plugin call (asRecorded); the plugin is asked in the background.
-	fast bool
-	// batched: the answering agentctl already holds the lease, and the
-	// recovery's events are recorded in one batched command
+	// batched: find found the recorded agentctl answering as recorded
+	// (asRecorded), it already holds the lease, and the recovery's events are recorded in one batched command
 	// (recordRecovered), agentctl_starting not yet published.
 	batched bool
 	// health is agentctl's answer when the finder already asked it (zero:

@@ -500,6 +500,13 @@ func (w *world) down(node string) {
 
 // leader starts a Manager leading on node self; it stops at cleanup.
 func (w *world) leader(self string) *Manager {
+	m, _ := w.leaderUntil(self)
+	return m
+}
+
+// leaderUntil starts a Manager leading on node self until end is called
+// (or cleanup): end returns once its leader work has stopped.
+func (w *world) leaderUntil(self string) (m *Manager, end func()) {
 	t := w.t
 	logs := &logBuffer{}
 	t.Cleanup(func() {
@@ -507,7 +514,7 @@ func (w *world) leader(self string) *Manager {
 			t.Logf("manager %s log:\n%s", self, logs.String())
 		}
 	})
-	m := New(Options{Cluster: fsmCluster{id: self, r: w.r}, Nodes: w.view(self), Config: w.cfg,
+	m = New(Options{Cluster: fsmCluster{id: self, r: w.r}, Nodes: w.view(self), Config: w.cfg,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "sessions-" + self, Level: hclog.Info, Output: logs})})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -515,14 +522,15 @@ func (w *world) leader(self string) *Manager {
 		defer close(done)
 		m.Run(ctx)
 	}()
-	t.Cleanup(func() {
+	end = func() {
 		cancel()
 		<-done
-	})
+	}
+	t.Cleanup(end)
 	if _, err := m.leaderCtx(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return m, end
 }
 
 // logBuffer keeps a manager's log, shown when its test fails (goroutines

@@ -81,8 +81,6 @@ type Manager struct {
 	leases leaseClock
 	// recovered queues recoveries for one batched commit (recovered.go).
 	recovered recoveredQueue
-	// reconciling bounds reconcileRecovered's background plugin calls.
-	reconciling chan struct{}
 }
 
 // execution is one live agent execution: its agentctl client and the pump
@@ -113,7 +111,7 @@ func New(o Options) *Manager {
 	}
 	return &Manager{cluster: o.Cluster, store: o.Cluster.Store(), nodes: o.Nodes, cfg: o.Config, log: o.Logger,
 		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sessionMutex{},
-		leases: leaseClock{expiry: map[string]time.Time{}}, reconciling: make(chan struct{}, reconcileWorkers)}
+		leases: leaseClock{expiry: map[string]time.Time{}}}
 }
 
 // Run is the manager's leader work: it serves until ctx (leadership) ends,

@@ -154,6 +154,7 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) 
 			}
 		}
 	}
+	p.dropRecorded()
 	p.flush(ctx)
 	if sess, ok := m.store.Session(e.sessionID); ok && ended != nil && sess.State == state.SessionRunning {
 		p.turnFinished(ctx, *ended)
@@ -343,8 +344,7 @@ func (p *pumper) flush(ctx context.Context) {
 	for _, mid := range p.order {
 		msg := p.pending[mid]
 		written += len(msg.Text)
-		body := &state.PutMessageBody{SessionID: p.e.sessionID, Source: p.source, History: msg.History,
-			Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete}}
+		body := p.messageBody(msg)
 		if _, err := p.m.apply(ctx, state.CmdPutMessage, body); err != nil {
 			p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -83,89 +84,7 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		return out, nil
 	}
 	b.plan, b.autoResume = planRecover, autoResume
-	out, err = m.bringUp(ctx, lctx, b)
-	if b.fast && err == nil && out == OutcomeContinued {
-		m.reconcileLater(lctx, sess.ID, b.ex)
-	}
-	return out, err
-}
-
-// reconcileWorkers bounds the background plugin calls of reconcileRecovered.
-const reconcileWorkers = 4
-
-// reconcileLater runs reconcileRecovered in the background, a few at a
-// time, until the leader context ends.
-func (m *Manager) reconcileLater(lctx context.Context, sessionID string, ex state.Executor) {
-	go func() {
-		select {
-		case m.reconciling <- struct{}{}:
-		case <-lctx.Done():
-			return
-		}
-		defer func() { <-m.reconciling }()
-		m.reconcileRecovered(lctx, sessionID, ex)
-	}()
-}
-
-// reconcileRecovered asks the owner's plugin (never a plugin that would
-// take the executor over: its Recover could start a second agentctl) to
-// recover an executor that the fast path (asRecorded) continued without
-// it, off the session's path: a plugin that restarted since learns of the
-// executor as a recovery always told it (the bundled plugins keep nothing
-// per executor that the handle does not carry, but a plugin may). It runs
-// under the session's lock, and only while the continued execution is the
-// session's live one (a stop or delete that came first has its way; none
-// can come between). The answer is reconciled into the executor row when
-// it names the same agentctl (same boot nonce and address) with other
-// details (a handle, a container id, a workspace path); an answer for
-// another agentctl is only logged: the continued agentctl answered as
-// recorded a moment ago, and if it has died since, its pump and its lease
-// decide what follows.
-func (m *Manager) reconcileRecovered(lctx context.Context, sessionID string, ex state.Executor) {
-	if !m.nodes.Available(ex.Node) {
-		return // only the owner's plugin manages the executor; none to tell
-	}
-	rt, err := m.nodes.Runtime(ex.Node, ex.Runtime)
-	if err != nil {
-		m.log.Debug("reconcile recovered executor: no runtime", "session", sessionID, "executor", ex.ID, "error", err)
-		return
-	}
-	lock := m.sessionLock(sessionID)
-	if err := lock.Lock(lctx); err != nil {
-		return
-	}
-	defer lock.Unlock()
-	current := func() (state.Executor, bool) {
-		cur, ok := m.store.Executor(ex.ID)
-		sess, sok := m.store.Session(sessionID)
-		e := m.live1(sessionID)
-		return cur, ok && sok && sess.ExecutorID == ex.ID && cur.Nonce == ex.Nonce && cur.Status == state.ExecutorReady &&
-			e != nil && e.executorID == ex.ID && e.nonce == ex.Nonce
-	}
-	if _, ok := current(); !ok {
-		return // the session moved on meanwhile
-	}
-	rctx, cancel := context.WithTimeout(lctx, launchTimeout)
-	resp, err := rt.Recover(rctx, ex.Handle, ex.Secret)
-	cancel()
-	if err != nil {
-		m.log.Warn("runtime could not recover an executor continued without it", "session", sessionID, "executor", ex.ID, "error", err)
-		return
-	}
-	if resp.AgentctlURL != ex.AgentctlURL || (resp.Nonce != "" && resp.Nonce != ex.Nonce) {
-		m.log.Warn("runtime answered for another agentctl than the one continued", "session", sessionID, "executor", ex.ID,
-			"url", resp.AgentctlURL, "recorded_url", ex.AgentctlURL, "nonce", resp.Nonce, "recorded_nonce", ex.Nonce)
-		return
-	}
-	cur, ok := current()
-	if !ok {
-		return
-	}
-	b := &bringUp{ex: cur}
-	b.found(resp)
-	if err := m.putExecutor(lctx, b.ex, cur); err != nil {
-		m.log.Warn("reconcile recovered executor", "session", sessionID, "executor", ex.ID, "error", err)
-	}
+	return m.bringUp(ctx, lctx, b)
 }
 
 // find locates a recorded executor for recovery. First over agentctl's
@@ -272,9 +191,14 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 // address answers its health check with the recorded boot nonce (over the
 // pinned certificate when one is recorded), that agentctl is the process
 // the lease was granted to, alive: the bring-up continues it without the
-// plugin's Inspect and Recover, whether or not its owner's server answers
-// (the owner's plugin, when it answers, is told in the background: see
-// reconcileRecovered). It returns nil and why for the slow path: agentctl
+// plugin's Inspect and Recover, whether or not its owner's server answers.
+// The plugin is not told: every later call (Inspect, Stop, Destroy) hands
+// it the executor's handle, which carries all it keeps of an executor, and
+// what its Recover would answer for this agentctl (address, boot nonce,
+// pid, handle) is what the row records. Nor is it asked in the background:
+// a Recover that ran after the agentctl died would start a new one, and
+// the lost agentctl's lease could no longer be proven gone. It returns nil
+// and why for the slow path: agentctl
 // does not answer, or answers as another process (a restarted agentctl has
 // another nonce, and only the plugin can say what became of the recorded
 // one).
@@ -304,7 +228,7 @@ func (m *Manager) asRecorded(ctx context.Context, sess state.Session, ex state.E
 		m.log.Debug("recorded agentctl does not answer as recorded", "session", sess.ID, "executor", ex.ID, "error", err)
 		return nil, err
 	}
-	b.health, b.fast = health, true
+	b.health = health
 	b.batched = held && lease.FencingToken != 0 && lease.HolderNonce == ex.Nonce && lease.HolderExecutorID == ex.ID &&
 		sess.ExecutorID == ex.ID && sess.State != state.SessionStopped
 	if !b.batched {
@@ -397,4 +321,26 @@ func (m *Manager) waitLeaseExpiry(ctx context.Context, sessionID string) error {
 		}
 	}
 	return nil
+}
+
+// messageBody is the put_message command that records msg.
+func (p *pumper) messageBody(msg agentctl.Message) *state.PutMessageBody {
+	return &state.PutMessageBody{SessionID: p.e.sessionID, Source: p.source, History: msg.History,
+		Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete}}
+}
+
+// dropRecorded forgets the pending messages the state already holds as
+// they are: a continued agentctl's catch-up replays every message it kept,
+// and most were recorded by the leader before (each a commit the session's
+// recovery would wait for, more with every turn the session has had).
+func (p *pumper) dropRecorded() {
+	kept := p.order[:0]
+	for _, mid := range p.order {
+		if p.m.store.Recorded(p.messageBody(p.pending[mid])) {
+			delete(p.pending, mid)
+			continue
+		}
+		kept = append(kept, mid)
+	}
+	p.order = kept
 }

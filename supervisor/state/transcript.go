@@ -164,3 +164,26 @@ func endTurn(d *data, s *Session, from SessionState, b *SetSessionStateBody, idx
 	m := &Message{ID: d.newMessageID(s.ID), Role: RoleSystem, Text: text, Complete: true, CreatedAt: now, UpdatedAt: now}
 	return []Event{d.appendMessage(s, m, idx)}
 }
+
+// Recorded reports whether the sourced message b would change nothing but
+// timestamps: its agentctl boot (Source) and message are the transcript's,
+// recorded with b's role, text and completeness. A recovery that mirrors
+// the messages a continued agentctl kept skips those (each would be one
+// more commit on the session's path).
+func (s *Store) Recorded(b *PutMessageBody) bool {
+	if b.Source == "" {
+		return false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	t := s.d.Transcripts[b.SessionID]
+	if t == nil || t.Source != b.Source {
+		return false
+	}
+	id, ok := t.Keys[b.Message.ID]
+	if !ok {
+		return false
+	}
+	m := findMessage(s.d.Messages[b.SessionID], id)
+	return m != nil && m.Role == b.Message.Role && m.Text == b.Message.Text && m.Complete == b.Message.Complete
+}
