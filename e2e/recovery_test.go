@@ -228,11 +228,13 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	tc2.Input("echo \"X=$X.\"\r")
 	tc2.WaitOutput("X=kept42.")
 	checkRecovered(t, apiClient(t, newLeader), sessions, nonResumable.id)
-	// The new leader's runtime found or restarted every executor: it is
-	// theirs now (a node-local runtime proves one gone only from its node).
+	// A survivor's runtime found or restarted every executor: it is the
+	// survivor's now (a node-local runtime proves one gone only from its
+	// node). On a loaded machine leadership may move between the survivors
+	// during recovery, so either may hold it; never the killed node.
 	exs, err := apiClient(t, newLeader).Executors(testCtx(t), resumable.id)
-	if err != nil || len(exs) == 0 || exs[0].Node != newLeader.Name {
-		t.Fatalf("executor of a recovered session: %+v %v, want node %s", exs, err, newLeader.Name)
+	if err != nil || len(exs) == 0 || exs[0].Node == leader.Name || exs[0].Node == "" {
+		t.Fatalf("executor of a recovered session: %+v %v, want a survivor's node (not %s)", exs, err, leader.Name)
 	}
 }
 
