@@ -100,6 +100,8 @@ type pumper struct {
 	// following: events are relayed as they happen (the pump), not
 	// replayed from before this leader attached (catchUp).
 	following bool
+	// turnOpen: the pump saw a prompt and no turn end after it.
+	turnOpen bool
 }
 
 // flushDelay is how long chunks that arrive at now wait before their
@@ -255,11 +257,13 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 		}
 		p.pending[d.Message.ID] = d.Message
 		if p.following && addsPrompt(ev.Type, d.Message) {
+			p.turnOpen = true
 			p.promptSeen(ctx)
 		}
 	case agentctl.EventTurnFinished:
 		var d agentctl.TurnFinishedData
 		_ = json.Unmarshal(ev.Data, &d)
+		p.turnOpen = false
 		p.flush(ctx)
 		p.turnFinished(ctx, d)
 	case agentctl.EventAgentStarted:
@@ -351,6 +355,14 @@ func (p *pumper) flush(ctx context.Context) {
 	}
 	if len(p.order) > 0 {
 		p.lastFlush = started
+		// A turn's reply streams: a session recorded waiting for input
+		// meanwhile (a prompt undone after agentctl's answer and the
+		// check of its turn both failed on a starved machine, though
+		// the prompt had been taken) runs again, before the turn's end
+		// is refused and a reader takes the reply as complete.
+		if p.following && p.turnOpen {
+			p.promptSeen(ctx)
+		}
 	}
 	p.pending, p.order = map[string]agentctl.Message{}, p.order[:0]
 	if written > 0 {

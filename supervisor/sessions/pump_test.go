@@ -279,3 +279,45 @@ func TestAStreamedReplyCostsAFewPollsPerFlush(t *testing.T) {
 		t.Errorf("the polls answered %d bytes, want at most %d (the reply's latest text once per poll)", bytes, limit)
 	}
 }
+
+// A session recorded WAITING_FOR_INPUT while its reply still streams (a
+// prompt undone after agentctl's answer and the check of its turn both
+// failed on a starved machine, though agentctl had taken it) runs again at
+// the pump's next flush: a reader waiting for input would otherwise take
+// the partial reply for the whole. The make bench prompt storm read 140 of
+// 200 transcripts mid-stream this way.
+func TestASessionRecordedWaitingMidReplyRunsAgain(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	const n = 5000 // ≥ 5 s at the test agent's 1 ms chunk delay
+	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the reply to stream", func() bool {
+		msgs := w.r.store.Messages(s.id)
+		return len(msgs) > 0 && msgs[len(msgs)-1].Role == state.RoleAgent
+	})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionWaitingForInput, From: []state.SessionState{state.SessionRunning}})
+	waitFor(t, 3*time.Second, "the session to run again", func() bool {
+		return w.session(s.id).State == state.SessionRunning
+	})
+	if a, err := s.client.AgentState(recoverCtx(t)); err != nil || !a.TurnRunning {
+		t.Skipf("the turn ended before the check (%v, %+v)", err, a)
+	}
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	msgs := w.r.store.Messages(s.id)
+	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
+			last.Role, last.Complete, len(last.Text), len(want))
+	}
+	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCompleted {
+		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
+	}
+}
