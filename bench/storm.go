@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,6 +110,9 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 		}()
 	}
 	wg.Wait()
+	if retried > 0 {
+		env.Logf("prompt storm: failed prompt attempts: %s", promptFailures)
+	}
 	// A storm the cluster does not get through is reported, not dropped:
 	// its figures say what did arrive.
 	trouble := ""
@@ -416,6 +420,7 @@ func promptUntilDelivered(ctx context.Context, api *client.Client, id, text stri
 		if err == nil {
 			return failed, nil
 		}
+		promptFailures.note(err)
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return failed, err
 		}
@@ -433,6 +438,45 @@ func promptUntilDelivered(ctx context.Context, api *client.Client, id, text stri
 			return failed + 1, nil
 		}
 	}
+}
+
+// promptFailures counts the errors prompts failed with, by message.
+var promptFailures = &errorCounts{counts: map[string]int{}}
+
+type errorCounts struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *errorCounts) note(err error) {
+	msg := err.Error()
+	if len(msg) > 160 {
+		msg = msg[:160]
+	}
+	c.mu.Lock()
+	c.counts[msg]++
+	c.mu.Unlock()
+}
+
+// String lists the errors, most frequent first, and resets the counts.
+func (c *errorCounts) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	type kv struct {
+		msg string
+		n   int
+	}
+	var all []kv
+	for m, n := range c.counts {
+		all = append(all, kv{m, n})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n })
+	var b strings.Builder
+	for _, e := range all[:min(len(all), 4)] {
+		fmt.Fprintf(&b, "%d× %q; ", e.n, e.msg)
+	}
+	c.counts = map[string]int{}
+	return strings.TrimSuffix(b.String(), "; ")
 }
 
 // watchLeaders polls which node leads every 100 ms until the returned func
