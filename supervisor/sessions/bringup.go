@@ -73,6 +73,9 @@ type bringUp struct {
 	// agent, when set, delivers the agent's state asked while the
 	// bring-up's writes commit (see askAgentEarly).
 	agent <-chan agentAnswer
+	// events, when set, delivers agentctl's retained events read while the
+	// bring-up's writes commit (see readEventsEarly).
+	events <-chan eventsAnswer
 }
 
 // agentAnswer is agentctl's answer to an agent state request.
@@ -108,6 +111,41 @@ func (m *Manager) askAgentEarly(ctx context.Context, b *bringUp, health agentctl
 	}()
 }
 
+// eventsAnswer is agentctl's answer to a read of its retained events.
+type eventsAnswer struct {
+	resp agentctl.EventsResponse
+	err  error
+}
+
+// readEventsEarly reads a batched recovery's retained agentctl events for
+// its catch-up while the recovery's command commits (one agentctl round
+// trip off the session's path): the read does not depend on the commit,
+// and the pump carries on from the answer's position, so nothing agentctl
+// adds after the read is missed. A recovery the command refuses drops the
+// answer.
+func (m *Manager) readEventsEarly(ctx context.Context, b *bringUp) {
+	ch := make(chan eventsAnswer, 1)
+	b.events = ch
+	go func() {
+		resp, err := b.client.CompactEvents(ctx, 0, 0)
+		ch <- eventsAnswer{resp, err}
+	}()
+}
+
+// retainedEvents is the catch-up's read of every event agentctl retained:
+// the one read ahead (readEventsEarly) when there is one.
+func (e *execution) retainedEvents(ctx context.Context) (agentctl.EventsResponse, error) {
+	if e.events == nil {
+		return e.client.CompactEvents(ctx, 0, 0)
+	}
+	select {
+	case a := <-e.events:
+		return a.resp, a.err
+	case <-ctx.Done():
+		return agentctl.EventsResponse{}, ctx.Err()
+	}
+}
+
 // bringUp runs the shared path from a found executor to a running agent.
 // A failure it decided is recorded and its outcome returned with no error;
 // an error is a step that failed with nothing recorded (Retryable when
@@ -136,6 +174,7 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		ready["recovery"], ready["nonce_changed"] = true, b.recorded.Nonce != health.Nonce
 	}
 	if b.batched {
+		m.readEventsEarly(ctx, b)
 		recorded, err := m.recordBatched(ctx, lctx, b, ex, ready)
 		if err != nil {
 			return OutcomeSkipped, err
@@ -145,7 +184,9 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 			return m.runAgent(ctx, lctx, b)
 		}
 		// Refused (the lease moved on since find read it): recorded the
-		// usual way, which sees the lease as it is now.
+		// usual way, which sees the lease as it is now, and its catch-up
+		// reads the events once that is done.
+		b.events = nil
 		m.publish(ctx, sess.ID, state.EventAgentctlStarting, startingData(b.recorded))
 	}
 	if err := m.holdLease(ctx, b, health.Nonce); err != nil {
@@ -252,7 +293,8 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 			return OutcomeSkipped, fmt.Errorf("agent state of session %s: %w", sess.ID, err)
 		}
 		if err == nil && b.recorded.Nonce == ex.Nonce && (agent.Status == agentctl.StatusWaitingForInput || agent.Status == agentctl.StatusRunning) {
-			m.attach(lctx, sess.ID, ex, b.client, func(seen turnSeen) { m.settleRecovered(ctx, sess.ID, b.client, agent, seen) })
+			settle := func(seen turnSeen) { m.settleRecovered(ctx, sess.ID, b.client, agent, seen) }
+			m.attach(lctx, sess.ID, ex, b.client, attachOptions{settle: settle, events: b.events})
 			return OutcomeContinued, nil
 		}
 		if !b.autoResume && ex.SupportsSessionResume && sess.HasResumeToken {
@@ -361,7 +403,7 @@ func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex s
 	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
 		return err
 	}
-	m.attach(lctx, sess.ID, ex, client, nil)
+	m.attach(lctx, sess.ID, ex, client, attachOptions{})
 	return m.move(ctx, sess.ID, state.SessionWaitingForInput, state.SessionStarting)
 }
 

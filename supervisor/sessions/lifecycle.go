@@ -264,18 +264,27 @@ func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node s
 	return ex, nil
 }
 
-// attach registers a live execution and starts its event pump. settle,
-// when set, is given what agentctl's retained events say of the agent's
-// latest turn once they are mirrored, and runs before the pump relays
-// anything newer (a state it writes cannot overtake a turn end the pump
-// records).
-func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Executor, client *agentctl.Client, settle func(turnSeen)) {
+// attachOptions are what a recovery gives attach beyond a launch's needs.
+type attachOptions struct {
+	// settle, when set, is given what agentctl's retained events say of the
+	// agent's latest turn once they are mirrored, and runs before the pump
+	// relays anything newer (a state it writes cannot overtake a turn end
+	// the pump records).
+	settle func(turnSeen)
+	// events, when set, delivers agentctl's retained events, read while
+	// the recovery's writes committed (readEventsEarly).
+	events <-chan eventsAnswer
+}
+
+// attach registers a live execution and starts its event pump, after
+// mirroring the events agentctl retained (catchUp).
+func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Executor, client *agentctl.Client, o attachOptions) {
 	pctx, cancel := context.WithCancel(lctx)
-	e := &execution{sessionID: sessionID, executorID: ex.ID, client: client, nonce: ex.Nonce, cancel: cancel, done: make(chan struct{})}
+	e := &execution{sessionID: sessionID, executorID: ex.ID, client: client, nonce: ex.Nonce, cancel: cancel, done: make(chan struct{}), events: o.events}
 	var seen turnSeen
 	e.since, seen = m.catchUp(pctx, e)
-	if settle != nil {
-		settle(seen)
+	if o.settle != nil {
+		o.settle(seen)
 	}
 	m.leases.set(sessionID, time.Now().Add(m.cfg.Lease.TTL))
 	m.mu.Lock()

@@ -91,8 +91,11 @@ type execution struct {
 	client     *agentctl.Client
 	nonce      string
 	since      uint64 // agentctl event position the pump starts from
-	cancel     context.CancelFunc
-	done       chan struct{}
+	// events, when set, delivers agentctl's retained events read ahead of
+	// the catch-up (see readEventsEarly); nil: the catch-up reads them.
+	events <-chan eventsAnswer
+	cancel context.CancelFunc
+	done   chan struct{}
 	// stopping is set while a user stop drains the agent, so its exit is not
 	// reported as a failure.
 	stopping bool

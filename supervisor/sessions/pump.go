@@ -131,7 +131,7 @@ const (
 // say of the latest turn. Older turn and state events are not replayed:
 // the caller sets the session state from the agent's.
 func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) {
-	resp, err := e.client.CompactEvents(ctx, 0, 0)
+	resp, err := e.retainedEvents(ctx)
 	if err != nil {
 		m.log.Warn("catch up with agentctl events", "session", e.sessionID, "error", err)
 		return 0, turnUnseen
