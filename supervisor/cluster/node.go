@@ -264,10 +264,14 @@ func (n *Node) OnLeader(f LeaderFunc) {
 func (n *Node) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.wg.Add(5)
+	n.wg.Add(6)
 	go func() {
 		defer n.wg.Done()
 		n.monitorLeadership(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.electAlone(ctx)
 	}()
 	go func() {
 		defer n.wg.Done()

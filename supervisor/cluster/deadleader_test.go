@@ -1,0 +1,48 @@
+package cluster
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout: a one-server cluster
+// restarting has no leader to hear from. With a 2 s heartbeat timeout raft
+// alone would wait 2–4 s before its election; the server elects itself with
+// the short timeout, then runs with its configured timing again.
+func TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: addr, HTTPAddr: "127.0.0.1:1", BootstrapExpect: 1,
+		HeartbeatTimeout: 2 * time.Second, ElectionTimeout: 2 * time.Second, LeaderLeaseTimeout: 100 * time.Millisecond}
+	start := func() *Node {
+		t.Helper()
+		n, err := New(cfg, state.NewStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Start()
+		return n
+	}
+	n := start()
+	runtimetest.WaitFor(t, 15*time.Second, "the new cluster's first election", n.IsLeader) // bootstrap: the usual timing, 2–4 s
+	if err := n.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+
+	began := time.Now()
+	n = start()
+	defer n.Shutdown()
+	waitFor(t, n.IsLeader, "the restarted server to lead")
+	if took := time.Since(began); took >= 1500*time.Millisecond {
+		t.Fatalf("the only voter led %s after its restart; a heartbeat timeout is 2 s", took)
+	}
+	waitFor(t, func() bool { return n.raft.ReloadableConfig().HeartbeatTimeout == 2*time.Second }, "the configured timing to be restored")
+}
