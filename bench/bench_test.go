@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
+	"github.com/paddockhq/paddock/shared/runtime/workspace"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -142,6 +145,29 @@ func TestLostChunks(t *testing.T) {
 	for i, c := range cases {
 		if got := lostChunks(c.msgs, want, 3); got != c.lost {
 			t.Errorf("case %d: lost %d, want %d", i, got, c.lost)
+		}
+	}
+}
+
+// TestSelfFencedReadsAgentctlsLog: a session counts as fenced only when its
+// agentctl's log (where the standalone runtime puts it) holds the
+// self-fencing line.
+func TestSelfFencedReadsAgentctlsLog(t *testing.T) {
+	dir := t.TempDir()
+	write := func(id, text string) {
+		stateDir := workspace.Layout{SessionDir: filepath.Join(dir, "workspaces", id)}.StateDir()
+		if err := os.MkdirAll(stateDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(agentctlproc.LogFile(stateDir), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("fenced", "2026-12-01T12:23:24.617Z [INFO]  agentctl: serving\n2026-12-01T12:23:39.175Z [WARN]  agentctl: "+agentctl.SelfFenceLog+"\n")
+	write("healthy", "2026-12-01T12:23:24.617Z [INFO]  agentctl: serving\n")
+	for id, want := range map[string]bool{"fenced": true, "healthy": false, "no-log": false} {
+		if got := selfFenced(dir, id); got != want {
+			t.Errorf("selfFenced(%s) = %v, want %v", id, got, want)
 		}
 	}
 }

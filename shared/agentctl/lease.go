@@ -34,6 +34,11 @@ type LeaseResponse struct {
 // lease was not renewed in time.
 const EventLeaseExpired = "lease_expired"
 
+// SelfFenceLog is the line agentctl logs when it stops its agent because
+// the lease was not renewed in time (a benchmark reading agentctl's log
+// tells an interrupted turn from a lost one by it).
+const SelfFenceLog = "lease not renewed in time: stopping the agent (self-fencing)"
+
 // selfFenceMargin is how much earlier than the TTL agentctl stops its agent.
 func selfFenceMargin(ttl time.Duration) time.Duration {
 	return min(ttl/5, 2*time.Second)
@@ -101,7 +106,7 @@ func (s *Server) selfFence() {
 	if st := s.mgr.state(); st.Status != StatusWaitingForInput && st.Status != StatusRunning && st.Status != StatusStarting {
 		return
 	}
-	s.log.Warn("lease not renewed in time: stopping the agent (self-fencing)")
+	s.log.Warn(SelfFenceLog)
 	s.events.publish(EventLeaseExpired, map[string]string{"message": "the supervisor stopped renewing this session's lease; the agent was stopped so that no second execution can overlap"})
 	if _, err := s.mgr.stop(); err != nil {
 		s.log.Warn("self-fencing stop", "error", err)
