@@ -298,6 +298,9 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 			m.attach(lctx, sess.ID, ex, b.client, attachOptions{settle: settle, events: b.events})
 			return OutcomeContinued, nil
 		}
+		if sess.State == state.SessionRunning {
+			m.publish(ctx, sess.ID, state.EventAgentctlError, m.cutTurn(ctx, b.client))
+		}
 		if !b.autoResume && ex.SupportsSessionResume && sess.HasResumeToken {
 			return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, "the agent stopped while the supervisor was away; resume the session to continue")
 		}
@@ -340,6 +343,37 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		return OutcomeResumed, nil
 	}
 	return OutcomeStarted, nil
+}
+
+// cutTurn is the agentctl_error event a recovery records when the agent of
+// a session that was running a turn is gone: without it, a client would see
+// the reply stop and the session wait again with nothing saying why. It
+// names agentctl's self-fencing (the lease was not renewed in time: the
+// leader was gone or starved for longer than the lease's margin) when
+// agentctl's retained events hold it.
+func (m *Manager) cutTurn(ctx context.Context, c *agentctl.Client) map[string]any {
+	data := map[string]any{"agent_event": agentctl.EventAgentStopped, "turn_interrupted": true,
+		"message": "the agent stopped during a turn while no leader watched it; its reply ends where the transcript does"}
+	rctx, cancel := context.WithTimeout(ctx, m.cfg.Recovery.HealthTimeout)
+	defer cancel()
+	evs, err := c.Events(rctx, 0, 0)
+	if err != nil {
+		return data
+	}
+	fenced := false // the last agent agentctl started was stopped by self-fencing
+	for _, ev := range evs.Events {
+		switch ev.Type {
+		case agentctl.EventAgentStarted:
+			fenced = false
+		case agentctl.EventLeaseExpired:
+			fenced = true
+		}
+	}
+	if fenced {
+		data["agent_event"] = agentctl.EventLeaseExpired
+		data["message"] = "agentctl stopped the agent during a turn when its lease was not renewed in time (no leader reached it for longer than the lease allows); its reply ends where the transcript does"
+	}
+	return data
 }
 
 // agentctlGone reports whether agentctl no longer answers its health check.

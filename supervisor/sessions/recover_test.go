@@ -492,3 +492,54 @@ func TestRecoverReattachesAStoppedSessionsWorkspace(t *testing.T) {
 		t.Errorf("agent state %+v, %v; want no agent", a, err)
 	}
 }
+
+// TestRecoverSaysWhyARunningTurnWasCut: a session recorded RUNNING whose
+// agent is gone when a new leader recovers it is resumed, and an
+// agentctl_error event says the turn was cut short, and why when agentctl
+// knows: its own self-fencing (no leader renewed the lease in time) or the
+// agent stopping. Without it the reply just stops and the session waits.
+func TestRecoverSaysWhyARunningTurnWasCut(t *testing.T) {
+	cases := []struct {
+		name  string
+		gone  func(w *world, s live)
+		event string
+	}{
+		{name: "agentctl fenced the agent", event: agentctl.EventLeaseExpired, gone: func(w *world, s live) {
+			// No leader renews the lease (1 s here): agentctl stops the agent itself.
+			waitFor(w.t, 10*time.Second, "agentctl to fence its agent", func() bool {
+				a, err := s.client.AgentState(context.Background())
+				return err == nil && a.Status != agentctl.StatusWaitingForInput && a.Status != agentctl.StatusRunning
+			})
+		}},
+		{name: "the agent stopped", event: agentctl.EventAgentStopped, gone: func(w *world, s live) {
+			if _, err := s.client.StopAgent(context.Background()); err != nil {
+				w.t.Fatal(err)
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, "n1", "n2")
+			s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "fig"})
+			w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionRunning})
+			tc.gone(w, s)
+			m := w.leader("n2")
+			out, err := m.Recover(recoverCtx(t), s.id, true)
+			if err != nil || out != OutcomeResumed {
+				t.Fatalf("Recover = %s, %v; want resumed", out, err)
+			}
+			var said string
+			for _, e := range w.r.events(s.id) {
+				if e.Type == state.EventAgentctlError && e.Data["turn_interrupted"] == true {
+					said, _ = e.Data["agent_event"].(string)
+				}
+			}
+			if said != tc.event {
+				t.Fatalf("turn_interrupted event names %q, want %q", said, tc.event)
+			}
+			if got := w.session(s.id); got.State != state.SessionWaitingForInput {
+				t.Errorf("session %s, want WAITING_FOR_INPUT after the resume", got.State)
+			}
+		})
+	}
+}
