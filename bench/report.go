@@ -238,7 +238,7 @@ func AreaNotes() map[string]string {
 		areaScale:    "Sessions are started 20 at a time (4 in flight) until the target or until MemAvailable drops below the reserve, so that other users of the machine keep memory.",
 		areaDocker:   "The image is built by deploy/image/build.sh from bin/ (tag paddock-executor:bench); containers carry a per-run cluster label and are removed afterwards.",
 		areaStorm:    "Many live demo sessions on a 3-node cluster all stream a long reply at once: what an agent fleet does to the cluster, each chunk a coalesced replicated write. The leader's CPU profile of the stream is saved beside the others (bench/tmp/profiles/).",
-		areaChaos:    "The chaos loop (e2e/bench, another engineer's) writes " + ChaosFile + "; this suite only reports it.",
+		areaChaos:    "The chaos loop (bench/chaos) runs in this suite and writes " + ChaosFile + ", which the report reads.",
 		areaTerminal: "Shell = /bin/sh on a PTY. Direct: the bench process itself runs the shell on a PTY and reads it. agentctl: a real `agentctl serve` process, WebSocket to /v1/terminals/{name} with its secret. Whole path: one-node supervisor with a standalone session, WebSocket to /v1/sessions/{id}/terminal (relayed to that session's agentctl). Clients never ack (served as fast as the socket drains). " +
 			"Trials alternate direct and path trials and each ratio is against the direct trials next to it; the session's shell is /bin/sh for every path (the bench sets SHELL). Each throughput Note gives this run's CPU per MiB of every process on the path; profiles taken on earlier commits are in docs/PERFORMANCE-NOTES.md.",
 	}
