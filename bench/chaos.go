@@ -79,6 +79,13 @@ func chaosResults(path string) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos results: %w", err)
 	}
+	return chaosResultsOf(b, path)
+}
+
+// chaosResultsOf reads the chaos loop's counts from b, the contents of path.
+func chaosResultsOf(b []byte, path string) ([]Result, error) {
+	faults := Result{Name: "chaos_faults", Area: areaChaos, Unit: "faults", Samples: 1}
+	viol := Result{Name: "chaos_violations", Area: areaChaos, Unit: "violations", Goal: "0", Samples: 1}
 	var c ChaosCounts
 	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("chaos results %s: %w", path, err)
