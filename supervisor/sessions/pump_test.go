@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/demoagent"
-	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -111,8 +110,9 @@ func TestAPromptTheStateMissedStillRunsTheSession(t *testing.T) {
 // passes prompts on but closes the connection instead of answering: the
 // prompt is delivered, its answer lost.
 type answerDropper struct {
-	proxy *httputil.ReverseProxy
-	drop  atomic.Bool
+	proxy   *httputil.ReverseProxy
+	drop    atomic.Bool
+	dropped atomic.Int64 // answers lost so far
 }
 
 func (d *answerDropper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -121,9 +121,20 @@ func (d *answerDropper) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.proxy.ServeHTTP(httptest.NewRecorder(), r)
+	d.dropped.Add(1)
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		_ = conn.Close()
 	}
+}
+
+// agentctlBehind records s's agentctl at url (a proxy in front of it), so
+// that a new leader's recovery, which continues the agentctl answering at
+// its recorded address, talks to it through the proxy.
+func (w *world) agentctlBehind(s live, url string) {
+	w.t.Helper()
+	ex := s.executor
+	ex.AgentctlURL = url
+	w.r.must(w.t, state.CmdPutExecutor, state.NewPutExecutor(ex))
 }
 
 // A prompt agentctl took whose answer was lost (a timeout, a reset
@@ -139,11 +150,7 @@ func TestAPromptWhoseAnswerWasLostKeepsItsTurn(t *testing.T) {
 	dropper := &answerDropper{proxy: httputil.NewSingleHostReverseProxy(target)}
 	front := httptest.NewServer(dropper)
 	t.Cleanup(front.Close)
-	w.rts["n1"].onRecover = func(h fakeHandle) (runtime.LaunchResponse, error) {
-		resp := w.rts["n1"].proc(h.ID).response(h)
-		resp.AgentctlURL = front.URL
-		return resp, nil
-	}
+	w.agentctlBehind(s, front.URL)
 	m := w.leader("n2")
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
 		t.Fatalf("Recover = %s, %v; want continued", out, err)
@@ -152,6 +159,9 @@ func TestAPromptWhoseAnswerWasLostKeepsItsTurn(t *testing.T) {
 	const n = 2000
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatalf("a prompt agentctl took failed: %v", err)
+	}
+	if dropper.dropped.Load() == 0 {
+		t.Fatal("the prompt's answer was not dropped: the prompt did not go through the proxy")
 	}
 	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
 		return w.session(s.id).State == state.SessionWaitingForInput
@@ -246,11 +256,7 @@ func TestAStreamedReplyCostsAFewPollsPerFlush(t *testing.T) {
 	counter := &eventsCounter{proxy: httputil.NewSingleHostReverseProxy(target)}
 	front := httptest.NewServer(counter)
 	t.Cleanup(front.Close)
-	w.rts["n1"].onRecover = func(h fakeHandle) (runtime.LaunchResponse, error) {
-		resp := w.rts["n1"].proc(h.ID).response(h)
-		resp.AgentctlURL = front.URL
-		return resp, nil
-	}
+	w.agentctlBehind(s, front.URL)
 	m := w.leader("n2")
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
 		t.Fatalf("Recover = %s, %v; want continued", out, err)
@@ -271,6 +277,9 @@ func TestAStreamedReplyCostsAFewPollsPerFlush(t *testing.T) {
 		t.Fatalf("last message %s (complete %v) has %d of %d bytes", last.Role, last.Complete, len(last.Text), len(want))
 	}
 	polls, bytes := counter.polls.Load()-polls0, counter.bytes.Load()-bytes0
+	if polls == 0 {
+		t.Fatal("no event poll went through the counting proxy: the pump did not read this agentctl through it")
+	}
 	t.Logf("%d chunks in %s: %d event polls, %d bytes answered (the reply is %d bytes)", n, took.Round(time.Millisecond), polls, bytes, len(want))
 	if limit := 2*int64(took/pollSpacing) + 10; polls > limit {
 		t.Errorf("%d event polls in %s, want at most %d (a few per %s)", polls, took.Round(time.Millisecond), limit, pollSpacing)
