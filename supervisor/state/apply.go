@@ -123,6 +123,7 @@ func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64,
 		delete(d.SessionTokens, id)
 	}
 	delete(d.Tasks, b.TaskID)
+	delete(d.tallies, b.TaskID)
 	return nil, 0, nil
 }
 
@@ -145,6 +146,9 @@ func applyCreateSession(d *data, idx uint64, now time.Time, body any) ([]Event, 
 		d.SessionTokens[s.ID] = b.ResumeToken
 	}
 	d.Sessions[s.ID] = &s
+	if t, ok := d.tallies[s.TaskID]; ok {
+		t.add(s.State, 1)
+	}
 	return []Event{sessionEvent(&s, EventStateChanged, idx, map[string]any{"from": "", "to": string(SessionCreated)})}, 0, nil
 }
 
@@ -161,7 +165,8 @@ func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event
 		return nil, 0, conflictf("session %s cannot go from %s to %s", s.ID, s.State, b.State)
 	}
 	from := s.State
-	s.State, s.UpdatedAt, s.LastActivityAt = b.State, now, now
+	d.setSessionState(s, b.State)
+	s.UpdatedAt, s.LastActivityAt = now, now
 	switch b.State {
 	case SessionError, SessionStopped:
 		s.ErrorMessage, s.StateReason = b.ErrorMessage, b.Reason
@@ -191,33 +196,70 @@ func containsState(list []SessionState, s SessionState) bool {
 
 // deriveTaskState keeps a task's state in step with its sessions: IN_PROGRESS
 // while one starts or runs, REVIEW while one waits for input. DONE is final.
+// It reads the task's tally, so a state change costs the same however many
+// sessions the task has (a scan of every session per change made a
+// 1,000-session task's log apply quadratic).
 func deriveTaskState(d *data, taskID string, now time.Time) {
 	t, ok := d.Tasks[taskID]
 	if !ok || t.State == TaskDone {
 		return
 	}
-	var busy, waiting bool
-	for _, s := range d.Sessions {
-		if s.TaskID != taskID {
-			continue
-		}
-		switch s.State {
-		case SessionStarting, SessionRunning:
-			busy = true
-		case SessionWaitingForInput:
-			waiting = true
-		}
-	}
+	tally := d.tally(taskID)
 	next := t.State
 	switch {
-	case busy:
+	case tally.busy > 0:
 		next = TaskInProgress
-	case waiting:
+	case tally.waiting > 0:
 		next = TaskReview
 	}
 	if next != t.State {
 		t.State, t.UpdatedAt = next, now
 	}
+}
+
+// taskTally counts a task's sessions that start or run (busy) and those
+// that wait for input.
+type taskTally struct {
+	busy, waiting int
+}
+
+// add counts a session in state st n times (n is 1 or -1).
+func (t *taskTally) add(st SessionState, n int) {
+	switch st {
+	case SessionStarting, SessionRunning:
+		t.busy += n
+	case SessionWaitingForInput:
+		t.waiting += n
+	}
+}
+
+// tally returns a task's tally, counting its sessions on first use.
+func (d *data) tally(taskID string) *taskTally {
+	if t, ok := d.tallies[taskID]; ok {
+		return t
+	}
+	t := &taskTally{}
+	for _, s := range d.Sessions {
+		if s.TaskID == taskID {
+			t.add(s.State, 1)
+		}
+	}
+	if d.tallies == nil {
+		d.tallies = map[string]*taskTally{}
+	}
+	d.tallies[taskID] = t
+	return t
+}
+
+// setSessionState moves a session to st, keeping its task's tally (when
+// one was counted) in step. Every change of a recorded session's state
+// goes through here.
+func (d *data) setSessionState(s *Session, st SessionState) {
+	if t, ok := d.tallies[s.TaskID]; ok {
+		t.add(s.State, -1)
+		t.add(st, 1)
+	}
+	s.State = st
 }
 
 func applySetResumeToken(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
@@ -381,7 +423,8 @@ func applyDeleteSession(d *data, idx uint64, now time.Time, body any) ([]Event, 
 		return nil, 0, notFound("session", b.SessionID)
 	}
 	from := s.State
-	s.State, s.UpdatedAt = SessionCompleted, now
+	d.setSessionState(s, SessionCompleted)
+	s.UpdatedAt = now
 	if e, ok := d.Executors[s.ExecutorID]; ok {
 		e.Status = ExecutorStopped
 	}

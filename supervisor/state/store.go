@@ -34,6 +34,10 @@ type data struct {
 	// Transcripts numbers each session's messages (transcript.go).
 	Transcripts map[string]*transcript `json:"transcripts,omitempty"`
 	LastIndex   uint64                 `json:"last_index"`
+	// tallies counts each task's busy and waiting sessions (see
+	// deriveTaskState); derived, so not in snapshots, and built per task
+	// on first use.
+	tallies map[string]*taskTally
 }
 
 type outcome struct {

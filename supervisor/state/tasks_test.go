@@ -1,8 +1,13 @@
 package state
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"testing"
+
+	"github.com/hashicorp/raft"
 )
 
 // TestTaskCloseAndReopen: close makes a task DONE whatever its sessions do,
@@ -88,4 +93,106 @@ func TestDeleteTask(t *testing.T) {
 	if err := h.apply(CmdDeleteTask, "", &DeleteTaskBody{TaskID: "t1"}).Err; !errors.Is(err, ErrNotFound) {
 		t.Errorf("second delete: err=%v, want ErrNotFound", err)
 	}
+}
+
+// TestTaskStateFollowsManySessions: a task with several sessions is
+// IN_PROGRESS while any of them starts or runs and REVIEW while none does
+// and one waits, through a snapshot and restore, session deletes, and a
+// task deleted and created again under the same id.
+func TestTaskStateFollowsManySessions(t *testing.T) {
+	h := newHarness(t)
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "x"}})
+	for _, id := range []string{"s1", "s2", "s3"} {
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: id, TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	}
+	move := func(h *harness, id string, to SessionState) {
+		t.Helper()
+		if to == SessionCompleted {
+			h.mustApply(CmdDeleteSession, &DeleteSessionBody{SessionID: id})
+			return
+		}
+		h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: id, State: to})
+	}
+	expect := func(h *harness, want TaskState, after string) {
+		t.Helper()
+		if tk, _ := h.store.Task("t1"); tk.State != want {
+			t.Fatalf("after %s: task %s, want %s", after, tk.State, want)
+		}
+	}
+	move(h, "s1", SessionStarting)
+	move(h, "s2", SessionStarting)
+	move(h, "s1", SessionWaitingForInput)
+	expect(h, TaskInProgress, "s1 waits while s2 starts")
+	move(h, "s2", SessionWaitingForInput)
+	expect(h, TaskReview, "both wait")
+	move(h, "s3", SessionStarting)
+	move(h, "s3", SessionRunning)
+	expect(h, TaskInProgress, "s3 runs")
+
+	// A restored state counts its sessions afresh.
+	snap, err := h.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	r := newHarness(t)
+	r.idx = h.idx
+	if err := r.fsm.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*harness{h, r} {
+		move(x, "s3", SessionError)
+		expect(x, TaskReview, "s3 failed, s1 and s2 wait")
+		move(x, "s1", SessionRunning)
+		expect(x, TaskInProgress, "s1 runs")
+		move(x, "s1", SessionCompleted)
+		expect(x, TaskReview, "s1 deleted while running, s2 waits")
+		move(x, "s2", SessionRunning)
+		expect(x, TaskInProgress, "s2 runs")
+		move(x, "s2", SessionWaitingForInput)
+		expect(x, TaskReview, "s2 waits again")
+	}
+
+	// A task deleted and created again starts with no counted sessions.
+	move(h, "s2", SessionCompleted)
+	move(h, "s3", SessionCompleted)
+	h.mustApply(CmdDeleteTask, &DeleteTaskBody{TaskID: "t1"})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "again"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s4", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	move(h, "s4", SessionStarting)
+	move(h, "s4", SessionWaitingForInput)
+	expect(h, TaskReview, "the new task's only session waits")
+}
+
+// BenchmarkSessionStateChangeInALargeTask applies a session's turn (RUNNING
+// and back) in a task of 1,000 sessions: the task's state follows from its
+// tally, not from a scan of every session.
+func BenchmarkSessionStateChangeInALargeTask(b *testing.B) {
+	h := newHarness(&testing.T{})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "x"}})
+	for i := 0; i < 1000; i++ {
+		id := fmt.Sprintf("s%d", i)
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: id, TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+		h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: id, State: SessionStarting})
+		h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: id, State: SessionWaitingForInput})
+	}
+	run, wait := encoded(b, &SetSessionStateBody{SessionID: "s500", State: SessionRunning}), encoded(b, &SetSessionStateBody{SessionID: "s500", State: SessionWaitingForInput})
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		h.idx++
+		h.fsm.Apply(&raft.Log{Index: h.idx, Type: raft.LogCommand, Data: run})
+		h.idx++
+		h.fsm.Apply(&raft.Log{Index: h.idx, Type: raft.LogCommand, Data: wait})
+	}
+}
+
+func encoded(b *testing.B, body *SetSessionStateBody) []byte {
+	buf, err := Command{Type: CmdSetSessionState, Now: t0, Body: body}.Encode()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return buf
 }
