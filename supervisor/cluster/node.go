@@ -56,7 +56,12 @@ type Config struct {
 	// CleanupDeadServers lets the leader's autopilot remove a server that
 	// stopped answering from the raft configuration (autopilot.go).
 	CleanupDeadServers bool
-	Logger             hclog.Logger
+	// QuietSnapshotAfter and QuietSnapshotEntries set when a server takes
+	// a snapshot because writes went quiet (snapshot.go; defaults 2 s and
+	// 1,024 entries).
+	QuietSnapshotAfter   time.Duration
+	QuietSnapshotEntries uint64
+	Logger               hclog.Logger
 }
 
 // LeaderFunc is leader-only work. It runs when this node becomes leader
@@ -166,6 +171,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	rc.NotifyCh = n.notifyCh
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 512
+	rc.SnapshotInterval = snapshotInterval
 	if cfg.HeartbeatTimeout > 0 {
 		rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	}
@@ -264,7 +270,7 @@ func (n *Node) OnLeader(f LeaderFunc) {
 func (n *Node) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
-	n.wg.Add(6)
+	n.wg.Add(7)
 	go func() {
 		defer n.wg.Done()
 		n.monitorLeadership(ctx)
@@ -288,6 +294,10 @@ func (n *Node) Start() {
 	go func() {
 		defer n.wg.Done()
 		n.joinLoop(ctx)
+	}()
+	go func() {
+		defer n.wg.Done()
+		n.snapshotWhenQuiet(ctx)
 	}()
 }
 

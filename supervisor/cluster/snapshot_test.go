@@ -1,0 +1,58 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// TestServerSnapshotsWhenWritesGoQuiet: a burst of writes far below raft's
+// own threshold (8,192 entries) is followed by a snapshot once the log has
+// been still for the quiet period, and a restart restores it, so the log
+// it applies begins after the burst.
+func TestServerSnapshotsWhenWritesGoQuiet(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: addr, HTTPAddr: "127.0.0.1:1", BootstrapExpect: 1,
+		QuietSnapshotAfter: 300 * time.Millisecond, QuietSnapshotEntries: 100}
+	start := func() *Node {
+		t.Helper()
+		n, err := New(cfg, state.NewStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Start()
+		return n
+	}
+	n := start()
+	runtimetest.WaitFor(t, 15*time.Second, "the new cluster's first election", n.IsLeader)
+	const burst = 300
+	for i := 0; i < burst; i++ {
+		if _, err := n.Apply(context.Background(), state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: fmt.Sprintf("t%d", i), Title: "x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := n.raft.LastIndex()
+	runtimetest.WaitFor(t, 10*time.Second, "a snapshot covering the burst", func() bool { return n.lastSnapshotIndex() >= last })
+	if err := n.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+
+	n = start()
+	defer n.Shutdown()
+	if got := n.lastSnapshotIndex(); got < last {
+		t.Fatalf("the restarted server's latest snapshot is at %d, want at least %d", got, last)
+	}
+	if tasks := n.Store().Tasks(); len(tasks) != burst {
+		t.Fatalf("the restored state has %d tasks before any log entry is applied, want %d", len(tasks), burst)
+	}
+}
