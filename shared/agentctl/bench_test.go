@@ -1,7 +1,12 @@
 package agentctl_test
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,4 +40,61 @@ func BenchmarkPromptRoundTrip(b *testing.B) {
 	q := func(f float64) float64 { return float64(lat[int(f*float64(len(lat)-1))].Microseconds()) / 1000 }
 	b.ReportMetric(q(0.5), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
+}
+
+// BenchmarkStreamCPU measures what one "stream 500" turn of the real demo
+// agent (ACP, its default 10 ms between chunks) costs in CPU through a real
+// agentctl process, polled the way the supervisor's pump polls (compact
+// answers, a poll started at most every 100 ms). It reports the CPU of
+// agentctl and of the agent per turn, from /proc, in ms.
+func BenchmarkStreamCPU(b *testing.B) {
+	p := startServe(b, b.TempDir())
+	c := p.c
+	c.SetFencingToken(1)
+	st, err := c.StartAgent(ctx(b), acpProfile, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newWatcher(c)
+	w.waitEvent(b, agentctl.EventAgentStarted, nil, 10*time.Second)
+	var ctlCPU, agentCPU time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ctl0, agent0 := procCPU(b, p.cmd.Process.Pid), procCPU(b, st.PID)
+		if _, err := c.Prompt(ctx(b), "stream 500"); err != nil {
+			b.Fatal(err)
+		}
+		for done := false; !done; {
+			t0 := time.Now()
+			resp, err := c.CompactEvents(ctx(b), w.next, 10*time.Second)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w.next = resp.Next
+			for _, ev := range resp.Events {
+				done = done || ev.Type == agentctl.EventTurnFinished
+			}
+			if wait := 100*time.Millisecond - time.Since(t0); !done && wait > 0 {
+				time.Sleep(wait) // the pump's pace between polls, not a wait for a condition
+			}
+		}
+		ctlCPU += procCPU(b, p.cmd.Process.Pid) - ctl0
+		agentCPU += procCPU(b, st.PID) - agent0
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(ctlCPU.Microseconds())/1000/float64(b.N), "agentctl-cpu-ms/turn")
+	b.ReportMetric(float64(agentCPU.Microseconds())/1000/float64(b.N), "agent-cpu-ms/turn")
+}
+
+// procCPU is a process's user+system CPU time so far, from /proc.
+func procCPU(t testing.TB, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ 100
 }

@@ -221,7 +221,8 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 		}
 		t.Stop()
 	}
-	sent := ""
+	// A reply of many chunks is built once, not copied again with each.
+	var sent strings.Builder
 	var times *StreamTimes
 	if n, ok := streamLength(text); ok {
 		times = &StreamTimes{Chunks: n, EmittedUnixNano: make([]int64, 0, len(chunks))}
@@ -238,7 +239,7 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 			if times != nil {
 				times.EmittedUnixNano = append(times.EmittedUnixNano, at.UnixNano())
 			}
-			sent += ch
+			sent.WriteString(ch)
 			t := time.NewTimer(cfg.chunkDelay())
 			select {
 			case <-ctx.Done():
@@ -247,8 +248,8 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 			t.Stop()
 		}
 	}
-	if sent != "" {
-		c.History = append(c.History, Entry{Role: "agent", Text: sent})
+	if sent.Len() > 0 {
+		c.History = append(c.History, Entry{Role: "agent", Text: sent.String()})
 	}
 	if serr := c.Save(cfg.Workspace); serr != nil && err == nil {
 		err = serr

@@ -8,13 +8,14 @@
 package acpagent
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -68,6 +69,7 @@ type Config struct {
 type Agent struct {
 	cfg        Config
 	cmd        *exec.Cmd
+	stdout     *os.File // read end of the agent's stdout
 	conn       *acp.ClientSideConnection
 	sessionID  string
 	loadable   bool
@@ -125,48 +127,39 @@ func spawn(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent stdin: %w", err)
 	}
-	stdout, err := cmd.StdoutPipe()
+	// The pipe is agentctl's own, not cmd.StdoutPipe's: Wait closes that
+	// one as soon as the agent exits, and the paced reader may not have read
+	// the agent's last lines by then. This one ends at EOF (no process holds
+	// its write end) or when Kill closes it.
+	stdout, stdoutW, err := os.Pipe()
 	if err != nil {
+		stdin.Close()
 		return nil, fmt.Errorf("agent stdout: %w", err)
 	}
-	a := &Agent{cfg: cfg, cmd: cmd, done: make(chan struct{}), stderrTail: &tail{max: 4096}, garbage: make(chan string, 1)}
+	cmd.Stdout = stdoutW
+	a := &Agent{cfg: cfg, cmd: cmd, stdout: stdout, done: make(chan struct{}), stderrTail: &tail{max: 4096}, garbage: make(chan string, 1)}
 	cmd.Stderr = a.stderrTail
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	stdoutW.Close() // the agent holds it now
+	if err != nil {
+		stdout.Close()
 		return nil, fmt.Errorf("start agent %q: %w", cfg.Argv[0], err)
 	}
-	pr, pw := io.Pipe()
-	a.wg.Add(2)
-	go func() { // filter: pass JSON lines to the SDK, report anything else
-		defer a.wg.Done()
-		defer pw.Close()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 10<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			t := strings.TrimSpace(string(line))
-			if t == "" {
-				continue
-			}
-			if !json.Valid([]byte(t)) || t[0] != '{' {
-				cfg.Logger.Warn("agent wrote a line that is not JSON-RPC", "bytes", len(line))
-				select {
-				case a.garbage <- truncate(t, 200):
-				default:
-				}
-				continue
-			}
-			if _, err := pw.Write(append([]byte(t), '\n')); err != nil {
-				return
-			}
+	a.wg.Add(1)
+	out := &agentOutput{src: stdout, garbage: func(line string) {
+		cfg.Logger.Warn("agent wrote a line that is not JSON-RPC", "bytes", len(line))
+		select {
+		case a.garbage <- truncate(line, 200):
+		default:
 		}
-	}()
+	}}
 	go func() {
 		defer a.wg.Done()
 		err := cmd.Wait()
 		a.exitCode = exitCode(cmd, err)
 		close(a.done)
 	}()
-	a.conn = acp.NewClientSideConnection(&client{a: a}, stdin, pr)
+	a.conn = acp.NewClientSideConnection(&client{a: a}, stdin, out)
 	a.conn.SetLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return a, nil
 }
@@ -364,6 +357,7 @@ func (a *Agent) Kill() {
 	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
 	_ = a.cmd.Process.Kill()
 	<-a.done
+	a.stdout.Close() // ends a read that something the agent left running would keep open
 	a.wg.Wait()
 }
 
@@ -458,4 +452,104 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.buf)
+}
+
+// outputPace is how often, at most, agentctl reads an agent's output while
+// it keeps coming. A streaming agent writes a line per chunk (the demo agent
+// one every 10 ms); reading each as it comes costs agentctl a wakeup of its
+// own per chunk, several thread switches in all, and on a host running
+// hundreds of agents those wakeups are most of agentctl's CPU. Read at this
+// pace, a burst of chunks is taken in one wakeup and handled in one go; a
+// line after a quiet spell is read at once, and no line waits longer than
+// this (an answer that comes within this of the one before it, such as
+// session/new's after initialize's, waits for the rest). The supervisor polls agentctl's events at most every 100 ms, so a
+// chunk's way to a subscriber grows by less than that.
+const outputPace = 50 * time.Millisecond
+
+// maxAgentLine bounds one line of an agent's output (as the ACP SDK does).
+const maxAgentLine = 10 << 20
+
+// agentOutput is an agent's stdout as its ACP connection reads it: every
+// line that is not a JSON-RPC object is left out and reported to garbage,
+// and reads are paced by outputPace. Only the connection's receive loop
+// reads it.
+type agentOutput struct {
+	src     io.ReadCloser // closed at its end
+	garbage func(line string)
+	buf     []byte // read and not yet split into lines
+	ready   []byte // JSON-RPC lines for the connection
+	err     error  // from src, returned once ready is drained
+	// last is when the latest read of src returned; full is whether it
+	// filled the space it was given.
+	last time.Time
+	full bool
+}
+
+func (o *agentOutput) Read(p []byte) (int, error) {
+	for len(o.ready) == 0 {
+		if o.err != nil {
+			return 0, o.err
+		}
+		o.fill()
+	}
+	n := copy(p, o.ready)
+	o.ready = o.ready[n:]
+	return n, nil
+}
+
+// fill reads src once (after the pause the pace asks for) and moves every
+// complete line read so far to ready.
+func (o *agentOutput) fill() {
+	// Reads start at least outputPace apart, so what comes meanwhile is
+	// taken in one go; a read that filled its space left more waiting and
+	// goes on at once. A line after a quiet spell finds the read waiting.
+	if !o.full && !o.last.IsZero() {
+		if d := outputPace - time.Since(o.last); d > 0 {
+			time.Sleep(d)
+		}
+	}
+	if len(o.buf) == maxAgentLine {
+		o.err = fmt.Errorf("a line of the agent's output is longer than %d bytes", maxAgentLine)
+		return
+	}
+	if cap(o.buf)-len(o.buf) < 4096 {
+		o.buf = append(make([]byte, 0, min(max(2*cap(o.buf), 64<<10), maxAgentLine)), o.buf...)
+	}
+	space := o.buf[len(o.buf):cap(o.buf)]
+	n, err := o.src.Read(space)
+	o.last, o.full = time.Now(), n == len(space)
+	o.buf = o.buf[:len(o.buf)+n]
+	if o.ready == nil || cap(o.ready) > 1<<20 {
+		o.ready = nil
+	}
+	rest := o.buf
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		o.take(rest[:i])
+		rest = rest[i+1:]
+	}
+	o.buf = o.buf[:copy(o.buf, rest)]
+	if err != nil {
+		o.take(o.buf) // a last line without its newline
+		o.buf = o.buf[:0]
+		o.err = err
+		o.src.Close()
+	}
+}
+
+// take queues one line for the connection, or reports it when it is not
+// a JSON-RPC object.
+func (o *agentOutput) take(line []byte) {
+	t := bytes.TrimSpace(line)
+	if len(t) == 0 {
+		return
+	}
+	if t[0] != '{' || !json.Valid(t) {
+		o.garbage(string(t))
+		return
+	}
+	o.ready = append(append(o.ready, t...), '\n')
 }
