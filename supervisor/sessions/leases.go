@@ -85,83 +85,151 @@ func (m *Manager) startLeaseClock() {
 }
 
 // keepLeases renews live executions' leases and reclaims expired ones until
-// ctx (leadership) ends.
+// ctx (leadership) ends. Each lease is renewed renewInterval after its last
+// renewal was sent (at once when this leader starts), each on its own: a
+// holder that answers slowly holds up no other. A renewal that fails or
+// times out is tried again after renewRetry, not an interval later: on a
+// starved host one lost round trip would otherwise use up a third of the
+// TTL, and agentctl stops its agent at the TTL minus its margin.
 func (m *Manager) keepLeases(ctx context.Context) {
 	renew, _ := m.leaseTimes()
-	t := time.NewTicker(max(renew, 50*time.Millisecond))
+	retry := renewRetry(renew)
+	k := &leaseKeeper{m: m, renew: renew, retry: retry, due: map[string]time.Time{}, busy: map[string]bool{},
+		sem: make(chan struct{}, 64)}
+	t := time.NewTicker(retry)
 	defer t.Stop()
-	for first := true; ; first = false {
-		if !first {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-		m.renewAll(ctx, renew)
+	for {
+		k.round(ctx)
 		for _, id := range m.leases.expired(time.Now()) {
 			m.reclaimExpired(ctx, id)
+		}
+		select {
+		case <-ctx.Done():
+			k.wg.Wait()
+			return
+		case <-t.C:
 		}
 	}
 }
 
-// renewAll renews every held lease on its holder's agentctl: live
-// executions through their client, and the others (recorded executions a
-// new leader has not recovered yet) through a client built from the executor
-// row, so agents keep running however long recovery takes. A renewal counts
-// only when the answering agentctl is the holder (same boot nonce).
-func (m *Manager) renewAll(ctx context.Context, timeout time.Duration) {
-	type target struct {
-		sessionID string
-		nonce     string
-		client    *agentctl.Client
+// renewRetry is how soon a failed renewal is tried again (and how often
+// the keeper looks for due renewals).
+func renewRetry(renew time.Duration) time.Duration {
+	return max(renew/10, 50*time.Millisecond)
+}
+
+// leaseKeeper schedules the renewals of one leadership.
+type leaseKeeper struct {
+	m     *Manager
+	renew time.Duration
+	retry time.Duration
+	sem   chan struct{} // bounds renewals in flight
+	wg    sync.WaitGroup
+
+	mu   sync.Mutex
+	due  map[string]time.Time // session → when its next renewal is due
+	busy map[string]bool      // a renewal is in flight
+}
+
+// round starts the renewal of every held lease that is due and not in
+// flight already, as many as the bound allows (the rest wait for the next
+// round, a retry interval later).
+func (k *leaseKeeper) round(ctx context.Context) {
+	now := time.Now()
+	targets := k.m.leaseTargets()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	held := make(map[string]bool, len(targets))
+	for _, tg := range targets {
+		held[tg.sessionID] = true
+		if k.busy[tg.sessionID] || now.Before(k.due[tg.sessionID]) {
+			continue
+		}
+		select {
+		case k.sem <- struct{}{}:
+		default:
+			return
+		}
+		k.busy[tg.sessionID] = true
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			defer func() { <-k.sem }()
+			next := k.renewOne(ctx, tg)
+			k.mu.Lock()
+			delete(k.busy, tg.sessionID)
+			k.due[tg.sessionID] = next
+			k.mu.Unlock()
+		}()
 	}
+	for id := range k.due {
+		if !held[id] && !k.busy[id] {
+			delete(k.due, id)
+		}
+	}
+}
+
+// renewOne renews one lease and returns when the next renewal is due: an
+// interval after this one was sent, or a retry interval from now when it
+// failed. A renewal counts only when the answering agentctl is the holder
+// (same boot nonce).
+func (k *leaseKeeper) renewOne(ctx context.Context, tg leaseTarget) time.Time {
+	sent := time.Now()
+	// Half an interval: a renewal lost on the way is retried well within
+	// the margin agentctl allows.
+	rctx, cancel := context.WithTimeout(ctx, max(k.renew/2, 50*time.Millisecond))
+	defer cancel()
+	resp, err := tg.client.RenewLease(rctx, k.m.cfg.Lease.TTL)
+	if err != nil {
+		k.m.log.Debug("lease renewal failed", "session", tg.sessionID, "error", err)
+		return time.Now().Add(k.retry)
+	}
+	if resp.Nonce != tg.nonce {
+		// A restarted agentctl is not the holder: nothing to renew there
+		// (the lease is reclaimed at its expiry); look again later.
+		return sent.Add(k.renew)
+	}
+	// The expiry counts from the answer, which is later than agentctl's own
+	// deadline base: agentctl stops first.
+	k.m.leases.set(tg.sessionID, time.Now().Add(k.m.cfg.Lease.TTL))
+	return sent.Add(k.renew)
+}
+
+// leaseTarget is a held lease and the client of its holder's agentctl.
+type leaseTarget struct {
+	sessionID string
+	nonce     string
+	client    *agentctl.Client
+}
+
+// leaseTargets lists every held lease with a client of its holder's
+// agentctl: live executions' own, and for the others (recorded executions
+// a new leader has not recovered yet) one built from the executor row, so
+// agents keep running however long recovery takes.
+func (m *Manager) leaseTargets() []leaseTarget {
 	m.mu.Lock()
 	live := make(map[string]*execution, len(m.live))
 	for id, e := range m.live {
 		live[id] = e
 	}
 	m.mu.Unlock()
-	var targets []target
+	var targets []leaseTarget
 	for _, sess := range m.store.Sessions(state.SessionFilter{}) {
 		l, ok := m.store.Lease(sess.ID)
 		if !ok || l.State != state.LeaseHeld || l.HolderNonce == "" {
 			continue
 		}
 		if e := live[sess.ID]; e != nil {
-			targets = append(targets, target{sess.ID, l.HolderNonce, e.client})
+			targets = append(targets, leaseTarget{sess.ID, l.HolderNonce, e.client})
 			continue
 		}
 		ex, ok := m.store.Executor(l.HolderExecutorID)
 		if !ok || ex.AgentctlURL == "" || (ex.Status != state.ExecutorReady && ex.Status != state.ExecutorStarting) {
 			continue
 		}
-		targets = append(targets, target{sess.ID, l.HolderNonce, clientFor(ex, l.FencingToken)})
+		targets = append(targets, leaseTarget{sess.ID, l.HolderNonce, clientFor(ex, l.FencingToken)})
 	}
-	sem := make(chan struct{}, 64)
-	var wg sync.WaitGroup
-	for _, tg := range targets {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			resp, err := tg.client.RenewLease(rctx, m.cfg.Lease.TTL)
-			if err != nil {
-				m.log.Debug("lease renewal failed", "session", tg.sessionID, "error", err)
-				return
-			}
-			if resp.Nonce != tg.nonce {
-				return // a restarted agentctl is not the holder
-			}
-			// The expiry counts from the answer, which is later than
-			// agentctl's own deadline base: agentctl stops first.
-			m.leases.set(tg.sessionID, time.Now().Add(m.cfg.Lease.TTL))
-		}()
-	}
-	wg.Wait()
+	return targets
 }
 
 // reclaimExpired ends a lease whose holder stopped renewing: a raft
