@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"sync"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
@@ -92,10 +95,37 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, body)
 }
 
+// responseBuffers holds writeJSON's buffers between responses.
+var responseBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledResponse is the largest buffer put back in responseBuffers: a
+// rare large listing is not kept alive by the pool.
+const maxPooledResponse = 64 << 10
+
+// writeJSON answers v as indented JSON. The body is encoded before anything
+// is sent, so the response carries its Content-Length and goes out in one
+// write (never chunked), and a value that cannot be encoded is answered as
+// a clear 500 instead of a truncated body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	buf := responseBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooledResponse {
+			responseBuffers.Put(buf)
+		}
+	}()
+	enc := json.NewEncoder(buf)
 	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		buf.Reset()
+		status = http.StatusInternalServerError
+		var body errorBody
+		body.Error.Code, body.Error.Message = CodeInternal, fmt.Sprintf("encode the response: %v", err)
+		_ = enc.Encode(body)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
 }

@@ -28,12 +28,16 @@ func (n *Node) Apply(ctx context.Context, typ state.CommandType, body any) (*sta
 	return n.ApplyEncoded(ctx, data)
 }
 
-// ApplyEncoded commits an already encoded command (see Apply).
+// ApplyEncoded commits an already encoded command (see Apply). The whole
+// call is bounded by ApplyTimeout+LeaderWait; the context carrying that
+// deadline (a timer) is made only when an attempt fails or this node does
+// not lead, so a write on a healthy leader costs none.
 func (n *Node) ApplyEncoded(ctx context.Context, data []byte) (*state.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout+n.cfg.LeaderWait)
-	defer cancel()
+	deadline := time.Now().Add(n.cfg.ApplyTimeout + n.cfg.LeaderWait)
+	bounded := false
 	for attempt := 0; ; attempt++ {
-		if n.IsLeader() {
+		leader := n.IsLeader()
+		if leader {
 			res, err := n.applyLocal(data)
 			if err == nil {
 				return res, nil
@@ -42,7 +46,14 @@ func (n *Node) ApplyEncoded(ctx context.Context, data []byte) (*state.Result, er
 				return nil, err
 			}
 			n.log.Debug("apply interrupted, retrying on the leader", "error", err)
-		} else {
+		}
+		if !bounded {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+			bounded = true
+		}
+		if !leader {
 			lctx, lcancel := context.WithTimeout(ctx, n.cfg.LeaderWait)
 			id, addr, err := n.WaitForLeader(lctx)
 			lcancel()
