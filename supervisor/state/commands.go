@@ -61,24 +61,31 @@ type envelope struct {
 
 // Encode serialises the command: type byte, version byte, JSON envelope.
 // The envelope is written around the body's JSON, so a command is encoded
-// by one reflective marshal (its body's).
+// by at most one reflective marshal (its body's; none for the bodies with
+// a hand-written codec, codec.go).
 func (c Command) Encode() ([]byte, error) {
-	body, err := json.Marshal(c.Body)
+	body, err := encodeBody(c.Body)
 	if err != nil {
 		return nil, fmt.Errorf("encode command %d body: %w", c.Type, err)
-	}
-	key, err := json.Marshal(c.Key)
-	if err != nil {
-		return nil, fmt.Errorf("encode command %d: %w", c.Type, err)
 	}
 	now, err := c.Now.UTC().MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encode command %d: %w", c.Type, err)
 	}
-	out := make([]byte, 0, 2+len(`{"key":,"now":,"body":}`)+len(key)+len(now)+len(body))
+	out := make([]byte, 0, 2+len(`{"key":"","now":,"body":}`)+len(c.Key)+len(now)+len(body))
 	out = append(out, byte(c.Type), bodyVersion)
-	out = append(append(append(out, `{"key":`...), key...), `,"now":`...)
-	out = append(append(append(out, now...), `,"body":`...), body...)
+	out = append(out, `{"key":`...)
+	if key, ok := appendString(out, c.Key); ok {
+		out = key
+	} else {
+		key, err := json.Marshal(c.Key)
+		if err != nil {
+			return nil, fmt.Errorf("encode command %d: %w", c.Type, err)
+		}
+		out = append(out, key...)
+	}
+	out = append(append(append(out, `,"now":`...), now...), `,"body":`...)
+	out = append(out, body...)
 	return append(out, '}'), nil
 }
 
@@ -291,6 +298,8 @@ func bodyFor(t CommandType) any {
 
 // DecodeCommand parses an encoded command. It returns ok=false for an unknown
 // type that carries IgnoreUnknownFlag; any other decoding failure is an error.
+// An entry in the form Encode writes is read by the hand-written codec
+// (codec.go); any other is read by encoding/json, with the same result.
 func DecodeCommand(data []byte) (cmd Command, ok bool, err error) {
 	if len(data) < 2 {
 		return Command{}, false, fmt.Errorf("command too short (%d bytes)", len(data))
@@ -306,6 +315,10 @@ func DecodeCommand(data []byte) (cmd Command, ok bool, err error) {
 		}
 		return Command{}, false, fmt.Errorf("unknown command type %d", t)
 	}
+	if key, now, raw, ok := splitEnvelope(data[2:]); ok && decodeBody(raw, body) {
+		return Command{Type: t, Key: key, Now: now, Body: body}, true, nil
+	}
+	body = bodyFor(t) // a failed fast decode may have set part of the first one
 	env := envelope{Body: body}
 	if err := json.Unmarshal(data[2:], &env); err != nil {
 		return Command{}, false, fmt.Errorf("command %d: decode: %w", t, err)
