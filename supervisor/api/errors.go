@@ -95,25 +95,32 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, body)
 }
 
-// responseBuffers holds writeJSON's buffers between responses.
+// responseBuffers holds the buffers answers are encoded into.
 var responseBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // maxPooledResponse is the largest buffer put back in responseBuffers: a
 // rare large listing is not kept alive by the pool.
 const maxPooledResponse = 64 << 10
 
+func responseBuffer() *bytes.Buffer {
+	buf := responseBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	return buf
+}
+
+func releaseResponseBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledResponse {
+		responseBuffers.Put(buf)
+	}
+}
+
 // writeJSON answers v as indented JSON. The body is encoded before anything
 // is sent, so the response carries its Content-Length and goes out in one
 // write (never chunked), and a value that cannot be encoded is answered as
 // a clear 500 instead of a truncated body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	buf := responseBuffers.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer func() {
-		if buf.Cap() <= maxPooledResponse {
-			responseBuffers.Put(buf)
-		}
-	}()
+	buf := responseBuffer()
+	defer releaseResponseBuffer(buf)
 	enc := json.NewEncoder(buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
@@ -123,9 +130,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		body.Error.Code, body.Error.Message = CodeInternal, fmt.Sprintf("encode the response: %v", err)
 		_ = enc.Encode(body)
 	}
+	writeEncoded(w, status, buf.Bytes())
+}
+
+// writeTask answers a task as writeJSON does, its JSON written by hand
+// (state.AppendIndentedTask: the same bytes) unless a string in it needs
+// escapes.
+func writeTask(w http.ResponseWriter, status int, t state.Task) {
+	buf := responseBuffer()
+	defer releaseResponseBuffer(buf)
+	body, ok := state.AppendIndentedTask(buf.AvailableBuffer(), t)
+	if !ok {
+		writeJSON(w, status, t)
+		return
+	}
+	writeEncoded(w, status, body)
+}
+
+// writeEncoded sends an encoded JSON body with its length.
+func writeEncoded(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(body)
 }

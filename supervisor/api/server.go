@@ -574,7 +574,7 @@ func decode(r *http.Request, v any) error {
 // missing Content-Type is accepted: browsers always send one.
 func requireJSON(r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
-	if ct == "" {
+	if ct == "" || ct == "application/json" {
 		return nil
 	}
 	mt, _, err := mime.ParseMediaType(ct)

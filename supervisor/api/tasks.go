@@ -60,7 +60,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	t, _ := s.store.Task(task.ID)
-	writeJSON(w, http.StatusCreated, t)
+	writeTask(w, http.StatusCreated, t)
 	return nil
 }
 
@@ -74,7 +74,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", r.PathValue("id"))
 	}
-	writeJSON(w, http.StatusOK, t)
+	writeTask(w, http.StatusOK, t)
 	return nil
 }
 
@@ -113,7 +113,7 @@ func (s *Server) setTaskState(w http.ResponseWriter, r *http.Request, to state.T
 		return err
 	}
 	t, _ := s.store.Task(id)
-	writeJSON(w, http.StatusOK, t)
+	writeTask(w, http.StatusOK, t)
 	return nil
 }
 

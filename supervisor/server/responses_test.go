@@ -75,11 +75,25 @@ func TestJSONResponsesCarryContentLength(t *testing.T) {
 		t.Errorf("POST /v1/tasks body is not the task's indented JSON:\n%s\nwant\n%s", data, want)
 	}
 
+	// A title encoding/json escapes takes encoding/json's path: the same form.
+	resp, data = call("POST", "/v1/tasks", `{"title":"<b> \"q\" é"}`)
+	task = state.Task{}
+	if err := json.Unmarshal(data, &task); err != nil || resp.StatusCode != http.StatusCreated || task.Title != `<b> "q" é` {
+		t.Fatalf("POST /v1/tasks: %s %s (%v)", resp.Status, data, err)
+	}
+	if want := indented(task); !bytes.Equal(data, want) {
+		t.Errorf("POST /v1/tasks body is not the task's indented JSON:\n%s\nwant\n%s", data, want)
+	}
+	resp, data = call("GET", "/v1/tasks/"+task.ID, "")
+	if want := indented(task); resp.StatusCode != http.StatusOK || !bytes.Equal(data, want) {
+		t.Errorf("GET /v1/tasks/%s: %s\n%s\nwant\n%s", task.ID, resp.Status, data, want)
+	}
+
 	resp, data = call("GET", "/v1/tasks", "")
 	var list struct {
 		Tasks []state.Task `json:"tasks"`
 	}
-	if err := json.Unmarshal(data, &list); err != nil || resp.StatusCode != http.StatusOK || len(list.Tasks) != 41 {
+	if err := json.Unmarshal(data, &list); err != nil || resp.StatusCode != http.StatusOK || len(list.Tasks) != 42 {
 		t.Fatalf("GET /v1/tasks: %s, %d tasks (%v)", resp.Status, len(list.Tasks), err)
 	}
 	if len(data) < 8<<10 {

@@ -153,58 +153,95 @@ func (c *cursor) time() time.Time {
 	return t
 }
 
-// appendCanonical implements canonicalBody: {"task":{...}} with the task's
-// fields in their declared order.
-func (b *CreateTaskBody) appendCanonical(dst []byte) ([]byte, bool) {
-	t := &b.Task
+// taskLayout is the text around a task's fields in one JSON layout.
+type taskLayout struct {
+	open, id, title, path, branch, state, created, updated, close string
+}
+
+var (
+	// compactTask is json.Marshal's layout.
+	compactTask = taskLayout{`{`, `"id":`, `,"title":`, `,"workspace":{"path":`, `,"branch":`, `},"state":`,
+		`,"created_at":`, `,"updated_at":`, `}`}
+	// indentedTask is an Encoder's with SetIndent("", "  "), its newline included.
+	indentedTask = taskLayout{"{\n", `  "id": `, ",\n  \"title\": ", ",\n  \"workspace\": {\n    \"path\": ",
+		",\n    \"branch\": ", "\n  },\n  \"state\": ", ",\n  \"created_at\": ", ",\n  \"updated_at\": ", "\n}\n"}
+)
+
+// appendTask appends t in layout l, or reports false when encoding/json
+// would escape one of its strings.
+func appendTask(dst []byte, t *Task, l *taskLayout) ([]byte, bool) {
 	ok := true
-	put := func(lit string, s string) {
+	str := func(lit, s string) {
 		dst = append(dst, lit...)
 		if ok {
 			dst, ok = appendString(dst, s)
 		}
 	}
-	putTime := func(lit string, v time.Time) {
+	tm := func(lit string, v time.Time) {
 		dst = append(dst, lit...)
 		if ok {
 			dst, ok = appendTime(dst, v)
 		}
 	}
-	put(`{"task":{"id":`, t.ID)
-	put(`,"title":`, t.Title)
-	put(`,"workspace":{"path":`, t.Workspace.Path)
-	put(`,"branch":`, t.Workspace.Branch)
-	put(`},"state":`, string(t.State))
-	putTime(`,"created_at":`, t.CreatedAt)
-	putTime(`,"updated_at":`, t.UpdatedAt)
-	dst = append(dst, "}}"...)
-	return dst, ok
+	dst = append(dst, l.open...)
+	str(l.id, t.ID)
+	str(l.title, t.Title)
+	str(l.path, t.Workspace.Path)
+	str(l.branch, t.Workspace.Branch)
+	str(l.state, string(t.State))
+	tm(l.created, t.CreatedAt)
+	tm(l.updated, t.UpdatedAt)
+	return append(dst, l.close...), ok
+}
+
+// AppendIndentedTask appends the JSON an encoding/json Encoder with
+// SetIndent("", "  ") writes for t, its final newline included, as the API
+// answers a task; ok is false when one of its strings is not printable
+// ASCII free of quotes, backslashes, <, > and & (the caller then uses
+// encoding/json).
+func AppendIndentedTask(dst []byte, t Task) ([]byte, bool) {
+	return appendTask(dst, &t, &indentedTask)
+}
+
+// appendCanonical implements canonicalBody: {"task":{...}}.
+func (b *CreateTaskBody) appendCanonical(dst []byte) ([]byte, bool) {
+	dst, ok := appendTask(append(dst, `{"task":`...), &b.Task, &compactTask)
+	return append(dst, '}'), ok
 }
 
 // decodeCanonical implements canonicalBody.
 func (b *CreateTaskBody) decodeCanonical(data []byte) bool {
 	c := cursor{b: data, ok: true}
-	var t Task
-	c.lit(`{"task":{"id":`)
-	t.ID = c.str()
-	c.lit(`,"title":`)
-	t.Title = c.str()
-	c.lit(`,"workspace":{"path":`)
-	t.Workspace.Path = c.str()
-	c.lit(`,"branch":`)
-	t.Workspace.Branch = c.str()
-	c.lit(`},"state":`)
-	t.State = TaskState(c.str())
-	c.lit(`,"created_at":`)
-	t.CreatedAt = c.time()
-	c.lit(`,"updated_at":`)
-	t.UpdatedAt = c.time()
-	c.lit(`}}`)
+	c.lit(`{"task":`)
+	t := c.task(&compactTask)
+	c.lit(`}`)
 	if !c.ok || len(c.b) != 0 {
 		return false
 	}
 	b.Task = t
 	return true
+}
+
+// task consumes a task in layout l.
+func (c *cursor) task(l *taskLayout) Task {
+	var t Task
+	c.lit(l.open)
+	c.lit(l.id)
+	t.ID = c.str()
+	c.lit(l.title)
+	t.Title = c.str()
+	c.lit(l.path)
+	t.Workspace.Path = c.str()
+	c.lit(l.branch)
+	t.Workspace.Branch = c.str()
+	c.lit(l.state)
+	t.State = TaskState(c.str())
+	c.lit(l.created)
+	t.CreatedAt = c.time()
+	c.lit(l.updated)
+	t.UpdatedAt = c.time()
+	c.lit(l.close)
+	return t
 }
 
 var _ canonicalBody = (*CreateTaskBody)(nil)

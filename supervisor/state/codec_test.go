@@ -189,3 +189,29 @@ func BenchmarkDecodeCreateTask(b *testing.B) {
 		}
 	})
 }
+
+// A task as the API answers it: AppendIndentedTask writes what an
+// indenting encoding/json Encoder writes, for every task whose strings are
+// printable ASCII without a quote, backslash, <, > or &, and refuses the
+// others.
+func TestAppendIndentedTaskMatchesEncodingJSON(t *testing.T) {
+	for i, task := range codecTasks {
+		var want strings.Builder
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(task); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := AppendIndentedTask(nil, task)
+		plain := true
+		for _, s := range []string{task.ID, task.Title, task.Workspace.Path, task.Workspace.Branch, string(task.State)} {
+			plain = plain && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r >= 0x7f || strings.ContainsRune(`"\<>&`, r) })
+		}
+		if ok != plain {
+			t.Errorf("task %d (%q): ok=%v, want %v", i, task.Title, ok, plain)
+		}
+		if ok && string(got) != want.String() {
+			t.Errorf("task %d written as\n%s\nencoding/json writes\n%s", i, got, want.String())
+		}
+	}
+}
