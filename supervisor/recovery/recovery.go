@@ -33,6 +33,14 @@ import (
 // (~0.5 s with 128 in the quiet benchmark run).
 const workers = 128
 
+// workers is the pass's bound on sessions recovering at once.
+func (r *Recovery) workers() int {
+	if r.maxWorkers > 0 {
+		return r.maxWorkers
+	}
+	return workers
+}
+
 // Sessions is what recovery needs from the session manager.
 type Sessions interface {
 	Recover(ctx context.Context, sessionID string, autoResume bool) (sessions.Outcome, error)
@@ -64,12 +72,28 @@ type Recovery struct {
 	sessions Sessions
 	policy   string
 	log      hclog.Logger
+	// maxWorkers overrides workers when > 0 (WithWorkers).
+	maxWorkers int
 
 	mu          sync.Mutex
 	leaderCtx   context.Context // this term's context (nil before the first)
 	last        *Report
 	orphans     *orphans // nil: no orphan reconciling (see WithOrphans)
 	lastOrphans *OrphanReport
+	// runs are the passes in progress (see Expedite).
+	runs map[*pass]struct{}
+}
+
+// pass is one recovery pass in progress: its candidates and which of them
+// a worker (or Expedite) has taken.
+type pass struct {
+	ctx     context.Context
+	byID    map[string]candidate
+	taken   map[string]bool // guarded by Recovery.mu
+	wg      sync.WaitGroup  // expedited recoveries
+	mu      sync.Mutex      // guards rep
+	rep     *Report
+	recover func(candidate)
 }
 
 // New returns a Recovery over the local store.
@@ -78,6 +102,13 @@ func New(store *state.Store, s Sessions, cfg *config.Config, log hclog.Logger) *
 		log = hclog.NewNullLogger()
 	}
 	return &Recovery{store: store, sessions: s, policy: cfg.Recovery.AutoResume, log: log}
+}
+
+// WithWorkers bounds how many sessions one pass recovers at once (default
+// 128).
+func (r *Recovery) WithWorkers(n int) *Recovery {
+	r.maxWorkers = n
+	return r
 }
 
 // candidate is a session to recover and whether its agent may be resumed;
@@ -212,43 +243,104 @@ func (r *Recovery) RecoverNode(node string) {
 	r.recoverAll(ctx, node)
 }
 
+// Expedite recovers a session that someone waits for (a prompt) now, ahead
+// of the running pass's order, when a pass has it still to do: a pass of
+// 1,000 sessions takes seconds, and a prompt to the last one in its order
+// would wait all of them. It returns at once; the recovery counts in that
+// pass's report. A session no pass holds, or one already taken, is left
+// as it is.
+func (r *Recovery) Expedite(sessionID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.runs {
+		c, ok := p.byID[sessionID]
+		if !ok || p.taken[sessionID] || p.ctx.Err() != nil {
+			continue
+		}
+		p.taken[sessionID] = true
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			p.recover(c)
+		}()
+		return
+	}
+}
+
+// take marks a pass's candidate as handed to a worker; false when Expedite
+// took it first.
+func (r *Recovery) take(p *pass, id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.taken[id] {
+		return false
+	}
+	p.taken[id] = true
+	return true
+}
+
 // recoverAll is one recovery pass: every candidate (on node, when not "")
 // is recovered, or left pending when leadership ends.
 func (r *Recovery) recoverAll(ctx context.Context, node string) {
 	rep := &Report{Started: time.Now(), Outcomes: map[sessions.Outcome]int{}}
 	list := r.candidates(node)
 	r.log.Info("recovery started", "sessions", len(list), "auto_resume", r.policy, "node", node)
+	p := &pass{ctx: ctx, byID: make(map[string]candidate, len(list)), taken: map[string]bool{}, rep: rep}
+	for _, c := range list {
+		p.byID[c.sessionID] = c
+	}
+	p.recover = func(c candidate) {
+		res := r.recoverOne(ctx, c)
+		p.mu.Lock()
+		rep.record(res)
+		p.mu.Unlock()
+		if res.err != nil && !res.pending {
+			r.log.Warn("recover session", "session", c.sessionID, "start", c.start, "outcome", res.outcome, "retries", res.retries, "error", res.err)
+		}
+	}
+	r.mu.Lock()
+	if r.runs == nil {
+		r.runs = map[*pass]struct{}{}
+	}
+	r.runs[p] = struct{}{}
+	r.mu.Unlock()
 	work := make(chan candidate)
-	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for i := 0; i < min(workers, len(list)); i++ {
+	for i := 0; i < min(r.workers(), len(list)); i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for c := range work {
-				res := r.recoverOne(ctx, c)
-				mu.Lock()
-				rep.record(res)
-				mu.Unlock()
-				if res.err != nil && !res.pending {
-					r.log.Warn("recover session", "session", c.sessionID, "start", c.start, "outcome", res.outcome, "retries", res.retries, "error", res.err)
-				}
+				p.recover(c)
 			}
 		}()
 	}
-	fed := 0
+	pending := 0
 feed:
 	for _, c := range list {
+		if !r.take(p, c.sessionID) {
+			continue // expedited
+		}
 		select {
 		case work <- c:
-			fed++
 		case <-ctx.Done():
+			pending++
 			break feed
 		}
 	}
 	close(work)
+	r.mu.Lock()
+	for _, c := range list { // left when leadership ended
+		if !p.taken[c.sessionID] {
+			p.taken[c.sessionID] = true
+			pending++
+		}
+	}
+	delete(r.runs, p)
+	r.mu.Unlock()
 	wg.Wait()
-	rep.Pending += len(list) - fed
+	p.wg.Wait()
+	rep.Pending += pending
 	rep.Duration = time.Since(rep.Started)
 	if node == "" {
 		r.mu.Lock()

@@ -133,3 +133,82 @@ func TestRecoveryRetriesUntilLeadershipEnds(t *testing.T) {
 		t.Fatalf("report %+v, want s-ok continued and s-stuck pending", rep)
 	}
 }
+
+// gatedSessions holds every recovery until released, except those of the
+// sessions named free; it records the order sessions were recovered in.
+type gatedSessions struct {
+	gate chan struct{}
+	free map[string]bool
+	mu   sync.Mutex
+	done []string
+}
+
+func (g *gatedSessions) Recover(ctx context.Context, id string, _ bool) (sessions.Outcome, error) {
+	if !g.free[id] {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return sessions.OutcomeSkipped, ctx.Err()
+		}
+	}
+	g.mu.Lock()
+	g.done = append(g.done, id)
+	g.mu.Unlock()
+	return sessions.OutcomeContinued, nil
+}
+
+func (g *gatedSessions) Start(context.Context, string) error { return nil }
+
+func (g *gatedSessions) recovered(id string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, d := range g.done {
+		if d == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TestExpediteRecoversASessionAheadOfThePass: while every worker of a pass
+// is busy, a session someone waits for (Expedite) is recovered at once
+// rather than in its turn, and the pass still recovers every session once
+// and reports each once.
+func TestExpediteRecoversASessionAheadOfThePass(t *testing.T) {
+	st := newStore(t)
+	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
+	const n = 6
+	for i := 0; i < n; i++ {
+		st.executor(fmt.Sprintf("s%d", i), "standalone", fmt.Sprintf("ex-%d", i), state.ExecutorReady)
+	}
+	last := fmt.Sprintf("s%d", n-1) // the pass's order is the sessions' creation order
+	g := &gatedSessions{gate: make(chan struct{}), free: map[string]bool{last: true}}
+	r := recovery.New(st.store, g, config.Default(), nil).WithWorkers(2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(context.Background())
+	}()
+	// Both workers are held by the first two sessions; the last waits its
+	// turn behind three more unless it is expedited.
+	waitFor(t, 10*time.Second, "the pass to be under way", func() bool {
+		r.Expedite(last)
+		return g.recovered(last)
+	})
+	if r.Last() != nil {
+		t.Fatal("the pass finished before its held sessions were released")
+	}
+	close(g.gate)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pass did not finish")
+	}
+	r.Expedite(last) // after the pass: nothing to do
+	if got := len(g.done); got != n {
+		t.Fatalf("%d recoveries (%v), want %d, each session once", got, g.done, n)
+	}
+	if rep := r.Last(); rep.Outcomes[sessions.OutcomeContinued] != n || rep.Pending != 0 {
+		t.Fatalf("report %+v, want %d continued", rep, n)
+	}
+}

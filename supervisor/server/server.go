@@ -112,6 +112,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	// After its recovery pass the leader removes executors no executor row
 	// owns (runtimes with runtime.Reconciler), then every 10 minutes.
 	s.Recovery = recovery.New(node.Store(), s.Sessions, cfg, log.Named("recovery")).WithOrphans(recovery.OrphanOptions{Runtimes: pm})
+	s.Sessions.OnAwaitingRecovery(s.Recovery.Expedite)
 	node.OnLeader(s.Recovery.Run)
 	// The leader logs each session's lifecycle once for the cluster.
 	node.OnLeader(func(ctx context.Context) {

@@ -417,8 +417,15 @@ const liveWait = 10 * time.Second
 
 // waitLive returns the session's live execution, waiting up to liveWait while
 // its executor is being recovered (status starting, or ready but not yet
-// attached on this new leader).
+// attached on this new leader); the recovery pass is asked to take the
+// session next.
 func (m *Manager) waitLive(ctx context.Context, sessionID string) *execution {
+	if e := m.live1(sessionID); e != nil {
+		return e
+	}
+	if m.expedite != nil {
+		m.expedite(sessionID)
+	}
 	ctx, cancel := context.WithTimeout(ctx, liveWait)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)

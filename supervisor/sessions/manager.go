@@ -81,6 +81,9 @@ type Manager struct {
 	leases leaseClock
 	// recovered queues recoveries for one batched commit (recovered.go).
 	recovered recoveredQueue
+	// expedite, when set, asks a running recovery pass to recover a
+	// session now: a prompt waits for it (see OnAwaitingRecovery).
+	expedite func(sessionID string)
 }
 
 // execution is one live agent execution: its agentctl client and the pump
@@ -116,6 +119,12 @@ func New(o Options) *Manager {
 		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sessionMutex{},
 		leases: leaseClock{expiry: map[string]time.Time{}}}
 }
+
+// OnAwaitingRecovery sets what a prompt calls when its session is recorded
+// live but not yet recovered on this leader (recovery.Recovery.Expedite),
+// so that the session it waits for is recovered next rather than in its
+// turn. Set it before Run.
+func (m *Manager) OnAwaitingRecovery(f func(sessionID string)) { m.expedite = f }
 
 // Run is the manager's leader work: it serves until ctx (leadership) ends,
 // then stops every pump and forgets the live cache (agents keep running in

@@ -543,3 +543,43 @@ func TestRecoverSaysWhyARunningTurnWasCut(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptToASessionNotYetRecoveredAsksForItNext: a prompt to a session
+// recorded live that this leader has not recovered yet asks for its
+// recovery at once (the recovery pass's Expedite) and is delivered as soon
+// as it is live, instead of waiting for the pass to reach it in its order.
+func TestPromptToASessionNotYetRecoveredAsksForItNext(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "apple"})
+	m := w.leader("n2")
+	asked := make(chan string, 4)
+	m.OnAwaitingRecovery(func(id string) {
+		asked <- id
+		go func() {
+			if _, err := m.Recover(recoverCtx(t), id, true); err != nil {
+				t.Errorf("recover %s: %v", id, err)
+			}
+		}()
+	})
+	began := time.Now()
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatalf("prompt to a session not yet recovered: %v", err)
+	}
+	if took := time.Since(began); took >= liveWait {
+		t.Fatalf("the prompt took %s, as long as a prompt waits for recovery", took)
+	}
+	if id := <-asked; id != s.id {
+		t.Fatalf("asked to expedite %q, want %q", id, s.id)
+	}
+	w.agentSaid(s.id, "apple")
+	// A prompt to a live session asks for nothing.
+	waitFor(t, 20*time.Second, "the turn to end", func() bool { return w.session(s.id).State == state.SessionWaitingForInput })
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-asked:
+		t.Fatalf("a prompt to a live session asked to expedite %s", id)
+	default:
+	}
+}
