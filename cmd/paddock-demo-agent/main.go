@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"syscall"
 	"time"
 
@@ -38,6 +39,12 @@ func run(args []string) int {
 			return 1
 		}
 		ws = wd
+	}
+	// One processor: the agent's work is a chunk now and then, and with
+	// more every timer wakeup also wakes a second thread (a demo agent is
+	// one of many on a load test's host). GOMAXPROCS still says otherwise.
+	if os.Getenv("GOMAXPROCS") == "" {
+		goruntime.GOMAXPROCS(1)
 	}
 	cfg := demoagent.Config{Workspace: ws, NoResume: *noResume, ChunkDelay: *chunkDelay, Model: *model}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)

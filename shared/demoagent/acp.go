@@ -2,6 +2,7 @@ package demoagent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 type acpAgent struct {
 	cfg  Config
 	conn *acp.AgentSideConnection
+	out  *lineWriter // the connection's output, shared with sendChunk
 
 	mu    sync.Mutex
 	convs map[string]*Conversation
@@ -24,8 +26,8 @@ type acpAgent struct {
 
 // ServeACP runs the demo agent as an ACP agent over r/w until the peer disconnects.
 func ServeACP(ctx context.Context, cfg Config, r io.Reader, w io.Writer, log *slog.Logger) error {
-	a := &acpAgent{cfg: cfg, convs: map[string]*Conversation{}, cwds: map[string]string{}}
-	conn := acp.NewAgentSideConnection(a, w, r)
+	a := &acpAgent{cfg: cfg, convs: map[string]*Conversation{}, cwds: map[string]string{}, out: &lineWriter{w: w}}
+	conn := acp.NewAgentSideConnection(a, a.out, r)
 	if log != nil {
 		conn.SetLogger(log)
 	}
@@ -119,8 +121,14 @@ func (a *acpAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 	}
 	cfg := a.cfg
 	cfg.Workspace = ws
+	var line []byte
 	err := c.Turn(ctx, cfg, strings.Join(parts, "\n"), func(chunk string) error {
-		return a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: acp.UpdateAgentMessageText(chunk)})
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line = chunkLine(line[:0], string(p.SessionId), chunk)
+		_, err := a.out.Write(line)
+		return err
 	})
 	switch {
 	case err == nil:
@@ -149,4 +157,36 @@ func (a *acpAgent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionC
 
 func (a *acpAgent) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
 	return acp.SetSessionModeResponse{}, nil
+}
+
+// lineWriter is the agent's output: the ACP connection writes each message
+// as one Write, and so does sendChunk, so whole lines never interleave.
+type lineWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// chunkLine appends to b the session/update notification of one agent
+// message chunk, as the SDK's SessionUpdate would send it: a reply of
+// many chunks is the load the demo agent generates, and the SDK's generic
+// encoding (a map built and encoded per message) was most of the agent's
+// own CPU per chunk.
+func chunkLine(b []byte, sessionID, text string) []byte {
+	b = append(b, `{"jsonrpc":"2.0","method":"`+acp.ClientMethodSessionUpdate+`","params":{"sessionId":`...)
+	b = appendJSONString(b, sessionID)
+	b = append(b, `,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":`...)
+	b = appendJSONString(b, text)
+	return append(b, "}}}}\n"...)
+}
+
+// appendJSONString appends s as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always encodes
+	return append(b, q...)
 }

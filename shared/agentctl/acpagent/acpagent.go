@@ -146,7 +146,7 @@ func spawn(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("start agent %q: %w", cfg.Argv[0], err)
 	}
 	a.wg.Add(1)
-	out := &agentOutput{src: stdout, garbage: func(line string) {
+	out := &agentOutput{src: stdout, update: (&client{a: a}).updateLine, garbage: func(line string) {
 		cfg.Logger.Warn("agent wrote a line that is not JSON-RPC", "bytes", len(line))
 		select {
 		case a.garbage <- truncate(line, 200):
@@ -381,6 +381,48 @@ func (c *client) SessionUpdate(ctx context.Context, n acp.SessionNotification) e
 	return nil
 }
 
+// updateLine is the fast path of session/update notifications, the one
+// notification an agent sends (a streaming agent one per chunk): it decodes
+// only what SessionUpdate uses, in the connection's receive loop, where the
+// SDK would decode the whole message twice through its generic types and
+// hand it to its notification goroutine. Being read in order with every
+// other line, an update is handled before any answer that came after it,
+// as the SDK guarantees. A line it cannot decode goes to the SDK, which
+// does what it always did with it.
+func (c *client) updateLine(line []byte) bool {
+	var n struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Update struct {
+				SessionUpdate string `json:"sessionUpdate"`
+				Content       *struct {
+					Type string  `json:"type"`
+					Text *string `json:"text"`
+				} `json:"content"`
+			} `json:"update"`
+		} `json:"params"`
+	}
+	if !bytes.Contains(line, []byte(`"`+acp.ClientMethodSessionUpdate+`"`)) || json.Unmarshal(line, &n) != nil ||
+		n.ID != nil || n.Method != acp.ClientMethodSessionUpdate {
+		return false
+	}
+	cb := c.a.cfg.OnUpdate
+	u := n.Params.Update
+	if cb == nil || u.Content == nil || u.Content.Type != "text" || u.Content.Text == nil {
+		return true // SessionUpdate would ignore it
+	}
+	switch u.SessionUpdate {
+	case "agent_message_chunk":
+		cb(KindAgent, *u.Content.Text)
+	case "user_message_chunk":
+		cb(KindUser, *u.Content.Text)
+	case "agent_thought_chunk":
+		cb(KindThought, *u.Content.Text)
+	}
+	return true
+}
+
 func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
 	decision := "deny"
 	if c.a.cfg.Permission == "allow" {
@@ -476,9 +518,12 @@ const maxAgentLine = 10 << 20
 type agentOutput struct {
 	src     io.ReadCloser // closed at its end
 	garbage func(line string)
-	buf     []byte // read and not yet split into lines
-	ready   []byte // JSON-RPC lines for the connection
-	err     error  // from src, returned once ready is drained
+	// update handles a session/update notification itself and reports
+	// whether it did (nil: every line goes to the connection).
+	update func(line []byte) bool
+	buf    []byte // read and not yet split into lines
+	ready  []byte // JSON-RPC lines for the connection
+	err    error  // from src, returned once ready is drained
 	// last is when the latest read of src returned; full is whether it
 	// filled the space it was given.
 	last time.Time
@@ -549,6 +594,9 @@ func (o *agentOutput) take(line []byte) {
 	}
 	if t[0] != '{' || !json.Valid(t) {
 		o.garbage(string(t))
+		return
+	}
+	if o.update != nil && o.update(t) {
 		return
 	}
 	o.ready = append(append(o.ready, t...), '\n')

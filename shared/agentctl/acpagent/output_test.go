@@ -2,6 +2,8 @@ package acpagent
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	acp "github.com/coder/acp-go-sdk"
 )
 
 // countingReader counts the reads that returned data.
@@ -99,4 +103,55 @@ func TestAgentOutputReadsALoneLineAtOnce(t *testing.T) {
 		time.Sleep(outputPace + 10*time.Millisecond) // the workload's pause, not a wait
 	}
 	pw.Close()
+}
+
+// The fast path of session/update notifications reports what the SDK's
+// decoding and SessionUpdate report, for every kind of update an agent may
+// send; whatever is not a session/update notification goes to the SDK.
+func TestUpdateLineMatchesTheSDK(t *testing.T) {
+	type call struct{ kind, text string }
+	var fast, sdk []call
+	fastClient := &client{a: &Agent{cfg: Config{OnUpdate: func(k, s string) { fast = append(fast, call{k, s}) }}}}
+	sdkClient := &client{a: &Agent{cfg: Config{OnUpdate: func(k, s string) { sdk = append(sdk, call{k, s}) }}}}
+	title := "read a file"
+	updates := []acp.SessionUpdate{
+		acp.UpdateAgentMessageText("chunk 1 of 2\n"),
+		acp.UpdateUserMessageText(`a "quoted" prompt`),
+		acp.UpdateAgentThoughtText("thinking…"),
+		acp.UpdateAgentMessage(acp.ImageBlock("aGVsbG8=", "image/png")),
+		{ToolCall: &acp.SessionUpdateToolCall{ToolCallId: "t1", Title: title}},
+		{Plan: &acp.SessionUpdatePlan{Entries: []acp.PlanEntry{}}},
+	}
+	for _, u := range updates {
+		params := acp.SessionNotification{SessionId: "s-1", Update: u}
+		p, err := json.Marshal(params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line := []byte(`{"jsonrpc":"2.0","method":"session/update","params":` + string(p) + `}`)
+		if !fastClient.updateLine(line) {
+			t.Errorf("the fast path declined %s", line)
+		}
+		var back acp.SessionNotification
+		if err := json.Unmarshal(p, &back); err != nil {
+			t.Fatal(err)
+		}
+		if err := sdkClient.SessionUpdate(context.Background(), back); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(fast) != fmt.Sprint(sdk) || len(sdk) != 3 {
+		t.Fatalf("fast path reported %v, the SDK %v", fast, sdk)
+	}
+	for _, line := range []string{
+		`{"jsonrpc":"2.0","id":3,"method":"session/request_permission","params":{"sessionId":"s-1"}}`,
+		`{"jsonrpc":"2.0","id":4,"result":{"stopReason":"end_turn"}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"session/update","params":{}}`,
+		`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":[1]}}}`,
+		`{"jsonrpc":"2.0","method":"_vendor/session/update_like","params":{}}`,
+	} {
+		if fastClient.updateLine([]byte(line)) {
+			t.Errorf("the fast path took %s, which is the SDK's to handle", line)
+		}
+	}
 }
