@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -60,4 +62,18 @@ func snapshotDir(t *testing.T, dir string) string {
 		return nil
 	})
 	return out
+}
+
+// TestRaftReplicatesWithoutAPipeline: a node's raft transport refuses
+// AppendEntries pipelines, so raft sends each follower one AppendEntries at
+// a time, each with every entry appended meanwhile.
+func TestRaftReplicatesWithoutAPipeline(t *testing.T) {
+	n, err := New(Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:1", BootstrapExpect: 1}, state.NewStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Shutdown()
+	if p, err := n.transport.AppendEntriesPipeline("n2", "127.0.0.1:1"); p != nil || !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("AppendEntriesPipeline = %v, %v; want raft.ErrPipelineReplicationNotSupported", p, err)
+	}
 }
