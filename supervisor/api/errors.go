@@ -95,22 +95,23 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, status, body)
 }
 
-// responseBuffers holds the buffers answers are encoded into.
-var responseBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// bodyBuffers holds the buffers requests are read into and answers encoded
+// into.
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// maxPooledResponse is the largest buffer put back in responseBuffers: a
-// rare large listing is not kept alive by the pool.
-const maxPooledResponse = 64 << 10
+// maxPooledBody is the largest buffer put back in bodyBuffers: a rare
+// large body is not kept alive by the pool.
+const maxPooledBody = 64 << 10
 
-func responseBuffer() *bytes.Buffer {
-	buf := responseBuffers.Get().(*bytes.Buffer)
+func bodyBuffer() *bytes.Buffer {
+	buf := bodyBuffers.Get().(*bytes.Buffer)
 	buf.Reset()
 	return buf
 }
 
-func releaseResponseBuffer(buf *bytes.Buffer) {
-	if buf.Cap() <= maxPooledResponse {
-		responseBuffers.Put(buf)
+func releaseBodyBuffer(buf *bytes.Buffer) {
+	if buf.Cap() <= maxPooledBody {
+		bodyBuffers.Put(buf)
 	}
 }
 
@@ -119,8 +120,8 @@ func releaseResponseBuffer(buf *bytes.Buffer) {
 // write (never chunked), and a value that cannot be encoded is answered as
 // a clear 500 instead of a truncated body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	buf := responseBuffer()
-	defer releaseResponseBuffer(buf)
+	buf := bodyBuffer()
+	defer releaseBodyBuffer(buf)
 	enc := json.NewEncoder(buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
@@ -137,8 +138,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // (state.AppendIndentedTask: the same bytes) unless a string in it needs
 // escapes.
 func writeTask(w http.ResponseWriter, status int, t state.Task) {
-	buf := responseBuffer()
-	defer releaseResponseBuffer(buf)
+	buf := bodyBuffer()
+	defer releaseBodyBuffer(buf)
 	body, ok := state.AppendIndentedTask(buf.AvailableBuffer(), t)
 	if !ok {
 		writeJSON(w, status, t)

@@ -545,19 +545,33 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // decode reads a strict JSON body into v: unknown fields, trailing data and
-// oversized bodies are errors.
+// oversized bodies are errors. A request type with a hand-written reader
+// (compactRequest) is read by it when the body is in its compact form.
 func decode(r *http.Request, v any) error {
 	if err := requireJSON(r); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(r.Body)
+	buf := bodyBuffer()
+	defer releaseBodyBuffer(buf)
+	if _, err := buf.ReadFrom(r.Body); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds api.max_body (%d bytes)", tooBig.Limit)
+		}
+		return badRequest("read request body: %v", err)
+	}
+	if c, ok := v.(compactRequest); ok && c.decodeCompact(buf.Bytes()) {
+		return nil
+	}
+	return decodeStrict(buf.Bytes(), v)
+}
+
+// decodeStrict is decode's encoding/json reading of a body.
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooBig):
-			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds api.max_body (%d bytes)", tooBig.Limit)
-		case errors.Is(err, io.EOF):
+		if errors.Is(err, io.EOF) {
 			return badRequest("request body is empty; expected a JSON object")
 		}
 		return badRequest("invalid JSON body: %v", err)
@@ -566,6 +580,33 @@ func decode(r *http.Request, v any) error {
 		return badRequest("invalid JSON body: unexpected data after the object")
 	}
 	return nil
+}
+
+// compactRequest is a request body with a hand-written reader for the
+// compact JSON that clients write for it.
+type compactRequest interface {
+	// decodeCompact sets the request from body when body is in exactly
+	// that form (one that decodeStrict reads to the same value), and
+	// reports whether it did; the request is unchanged when it reports
+	// false.
+	decodeCompact(body []byte) bool
+}
+
+// cutPlainString reads a JSON string of printable ASCII without quotes or
+// backslashes (one that needs no unescaping) from the start of b.
+func cutPlainString(b []byte) (s string, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", b, false
+	}
+	for i := 1; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			return string(b[1:i]), b[i+1:], true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return "", b, false
+		}
+	}
+	return "", b, false
 }
 
 // requireJSON refuses a body declared as anything but JSON. A browser can

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -12,13 +14,23 @@ import (
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
-// newID returns a random UUID-formatted id.
+// newID returns a random UUID-formatted id (version 4).
 func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
 }
 
 // branchPattern accepts ordinary git branch names.
@@ -27,6 +39,35 @@ var branchPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
 type createTaskRequest struct {
 	Title     string          `json:"title"`
 	Workspace state.Workspace `json:"workspace"`
+}
+
+// decodeCompact implements compactRequest: {"title":"…"}, or with the
+// workspace as json.Marshal writes it,
+// {"title":"…","workspace":{"path":"…","branch":"…"}}, then only
+// whitespace.
+func (req *createTaskRequest) decodeCompact(body []byte) bool {
+	var out createTaskRequest
+	rest, ok := bytes.CutPrefix(bytes.TrimRight(body, " \t\r\n"), []byte(`{"title":`))
+	if ok {
+		out.Title, rest, ok = cutPlainString(rest)
+	}
+	if ok && string(rest) != "}" {
+		rest, ok = bytes.CutPrefix(rest, []byte(`,"workspace":{"path":`))
+		if ok {
+			out.Workspace.Path, rest, ok = cutPlainString(rest)
+		}
+		if ok {
+			rest, ok = bytes.CutPrefix(rest, []byte(`,"branch":`))
+		}
+		if ok {
+			out.Workspace.Branch, rest, ok = cutPlainString(rest)
+		}
+		ok = ok && string(rest) == "}}"
+	}
+	if ok {
+		*req = out
+	}
+	return ok
 }
 
 func (req *createTaskRequest) validate() error {
