@@ -164,7 +164,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	// carries every entry appended while the previous one was out. With
 	// raft's default of two, a burst went out as many small RPCs, each
 	// costing the follower a log write (an fsync) of its own: at 64
-	// concurrent writers the three servers used 9% more CPU per write
+	// concurrent writers the three servers used 6–9% more CPU per write
 	// (docs/PERFORMANCE-NOTES.md), and one writer's latency was no better.
 	transport := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 5, MaxRPCsInFlight: 1, Timeout: 5 * time.Second, Logger: n.log.Named("transport"),
