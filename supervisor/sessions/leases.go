@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -132,25 +133,41 @@ type leaseKeeper struct {
 }
 
 // round starts the renewal of every held lease that is due and not in
-// flight already, as many as the bound allows (the rest wait for the next
-// round, a retry interval later).
+// flight already, the longest-unrenewed first (those nearest to agentctl's
+// own deadline), up to the bound on renewals in flight: past it the round
+// waits for a renewal to finish, so a new leader's first round renews every
+// lease as fast as its holders answer.
 func (k *leaseKeeper) round(ctx context.Context) {
 	now := time.Now()
 	targets := k.m.leaseTargets()
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	held := make(map[string]bool, len(targets))
+	var due []leaseTarget
 	for _, tg := range targets {
 		held[tg.sessionID] = true
-		if k.busy[tg.sessionID] || now.Before(k.due[tg.sessionID]) {
-			continue
+		if !k.busy[tg.sessionID] && !now.Before(k.due[tg.sessionID]) {
+			due = append(due, tg)
+			k.busy[tg.sessionID] = true
 		}
+	}
+	for id := range k.due {
+		if !held[id] && !k.busy[id] {
+			delete(k.due, id)
+		}
+	}
+	sort.SliceStable(due, func(i, j int) bool { return k.due[due[i].sessionID].Before(k.due[due[j].sessionID]) })
+	k.mu.Unlock()
+	for i, tg := range due {
 		select {
 		case k.sem <- struct{}{}:
-		default:
+		case <-ctx.Done():
+			k.mu.Lock()
+			for _, left := range due[i:] {
+				delete(k.busy, left.sessionID)
+			}
+			k.mu.Unlock()
 			return
 		}
-		k.busy[tg.sessionID] = true
 		k.wg.Add(1)
 		go func() {
 			defer k.wg.Done()
@@ -161,11 +178,6 @@ func (k *leaseKeeper) round(ctx context.Context) {
 			k.due[tg.sessionID] = next
 			k.mu.Unlock()
 		}()
-	}
-	for id := range k.due {
-		if !held[id] && !k.busy[id] {
-			delete(k.due, id)
-		}
 	}
 }
 
