@@ -486,7 +486,7 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		note := fmt.Sprintf("3 server processes (separate loopback IPs), %d live demo sessions on the standalone runtime (real agentctl processes); kill -9 of the leader until every session answered a prompt through the new leader (prompts sent through the survivors, 16 at a time, retried every 25 ms; answered = RUNNING then WAITING_FOR_INPUT on a survivor's event stream); killed node restarted between kills; %d kills; default raft timing (heartbeat %s, election %s)", n, k, config.DefaultHeartbeatTimeout, config.DefaultElectionTimeout)
 		if killAgents {
 			name += "_agentctl_killed"
-			note = fmt.Sprintf("as above, but every session's agentctl is kill -9'd with the leader: the new leader resumes each from its token (auto_resume) before it can answer. The executors belong to the killed node and only its plugin can prove them gone, so the survivor that takes them over (shared workspace root) cannot: each lease must expire first (default TTL %s + the new leader's grace of 2×election timeout + TTL/3), by design; %d kills", config.DefaultLeaseTTL, k)
+			note = fmt.Sprintf("as above, but every session's agentctl is kill -9'd with the leader: the new leader resumes each from its token (auto_resume) before it can answer. The executors belong to the killed node and only its plugin can prove them gone, so the survivor that takes them over (shared workspace root) cannot: each lease must expire first (default TTL %s + the new leader's grace of 2×election timeout + TTL/5), by design; %d kills", config.DefaultLeaseTTL, k)
 		}
 		if len(elect) > 0 {
 			note += fmt.Sprintf("; from the kill, a survivor led after p50 %.0f ms (max %.0f)", Percentile(elect, 50), Percentile(elect, 100))

@@ -21,9 +21,14 @@ import (
 // every held lease a grace period first, so a holder that was renewing
 // through the failover is never reclaimed.
 
-// leaseTimes returns the renewal interval and the failover grace.
+// leaseTimes returns the renewal interval and the failover grace. A lease
+// is renewed every TTL/5: agentctl stops its agent when no renewal reached
+// it for the TTL minus its margin (8 s of the default 10 s), so what a
+// leader stall plus the election after it may take is that less the
+// interval, ~6 s (with TTL/3, ~4.7 s: the prompt storm on a starved 2-CPU
+// host lost most of its agents to stalls of ~5 s).
 func (m *Manager) leaseTimes() (renew, grace time.Duration) {
-	renew = m.cfg.Lease.TTL / 3
+	renew = m.cfg.Lease.TTL / 5
 	grace = 2*m.cfg.Server.ElectionTimeout + renew
 	return renew, grace
 }

@@ -54,7 +54,7 @@ func (d *renewalDropper) times() (dropped, passed []time.Time) {
 // leader renews at once.
 func TestAFailedLeaseRenewalIsRetriedSoon(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
-	w.cfg.Lease.TTL = 6 * time.Second // renewals every 2 s
+	w.cfg.Lease.TTL = 6 * time.Second // renewals every 1.2 s
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	target, err := url.Parse(s.executor.AgentctlURL)
 	if err != nil {
@@ -90,7 +90,7 @@ func TestAFailedLeaseRenewalIsRetriedSoon(t *testing.T) {
 		return len(passed) > 1
 	})
 	_, passed = dropper.times()
-	if d := passed[1].Sub(passed[0]); d < renew*3/4 {
-		t.Errorf("renewed again %s after a renewal that passed, want about the %s interval", d.Round(time.Millisecond), renew)
+	if d := passed[1].Sub(passed[0]); d < renew*3/4 || d > w.cfg.Lease.TTL/4 {
+		t.Errorf("renewed again %s after a renewal that passed, want about the %s interval (TTL/5: a leader stall of up to ~0.6 TTL is survived)", d.Round(time.Millisecond), renew)
 	}
 }
