@@ -342,6 +342,20 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 			return fmt.Errorf("%w: session %s is still %s after %s; its agent is not ready for prompts yet", state.ErrConflict, sess.ID, sess.State, startWait)
 		}
 	}
+	if sess.State == state.SessionRunning && m.live1(sessionID) == nil {
+		// RUNNING that this leader has not brought up yet may be a
+		// previous leader's prompt that never reached the agent (RUNNING
+		// committed, then leadership lost before the prompt was sent).
+		// Refused as a running turn, a prompt sent again would take it
+		// for delivered and wait for a reply that never comes; the
+		// recovery sets the state from the agent's, so wait for it.
+		if _, err := m.leaderCtx(ctx); err == nil {
+			m.waitLiveWhile(ctx, sessionID, state.SessionRunning)
+			if sess, ok = m.store.Session(sessionID); !ok {
+				return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+			}
+		}
+	}
 	switch sess.State {
 	case state.SessionWaitingForInput:
 	case state.SessionRunning:
@@ -359,7 +373,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	if err != nil {
 		return err
 	}
-	e := m.waitLive(ctx, sessionID)
+	e := m.waitLiveWhile(ctx, sessionID, state.SessionWaitingForInput)
 	if e == nil {
 		return fmt.Errorf("%w: session %s", ErrNotRunning, sess.ID)
 	}
@@ -415,11 +429,12 @@ func (m *Manager) turnRuns(lctx context.Context, e *execution, err error) bool {
 // still bringing back after a leader change.
 const liveWait = 10 * time.Second
 
-// waitLive returns the session's live execution, waiting up to liveWait while
-// its executor is being recovered (status starting, or ready but not yet
-// attached on this new leader); the recovery pass is asked to take the
-// session next.
-func (m *Manager) waitLive(ctx context.Context, sessionID string) *execution {
+// waitLiveWhile returns the session's live execution, waiting up to
+// liveWait while its executor is being recovered (status starting, or ready
+// but not yet attached on this new leader) and the session stays in state
+// while; the recovery pass is asked to take the session next. It returns
+// nil when the wait ends without one.
+func (m *Manager) waitLiveWhile(ctx context.Context, sessionID string, while state.SessionState) *execution {
 	if e := m.live1(sessionID); e != nil {
 		return e
 	}
@@ -434,7 +449,7 @@ func (m *Manager) waitLive(ctx context.Context, sessionID string) *execution {
 		if e := m.live1(sessionID); e != nil {
 			return e
 		}
-		if sess, _ := m.store.Session(sessionID); sess.State != state.SessionWaitingForInput {
+		if sess, _ := m.store.Session(sessionID); sess.State != while {
 			return nil
 		}
 		select {

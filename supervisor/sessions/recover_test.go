@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -582,4 +583,39 @@ func TestPromptToASessionNotYetRecoveredAsksForItNext(t *testing.T) {
 		t.Fatalf("a prompt to a live session asked to expedite %s", id)
 	default:
 	}
+}
+
+// TestAPromptLostWithItsLeaderIsNotRefusedAsARunningTurn: a leader that
+// committed RUNNING for a prompt and lost its leadership before agentctl
+// took the prompt leaves the session recorded RUNNING with no turn. A
+// prompt sent again to the next leader before it has brought the session
+// up must not be refused as "running a turn" (a client takes that as its
+// earlier attempt delivered, and the reply never comes: the prompt storm's
+// transcripts without any reply); it waits for the recovery, which sets
+// the state from the agent's, and is delivered, its reply recorded whole.
+func TestAPromptLostWithItsLeaderIsNotRefusedAsARunningTurn(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	// The previous leader's RUNNING; its prompt never reached agentctl.
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionRunning, From: []state.SessionState{state.SessionWaitingForInput}})
+	m := w.leader("n2")
+	m.OnAwaitingRecovery(func(id string) {
+		go func() {
+			if _, err := m.Recover(recoverCtx(t), id, true); err != nil {
+				t.Errorf("recover %s: %v", id, err)
+			}
+		}()
+	})
+	if err := m.Prompt(recoverCtx(t), s.id, "stream 50"); err != nil {
+		t.Fatalf("prompt sent again after its leader lost the first: %v", err)
+	}
+	want := strings.Join(demoagent.StreamChunks(50), "")
+	waitFor(t, 20*time.Second, "the whole streamed reply and the turn's end", func() bool {
+		for _, msg := range w.r.store.Messages(s.id) {
+			if msg.Role == state.RoleAgent && msg.Complete && msg.Text == want {
+				return w.session(s.id).State == state.SessionWaitingForInput
+			}
+		}
+		return false
+	})
 }
