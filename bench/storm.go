@@ -169,7 +169,7 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 		Percentile(turns, 50), Percentile(turns, 99), demoChunkDelay*time.Duration(chunks-1), timed, len(ids))
 	want := strings.Join(demoagent.StreamChunks(chunks), "")
 	var bad []string
-	unchecked, twice := 0, 0
+	unchecked, twice, unprompted := 0, 0, 0
 	// A turn agentctl cut short by self-fencing (no leader renewed the
 	// lease within its TTL minus the margin, e.g. across a slow election on
 	// a starved host) is counted apart: the agent was stopped, its session
@@ -194,13 +194,16 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 		} else if n > 0 {
 			lost += n
 			bad = append(bad, id)
+			if countPrompts(msgs, text) == 0 {
+				unprompted++
+			}
 		}
 		if prompts := countPrompts(msgs, text); prompts > 1 {
 			twice++
 		}
 	}
 	if len(bad) > 0 {
-		env.Logf("prompt storm: %d sessions with lost or reordered chunks (%d transcripts hold the prompt more than once), first: %v", len(bad), twice, bad[:min(len(bad), 5)])
+		env.Logf("prompt storm: %d sessions with lost or reordered chunks (%d of them without the prompt in their transcript: it never reached the agent; %d transcripts hold the prompt more than once), first: %v", len(bad), unprompted, twice, bad[:min(len(bad), 5)])
 	}
 	if fencedSessions > 0 {
 		env.Logf("prompt storm: %d sessions' turns were interrupted by a fenced agent (agentctl stopped it when its lease was not renewed in time; %d chunks never streamed)", fencedSessions, fencedChunks)
