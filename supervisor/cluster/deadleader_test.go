@@ -14,23 +14,9 @@ import (
 // alone would wait 2–4 s before its election; the server elects itself with
 // the short timeout, then runs with its configured timing again.
 func TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cfg := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: addr, HTTPAddr: "127.0.0.1:1", BootstrapExpect: 1,
-		HeartbeatTimeout: 2 * time.Second, ElectionTimeout: 2 * time.Second, LeaderLeaseTimeout: 100 * time.Millisecond}
-	start := func() *Node {
-		t.Helper()
-		n, err := New(cfg, state.NewStore())
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Start()
-		return n
-	}
+	start := oneVoter(t, func(c *Config) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, 100*time.Millisecond
+	})
 	n := start()
 	runtimetest.WaitFor(t, 15*time.Second, "the new cluster's first election", n.IsLeader) // bootstrap: the usual timing, 2–4 s
 	if err := n.Shutdown(); err != nil {
@@ -45,4 +31,28 @@ func TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout(t *testing.T) {
 		t.Fatalf("the only voter led %s after its restart; a heartbeat timeout is 2 s", took)
 	}
 	waitFor(t, func() bool { return n.raft.ReloadableConfig().HeartbeatTimeout == 2*time.Second }, "the configured timing to be restored")
+}
+
+// oneVoter returns a one-server config on a free loopback raft port (with
+// cfg's timing and snapshot fields as edit sets them) and a start that
+// opens and starts a node from it; each start reads the same data dir.
+func oneVoter(t *testing.T, edit func(*Config)) func() *Node {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cfg := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: addr, HTTPAddr: "127.0.0.1:1", BootstrapExpect: 1}
+	edit(&cfg)
+	return func() *Node {
+		t.Helper()
+		n, err := New(cfg, state.NewStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Start()
+		return n
+	}
 }

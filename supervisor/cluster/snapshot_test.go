@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -16,23 +15,9 @@ import (
 // been still for the quiet period, and a restart restores it, so the log
 // it applies begins after the burst.
 func TestServerSnapshotsWhenWritesGoQuiet(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cfg := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: addr, HTTPAddr: "127.0.0.1:1", BootstrapExpect: 1,
-		QuietSnapshotAfter: 300 * time.Millisecond, QuietSnapshotEntries: 100}
-	start := func() *Node {
-		t.Helper()
-		n, err := New(cfg, state.NewStore())
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Start()
-		return n
-	}
+	start := oneVoter(t, func(c *Config) {
+		c.QuietSnapshotAfter, c.QuietSnapshotEntries = 300*time.Millisecond, 100
+	})
 	n := start()
 	runtimetest.WaitFor(t, 15*time.Second, "the new cluster's first election", n.IsLeader)
 	const burst = 300
