@@ -24,14 +24,26 @@ build: ## Build paddock, agentctl, the demo agent and the runtime plugins into b
 run: build ## Start one node on ./config.hcl (data under ./data)
 	$(BIN)/paddock server -config config.hcl
 
+# gotest runs go test $(1) with TMPDIR, and so every test's temporary
+# directories and the processes it starts in them, under a fresh directory.
+# Each test ends what it started; after the run whatever still runs there
+# (a test that timed out runs no cleanup) is killed and listed, the
+# directory is removed and go test's exit status is kept.
+define gotest
+tmp=$$(mktemp -d /tmp/pdt.XXXXXX) && rc=0 && echo "go test $(1) (TMPDIR=$$tmp)" && \
+	{ TMPDIR=$$tmp PADDOCK_BIN=$(CURDIR)/$(BIN) $(GO) test $(1) || rc=$$?; } && \
+	{ $(GO) run ./bench/cmd/leftovers $$tmp || true; } && rm -rf $$tmp && [ $$rc = 0 ]
+endef
+
 test: build ## Run the whole test suite (what CI runs)
 	$(GO) vet ./...
-	PADDOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 25m ./...
+	@$(call gotest,-count=1 -timeout 25m ./...)
 	@# Stopping dockerd disturbs every other engine user, so this one runs alone.
 	@if [ -n "$$PADDOCK_REQUIRE_DOCKER" ]; then \
 		echo "docker engine restart test (runs alone)"; \
-		PADDOCK_BIN=$(CURDIR)/$(BIN) PADDOCK_DOCKER_ENGINE_RESTART=1 $(GO) test -count=1 -run '^TestEngineRestart$$' ./plugins/docker/dockerexec/ || exit 1; \
-		PADDOCK_BIN=$(CURDIR)/$(BIN) PADDOCK_DOCKER_ENGINE_RESTART=1 $(GO) test -count=1 -run '^TestDockerEngineStoppedDuringSupervisorRestart$$' ./e2e/ || exit 1; \
+		export PADDOCK_DOCKER_ENGINE_RESTART=1; \
+		( $(call gotest,-count=1 -run '^TestEngineRestart$$' ./plugins/docker/dockerexec/) ) || exit 1; \
+		( $(call gotest,-count=1 -run '^TestDockerEngineStoppedDuringSupervisorRestart$$' ./e2e/) ) || exit 1; \
 	fi
 	$(MAKE) fuzz-smoke
 

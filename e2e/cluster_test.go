@@ -98,7 +98,6 @@ func TestRunConfigAnswersStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := startNode(t, "make-run", dir, "config.hcl", "127.0.0.1:7700")
-	t.Cleanup(func() { harness.KillProcessesUnder(dir) })
 	var out []byte
 	waitFor(t, 20*time.Second, "paddock status to succeed", func() bool {
 		out, err = exec.Command(filepath.Join(binDir, "paddock"), "status", "-address", n.URL()).CombinedOutput()

@@ -12,6 +12,7 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -86,6 +87,7 @@ agent "demo" {
 	for i, h := range nw.Hosts {
 		hosts = append(hosts, harness.HostSpec{IP: h.IP, Wrap: nw.Wrapper(i), Extra: perHost(i)})
 	}
+	runtimetest.CleanupProcesses(t)
 	c, err := harness.StartHosts(harness.Options{Bin: binDir, Dir: t.TempDir(), Extra: shared, Token: termToken}, hosts)
 	if err != nil {
 		t.Fatal(err)

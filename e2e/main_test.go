@@ -64,15 +64,15 @@ func startCluster(t *testing.T, n int, separateIPs bool, extra string) *harness.
 func startClusterWith(t *testing.T, o harness.Options) *harness.Cluster {
 	t.Helper()
 	o.Bin, o.Dir = binDir, t.TempDir()
+	// Plugins and agentctl outlive their supervisor by design; the test's
+	// temporary root holds their data, workspaces and cwd.
+	runtimetest.CleanupProcesses(t)
 	c, err := harness.Start(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		c.Stop()
-		// Plugins and agentctl outlive their supervisor by design; the
-		// test's temporary root holds their data, workspaces and cwd.
-		harness.KillProcessesUnder(testRoot(t))
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				t.Logf("--- log of %s ---\n%s", n.Name, n.Log())
@@ -82,9 +82,11 @@ func startClusterWith(t *testing.T, o harness.Options) *harness.Cluster {
 	return c
 }
 
-// startNode runs one server process from a given config file.
+// startNode runs one server process from a given config file; the test's
+// cleanup kills it and every process it started (see startClusterWith).
 func startNode(t *testing.T, name, dir, cfg, httpAddr string) *harness.Node {
 	t.Helper()
+	runtimetest.CleanupProcesses(t, dir)
 	n := harness.NewNode(binDir, name, dir, cfg, httpAddr)
 	if err := n.Start(); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -67,7 +68,6 @@ agent "demo" {
 		t.Fatal(err)
 	}
 	n := startNode(t, "elsewhere", cwd, path, fmt.Sprintf("127.0.0.1:%d", ports[0]))
-	t.Cleanup(func() { harness.KillProcessesUnder(etc, cwd) })
 	waitFor(t, 30*time.Second, "the node to lead", func() bool {
 		leads, err := n.Leads()
 		return err == nil && leads
@@ -143,13 +143,12 @@ func TestMissingPluginBinary(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, &out)
 		}
 	}
-	harness.KillProcessesUnder(dir)
+	runtimetest.KillProcessesUnder(dir)
 
 	if err := os.WriteFile(path, []byte(base+"plugin \"nosuch\" {\n  optional = true\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	n := startNode(t, "optional", dir, path, fmt.Sprintf("127.0.0.1:%d", ports[0]))
-	t.Cleanup(func() { harness.KillProcessesUnder(dir) })
 	waitFor(t, 30*time.Second, "the node to lead", func() bool {
 		leads, err := n.Leads()
 		return err == nil && leads
@@ -183,6 +182,7 @@ func TestDevServerHTTPPort(t *testing.T) {
 	}
 	ports := freePorts(t, 2)
 	port := ports[0]
+	runtimetest.CleanupProcesses(t)
 	p := &harness.Process{}
 	if err := p.Start(dir, filepath.Join(dir, "server.log"), filepath.Join(binDir, "paddock"), "server", "-dev",
 		"-http-port", fmt.Sprint(port), "-raft-port", fmt.Sprint(ports[1])); err != nil {
@@ -190,7 +190,6 @@ func TestDevServerHTTPPort(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		p.Kill()
-		harness.KillProcessesUnder(dir)
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(dir, "server.log"))
 			t.Logf("server log:\n%s", b)

@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -69,17 +70,20 @@ agent "demo" {
 		hosts = append(hosts, harness.HostSpec{IP: h.IP, Wrap: wrap,
 			Extra: fmt.Sprintf("plugin \"standalone\" {\n  config {\n    workspace_root = %q\n    shared_workspace_root = true\n    listen = %q\n  }\n}\n", root, h.IP+":0")})
 	}
+	// Cleanups run last-in first-out: the servers stop, every process the
+	// test started is killed, then the namespaces go.
+	t.Cleanup(func() {
+		if err := nw.Close(); err != nil {
+			t.Errorf("remove namespaces: %v", err)
+		}
+	})
+	runtimetest.CleanupProcesses(t)
 	c, err := harness.StartHosts(harness.Options{Bin: binDir, Dir: t.TempDir(), Extra: common}, hosts)
 	if err != nil {
-		nw.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		c.Stop()
-		harness.KillProcessesUnder(testRoot(t))
-		if err := nw.Close(); err != nil {
-			t.Errorf("remove namespaces: %v", err)
-		}
 		if t.Failed() {
 			for _, n := range c.Nodes {
 				t.Logf("--- log of %s ---\n%s", n.Name, n.Log())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -21,7 +22,7 @@ func pluginPIDs(t *testing.T, name string) []int {
 	t.Helper()
 	want := filepath.Join(binDir, "plugins", "paddock-runtime-"+name)
 	var out []int
-	for _, pid := range harness.ProcessesUnder(testRoot(t)) {
+	for _, pid := range runtimetest.ProcessesUnder(testRoot(t)) {
 		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 		if err == nil && exe == want && !isZombie(pid) {
 			out = append(out, pid)

@@ -108,7 +108,6 @@ func quickStartServer(t *testing.T) (string, string) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", httpPort)
 	n := startNode(t, "quickstart", dir, "config.hcl", addr)
-	t.Cleanup(func() { harness.KillProcessesUnder(dir) })
 	// A newcomer runs the block once make run says the node is up.
 	waitFor(t, 30*time.Second, "the node to lead", func() bool {
 		leads, err := n.Leads()

@@ -13,10 +13,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 )
 
 // Node is one `paddock server` process.
@@ -278,34 +278,10 @@ func (c *Cluster) Running() []*Node {
 	return out
 }
 
-// KillProcessesUnder kills (SIGKILL) every process whose working directory,
-// executable or environment mentions one of dirs: the plugin and agentctl
-// processes a test cluster started, which outlive their supervisor by design.
+// KillProcessesUnder kills (SIGKILL) every process that works in, runs
+// from or names one of dirs, and their descendants: the plugin and agentctl
+// processes a cluster started, which outlive their supervisor by design.
+// It is runtimetest.KillProcessesUnder, for the benchmarks' runs.
 func KillProcessesUnder(dirs ...string) {
-	for _, pid := range ProcessesUnder(dirs...) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-	}
-}
-
-// ProcessesUnder lists the processes KillProcessesUnder would kill.
-func ProcessesUnder(dirs ...string) []int {
-	entries, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
-		exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-		for _, d := range dirs {
-			if d != "" && (strings.HasPrefix(cwd, d) || strings.HasPrefix(exe, d) || bytes.Contains(env, []byte(d))) {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
+	runtimetest.KillProcessesUnder(dirs...)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 )
 
 // binDir holds agentctl and paddock-demo-agent (built in TestMain or $PADDOCK_BIN).
@@ -72,6 +73,7 @@ func startServe(t testing.TB, ws string, extraEnv ...string) *proc {
 // startServeArgs is startServe with more serve flags.
 func startServeArgs(t testing.TB, ws string, args []string, extraEnv ...string) *proc {
 	t.Helper()
+	runtimetest.CleanupProcesses(t, ws) // the agent too, which outlives a killed agentctl
 	cmd := exec.Command(filepath.Join(binDir, "agentctl"), append([]string{"serve", "-session", "s1", "-workspace", ws, "-listen", "127.0.0.1:0", "-log-level", "debug",
 		"-log-file", filepath.Join(t.TempDir(), "agentctl.log")}, args...)...)
 	cmd.Env = append(os.Environ(), "PADDOCK_AGENTCTL_SECRET="+testSecret, "PATH="+binDir+":"+os.Getenv("PATH"))

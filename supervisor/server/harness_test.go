@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/config"
+	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // testCluster is a cluster of in-process servers with real raft over
@@ -106,10 +108,13 @@ func newTestClusterWith(t *testing.T, n int, token string, edit func(i int, cfg 
 		}
 		c.cfgs = append(c.cfgs, cfg)
 	}
+	// The sessions' agentctls outlive the servers by design: the test's
+	// cleanup ends them once the servers have stopped.
+	runtimetest.CleanupProcesses(t)
+	t.Cleanup(c.stopAll)
 	for i := range c.cfgs {
 		c.start(i)
 	}
-	t.Cleanup(c.stopAll)
 	c.waitLeader(-1)
 	return c
 }
@@ -196,4 +201,32 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// TestClusterCleanupEndsItsAgentctls: a session's agentctl and agent outlive
+// the servers by design; the test cluster's cleanup must end them, or every
+// test run leaves them behind until agentctl's idle timeout.
+func TestClusterCleanupEndsItsAgentctls(t *testing.T) {
+	var root string
+	var agentctls []int
+	t.Run("session", func(t *testing.T) {
+		c := newTestCluster(t, 1, "")
+		root = filepath.Dir(t.TempDir())
+		cl, sess := newDemoSession(t, c, "cleanup")
+		waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+		for _, pid := range runtimetest.ProcessesUnder(root) {
+			if args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(args), "agentctl\x00serve\x00") {
+				agentctls = append(agentctls, pid)
+			}
+		}
+		if len(agentctls) != 1 {
+			t.Fatalf("agentctl processes of the session: %v; want one", agentctls)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+	if left := runtimetest.ProcessesUnder(root); len(left) > 0 {
+		t.Fatalf("processes %v (agentctl %v) outlived the test that started them", left, agentctls)
+	}
 }

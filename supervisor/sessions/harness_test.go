@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -473,6 +473,8 @@ func testConfig() *config.Config {
 }
 
 func newWorld(t *testing.T, ids ...string) *world {
+	// First, so that it runs last: after the managers have stopped.
+	runtimetest.CleanupProcesses(t)
 	w := &world{t: t, r: newReplicated(), nodes: map[string]*fakeNodes{}, rts: map[string]*fakeRuntime{}, ids: ids, cfg: testConfig()}
 	for _, id := range ids {
 		w.rts[id] = &fakeRuntime{t: t, node: id, caps: runtime.Capabilities{NodeLocal: true, SurvivesSupervisorRestart: true}, procs: map[string]*agentctlProc{}}
@@ -689,32 +691,12 @@ func recoverCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// workspaceDir is a temporary workspace that is removed only once no process
-// works in it any more: an agent outlives its killed agentctl for a moment
-// and may still be saving its conversation there.
+// workspaceDir is a temporary workspace; at cleanup, every process still
+// working in it is killed before it is removed (an agent outlives its
+// killed agentctl for a moment and may still be saving its conversation
+// there).
 func workspaceDir(t testing.TB) string {
 	dir := t.TempDir()
-	t.Cleanup(func() { // runs before TempDir's removal (cleanups run last-in first-out)
-		deadline := time.Now().Add(10 * time.Second)
-		for processIn(dir) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-	})
+	runtimetest.CleanupProcesses(t)
 	return dir
-}
-
-// processIn reports whether a live process has its cwd in dir.
-func processIn(dir string) bool {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
-			if b, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(b), ") Z ") {
-				return true
-			}
-		}
-	}
-	return false
 }

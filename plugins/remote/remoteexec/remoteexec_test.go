@@ -80,6 +80,7 @@ func startHostTLS(t *testing.T, useTLS bool) *agentHost {
 	if err := os.WriteFile(h.secretFile, []byte(h.secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	runtimetest.CleanupProcesses(t)
 	h.start()
 	t.Cleanup(h.cleanup)
 	return h

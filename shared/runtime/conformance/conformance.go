@@ -89,6 +89,9 @@ func Run(t *testing.T, cfg Config) {
 	if cfg.InvalidPluginConfig == "" {
 		cfg.InvalidPluginConfig = "paddock_conformance_unknown_attribute = true\n"
 	}
+	// The agentctls the checks launch work under k.tempDir; whatever a
+	// failed check left running ends with the test.
+	runtimetest.CleanupProcesses(t)
 	k := &kit{cfg: cfg, tempDir: t.TempDir()}
 	t.Run("info_and_capabilities", k.infoAndCapabilities)
 	t.Run("invalid_config_has_ranges", k.invalidConfig)

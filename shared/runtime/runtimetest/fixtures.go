@@ -108,10 +108,12 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 }
 
 // Load starts the plugin binary as a real go-plugin subprocess (killed when
-// the test ends) and configures it with the config body src; a refused
+// the test ends, with the agentctls it started in t's TempDirs: see
+// CleanupProcesses) and configures it with the config body src; a refused
 // config fails the test.
 func Load(t testing.TB, pluginPath, src string) *runtime.Client {
 	t.Helper()
+	CleanupProcesses(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := runtime.NewClient(ctx, runtime.ClientConfig{Path: pluginPath})
