@@ -208,25 +208,25 @@ func (w testWriter) Write(p []byte) (int, error) {
 // test run leaves them behind until agentctl's idle timeout.
 func TestClusterCleanupEndsItsAgentctls(t *testing.T) {
 	var root string
-	var agentctls []int
+	var agentctl int
 	t.Run("session", func(t *testing.T) {
 		c := newTestCluster(t, 1, "")
 		root = filepath.Dir(t.TempDir())
 		cl, sess := newDemoSession(t, c, "cleanup")
 		waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
-		for _, pid := range runtimetest.ProcessesUnder(root) {
-			if args, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.Contains(string(args), "agentctl\x00serve\x00") {
-				agentctls = append(agentctls, pid)
-			}
+		execs, err := cl.Executors(ctx(t), sess.ID)
+		if err != nil || len(execs) != 1 || execs[0].PID == 0 {
+			t.Fatalf("executors of the session: %+v %v", execs, err)
 		}
-		if len(agentctls) != 1 {
-			t.Fatalf("agentctl processes of the session: %v; want one", agentctls)
-		}
+		agentctl = execs[0].PID
 	})
 	if t.Failed() {
 		return
 	}
+	if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", agentctl)); err == nil && !strings.Contains(string(stat), ") Z ") {
+		t.Errorf("agentctl %d outlived the test that started it", agentctl)
+	}
 	if left := runtimetest.ProcessesUnder(root); len(left) > 0 {
-		t.Fatalf("processes %v (agentctl %v) outlived the test that started them", left, agentctls)
+		t.Errorf("processes %v outlived the test that started them", left)
 	}
 }
