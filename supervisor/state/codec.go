@@ -86,13 +86,14 @@ func appendString(dst []byte, s string) ([]byte, bool) {
 	return append(dst, '"'), true
 }
 
-// appendTime appends t as encoding/json writes it (Time.MarshalJSON).
+// appendTime appends t as encoding/json writes it (Time.MarshalJSON: the
+// text AppendText writes, quoted), without allocating.
 func appendTime(dst []byte, t time.Time) ([]byte, bool) {
-	b, err := t.MarshalJSON()
+	b, err := t.AppendText(append(dst, '"'))
 	if err != nil {
 		return dst, false
 	}
-	return append(dst, b...), true
+	return append(b, '"'), true
 }
 
 // cursor reads the canonical form; the first mismatch clears ok, and every

@@ -215,3 +215,29 @@ func TestAppendIndentedTaskMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// appendTime writes what Time.MarshalJSON writes, and refuses the times it
+// refuses (years outside 0–9999, zone offsets of 24 hours or more), leaving
+// dst as it was.
+func TestAppendTimeMatchesMarshalJSON(t *testing.T) {
+	times := []time.Time{
+		{}, t0, t0.Add(123456789 * time.Nanosecond), t0.Add(time.Microsecond),
+		t0.In(time.FixedZone("x", -7*3600-30*60)), t0.In(time.FixedZone("s", 5*3600+30*60+15)),
+		time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), t0.In(time.FixedZone("far", 24*3600)),
+	}
+	for _, tm := range times {
+		want, err := tm.MarshalJSON()
+		got, ok := appendTime([]byte("prefix:"), tm)
+		if ok != (err == nil) {
+			t.Errorf("%v: ok=%v, MarshalJSON error %v", tm, ok, err)
+			continue
+		}
+		if !ok {
+			want = nil
+		}
+		if string(got) != "prefix:"+string(want) {
+			t.Errorf("%v: appended %q, want %q", tm, got, "prefix:"+string(want))
+		}
+	}
+}

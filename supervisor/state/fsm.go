@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -126,19 +127,24 @@ func (d *data) remember(key string, o outcome) {
 }
 
 // Snapshot implements raft.FSM. It copies the state under the read lock
-// (cheap value copies) and leaves the encoding to Persist, so applies are
-// not held up while a large state is written out.
+// (cheap value copies; the tasks into one slice, see snapshot) and leaves
+// the encoding to Persist, so applies are not held up while a large state
+// is written out.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.store.mu.RLock()
 	defer f.store.mu.RUnlock()
-	return &snapshot{d: f.store.d.clone()}, nil
+	return f.store.d.snapshot(), nil
 }
 
-// clone copies the state deeply enough that later applies (which mutate
-// entries in place) never touch the copy.
-func (d *data) clone() *data {
+// snapshot copies the state deeply enough that later applies (which mutate
+// entries in place) never touch the copy. The tasks, usually most of the
+// state's entries, are copied by value into one slice rather than one
+// allocation each; the copy's Tasks map is left nil. Like every other map
+// of the copy, the tasks are written as an empty map when the state's map
+// is nil.
+func (d *data) snapshot() *snapshot {
 	c := &data{
-		Nodes: make(map[string]NodeInfo, len(d.Nodes)), Tasks: make(map[string]*Task, len(d.Tasks)),
+		Nodes:    make(map[string]NodeInfo, len(d.Nodes)),
 		Sessions: make(map[string]*Session, len(d.Sessions)), Executors: make(map[string]*Executor, len(d.Executors)),
 		Leases: make(map[string]*Lease, len(d.Leases)), Messages: make(map[string][]*Message, len(d.Messages)),
 		Dedupe: make(map[string]outcome, len(d.Dedupe)), DedupeOrder: append([]string(nil), d.DedupeOrder...),
@@ -148,9 +154,9 @@ func (d *data) clone() *data {
 	for k, v := range d.Nodes {
 		c.Nodes[k] = v
 	}
+	tasks := make([]keyedTask, 0, len(d.Tasks))
 	for k, v := range d.Tasks {
-		t := *v
-		c.Tasks[k] = &t
+		tasks = append(tasks, keyedTask{key: k, task: *v})
 	}
 	for k, v := range d.Sessions {
 		s := *v
@@ -186,7 +192,7 @@ func (d *data) clone() *data {
 	for k, v := range d.Transcripts {
 		c.Transcripts[k] = v.clone()
 	}
-	return c
+	return &snapshot{d: c, tasks: tasks}
 }
 
 func copyMap(m map[string]string) map[string]string {
@@ -264,13 +270,26 @@ func (d *data) fillNil() {
 	}
 }
 
-// snapshot is a point-in-time copy of the state, encoded by Persist.
+// snapshot is a point-in-time copy of the state, encoded by Persist
+// (snapshot.go): d holds everything but the tasks, which are in tasks.
 type snapshot struct {
-	d *data
+	d     *data
+	tasks []keyedTask
+}
+
+// keyedTask is one entry of the Tasks map in a snapshot.
+type keyedTask struct {
+	key  string
+	task Task
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if err := json.NewEncoder(sink).Encode(s.d); err != nil {
+	w := bufio.NewWriterSize(sink, 256<<10)
+	err := s.encode(w)
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}
