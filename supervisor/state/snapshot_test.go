@@ -103,6 +103,34 @@ func TestSnapshotIsNotChangedByLaterApplies(t *testing.T) {
 	}
 }
 
+// Persist runs while raft goes on applying (it is called from raft's
+// snapshot goroutine): it must read nothing an apply changes. Run with -race.
+func TestSnapshotPersistsWhileAppliesGoOn(t *testing.T) {
+	h := newHarness(t)
+	for i := range 200 {
+		h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: fmt.Sprintf("t%03d", i), Title: "x"}})
+	}
+	want := encodedWithEncodingJSON(t, h.store)
+	snap, err := h.fsm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []byte)
+	go func() {
+		sink := &memSink{}
+		if err := snap.Persist(sink); err != nil {
+			t.Error(err)
+		}
+		done <- sink.Bytes()
+	}()
+	for i := range 200 {
+		h.mustApply(CmdSetTaskState, &SetTaskStateBody{TaskID: fmt.Sprintf("t%03d", i), State: TaskDone})
+	}
+	if got := <-done; !bytes.Equal(got, want) {
+		t.Fatalf("snapshot persisted during applies differs from the state it was taken of")
+	}
+}
+
 // BenchmarkSnapshotOfManyTasks is a snapshot of 100,000 tasks (the state
 // a few trials of the cluster suite's writes leave): Snapshot, which holds
 // up applies, and Persist.
