@@ -27,6 +27,7 @@ import (
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/agentctl/pin"
 	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
+	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/shared/term"
 )
 
@@ -126,7 +127,12 @@ func serve(args []string) int {
 	idleTimeout := fs.Duration("idle-timeout", term.DefaultIdleTimeout, "end a terminal with no connection for this long")
 	useTLS := fs.Bool("tls", false, "serve HTTPS with a key made at start (ECDSA P-256, self-signed); the info carries its fingerprint for clients to pin")
 	agentUser := fs.String("agent-user", "", "run the agent and terminal shells as UID:GID (numeric; agentctl keeps its own user)")
+	niceness := fs.Int("nice", 0, "run the agent and terminal shells at this nice value (0-19), and lower this session's scheduling group (Linux autogroup) to it when agentctl leads its session, so busy agents cannot starve other programs on the machine")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := nice.Check(*niceness); err != nil {
+		fmt.Fprintln(os.Stderr, "agentctl serve: -nice:", err)
 		return 2
 	}
 	cred, err := parseAgentUser(*agentUser)
@@ -157,7 +163,12 @@ func serve(args []string) int {
 		return 1
 	}
 	defer closer.Close()
-	opts := agentctl.Options{SessionID: *session, Workspace: *ws, StateDir: *stateDir, Secret: secret, Logger: log, AgentCredential: cred}
+	if lowered, err := nice.LowerSessionGroup(*niceness); err != nil {
+		log.Warn("this session keeps its CPU priority", "error", err)
+	} else if lowered {
+		log.Debug("lowered this session's scheduling group", "nice", *niceness)
+	}
+	opts := agentctl.Options{SessionID: *session, Workspace: *ws, StateDir: *stateDir, Secret: secret, Logger: log, AgentCredential: cred, AgentNice: *niceness}
 	if v := os.Getenv("PADDOCK_AGENTCTL_INIT_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -171,7 +182,7 @@ func serve(args []string) int {
 	var srv *agentctl.Server
 	absWS, _ := filepath.Abs(*ws)
 	terms := term.NewManager(term.Options{
-		Shell: shell.argv, Dir: absWS, Credential: cred, ReplayBytes: *replayBytes, IdleTimeout: *idleTimeout,
+		Shell: shell.argv, Dir: absWS, Credential: cred, Nice: *niceness, ReplayBytes: *replayBytes, IdleTimeout: *idleTimeout,
 		// Requests carry the agentctl secret; Origin is the supervisor's to check.
 		CheckOrigin: func(*http.Request) bool { return true },
 		External:    map[string]func() (term.External, error){agentctl.AgentTerminalName: func() (term.External, error) { return agentPTY(srv) }},
@@ -282,6 +293,7 @@ func host(args []string) int {
 	secretFile := fs.String("secret-file", "", "file holding the host secret (else env PADDOCK_AGENTCTL_HOST_SECRET)")
 	advertise := fs.String("advertise", "", "host to put in instance URLs")
 	instHost := fs.String("instance-listen-host", "", "host instances listen on (default: the -listen host)")
+	instNice := fs.Int("nice", 0, "start instances with serve -nice N (0-19): their agents, terminal shells and scheduling groups run at that nice value")
 	useTLS := fs.Bool("tls", false, "serve HTTPS with a key kept in ROOT/host-tls.{crt,key} (made at the first start; its fingerprint is printed for the remote runtime's host config), and start instances with serve -tls")
 	level := fs.String("log-level", "info", "trace|debug|info|warn|error")
 	logFile := fs.String("log-file", "", "log to this file instead of stderr")
@@ -313,7 +325,7 @@ func host(args []string) int {
 		ih, _, _ = net.SplitHostPort(l.Addr().String())
 	}
 	absRoot, _ := filepath.Abs(*root)
-	h, err := agentctl.NewHost(agentctl.HostOptions{Root: absRoot, Secret: secret, ListenHost: ih, Advertise: *advertise, Logger: log, TLS: *useTLS})
+	h, err := agentctl.NewHost(agentctl.HostOptions{Root: absRoot, Secret: secret, ListenHost: ih, Advertise: *advertise, Logger: log, TLS: *useTLS, Nice: *instNice})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

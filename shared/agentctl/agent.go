@@ -53,6 +53,7 @@ type manager struct {
 	stateDir    string
 	initTimeout time.Duration
 	credential  *syscall.Credential // the agent's user, when not agentctl's
+	nice        int                 // the agent's nice value (0: agentctl's)
 	events      *eventLog
 	env         []string
 
@@ -316,7 +317,7 @@ func (m *manager) startACP(ctx context.Context, req StartRequest) error {
 	}
 	a, err := acpagent.Start(ctx, acpagent.Config{
 		Argv: argv, Dir: m.workspace, Env: m.agentEnv(req.Profile), InitTimeout: m.initTimeout,
-		Permission: req.Profile.Permission, ResumeToken: req.ResumeToken, Logger: m.log.Named("acp"), Credential: m.credential,
+		Permission: req.Profile.Permission, ResumeToken: req.ResumeToken, Logger: m.log.Named("acp"), Credential: m.credential, Nice: m.nice,
 		OnUpdate: m.onACPUpdate, OnPermission: m.onPermission,
 	})
 	if errors.Is(err, acpagent.ErrResumeUnsupported) {
@@ -357,7 +358,7 @@ func (m *manager) startPTY(ctx context.Context, req StartRequest) error {
 	}
 	d := &ptyDriver{m: m, ready: make(chan struct{})}
 	parser := &ptyagent.Parser{OnReply: d.onReply, OnReplyStart: d.onReplyStart, OnPrompt: d.onPrompt, OnCancelled: d.onCancelled, OnInput: d.onInput}
-	a, err := ptyagent.Start(ptyagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), Logger: m.log.Named("pty"), OnOutput: parser.Feed, Credential: m.credential})
+	a, err := ptyagent.Start(ptyagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), Logger: m.log.Named("pty"), OnOutput: parser.Feed, Credential: m.credential, Nice: m.nice})
 	if err != nil {
 		return fmt.Errorf("start pty agent: %w", err)
 	}
@@ -550,7 +551,7 @@ func (m *manager) probe(ctx context.Context, p Profile) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	ok, err := acpagent.Probe(ctx, acpagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), InitTimeout: m.initTimeout, Logger: m.log.Named("probe"), Credential: m.credential})
+	ok, err := acpagent.Probe(ctx, acpagent.Config{Argv: argv, Dir: m.workspace, Env: m.agentEnv(p), InitTimeout: m.initTimeout, Logger: m.log.Named("probe"), Credential: m.credential, Nice: m.nice})
 	if err != nil {
 		m.events.publish(EventAgentError, AgentErrorData{Message: "probe: " + err.Error()})
 		return false, fmt.Errorf("probe acp agent: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/nice"
 )
 
 func TestFencingRejectsLowerTokenAcrossRestart(t *testing.T) {
@@ -293,14 +295,14 @@ func TestServeRequiresSecret(t *testing.T) {
 }
 
 // hostProc runs agentctl host.
-func startHost(t *testing.T, root string) (*exec.Cmd, *agentctl.HostClient) {
+func startHost(t *testing.T, root string, args ...string) (*exec.Cmd, *agentctl.HostClient) {
 	t.Helper()
 	secretFile := filepath.Join(t.TempDir(), "host.secret")
 	if err := os.WriteFile(secretFile, []byte("host-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, "agentctl"), "host", "-listen", "127.0.0.1:0", "-root", root, "-secret-file", secretFile,
-		"-log-file", filepath.Join(root, "host.log"))
+	cmd := exec.Command(filepath.Join(binDir, "agentctl"), append([]string{"host", "-listen", "127.0.0.1:0", "-root", root, "-secret-file", secretFile,
+		"-log-file", filepath.Join(root, "host.log")}, args...)...)
 	cmd.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
@@ -318,6 +320,29 @@ func startHost(t *testing.T, root string) (*exec.Cmd, *agentctl.HostClient) {
 		t.Fatal(err)
 	}
 	return cmd, agentctl.NewHostClient(info.URL, "host-secret", 30*time.Second)
+}
+
+// agentctl host -nice N starts its instances with serve -nice N: each
+// instance leads its session, so its scheduling group is lowered to N.
+func TestHostStartsInstancesAtItsNiceValue(t *testing.T) {
+	_, hc := startHost(t, t.TempDir(), "-nice", "6")
+	in, err := hc.CreateInstance(ctx(t), "sess-nice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(in.PID, syscall.SIGKILL) })
+	argv, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", in.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(argv), "\x00-nice\x006\x00") {
+		t.Fatalf("instance argv %q lacks -nice 6", argv)
+	}
+	if n, ok, err := nice.GroupOf(in.PID); err != nil {
+		t.Fatal(err)
+	} else if ok && n != 6 {
+		t.Fatalf("instance's scheduling group at nice %d, want 6", n)
+	}
 }
 
 func TestHostInstancesSurviveHostRestart(t *testing.T) {

@@ -21,6 +21,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/shared/nice"
 )
 
 // HostOptions configure a Host (agentctl host).
@@ -35,6 +37,9 @@ type HostOptions struct {
 	StartTimeout time.Duration
 	// TLS starts instances with serve -tls; each reports its fingerprint.
 	TLS bool
+	// Nice starts instances with serve -nice (0, the default, leaves their
+	// priority alone).
+	Nice int
 }
 
 // Instance is one agentctl serve process managed by a Host.
@@ -135,6 +140,9 @@ func NewHost(opts HostOptions) (*Host, error) {
 	}
 	if opts.Root == "" {
 		return nil, errors.New("agentctl host: root is empty")
+	}
+	if err := nice.Check(opts.Nice); err != nil {
+		return nil, fmt.Errorf("agentctl host: %w", err)
 	}
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
@@ -303,6 +311,9 @@ func (h *Host) CreateInstance(ctx context.Context, req CreateInstanceRequest) (I
 	}
 	if h.opts.TLS {
 		args = append(args, "-tls")
+	}
+	if h.opts.Nice != 0 {
+		args = append(args, "-nice", strconv.Itoa(h.opts.Nice))
 	}
 	args = append(args, terminalArgs...)
 	cmd := exec.Command(h.opts.Executable, args...)

@@ -58,6 +58,9 @@ type Options struct {
 	// AgentCredential, when set, is the user and group the agent runs as
 	// (agentctl's -agent-user), so that it cannot read agentctl's state.
 	AgentCredential *syscall.Credential
+	// AgentNice, when not 0, is the nice value the agent runs at
+	// (agentctl's -nice; see shared/nice).
+	AgentNice int
 }
 
 // Server is one session's agentctl daemon.
@@ -117,7 +120,7 @@ func NewServer(opts Options) (*Server, error) {
 	ev := newEventLog()
 	s := &Server{opts: opts, log: opts.Logger, nonce: hex.EncodeToString(nb[:]), started: time.Now().UTC(), fence: f, ws: ws, events: ev}
 	s.mgr = &manager{log: opts.Logger.Named("agent"), workspace: opts.Workspace, sessionID: opts.SessionID, stateDir: opts.StateDir,
-		initTimeout: opts.InitTimeout, credential: opts.AgentCredential, events: ev, env: opts.Env, status: StatusNone}
+		initTimeout: opts.InitTimeout, credential: opts.AgentCredential, nice: opts.AgentNice, events: ev, env: opts.Env, status: StatusNone}
 	s.mgr.loadResume()
 	s.lease = &leaseWatch{expire: s.selfFence}
 	s.routes()

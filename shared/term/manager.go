@@ -67,6 +67,8 @@ type Options struct {
 	Env []string
 	// Credential, when set, runs the shells as that user and group.
 	Credential *syscall.Credential
+	// Nice, when not 0, is the nice value the shells run at.
+	Nice int
 	// ReplayBytes is each terminal's ring size (DefaultReplayBytes).
 	ReplayBytes int
 	// IdleTimeout ends a terminal that has had no connection this long (DefaultIdleTimeout).
@@ -288,7 +290,7 @@ func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
 			return nil, "", fmt.Errorf("too many terminals (max %d)", m.opts.MaxTerminals)
 		}
 		t, err := NewTerminal(TerminalConfig{
-			Argv: m.opts.Shell, Dir: m.opts.Dir, Env: m.opts.Env, Credential: m.opts.Credential,
+			Argv: m.opts.Shell, Dir: m.opts.Dir, Env: m.opts.Env, Credential: m.opts.Credential, Nice: m.opts.Nice,
 			Cols: h.Cols, Rows: h.Rows, ReplayBytes: m.opts.ReplayBytes,
 			External: m.opts.External[c.name],
 			Logger:   m.log.Named(c.name),

@@ -17,6 +17,8 @@ import (
 	"github.com/creack/pty"
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
+
+	"github.com/paddockhq/paddock/shared/nice"
 )
 
 // ErrExited is returned when input is written to a terminal whose shell has exited.
@@ -48,6 +50,9 @@ type TerminalConfig struct {
 	// Credential, when set, runs Argv as that user and group instead of this
 	// process's own.
 	Credential *syscall.Credential
+	// Nice, when not 0, is the nice value the shell runs at (see
+	// shared/nice).
+	Nice int
 	// Cols and Rows are the initial size (80x24 if zero).
 	Cols, Rows int
 	// ReplayBytes is the ring size per shell (DefaultReplayBytes if zero).
@@ -232,6 +237,10 @@ func (t *Terminal) startLocked() error {
 	started, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(t.cols), Rows: uint16(t.rows)})
 	if err != nil {
 		return fmt.Errorf("start %q in pty: %w", t.cfg.Argv[0], err)
+	}
+	// The shell leads a new session: its group id is its pid.
+	if err := nice.LowerGroup(cmd.Process.Pid, t.cfg.Nice); err != nil {
+		t.log.Warn("shell keeps this process's CPU priority", "error", err)
 	}
 	ptmx, err := pollable(started)
 	if err != nil {

@@ -5,11 +5,14 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/paddockhq/paddock/shared/nice"
 )
 
 func newShell(t *testing.T) *Terminal {
@@ -138,6 +141,38 @@ func TestTerminalPTYIsPollable(t *testing.T) {
 	}
 	_, _ = term.Write([]byte("echo RESET$((1+1))\r"))
 	waitFor(t, 5*time.Second, "output after reset", func() bool { return ringHas(term.Ring(), "RESET2") })
+}
+
+// A terminal with Nice runs its shell at that nice value (agentctl's
+// -nice), and so does what the shell starts.
+func TestTerminalShellRunsAtItsNiceValue(t *testing.T) {
+	own, err := nice.Of(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := min(own+5, nice.Max)
+	term, err := NewTerminal(TerminalConfig{Argv: []string{"/bin/sh", "-c", "sleep 600 & echo child=$!; exec sleep 600"}, Dir: "/",
+		Nice: want, Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = term.Close() })
+	var child int
+	waitFor(t, 5*time.Second, "the shell's child", func() bool {
+		buf := make([]byte, term.Ring().Size())
+		n, _ := term.Ring().ReadAt(buf, term.Ring().Oldest())
+		_, after, ok := strings.Cut(string(buf[:n]), "child=")
+		if !ok {
+			return false
+		}
+		child, _ = strconv.Atoi(strings.TrimSpace(strings.SplitN(after, "\n", 2)[0]))
+		return child > 0
+	})
+	for _, pid := range []int{term.Pid(), child} {
+		if got, err := nice.Of(pid); err != nil || got != want {
+			t.Fatalf("pid %d runs at nice %d (%v), want %d", pid, got, err, want)
+		}
+	}
 }
 
 // A terminal with a Credential runs its shell as that user (agentctl's

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/configspec"
@@ -16,6 +17,13 @@ import (
 
 // DefaultWorkspaceRoot is used when the config names no workspace_root.
 const DefaultWorkspaceRoot = "./data/workspaces"
+
+// DefaultNice is the sessions' nice value unless the config says
+// otherwise: the `nice` command's own default, a background priority
+// below the server's. A busy agent still gets every CPU the machine has
+// spare; when the machine is short of CPU, the server beside the sessions
+// runs first.
+const DefaultNice = 10
 
 // Config is the standalone plugin's `config { … }` body.
 type Config struct {
@@ -45,10 +53,14 @@ type Config struct {
 	AgentctlTLS bool
 	// AgentUser is RunAsUser resolved (nil when unset).
 	AgentUser *agentctlproc.User
+	// Nice is the nice value of each session's scheduling group, agent and
+	// terminal shells (agentctl's -nice): sessions share the server's
+	// machine, and must not starve its raft heartbeats (shared/nice).
+	Nice int
 }
 
 func defaults() Config {
-	return Config{WorkspaceRoot: DefaultWorkspaceRoot, Listen: net.JoinHostPort(runtime.NodeAddr(), "0"), StartTimeout: 15 * time.Second}
+	return Config{WorkspaceRoot: DefaultWorkspaceRoot, Listen: net.JoinHostPort(runtime.NodeAddr(), "0"), StartTimeout: 15 * time.Second, Nice: DefaultNice}
 }
 
 // spec declares the config body: its decoder and its documentation.
@@ -70,6 +82,8 @@ var spec = configspec.Spec[Config]{
 			func(c *Config) *string { return &c.RunAsUser }, configspec.NotEmpty),
 		configspec.Bool("agentctl_tls", "agentctl serves HTTPS with a key it makes at start (ECDSA P-256, self-signed); its fingerprint is recorded with the executor and pinned by every node (default false)",
 			func(c *Config) *bool { return &c.AgentctlTLS }),
+		configspec.Int("nice", fmt.Sprintf("nice value (0-19) each session's agent, terminal shells and scheduling group run at, below the server beside them so that busy agents cannot starve its raft heartbeats; 0 keeps the server's priority (default %d)", DefaultNice),
+			0, nice.Max, func(c *Config) *int { return &c.Nice }),
 		configspec.Duration("start_timeout", "how long agentctl may take to become healthy (default 15s)",
 			func(c *Config) *time.Duration { return &c.StartTimeout }),
 	},

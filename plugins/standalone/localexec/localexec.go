@@ -55,7 +55,7 @@ func New(logger hclog.Logger) *Runtime {
 	base := pluginbase.New(pluginbase.Options[Config]{
 		Info: runtime.Info{Name: Name, Version: Version}, Spec: spec, Defaults: defaults, Logger: logger,
 		LogFields: func(c Config) []any {
-			return []any{"workspace_root", c.WorkspaceRoot, "task_workspace_root", c.TaskWorkspaceRoot, "agentctl_path", c.AgentctlPath, "run_as_user", c.RunAsUser}
+			return []any{"workspace_root", c.WorkspaceRoot, "task_workspace_root", c.TaskWorkspaceRoot, "agentctl_path", c.AgentctlPath, "run_as_user", c.RunAsUser, "nice", c.Nice}
 		},
 	})
 	return &Runtime{Base: base, handles: map[string]handle{}}
@@ -224,6 +224,7 @@ func (r *Runtime) start(ctx context.Context, cfg Config, agentctl, secret string
 		Terminal:     h.terminal(),
 		AgentUser:    cfg.AgentUser,
 		TLS:          cfg.AgentctlTLS,
+		Nice:         cfg.Nice,
 	})
 	if err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/paddockhq/paddock/plugins/standalone/localexec"
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
@@ -436,6 +438,76 @@ printf 'demo> '; exec sleep 600`, stateDir, resp.PID)
 	}
 	if st, err := os.Stat(filepath.Join(resp.WorkspacePath, "from-api.txt")); err != nil || st.Sys().(*syscall.Stat_t).Uid != uint32(nobody.UID) {
 		t.Fatalf("a file written through agentctl is not the agent's: %v", err)
+	}
+}
+
+// By default a session runs below the server's CPU priority: agentctl is
+// started with -nice 10, its session's scheduling group (Linux autogroup)
+// is at nice 10, and so is its agent, while agentctl keeps the plugin's own
+// priority. nice = 0 leaves every priority alone.
+func TestSessionsRunBelowTheServersPriority(t *testing.T) {
+	own, err := nice.Of(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own >= localexec.DefaultNice {
+		t.Skipf("the test already runs at nice %d", own)
+	}
+	ctx := context.Background()
+	agentNice := func(t *testing.T, c *runtime.Client, id string) (resp runtime.LaunchResponse, agent int) {
+		t.Helper()
+		resp, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: id, AgentctlSecret: "sec-" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Destroy(ctx, resp.Handle) })
+		cl := agentctl.NewClient(resp.AgentctlURL, "sec-"+id, 10*time.Second)
+		st, err := cl.StartAgent(ctx, agentctl.Profile{Protocol: agentctl.ProtocolPTY, Command: []string{"/bin/sh", "-c", "printf 'demo> '; exec sleep 600"}}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := nice.Of(st.PID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, n
+	}
+
+	c := load(t, t.TempDir())
+	resp, got := agentNice(t, c, "low")
+	assertArgs(t, resp.PID, []string{"-nice", strconv.Itoa(localexec.DefaultNice)})
+	if got != localexec.DefaultNice {
+		t.Fatalf("agent runs at nice %d, want %d", got, localexec.DefaultNice)
+	}
+	if n, _ := nice.Of(resp.PID); n != own {
+		t.Fatalf("agentctl runs at nice %d, want the plugin's %d", n, own)
+	}
+	if n, ok, err := nice.GroupOf(resp.PID); err != nil {
+		t.Fatal(err)
+	} else if ok && n != localexec.DefaultNice {
+		t.Fatalf("agentctl's scheduling group is at nice %d, want %d", n, localexec.DefaultNice)
+	}
+
+	same := runtimetest.Load(t, bins.Plugin, fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\nnice = 0\n", bins.Agentctl, t.TempDir()))
+	resp, got = agentNice(t, same, "same")
+	if slices.Contains(cmdline(t, resp.PID), "-nice") {
+		t.Fatalf("nice = 0: agentctl argv %q has -nice", cmdline(t, resp.PID))
+	}
+	if got != own {
+		t.Fatalf("nice = 0: agent runs at nice %d, want %d", got, own)
+	}
+	if n, ok, _ := nice.GroupOf(resp.PID); ok && n != 0 {
+		t.Fatalf("nice = 0: agentctl's scheduling group is at nice %d", n)
+	}
+}
+
+// nice must be a whole number from 0 to 19.
+func TestNiceDiagnostics(t *testing.T) {
+	for _, body := range []string{`nice = -1`, `nice = 20`, `nice = 2.5`, `nice = "low"`} {
+		_, diags := localexec.ParseConfig(runtime.ConfigSource{Filename: "c.hcl", Source: []byte(body)})
+		if !diags.HasErrors() || !strings.Contains(diags.Error(), "nice") || !strings.Contains(diags.Error(), "c.hcl:1") {
+			t.Errorf("%s: diagnostics %v, want an error naming nice at c.hcl:1", body, diags)
+		}
 	}
 }
 

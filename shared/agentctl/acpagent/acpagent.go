@@ -25,6 +25,8 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/shared/nice"
 )
 
 // Sentinel errors.
@@ -58,6 +60,9 @@ type Config struct {
 	// Credential, when set, runs the agent as that user and group
 	// (agentctl's -agent-user) instead of agentctl's own.
 	Credential *syscall.Credential
+	// Nice, when not 0, is the nice value the agent runs at (agentctl's
+	// -nice; see shared/nice).
+	Nice int
 
 	// OnUpdate receives message text chunks (kind: agent, user, thought).
 	OnUpdate func(kind, text string)
@@ -144,6 +149,9 @@ func spawn(cfg Config) (*Agent, error) {
 	if err != nil {
 		stdout.Close()
 		return nil, fmt.Errorf("start agent %q: %w", cfg.Argv[0], err)
+	}
+	if err := nice.LowerGroup(cmd.Process.Pid, cfg.Nice); err != nil {
+		cfg.Logger.Warn("agent keeps agentctl's CPU priority", "error", err)
 	}
 	a.wg.Add(1)
 	out := &agentOutput{src: stdout, update: (&client{a: a}).updateLine, garbage: func(line string) {

@@ -24,6 +24,8 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/paddockhq/paddock/shared/nice"
 )
 
 // DefaultHistory is how many bytes of recent output an Agent keeps.
@@ -42,6 +44,9 @@ type Config struct {
 	// Credential, when set, runs the program as that user and group
 	// (agentctl's -agent-user) instead of agentctl's own.
 	Credential *syscall.Credential
+	// Nice, when not 0, is the nice value the program runs at (agentctl's
+	// -nice; see shared/nice).
+	Nice int
 }
 
 // Agent is one program running in a PTY.
@@ -85,6 +90,10 @@ func Start(cfg Config) (*Agent, error) {
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: cfg.Cols, Rows: cfg.Rows})
 	if err != nil {
 		return nil, fmt.Errorf("start agent %q in a pty: %w", cfg.Argv[0], err)
+	}
+	// The PTY's program leads a new session: its group id is its pid.
+	if err := nice.LowerGroup(cmd.Process.Pid, cfg.Nice); err != nil {
+		cfg.Logger.Warn("agent keeps agentctl's CPU priority", "error", err)
 	}
 	a := &Agent{cmd: cmd, ptmx: ptmx, log: cfg.Logger, subs: map[int]chan []byte{}, done: make(chan struct{}), onOutput: cfg.OnOutput}
 	a.wg.Add(1)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl/pin"
+	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/shared/runtime"
 )
 
@@ -75,6 +76,9 @@ type StartConfig struct {
 	// TLS becomes agentctl's -tls: it serves HTTPS with a key of its own,
 	// and Info.Fingerprint is what clients pin.
 	TLS bool
+	// Nice becomes agentctl's -nice: the session's scheduling group, agent
+	// and terminal shells run at that nice value (0: unchanged).
+	Nice int
 }
 
 // User is a numeric user and group.
@@ -107,6 +111,9 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 		return nil, errors.New("start agentctl: agentctl path, session, workspace, state dir and secret are required")
 	}
 	if err := cfg.Terminal.Validate(); err != nil {
+		return nil, fmt.Errorf("start agentctl: %w", err)
+	}
+	if err := nice.Check(cfg.Nice); err != nil {
 		return nil, fmt.Errorf("start agentctl: %w", err)
 	}
 	timeout := cfg.Timeout
@@ -151,6 +158,9 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 	}
 	if cfg.TLS {
 		args = append(args, "-tls")
+	}
+	if cfg.Nice != 0 {
+		args = append(args, "-nice", strconv.Itoa(cfg.Nice))
 	}
 	args = append(args, cfg.Terminal.Args()...)
 	cmd := exec.Command(cfg.AgentctlPath, args...)

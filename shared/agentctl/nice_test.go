@@ -1,0 +1,59 @@
+package agentctl_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/nice"
+)
+
+// With -nice the agent, ACP or PTY, runs at that nice value while
+// agentctl keeps its own: agentctl's relay and lease renewals come before
+// its agent's work. (The session's scheduling group is lowered only when
+// agentctl leads its session; agentctlproc starts it so, this test does
+// not: the standalone runtime's test checks the group.)
+func TestAgentsRunAtTheNiceValue(t *testing.T) {
+	own, err := nice.Of(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := min(own+7, nice.Max)
+	for name, prof := range map[string]agentctl.Profile{"acp": acpProfile, "pty": ptyProfile} {
+		t.Run(name, func(t *testing.T) {
+			srv := startServeArgs(t, t.TempDir(), []string{"-nice", strconv.Itoa(want)})
+			st, err := srv.c.StartAgent(ctx(t), prof, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.PID == 0 {
+				t.Fatalf("agent state has no pid: %+v", st)
+			}
+			if got, err := nice.Of(st.PID); err != nil || got != want {
+				t.Fatalf("agent pid %d runs at nice %d (%v), want %d", st.PID, got, err, want)
+			}
+			if got, _ := nice.Of(srv.info.PID); got != own {
+				t.Fatalf("agentctl itself runs at nice %d, want its starter's %d", got, own)
+			}
+		})
+	}
+}
+
+// An out-of-range -nice stops agentctl serve with a clear message.
+func TestServeRefusesANiceValueOutOfRange(t *testing.T) {
+	for _, v := range []string{"-1", "20", "x"} {
+		cmd := exec.Command(filepath.Join(binDir, "agentctl"), "serve", "-session", "s1", "-workspace", t.TempDir(), "-nice", v)
+		cmd.Env = append(os.Environ(), "PADDOCK_AGENTCTL_SECRET="+testSecret)
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 {
+			t.Fatalf("-nice %s: exit %v, want 2; output %s", v, err, out)
+		}
+		if !strings.Contains(string(out), "-nice") {
+			t.Fatalf("-nice %s: output %q does not name the flag", v, out)
+		}
+	}
+}
