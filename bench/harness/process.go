@@ -36,7 +36,11 @@ func (p *Process) Start(dir, logPath string, argv ...string) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own (and so a process group, which Kill signals),
+	// as a service manager starts each service: Linux's scheduler groups
+	// CPU by session (autogroup), and three servers sharing the harness's
+	// session would weigh as one process against every agentctl session.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", argv[0], err)

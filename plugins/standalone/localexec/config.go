@@ -19,11 +19,14 @@ import (
 const DefaultWorkspaceRoot = "./data/workspaces"
 
 // DefaultNice is the sessions' nice value unless the config says
-// otherwise: the `nice` command's own default, a background priority
-// below the server's. A busy agent still gets every CPU the machine has
-// spare; when the machine is short of CPU, the server beside the sessions
-// runs first.
-const DefaultNice = 10
+// otherwise: the lowest priority. A session's work is elastic: a busy
+// agent still gets every CPU the machine has spare. The server's is not:
+// a raft heartbeat that waits 300 ms starts an election, and a lease
+// renewal that waits 8 s stops an agent. In a prompt storm of 200 agents
+// on 2 CPUs (bench suite storm), nice 10 still left the servers so little
+// (200 groups of weight 110 against each server's 1024) that leaders
+// changed and agents fenced themselves; at 19 neither happened.
+const DefaultNice = nice.Max
 
 // Config is the standalone plugin's `config { … }` body.
 type Config struct {

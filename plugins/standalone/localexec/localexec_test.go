@@ -442,8 +442,8 @@ printf 'demo> '; exec sleep 600`, stateDir, resp.PID)
 }
 
 // By default a session runs below the server's CPU priority: agentctl is
-// started with -nice 10, its session's scheduling group (Linux autogroup)
-// is at nice 10, and so is its agent, while agentctl keeps the plugin's own
+// started with -nice 19, its session's scheduling group (Linux autogroup)
+// is at nice 19, and so is its agent, while agentctl keeps the plugin's own
 // priority. nice = 0 leaves every priority alone.
 func TestSessionsRunBelowTheServersPriority(t *testing.T) {
 	own, err := nice.Of(os.Getpid())
