@@ -127,7 +127,7 @@ func serve(args []string) int {
 	idleTimeout := fs.Duration("idle-timeout", term.DefaultIdleTimeout, "end a terminal with no connection for this long")
 	useTLS := fs.Bool("tls", false, "serve HTTPS with a key made at start (ECDSA P-256, self-signed); the info carries its fingerprint for clients to pin")
 	agentUser := fs.String("agent-user", "", "run the agent and terminal shells as UID:GID (numeric; agentctl keeps its own user)")
-	niceness := fs.Int("nice", 0, "run the agent and terminal shells at this nice value (0-19), and lower this session's scheduling group (Linux autogroup) to it when agentctl leads its session, so busy agents cannot starve other programs on the machine")
+	niceness := fs.Int("nice", 0, "run the agent and terminal shells at this nice value (0-19), each in a session and scheduling group (Linux autogroup) of its own, so busy agents cannot starve other programs on the machine; agentctl keeps its own priority")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -163,11 +163,6 @@ func serve(args []string) int {
 		return 1
 	}
 	defer closer.Close()
-	if lowered, err := nice.LowerSessionGroup(*niceness); err != nil {
-		log.Warn("this session keeps its CPU priority", "error", err)
-	} else if lowered {
-		log.Debug("lowered this session's scheduling group", "nice", *niceness)
-	}
 	opts := agentctl.Options{SessionID: *session, Workspace: *ws, StateDir: *stateDir, Secret: secret, Logger: log, AgentCredential: cred, AgentNice: *niceness}
 	if v := os.Getenv("PADDOCK_AGENTCTL_INIT_TIMEOUT"); v != "" {
 		d, err := time.ParseDuration(v)

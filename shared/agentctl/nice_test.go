@@ -7,16 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/nice"
 )
 
-// With -nice the agent, ACP or PTY, runs at that nice value while
-// agentctl keeps its own: agentctl's relay and lease renewals come before
-// its agent's work. (The session's scheduling group is lowered only when
-// agentctl leads its session; agentctlproc starts it so, this test does
-// not: the standalone runtime's test checks the group.)
+// With -nice the agent, ACP or PTY, runs at that nice value in a session
+// and scheduling group of its own, while agentctl keeps its priority and
+// group: agentctl's relay and lease renewals come before its agent's work.
 func TestAgentsRunAtTheNiceValue(t *testing.T) {
 	own, err := nice.Of(os.Getpid())
 	if err != nil {
@@ -38,6 +37,17 @@ func TestAgentsRunAtTheNiceValue(t *testing.T) {
 			}
 			if got, _ := nice.Of(srv.info.PID); got != own {
 				t.Fatalf("agentctl itself runs at nice %d, want its starter's %d", got, own)
+			}
+			ownGroup, groups, _ := nice.GroupOf(os.Getpid())
+			if !groups {
+				return
+			}
+			waitFor(t, "the agent's scheduling group at its nice value", 5*time.Second, func() bool {
+				n, _, _ := nice.GroupOf(st.PID)
+				return n == want
+			})
+			if n, _, _ := nice.GroupOf(srv.info.PID); n != ownGroup {
+				t.Fatalf("agentctl's scheduling group is at nice %d, want its starter's %d", n, ownGroup)
 			}
 		})
 	}

@@ -1,22 +1,23 @@
-// Package nice runs a session's processes at a lower CPU priority than the
-// supervisor beside them.
+// Package nice runs a session's agent and terminal shells at a lower CPU
+// priority than the programs that serve them.
 //
 // Why: a local runtime runs its sessions on the server's own machine, and
 // agents can use every CPU it has (a build, a test run, 200 agents
 // streaming at once). Linux's scheduler shares CPU between sessions
 // (setsid) before processes when autogrouping is on (the default of most
-// distributions' kernels), and agentctl starts a session of its own: every
-// agent then weighs as much as the whole server. On a 2-CPU host with 200
+// distributions' kernels), and agents run in sessions of their own: every
+// busy agent weighs as much as the whole server. On a 2-CPU host with 200
 // streaming agents the servers got so little CPU that raft heartbeats
 // missed their 300 ms timeout, leaders changed over and over, and agents
 // whose leases were not renewed in time stopped themselves.
 //
-// agentctl therefore lowers its session's scheduling group to a nice value
-// (LowerSessionGroup) and sets the agent and terminal shells to it
-// (LowerGroup);
-// agentctl itself keeps its own priority inside its group, so its relay and
-// lease renewals come before its agent's work. Raising a nice value needs
-// no privilege; nothing here ever lowers one.
+// agentctl therefore starts each agent and terminal shell in a session of
+// its own and lowers it (Lower): the session's scheduling group and every
+// thread of its process group take the nice value. agentctl keeps its own
+// priority: it is the relay between the agent and the server (at a low
+// priority a terminal's output crawled through it whenever the server and
+// the client were busy) and it answers the lease renewals. Raising a nice
+// value needs no privilege; nothing here ever lowers one.
 package nice
 
 import (
@@ -25,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -41,59 +43,70 @@ func Check(n int) error {
 	return nil
 }
 
-// LowerGroup sets every process of process group pgid, each of its
-// threads, to nice value n (setpriority's PRIO_PGRP). Call it on a child
-// that was just started in a group of its own (Setpgid, or a PTY's new
-// session, whose group id is the child's pid): what the child forks or
-// clones afterwards inherits n. A process that leaves the group before
-// the call (setpgid in its first instants) keeps its priority. A group
-// already at n or below it (started by a process niced further) is left
-// as it is: this never raises a priority. n == 0 changes nothing.
-func LowerGroup(pgid, n int) error {
+// Lower sets child, a process just started as the leader of a session of
+// its own (Setsid, as a PTY's program is), to nice value n: every thread of
+// its process group (setpriority's PRIO_PGRP; what the child forks or
+// clones afterwards inherits it) and, where the kernel groups by session,
+// its session's scheduling group (/proc/PID/autogroup, which is what
+// weighs against other sessions). A child that does not lead its own
+// session gets only the former: its group would be the caller's. A
+// process group already at n or below is left as it is: this never raises
+// a priority. n == 0 changes nothing.
+//
+// Without CAP_SYS_ADMIN the kernel takes one autogroup change per 100 ms
+// on the whole machine: a busy one is retried in the background for up to
+// retryFor, and failures after the first attempt go to warn (an hclog
+// Logger's Warn: a message, then key/value pairs).
+func Lower(child, n int, warn func(msg string, args ...any)) error {
 	if n == 0 {
 		return nil
 	}
 	if err := Check(n); err != nil {
 		return err
 	}
-	if cur, err := Of(pgid); err == nil && cur >= n {
+	if cur, err := Of(child); err != nil || cur < n {
+		if err := unix.Setpriority(unix.PRIO_PGRP, child, n); err != nil {
+			return fmt.Errorf("set process group %d to nice %d: %w", child, n, err)
+		}
+	}
+	if sid, err := unix.Getsid(child); err != nil || sid != child {
 		return nil
 	}
-	if err := unix.Setpriority(unix.PRIO_PGRP, pgid, n); err != nil {
-		return fmt.Errorf("set process group %d to nice %d: %w", pgid, n, err)
+	err := setAutogroup(child, n)
+	if !errors.Is(err, unix.EAGAIN) {
+		return err
 	}
+	go func() {
+		deadline := time.Now().Add(retryFor)
+		for errors.Is(err, unix.EAGAIN) && time.Now().Before(deadline) {
+			time.Sleep(autogroupRetry) // the kernel's rate limit, not synchronisation
+			err = setAutogroup(child, n)
+		}
+		if err != nil && warn != nil {
+			warn("the session keeps its scheduling group's priority", "pid", child, "error", err)
+		}
+	}()
 	return nil
 }
 
-// autogroupFile is where Linux exposes a process's scheduling group and
-// takes its nice value.
-const autogroupFile = "/proc/self/autogroup"
+// retryFor bounds the retries of an autogroup change the kernel's rate
+// limit refused; autogroupRetry spaces them.
+const (
+	retryFor       = time.Minute
+	autogroupRetry = 110 * time.Millisecond
+)
 
-// LowerSessionGroup sets the nice value of the calling process's
-// scheduling group (Linux's autogroup: every session is one) to n, when
-// the caller leads its session: a process in someone else's session (an
-// agentctl run from a shell) leaves that session's group alone. It
-// reports whether the group was changed; a kernel without autogroups is
-// not an error (there, Start's per-process nice is what counts).
-func LowerSessionGroup(n int) (bool, error) {
-	if n == 0 {
-		return false, nil
-	}
-	if err := Check(n); err != nil {
-		return false, err
-	}
-	sid, err := unix.Getsid(0)
-	if err != nil || sid != os.Getpid() {
-		return false, nil
-	}
-	err = os.WriteFile(autogroupFile, []byte(strconv.Itoa(n)), 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+// setAutogroup sets the nice value of process pid's scheduling group; a
+// kernel without autogroups (or a process gone meanwhile) is not an error.
+func setAutogroup(pid, n int) error {
+	err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/autogroup", []byte(strconv.Itoa(n)), 0)
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+		return nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("lower this session's scheduling group to nice %d: %w", n, err)
+		return fmt.Errorf("set session %d's scheduling group to nice %d: %w", pid, n, err)
 	}
-	return true, nil
+	return nil
 }
 
 // Of returns the nice value of process (or thread) pid, from /proc.

@@ -239,7 +239,7 @@ func (t *Terminal) startLocked() error {
 		return fmt.Errorf("start %q in pty: %w", t.cfg.Argv[0], err)
 	}
 	// The shell leads a new session: its group id is its pid.
-	if err := nice.LowerGroup(cmd.Process.Pid, t.cfg.Nice); err != nil {
+	if err := nice.Lower(cmd.Process.Pid, t.cfg.Nice, t.log.Named("nice").Warn); err != nil {
 		t.log.Warn("shell keeps this process's CPU priority", "error", err)
 	}
 	ptmx, err := pollable(started)

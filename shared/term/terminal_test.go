@@ -144,7 +144,7 @@ func TestTerminalPTYIsPollable(t *testing.T) {
 }
 
 // A terminal with Nice runs its shell at that nice value (agentctl's
-// -nice), and so does what the shell starts.
+// -nice), in a scheduling group at it, and so does what the shell starts.
 func TestTerminalShellRunsAtItsNiceValue(t *testing.T) {
 	own, err := nice.Of(os.Getpid())
 	if err != nil {
@@ -172,6 +172,13 @@ func TestTerminalShellRunsAtItsNiceValue(t *testing.T) {
 		if got, err := nice.Of(pid); err != nil || got != want {
 			t.Fatalf("pid %d runs at nice %d (%v), want %d", pid, got, err, want)
 		}
+	}
+	// The shell leads its own session: its scheduling group is lowered too.
+	if _, ok, _ := nice.GroupOf(term.Pid()); ok {
+		waitFor(t, 5*time.Second, "the shell's scheduling group at its nice value", func() bool {
+			n, _, _ := nice.GroupOf(term.Pid())
+			return n == want
+		})
 	}
 }
 

@@ -85,7 +85,7 @@ var spec = configspec.Spec[Config]{
 			func(c *Config) *string { return &c.RunAsUser }, configspec.NotEmpty),
 		configspec.Bool("agentctl_tls", "agentctl serves HTTPS with a key it makes at start (ECDSA P-256, self-signed); its fingerprint is recorded with the executor and pinned by every node (default false)",
 			func(c *Config) *bool { return &c.AgentctlTLS }),
-		configspec.Int("nice", fmt.Sprintf("nice value (0-19) each session's agent, terminal shells and scheduling group run at, below the server beside them so that busy agents cannot starve its raft heartbeats; 0 keeps the server's priority (default %d)", DefaultNice),
+		configspec.Int("nice", fmt.Sprintf("nice value (0-19) each session's agent and terminal shells run at, each in a scheduling group of its own, below the server beside them so that busy agents cannot starve its raft heartbeats; agentctl keeps the server's priority; 0 changes nothing (default %d)", DefaultNice),
 			0, nice.Max, func(c *Config) *int { return &c.Nice }),
 		configspec.Duration("start_timeout", "how long agentctl may take to become healthy (default 15s)",
 			func(c *Config) *time.Duration { return &c.StartTimeout }),

@@ -441,10 +441,11 @@ printf 'demo> '; exec sleep 600`, stateDir, resp.PID)
 	}
 }
 
-// By default a session runs below the server's CPU priority: agentctl is
-// started with -nice 19, its session's scheduling group (Linux autogroup)
-// is at nice 19, and so is its agent, while agentctl keeps the plugin's own
-// priority. nice = 0 leaves every priority alone.
+// By default a session's agent runs below the server's CPU priority:
+// agentctl is started with -nice 19, and its agent runs at nice 19 in a
+// scheduling group (Linux autogroup) of its own at nice 19, while agentctl
+// keeps the plugin's priority and a group at nice 0. nice = 0 leaves every
+// priority alone.
 func TestSessionsRunBelowTheServersPriority(t *testing.T) {
 	own, err := nice.Of(os.Getpid())
 	if err != nil {
@@ -470,6 +471,12 @@ func TestSessionsRunBelowTheServersPriority(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if g, ok, _ := nice.GroupOf(st.PID); ok {
+			runtimetest.WaitFor(t, 5*time.Second, "the agent's scheduling group at its nice value", func() bool {
+				g, _, _ = nice.GroupOf(st.PID)
+				return g == n
+			})
+		}
 		return resp, n
 	}
 
@@ -482,10 +489,8 @@ func TestSessionsRunBelowTheServersPriority(t *testing.T) {
 	if n, _ := nice.Of(resp.PID); n != own {
 		t.Fatalf("agentctl runs at nice %d, want the plugin's %d", n, own)
 	}
-	if n, ok, err := nice.GroupOf(resp.PID); err != nil {
-		t.Fatal(err)
-	} else if ok && n != localexec.DefaultNice {
-		t.Fatalf("agentctl's scheduling group is at nice %d, want %d", n, localexec.DefaultNice)
+	if n, ok, err := nice.GroupOf(resp.PID); err != nil || (ok && n != 0) {
+		t.Fatalf("agentctl's scheduling group is at nice %d (%v), want 0", n, err)
 	}
 
 	same := runtimetest.Load(t, bins.Plugin, fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\nnice = 0\n", bins.Agentctl, t.TempDir()))
@@ -496,9 +501,7 @@ func TestSessionsRunBelowTheServersPriority(t *testing.T) {
 	if got != own {
 		t.Fatalf("nice = 0: agent runs at nice %d, want %d", got, own)
 	}
-	if n, ok, _ := nice.GroupOf(resp.PID); ok && n != 0 {
-		t.Fatalf("nice = 0: agentctl's scheduling group is at nice %d", n)
-	}
+
 }
 
 // nice must be a whole number from 0 to 19.

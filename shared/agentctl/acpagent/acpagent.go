@@ -127,7 +127,10 @@ func spawn(cfg Config) (*Agent, error) {
 	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
 	cmd.Dir = cfg.Dir
 	cmd.Env = cfg.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cfg.Credential}
+	// A session of its own (and so a process group, which Kill signals):
+	// the scheduler weighs it apart from agentctl, so nice.Lower can put
+	// the agent below agentctl and the server.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: cfg.Credential}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, fmt.Errorf("agent stdin: %w", err)
@@ -150,7 +153,7 @@ func spawn(cfg Config) (*Agent, error) {
 		stdout.Close()
 		return nil, fmt.Errorf("start agent %q: %w", cfg.Argv[0], err)
 	}
-	if err := nice.LowerGroup(cmd.Process.Pid, cfg.Nice); err != nil {
+	if err := nice.Lower(cmd.Process.Pid, cfg.Nice, cfg.Logger.Named("nice").Warn); err != nil {
 		cfg.Logger.Warn("agent keeps agentctl's CPU priority", "error", err)
 	}
 	a.wg.Add(1)

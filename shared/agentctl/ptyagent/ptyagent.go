@@ -92,7 +92,7 @@ func Start(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("start agent %q in a pty: %w", cfg.Argv[0], err)
 	}
 	// The PTY's program leads a new session: its group id is its pid.
-	if err := nice.LowerGroup(cmd.Process.Pid, cfg.Nice); err != nil {
+	if err := nice.Lower(cmd.Process.Pid, cfg.Nice, cfg.Logger.Named("nice").Warn); err != nil {
 		cfg.Logger.Warn("agent keeps agentctl's CPU priority", "error", err)
 	}
 	a := &Agent{cmd: cmd, ptmx: ptmx, log: cfg.Logger, subs: map[int]chan []byte{}, done: make(chan struct{}), onOutput: cfg.OnOutput}
