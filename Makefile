@@ -28,9 +28,11 @@ run: build ## Start one node on ./config.hcl (data under ./data)
 # directories and the processes it starts in them, under a fresh directory.
 # Each test ends what it started; after the run whatever still runs there
 # (a test that timed out runs no cleanup) is killed and listed, the
-# directory is removed and go test's exit status is kept.
+# directory is removed and go test's exit status is kept. It is 0711, as
+# /tmp is traversable: tests run agents as another user (run_as_user) in
+# workspaces under it.
 define gotest
-tmp=$$(mktemp -d /tmp/pdt.XXXXXX) && rc=0 && echo "go test $(1) (TMPDIR=$$tmp)" && \
+tmp=$$(mktemp -d /tmp/pdt.XXXXXX) && chmod 711 $$tmp && rc=0 && echo "go test $(1) (TMPDIR=$$tmp)" && \
 	{ TMPDIR=$$tmp PADDOCK_BIN=$(CURDIR)/$(BIN) $(GO) test $(1) || rc=$$?; } && \
 	{ $(GO) run ./bench/cmd/leftovers $$tmp || true; } && rm -rf $$tmp && [ $$rc = 0 ]
 endef
