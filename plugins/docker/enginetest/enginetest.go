@@ -22,6 +22,10 @@ type Engine struct {
 	t    testing.TB
 	pid  int
 	argv []string
+	// env is dockerd's own environment: restarted with the test's, it
+	// would name the test's TMPDIR, and make test's sweep of what a test
+	// run left there would kill the engine.
+	env []string
 }
 
 // Find returns the running dockerd. It skips the test unless it runs as root
@@ -41,7 +45,12 @@ func Find(t testing.TB) *Engine {
 	if err != nil {
 		t.Skipf("cannot read dockerd's command line: %v", err)
 	}
-	return &Engine{t: t, pid: pid, argv: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")}
+	environ, err := os.ReadFile(filepath.Join("/proc", pids[0], "environ"))
+	if err != nil {
+		t.Skipf("cannot read dockerd's environment: %v", err)
+	}
+	return &Engine{t: t, pid: pid, argv: strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00"),
+		env: strings.FieldsFunc(string(environ), func(r rune) bool { return r == 0 })}
 }
 
 // Answers reports whether the engine answers the docker CLI.
@@ -62,8 +71,8 @@ func (e *Engine) Stop() {
 	})
 }
 
-// Start runs dockerd again with its former command line, detached and
-// logging to /var/log/dockerd.log, unless the engine answers already, and
+// Start runs dockerd again with its former command line and environment,
+// in /, detached and logging to /var/log/dockerd.log, unless the engine answers already, and
 // waits until it answers.
 func (e *Engine) Start() {
 	e.t.Helper()
@@ -78,6 +87,7 @@ func (e *Engine) Start() {
 	defer logf.Close()
 	cmd := exec.Command(e.argv[0], e.argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env, cmd.Dir = append([]string{}, e.env...), "/" // never nil: nil would be the test's
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		e.t.Errorf("restart dockerd: %v", err)
