@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/plugins/standalone/localexec"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/plugins/standalone/localexec"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
@@ -97,6 +97,7 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 	text := fmt.Sprintf("stream %d", chunks)
 	var wg sync.WaitGroup
 	var promptErrs []error
+	deliveredBy := map[string]string{} // session → how its prompt was taken for delivered
 	retried := 0
 	var mu sync.Mutex
 	for i, id := range ids {
@@ -106,9 +107,10 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 			// The first attempt's time stays the origin: a prompt that had
 			// to be sent again counts its retries in its chunks' latency.
 			sent[i] = time.Now()
-			n, err := promptUntilDelivered(ctx, promptAPI, id, text)
+			n, how, err := promptUntilDelivered(ctx, promptAPI, id, text)
 			mu.Lock()
 			defer mu.Unlock()
+			deliveredBy[id] = how
 			retried += min(n, 1)
 			if err != nil {
 				promptErrs = append(promptErrs, fmt.Errorf("prompt %s: %w", id, err))
@@ -197,6 +199,7 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 			bad = append(bad, id)
 			if countPrompts(msgs, text) == 0 {
 				unprompted++
+				env.Logf("prompt storm: session %s lacks its prompt, which was taken for delivered by %q", id, deliveredBy[id])
 			}
 		}
 		if prompts := countPrompts(msgs, text); prompts > 1 {
@@ -445,30 +448,42 @@ func processCPU(pid int) time.Duration {
 // promptUntilDelivered sends a prompt until it is accepted or the
 // session's transcript shows it arrived anyway (a prompt can fail after
 // delivery when its leader loses leadership), for up to 2 minutes. It
-// returns how many attempts failed.
-func promptUntilDelivered(ctx context.Context, api *client.Client, id, text string) (int, error) {
+// returns how many attempts failed and how delivery was decided:
+// "accepted" (the API answered success) or "transcript".
+func promptUntilDelivered(ctx context.Context, api *client.Client, id, text string) (int, string, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for failed := 0; ; failed++ {
 		err := api.Prompt(ctx, id, text)
 		if err == nil {
-			return failed, nil
+			return failed, "accepted", nil
 		}
 		promptFailures.note(err)
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return failed, err
+			return failed, "", err
 		}
-		// Running a turn: an earlier attempt reached the agent (nothing
-		// else prompts these sessions).
+		// Refused as running a turn: an earlier attempt may have reached
+		// the agent (nothing else prompts these sessions), or the state
+		// is a lost prompt's that recovery has not set right yet. Only
+		// the transcript tells: wait for the prompt in it, or for the
+		// session to stop running, then send again.
 		if client.IsCode(err, "conflict") {
-			if sess, gerr := api.GetSession(ctx, id); gerr == nil && sess.State == state.SessionRunning {
-				return failed + 1, nil
+			_ = waitUntil(ctx, 30*time.Second, 500*time.Millisecond, "the session to stop running", func() bool {
+				if hasUserMessage(ctx, api, id, text) {
+					return true
+				}
+				sess, gerr := api.GetSession(ctx, id)
+				return gerr == nil && sess.State != state.SessionRunning
+			})
+			if hasUserMessage(ctx, api, id, text) {
+				return failed + 1, "transcript", nil
 			}
+			continue
 		}
 		delivered := waitUntil(ctx, 2*time.Second, 500*time.Millisecond, "the prompt in the transcript", func() bool {
 			return hasUserMessage(ctx, api, id, text)
 		}) == nil
 		if delivered {
-			return failed + 1, nil
+			return failed + 1, "transcript", nil
 		}
 	}
 }
