@@ -127,7 +127,7 @@ func serve(args []string) int {
 	idleTimeout := fs.Duration("idle-timeout", term.DefaultIdleTimeout, "end a terminal with no connection for this long")
 	useTLS := fs.Bool("tls", false, "serve HTTPS with a key made at start (ECDSA P-256, self-signed); the info carries its fingerprint for clients to pin")
 	agentUser := fs.String("agent-user", "", "run the agent and terminal shells as UID:GID (numeric; agentctl keeps its own user)")
-	niceness := fs.Int("nice", 0, "run the agent and terminal shells at this nice value (0-19), each in a session and scheduling group (Linux autogroup) of its own, so busy agents cannot starve other programs on the machine; agentctl keeps its own priority")
+	niceness := fs.Int("nice", 0, "run the agent and terminal shells at this nice value (0-19), each in a session and scheduling group (Linux autogroup) of its own, so busy agents yield the CPU to other programs on the machine; agentctl keeps its own priority")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

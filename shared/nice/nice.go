@@ -50,13 +50,14 @@ func Check(n int) error {
 // its session's scheduling group (/proc/PID/autogroup, which is what
 // weighs against other sessions). A child that does not lead its own
 // session gets only the former: its group would be the caller's. A
-// process group already at n or below is left as it is: this never raises
-// a priority. n == 0 changes nothing.
+// process group already at nice n or more is left as it is: this never
+// raises a priority. n == 0 changes nothing.
 //
 // Without CAP_SYS_ADMIN the kernel takes one autogroup change per 100 ms
 // on the whole machine: a busy one is retried in the background for up to
-// retryFor, and failures after the first attempt go to warn (an hclog
-// Logger's Warn: a message, then key/value pairs).
+// retryFor while the child is the same process (its pid not reused), and
+// failures after the first attempt go to warn (an hclog Logger's Warn: a
+// message, then key/value pairs).
 func Lower(child, n int, warn func(msg string, args ...any)) error {
 	if n == 0 {
 		return nil
@@ -76,10 +77,17 @@ func Lower(child, n int, warn func(msg string, args ...any)) error {
 	if !errors.Is(err, unix.EAGAIN) {
 		return err
 	}
+	started, serr := startTime(child)
+	if serr != nil {
+		return nil // gone already
+	}
 	go func() {
 		deadline := time.Now().Add(retryFor)
 		for errors.Is(err, unix.EAGAIN) && time.Now().Before(deadline) {
 			time.Sleep(autogroupRetry) // the kernel's rate limit, not synchronisation
+			if t, terr := startTime(child); terr != nil || t != started {
+				return // the child is gone; its pid may be another's now
+			}
 			err = setAutogroup(child, n)
 		}
 		if err != nil && warn != nil {
@@ -111,21 +119,33 @@ func setAutogroup(pid, n int) error {
 
 // Of returns the nice value of process (or thread) pid, from /proc.
 func Of(pid int) (int, error) {
+	return statField(pid, 19)
+}
+
+// startTime returns when process pid started, in clock ticks since boot:
+// with the pid, it names one process.
+func startTime(pid int) (int, error) {
+	return statField(pid, 22)
+}
+
+// statField returns field n (numbered as in proc(5): 19 is nice, 22 the
+// start time) of /proc/PID/stat.
+func statField(pid, n int) (int, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, err
 	}
 	// The command name (field 2) is in parentheses and may hold spaces;
-	// nice is the 17th field after it.
+	// field 3 is the first after it.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
 	}
 	fields := bytes.Fields(b[i+1:])
-	if len(fields) < 17 {
+	if len(fields) < n-2 {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name", pid, len(fields))
 	}
-	return strconv.Atoi(string(fields[16]))
+	return strconv.Atoi(string(fields[n-3]))
 }
 
 // GroupOf returns the nice value of process pid's scheduling group, and

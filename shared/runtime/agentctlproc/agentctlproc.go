@@ -76,8 +76,9 @@ type StartConfig struct {
 	// TLS becomes agentctl's -tls: it serves HTTPS with a key of its own,
 	// and Info.Fingerprint is what clients pin.
 	TLS bool
-	// Nice becomes agentctl's -nice: the session's scheduling group, agent
-	// and terminal shells run at that nice value (0: unchanged).
+	// Nice becomes agentctl's -nice: the agent and terminal shells run at
+	// that nice value, each in a scheduling group of its own (0: unchanged);
+	// agentctl keeps its priority.
 	Nice int
 }
 
