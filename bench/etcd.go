@@ -85,15 +85,12 @@ func StartEtcd(bin, dir string, size int) (*EtcdCluster, error) {
 	type ports struct{ client, peer int }
 	var ps []ports
 	var initial []string
+	free, err := harness.FreePorts("127.0.0.1", 2*size)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < size; i++ {
-		c, err := harness.FreePort("127.0.0.1")
-		if err != nil {
-			return nil, err
-		}
-		p, err := harness.FreePort("127.0.0.1")
-		if err != nil {
-			return nil, err
-		}
+		c, p := free[2*i], free[2*i+1]
 		ps = append(ps, ports{c, p})
 		initial = append(initial, fmt.Sprintf("etcd%d=http://127.0.0.1:%d", i+1, p))
 	}

@@ -565,14 +565,11 @@ func TestDockerInvalidLimitsRefusedAtStart(t *testing.T) {
 			e := newDockerEnv(t, dockerTestImage)
 			e.extra = fmt.Sprintf("    %s = %s", tc.attr, tc.value)
 			dir := t.TempDir()
-			httpPort, err := harness.FreePort("127.0.0.1")
+			pair, err := harness.FreePorts("127.0.0.1", 2)
 			if err != nil {
 				t.Fatal(err)
 			}
-			raftPort, err := harness.FreePort("127.0.0.1")
-			if err != nil {
-				t.Fatal(err)
-			}
+			httpPort, raftPort := pair[0], pair[1]
 			cfg := fmt.Sprintf("node_name = \"bad\"\ndata_dir = %q\nbind_addr = \"127.0.0.1\"\nports {\n  http = %d\n  raft = %d\n}\nserver {\n  bootstrap_expect = 1\n}\n%s",
 				filepath.Join(dir, "data"), httpPort, raftPort, e.config())
 			path := filepath.Join(dir, "config.hcl")

@@ -20,13 +20,9 @@ import (
 // freePorts returns n loopback ports that were free a moment ago.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	out := make([]int, n)
-	for i := range out {
-		p, err := harness.FreePort("127.0.0.1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[i] = p
+	out, err := harness.FreePorts("127.0.0.1", n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

@@ -83,14 +83,11 @@ func quickStartServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpPort, err := harness.FreePort("127.0.0.1")
+	pair, err := harness.FreePorts("127.0.0.1", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raftPort, err := harness.FreePort("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	httpPort, raftPort := pair[0], pair[1]
 	ports := regexp.MustCompile(`(?m)^(\s*)(http|raft)(\s*)=\s*\d+`)
 	cfg = ports.ReplaceAllFunc(cfg, func(m []byte) []byte {
 		sub := ports.FindSubmatch(m)

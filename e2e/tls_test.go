@@ -168,8 +168,11 @@ func TestTLSClusterMadeWithPaddockTLS(t *testing.T) {
 	// A node whose certificate comes from another CA cannot join: the
 	// leader cannot verify it, and it cannot verify the cluster.
 	ip := "127.0.0.1"
-	httpPort, _ := harness.FreePort(ip)
-	raftPort, _ := harness.FreePort(ip)
+	pair, err := harness.FreePorts(ip, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpPort, raftPort := pair[0], pair[1]
 	n4dir := t.TempDir()
 	var join []string
 	for _, n := range c.Nodes {

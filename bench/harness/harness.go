@@ -64,12 +64,28 @@ type Options struct {
 
 // FreePort returns a port that was free on ip a moment ago.
 func FreePort(ip string) (int, error) {
-	ln, err := net.Listen("tcp", ip+":0")
+	ports, err := FreePorts(ip, 1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts returns n distinct ports that were free on ip a moment ago.
+// Each is held open until all are picked: ports asked for one at a time
+// may be the same one twice (a node then got one port for both its HTTP
+// API and raft, and refused its config).
+func FreePorts(ip string, n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", ip+":0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // Start writes configs and starts every node.
@@ -79,20 +95,19 @@ func Start(o Options) (*Cluster, error) {
 		http, raft int
 	}
 	var addrs []addr
+	shared, err := FreePorts("127.0.0.1", 2*o.Size) // every node's, when they share an IP
+	if err != nil {
+		return nil, err
+	}
 	for i := 1; i <= o.Size; i++ {
-		ip := "127.0.0.1"
+		ip, ports := "127.0.0.1", shared[2*(i-1):2*i]
 		if o.SeparateIPs {
 			ip = fmt.Sprintf("127.0.0.%d", i)
+			if ports, err = FreePorts(ip, 2); err != nil {
+				return nil, err
+			}
 		}
-		h, err := FreePort(ip)
-		if err != nil {
-			return nil, err
-		}
-		r, err := FreePort(ip)
-		if err != nil {
-			return nil, err
-		}
-		addrs = append(addrs, addr{ip, h, r})
+		addrs = append(addrs, addr{ip, ports[0], ports[1]})
 	}
 	if o.LogLevel == "" {
 		o.LogLevel = "info"
