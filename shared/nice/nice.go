@@ -149,7 +149,10 @@ func statField(pid, n int) (int, error) {
 }
 
 // GroupOf returns the nice value of process pid's scheduling group, and
-// false when the kernel has no autogroups.
+// false when the process has none: the kernel has no autogroups, or the
+// process is in a CPU cgroup of its own (a container, a systemd unit with
+// CPU accounting), where the kernel weighs the cgroup instead and shows an
+// empty file.
 func GroupOf(pid int) (int, bool, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/autogroup")
 	if errors.Is(err, os.ErrNotExist) {
@@ -158,11 +161,26 @@ func GroupOf(pid int) (int, bool, error) {
 	if err != nil {
 		return 0, false, err
 	}
-	// "/autogroup-123 nice 5\n"
+	n, ok, err := parseAutogroup(b)
+	if err != nil {
+		return 0, false, fmt.Errorf("/proc/%d/autogroup: %w", pid, err)
+	}
+	return n, ok, nil
+}
+
+// parseAutogroup reads /proc/PID/autogroup: "/autogroup-123 nice 5\n", or
+// nothing for a process outside any autogroup.
+func parseAutogroup(b []byte) (int, bool, error) {
 	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return 0, false, nil
+	}
 	if len(f) != 3 || string(f[1]) != "nice" {
-		return 0, false, fmt.Errorf("/proc/%d/autogroup: unexpected %q", pid, b)
+		return 0, false, fmt.Errorf("unexpected %q", b)
 	}
 	n, err := strconv.Atoi(string(f[2]))
-	return n, true, err
+	if err != nil {
+		return 0, false, fmt.Errorf("unexpected %q", b)
+	}
+	return n, true, nil
 }

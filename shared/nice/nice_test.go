@@ -149,3 +149,26 @@ func TestOutOfRangeNiceValuesAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A process in a CPU cgroup of its own (as in a container) has an empty
+// autogroup file: no group, not an error. Anything else unexpected is one.
+func TestParseAutogroup(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		n      int
+		ok     bool
+		hasErr bool
+	}{
+		{"/autogroup-110357 nice 0\n", 0, true, false},
+		{"/autogroup-7 nice 19\n", 19, true, false},
+		{"", 0, false, false},
+		{"\n", 0, false, false},
+		{"/autogroup-7 nice\n", 0, false, true},
+		{"/autogroup-7 nice x\n", 0, false, true},
+	} {
+		n, ok, err := parseAutogroup([]byte(c.in))
+		if n != c.n || ok != c.ok || (err != nil) != c.hasErr {
+			t.Errorf("parseAutogroup(%q) = %d, %v, %v; want %d, %v, error %v", c.in, n, ok, err, c.n, c.ok, c.hasErr)
+		}
+	}
+}
