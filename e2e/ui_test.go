@@ -289,17 +289,27 @@ func (p page) termType(line string) {
 // termTypeIn types a line into the terminal region matching sel.
 func (p page) termTypeIn(sel, line string) {
 	p.t.Helper()
-	// The terminal has attached (it shows its shell's pid) and the workspace
-	// is usable (it is inert while the executor is not ready, as after a
-	// failover until the new leader has found it).
-	waitFor(p.t, 60*time.Second, "the terminal to attach and be usable", func() bool {
+	// As a person does: wait until the terminal is attached (its screen is
+	// live, not dimmed while reconnecting) and the workspace usable (it is
+	// inert while the executor is not ready, as after a failover until the
+	// new leader has found it), click into the screen, and type once the
+	// cursor is there. A click that missed (the page moved under it, or the
+	// connection dropped again meanwhile) is made again.
+	usable := fmt.Sprintf(`(() => { const el = document.querySelector(%q);
+		return !!el?.dataset.pid && el.dataset.connection === "attached" && !document.querySelector("section.workspace").inert; })()`, sel)
+	focused := fmt.Sprintf(`!!document.activeElement?.closest(%q)`, sel+" .term-screen")
+	waitFor(p.t, 60*time.Second, "the terminal to attach, be usable and take the focus", func() bool {
 		var ok bool
-		p.run("read the terminal's state", chromedp.Evaluate(fmt.Sprintf(`!!document.querySelector(%q)?.dataset.pid && !document.querySelector("section.workspace").inert`, sel), &ok))
+		p.run("read the terminal's state", chromedp.Evaluate(usable, &ok))
+		if !ok {
+			return false
+		}
+		var box []float64
+		p.run("find the terminal screen", chromedp.Evaluate(fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.scrollIntoView({block: "center"}); const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, sel+" .term-screen"), &box))
+		p.run("focus the terminal", chromedp.MouseClickXY(box[0], box[1]))
+		p.run("read the focus", chromedp.Evaluate(focused, &ok))
 		return ok
 	})
-	var box []float64
-	p.run("find the terminal screen", chromedp.Evaluate(fmt.Sprintf(`(() => { const el = document.querySelector(%q); el.scrollIntoView({block: "center"}); const r = el.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()`, sel+" .term-screen"), &box))
-	p.run("focus the terminal", chromedp.MouseClickXY(box[0], box[1]))
 	// Enter as a raw key press: a full key event also sends a character,
 	// which xterm.js would read as a second Enter.
 	enter := func(t input.KeyType) chromedp.Action {

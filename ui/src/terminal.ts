@@ -1,6 +1,8 @@
 // The terminal panel: xterm.js over paddock.terminal.v1. It keeps the epoch
 // and stream offset of what its screen shows, so a reconnect asks only for
-// the bytes it missed; it reconnects by itself with backoff.
+// the bytes it missed; it reconnects by itself with backoff. Its element's
+// data-connection says whether the screen is live (attached, reconnecting,
+// taken-over); the style dims a screen that is not.
 import { Terminal } from "@xterm/xterm";
 import { FitAddon } from "@xterm/addon-fit";
 import { token, wsURL } from "./api";
@@ -98,6 +100,7 @@ export class TerminalPanel {
             this.reconnecting = false;
             this.everAttached = true;
             this.el.dataset.pid = String(msg.pid);
+            this.el.dataset.connection = "attached";
             break;
           case "reset":
             // A new shell: its stream starts again at 0 on a clean screen.
@@ -113,6 +116,7 @@ export class TerminalPanel {
             break;
           case "taken_over":
             takenOver = true;
+            this.el.dataset.connection = "taken-over";
             this.setNotice("This terminal was opened elsewhere.",
               h("button", { type: "button", onclick: () => { this.setNotice(""); this.connect(); } }, "Take back"));
             break;
@@ -130,6 +134,7 @@ export class TerminalPanel {
       if (this.closed || takenOver || e.code === 4001) return;
       if (!attached) this.delay = Math.min(this.delay * 2, 5000);
       this.reconnecting = this.everAttached;
+      this.el.dataset.connection = "reconnecting";
       this.setNotice("Reconnecting…");
       this.timer = window.setTimeout(() => this.connect(), this.delay);
     };
