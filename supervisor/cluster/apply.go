@@ -82,7 +82,11 @@ func retryable(err error) bool {
 }
 
 func (n *Node) applyLocal(data []byte) (*state.Result, error) {
-	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	return applyResult(n.raft.Apply(data, n.cfg.ApplyTimeout))
+}
+
+// applyResult waits for an applied command's result.
+func applyResult(f raft.ApplyFuture) (*state.Result, error) {
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
@@ -141,6 +145,10 @@ func (n *Node) LeaderApply(ctx context.Context, typ state.CommandType, body any)
 	if err != nil {
 		return nil, err
 	}
+	return n.leaderApplyEncoded(ctx, data)
+}
+
+func (n *Node) leaderApplyEncoded(ctx context.Context, data []byte) (*state.Result, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("apply: %w", err)
@@ -159,4 +167,53 @@ func (n *Node) LeaderApply(ctx context.Context, typ state.CommandType, body any)
 			return nil, err
 		}
 	}
+}
+
+// LeaderApplyAll commits commands in their order, as LeaderApply does each,
+// but without waiting for one to commit before proposing the next: they
+// reach raft's queue together, so they are usually written, replicated and
+// applied as one batch, and a caller's chain of writes (a turn's messages
+// and its end) waits for about one commit instead of one per command. It
+// returns the results of the commands up to the first that failed, in
+// order, and that failure. Raft commits in log order, so a command after
+// it committed only if it was refused before reaching the log (a transfer
+// in progress, a full queue) while the later one reached it: the caller
+// that tries the rest again may write them twice, so they must be
+// idempotent or compare-and-set (a message put, a state change "from").
+func (n *Node) LeaderApplyAll(ctx context.Context, props []state.Proposal) ([]*state.Result, error) {
+	datas := make([][]byte, len(props))
+	for i, p := range props {
+		data, err := state.Command{Type: p.Type, Key: NewKey(), Now: time.Now(), Body: p.Body}.Encode()
+		if err != nil {
+			return nil, err
+		}
+		datas[i] = data
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	if !n.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	futures := make([]raft.ApplyFuture, len(datas))
+	for i, data := range datas {
+		futures[i] = n.raft.Apply(data, n.cfg.ApplyTimeout)
+	}
+	results := make([]*state.Result, 0, len(datas))
+	for i, f := range futures {
+		res, err := applyResult(f)
+		if errors.Is(err, raft.ErrLeadershipLost) {
+			// Whether it committed is unknown; its key makes the retry
+			// safe (and it fails at once: this node no longer leads).
+			res, err = n.leaderApplyEncoded(ctx, datas[i])
+		}
+		if err != nil {
+			if errors.Is(err, raft.ErrNotLeader) {
+				err = ErrNotLeader
+			}
+			return results, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
 }

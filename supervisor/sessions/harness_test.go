@@ -84,6 +84,15 @@ type replicated struct {
 	fsm   *state.FSM
 	store *state.Store
 	idx   uint64
+	// batches records each LeaderApplyAll call's commands, in order.
+	batches [][]state.Proposal
+}
+
+// proposedTogether returns the commands of every LeaderApplyAll call so far.
+func (r *replicated) proposedTogether() [][]state.Proposal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.batches)
 }
 
 func newReplicated() *replicated {
@@ -145,6 +154,26 @@ func (c fsmCluster) ID() string          { return c.id }
 func (c fsmCluster) Store() *state.Store { return c.r.store }
 func (c fsmCluster) LeaderApply(_ context.Context, typ state.CommandType, body any) (*state.Result, error) {
 	return c.r.apply(typ, body)
+}
+func (c fsmCluster) LeaderApplyAll(ctx context.Context, props []state.Proposal) ([]*state.Result, error) {
+	c.r.mu.Lock()
+	c.r.batches = append(c.r.batches, slices.Clone(props))
+	c.r.mu.Unlock()
+	return applyEach(ctx, c, props)
+}
+
+// applyEach is LeaderApplyAll for a test cluster: each command in turn,
+// stopping at the first that fails.
+func applyEach(ctx context.Context, c Cluster, props []state.Proposal) ([]*state.Result, error) {
+	var results []*state.Result
+	for _, p := range props {
+		res, err := c.LeaderApply(ctx, p.Type, p.Body)
+		if err != nil {
+			return results, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
 }
 
 // fakeNodes serves each node's fake runtime; a node that is down answers

@@ -32,6 +32,10 @@ var (
 type Cluster interface {
 	ID() string
 	LeaderApply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error)
+	// LeaderApplyAll commits commands in order, proposing each before the
+	// one ahead of it has committed; it stops at the first that fails and
+	// returns the results of those before it.
+	LeaderApplyAll(ctx context.Context, props []state.Proposal) ([]*state.Result, error)
 	Store() *state.Store
 }
 
@@ -253,6 +257,32 @@ func (m *Manager) apply(ctx context.Context, typ state.CommandType, body any) (*
 		case <-time.After(applyBackoff(i)):
 		}
 	}
+}
+
+// applyAll commits commands in their order as apply does each, and returns
+// each one's error (nil when it committed without a domain error). They
+// are proposed together, so a chain of writes waits for about one commit.
+// From the first that raft refused before appending it on, the rest go
+// one at a time through apply, which waits the refusal out; each must be
+// safe to write twice (a message put, a compare-and-set state change),
+// since one after the refused command may have reached the log.
+func (m *Manager) applyAll(ctx context.Context, props []state.Proposal) []error {
+	errs := make([]error, len(props))
+	results, err := m.cluster.LeaderApplyAll(ctx, props)
+	for i, res := range results {
+		errs[i] = res.Err
+	}
+	rest := props[len(results):]
+	if err != nil && !notApplied(err) {
+		for i := range rest {
+			errs[len(results)+i] = &applyError{err: err}
+		}
+		return errs
+	}
+	for i, p := range rest {
+		_, errs[len(results)+i] = m.apply(ctx, p.Type, p.Body)
+	}
+	return errs
 }
 
 // applyBackoff paces retries of a refused command: a transfer ends within

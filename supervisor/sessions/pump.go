@@ -157,10 +157,11 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) 
 		}
 	}
 	p.dropRecorded()
-	p.flush(ctx)
+	var end *state.SetSessionStateBody
 	if sess, ok := m.store.Session(e.sessionID); ok && ended != nil && sess.State == state.SessionRunning {
-		p.turnFinished(ctx, *ended)
+		end = p.turnEnd(*ended)
 	}
+	p.flushAnd(ctx, end)
 	return resp.Next, seen
 }
 
@@ -264,8 +265,7 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 		var d agentctl.TurnFinishedData
 		_ = json.Unmarshal(ev.Data, &d)
 		p.turnOpen = false
-		p.flush(ctx)
-		p.turnFinished(ctx, d)
+		p.flushAnd(ctx, p.turnEnd(d))
 	case agentctl.EventAgentStarted:
 		var d agentctl.AgentStartedData
 		if json.Unmarshal(ev.Data, &d) == nil && d.ResumeToken != "" {
@@ -322,35 +322,52 @@ var turnOutcomes = map[string]state.TurnOutcome{
 	agentctl.OutcomeError:     state.TurnFailed,
 }
 
-// turnFinished ends a turn: RUNNING → WAITING_FOR_INPUT with its outcome. A
-// turn its agent's exit interrupted leaves the session RUNNING: the
-// agent_stopped that follows moves it to ERROR, and the FSM records that
-// the turn was interrupted, and why.
-func (p *pumper) turnFinished(ctx context.Context, d agentctl.TurnFinishedData) {
+// turnEnd is the state change that ends a turn: RUNNING →
+// WAITING_FOR_INPUT with its outcome. A turn its agent's exit interrupted
+// has none (nil): the session stays RUNNING, the agent_stopped that follows
+// moves it to ERROR, and the FSM records that the turn was interrupted,
+// and why.
+func (p *pumper) turnEnd(d agentctl.TurnFinishedData) *state.SetSessionStateBody {
 	if d.Outcome == agentctl.OutcomeInterrupted {
-		return
+		return nil
 	}
 	outcome, ok := turnOutcomes[d.Outcome]
 	if !ok {
 		outcome = state.TurnCompleted
 	}
-	body := &state.SetSessionStateBody{SessionID: p.e.sessionID, State: state.SessionWaitingForInput, From: []state.SessionState{state.SessionRunning},
+	return &state.SetSessionStateBody{SessionID: p.e.sessionID, State: state.SessionWaitingForInput, From: []state.SessionState{state.SessionRunning},
 		TurnOutcome: outcome, TurnError: d.Error}
-	if _, err := p.m.apply(ctx, state.CmdSetSessionState, body); err != nil && !errors.Is(err, state.ErrConflict) {
-		p.m.log.Warn("turn finished", "session", p.e.sessionID, "error", err)
-	}
 }
 
 // flush writes coalesced messages, one raft write per changed message.
-func (p *pumper) flush(ctx context.Context) {
+func (p *pumper) flush(ctx context.Context) { p.flushAnd(ctx, nil) }
+
+// flushAnd writes coalesced messages, one raft write per changed message,
+// and then end (a turn's end; nil for none). The writes are proposed
+// together, so a turn's last chunks and its end wait for about one commit
+// between them, and end follows the messages in the log: a reader that
+// sees the turn over sees its whole reply.
+func (p *pumper) flushAnd(ctx context.Context, end *state.SetSessionStateBody) {
 	started := time.Now()
 	written := 0
+	props := make([]state.Proposal, 0, len(p.order)+1)
 	for _, mid := range p.order {
 		msg := p.pending[mid]
 		written += len(msg.Text)
-		body := p.messageBody(msg)
-		if _, err := p.m.apply(ctx, state.CmdPutMessage, body); err != nil {
-			p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
+		props = append(props, state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)})
+	}
+	if end != nil {
+		props = append(props, state.Proposal{Type: state.CmdSetSessionState, Body: end})
+	}
+	if len(props) > 0 {
+		for i, err := range p.m.applyAll(ctx, props) {
+			switch {
+			case err == nil:
+			case i < len(p.order):
+				p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
+			case !errors.Is(err, state.ErrConflict):
+				p.m.log.Warn("turn finished", "session", p.e.sessionID, "error", err)
+			}
 		}
 	}
 	if len(p.order) > 0 {

@@ -330,3 +330,53 @@ func TestASessionRecordedWaitingMidReplyRunsAgain(t *testing.T) {
 		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
 	}
 }
+
+// A turn's end is proposed with its reply's last write, after it: the two
+// wait for about one commit instead of one each, and the log holds the
+// whole reply before the session waits for input again.
+func TestATurnsEndIsProposedWithItsReply(t *testing.T) {
+	w := newWorld(t, "n1")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m := w.leader("n1")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	if err := m.move(recoverCtx(t), s.id, state.SessionRunning, state.SessionWaitingForInput); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.client.Prompt(recoverCtx(t), "hello"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	var ends [][]state.Proposal
+	for _, batch := range w.r.proposedTogether() {
+		for _, p := range batch {
+			if b, ok := p.Body.(*state.SetSessionStateBody); ok && b.State == state.SessionWaitingForInput {
+				ends = append(ends, batch)
+			}
+		}
+	}
+	if len(ends) != 1 {
+		t.Fatalf("the turn's end was proposed in %d LeaderApplyAll calls, want 1: %v", len(ends), ends)
+	}
+	end := ends[0]
+	last := end[len(end)-1]
+	if b, ok := last.Body.(*state.SetSessionStateBody); !ok || b.State != state.SessionWaitingForInput {
+		t.Fatalf("the turn's end is not the last command of its call: %v", end)
+	}
+	agentReply := false
+	for _, p := range end[:len(end)-1] {
+		if b, ok := p.Body.(*state.PutMessageBody); ok && b.Message.Role == state.RoleAgent && b.Message.Complete {
+			agentReply = true
+		}
+	}
+	if !agentReply {
+		t.Fatalf("the turn's end was proposed without the reply's last write: %v", end)
+	}
+	msgs := w.r.store.Messages(s.id)
+	if got := msgs[len(msgs)-1]; got.Role != state.RoleAgent || !got.Complete {
+		t.Fatalf("last message %+v, want the complete reply", got)
+	}
+}

@@ -28,6 +28,9 @@ type refusingCluster struct {
 
 func (c *refusingCluster) ID() string          { return "n1" }
 func (c *refusingCluster) Store() *state.Store { return c.store }
+func (c *refusingCluster) LeaderApplyAll(ctx context.Context, props []state.Proposal) ([]*state.Result, error) {
+	return applyEach(ctx, c, props)
+}
 func (c *refusingCluster) LeaderApply(_ context.Context, typ state.CommandType, _ any) (*state.Result, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

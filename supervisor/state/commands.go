@@ -35,6 +35,13 @@ const (
 	CmdRecoverExecutors CommandType = 17
 )
 
+// Proposal is a command to commit, before the cluster gives it a key and
+// a time (cluster.Node.LeaderApplyAll commits several in one go).
+type Proposal struct {
+	Type CommandType
+	Body any
+}
+
 // bodyVersion is the version of every body encoded by this build.
 const bodyVersion = 1
 
