@@ -17,7 +17,9 @@ func TestLeaderApplyAllCommitsInOrder(t *testing.T) {
 	n := oneVoter(t, func(*Config) {})()
 	defer n.Shutdown()
 	runtimetest.WaitFor(t, 15*time.Second, "the node to lead", n.IsLeader)
-	task := func(id string) *state.CreateTaskBody { return &state.CreateTaskBody{Task: state.Task{ID: id, Title: id}} }
+	task := func(id string) *state.CreateTaskBody {
+		return &state.CreateTaskBody{Task: state.Task{ID: id, Title: id}}
+	}
 	props := []state.Proposal{
 		{Type: state.CmdCreateTask, Body: task("t1")},
 		{Type: state.CmdCreateTask, Body: task("t1")}, // a conflict
