@@ -4,10 +4,12 @@ import (
 	"context"
 	"net"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
@@ -23,12 +25,11 @@ func startNode(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raftLn, err := net.Listen("tcp", "127.0.0.1:0")
+	raftPorts, err := harness.FreePorts("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raftAddr := raftLn.Addr().String()
-	raftLn.Close()
+	raftAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(raftPorts[0]))
 
 	cfg := config.Default()
 	cfg.NodeName = "n1"

@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -38,12 +40,11 @@ func TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout(t *testing.T) {
 // opens and starts a node from it; each start reads the same data dir.
 func oneVoter(t *testing.T, edit func(*Config)) func() *Node {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := harness.FreePorts("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	cfg := Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: addr, HTTPAddr: "127.0.0.1:1", BootstrapExpect: 1}
 	edit(&cfg)
 	return func() *Node {

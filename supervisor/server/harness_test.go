@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -26,20 +26,20 @@ type testCluster struct {
 	servers []*Server
 }
 
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t *testing.T) int {
+// freePorts returns n distinct loopback ports that were free a moment ago,
+// out of the way of the machine's outgoing connections (harness.FreePorts).
+func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := harness.FreePorts("127.0.0.1", n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
 // testConfig returns a config for node i of a cluster of n with the given
-// HTTP ports of every node.
-func testConfig(t *testing.T, i int, httpPorts []int, token string) *config.Config {
+// HTTP ports of every node and its raft port.
+func testConfig(t *testing.T, i int, httpPorts []int, raftPort int, token string) *config.Config {
 	src := fmt.Sprintf(`
 node_name = "n%d"
 data_dir  = %q
@@ -66,7 +66,7 @@ agent "demo" {
   protocol = "acp"
   command  = ["paddock-demo-agent"]
 }
-`, i+1, t.TempDir(), httpPorts[i], freePort(t), len(httpPorts), joinList(httpPorts, i), filepath.Join(binDir, "plugins"), t.TempDir())
+`, i+1, t.TempDir(), httpPorts[i], raftPort, len(httpPorts), joinList(httpPorts, i), filepath.Join(binDir, "plugins"), t.TempDir())
 	if token != "" {
 		src += fmt.Sprintf("acl {\n  token = %q\n}\n", token)
 	}
@@ -96,13 +96,10 @@ func newTestCluster(t *testing.T, n int, token string) *testCluster {
 // edit (when not nil) before the node starts.
 func newTestClusterWith(t *testing.T, n int, token string, edit func(i int, cfg *config.Config)) *testCluster {
 	t.Helper()
-	ports := make([]int, n)
-	for i := range ports {
-		ports[i] = freePort(t)
-	}
+	ports := freePorts(t, 2*n) // every node's HTTP port, then every node's raft port
 	c := &testCluster{t: t, servers: make([]*Server, n)}
 	for i := 0; i < n; i++ {
-		cfg := testConfig(t, i, ports, token)
+		cfg := testConfig(t, i, ports[:n], ports[n+i], token)
 		if edit != nil {
 			edit(i, cfg)
 		}
