@@ -140,7 +140,7 @@ func serve(args []string) int {
 		fmt.Fprintln(os.Stderr, "agentctl serve: -agent-user:", err)
 		return 2
 	}
-	oneProc()
+	onAttached := processors()
 	if *replayBytes < 4096 || *idleTimeout <= 0 {
 		fmt.Fprintln(os.Stderr, "agentctl serve: -replay-bytes must be at least 4096 and -idle-timeout positive")
 		return 2
@@ -181,6 +181,7 @@ func serve(args []string) int {
 		// Requests carry the agentctl secret; Origin is the supervisor's to check.
 		CheckOrigin: func(*http.Request) bool { return true },
 		External:    map[string]func() (term.External, error){agentctl.AgentTerminalName: func() (term.External, error) { return agentPTY(srv) }},
+		OnAttached:  onAttached,
 		Logger:      log.Named("terminals"),
 	})
 	defer terms.Close()
@@ -364,15 +365,35 @@ func (t terminals) ControllerOf(name string) (agentctl.TerminalController, bool)
 	return agentctl.TerminalController{Host: c.Host, PID: c.PID, Nonce: c.Nonce, Since: c.Since}, ok
 }
 
-// oneProc runs the Go scheduler on one processor unless GOMAXPROCS says
-// otherwise. A serve instance is one of many on its host (one per
-// session), its work is small and bursty (an agent's output, a poll, a
-// lease renewal), and with a processor per CPU every goroutine handed work
-// wakes a second OS thread to run it: a streamed reply cost agentctl ~20%
-// more CPU that way (BenchmarkStreamCPU). Goroutines still interleave, and
-// blocking calls still hand the processor on.
-func oneProc() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		goruntime.GOMAXPROCS(1)
+// processors sets how many processors the Go scheduler runs on, unless
+// GOMAXPROCS says: one, and one per CPU while two or more terminals are
+// attached; it returns the term.Options.OnAttached that switches (nil when
+// GOMAXPROCS is set). A serve instance is one of many on its host (one per
+// session), its work small and bursty (an agent's output, a poll, a lease
+// renewal), and with a processor per CPU every goroutine handed work wakes
+// a second OS thread to run it: a streamed reply cost agentctl ~20% more
+// CPU that way (BenchmarkStreamCPU), and a terminal's throughput fell from
+// ~0.97 to ~0.8 of a direct PTY read. But on one processor a goroutine the
+// network readies waits for the busy one's time slice (the scheduler looks
+// at the network only when it has nothing else to run, or every 10 ms): a
+// keystroke's echo waited behind another terminal's flood, p99 17–29 ms
+// (echo_added_ms_agentctl). With one processor per CPU it was 4 ms. One
+// stream is served best on one processor; a quiet one beside a busy one
+// needs a second.
+func processors() func(attached int) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return nil
+	}
+	goruntime.GOMAXPROCS(1)
+	current := 1
+	return func(attached int) {
+		want := 1
+		if attached >= 2 {
+			want = goruntime.NumCPU()
+		}
+		if want != current {
+			current = want
+			goruntime.GOMAXPROCS(want)
+		}
 	}
 }

@@ -92,6 +92,10 @@ type Options struct {
 	// Authorize, when set, vets the hello's token; an error ends the connection with an
 	// unauthorized error and close code 4003.
 	Authorize func(r *http.Request, token string) error
+	// OnAttached, when set, is called with the number of terminals that
+	// have a connection each time it changes (under the manager's lock, so
+	// calls come in order).
+	OnAttached func(attached int)
 	// Logger receives diagnostics (a null logger if nil).
 	Logger hclog.Logger
 }
@@ -106,9 +110,10 @@ type Manager struct {
 	wg       sync.WaitGroup // ServeTerminal calls
 	frames   sync.Pool      // *[]byte of 9+MaxLiveChunk: a live frame, held only while it is sent
 
-	mu      sync.Mutex
-	closed  bool
-	entries map[string]*entry
+	mu       sync.Mutex
+	closed   bool
+	entries  map[string]*entry
+	attached int // entries with a connection
 }
 
 type entry struct {
@@ -322,6 +327,8 @@ func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
 	}
 	if e.conn != nil {
 		e.conn.takeOver()
+	} else {
+		m.setAttached(+1)
 	}
 	e.conn = c
 	e.ctrl = Controller{Since: time.Now().UTC()}
@@ -342,10 +349,20 @@ func (m *Manager) detach(c *conn) {
 		return
 	}
 	e.conn = nil
+	m.setAttached(-1)
 	e.ctrl = Controller{}
 	e.gen++
 	gen := e.gen
 	e.idle = time.AfterFunc(m.opts.IdleTimeout, func() { m.expire(e, gen) })
+}
+
+// setAttached counts a terminal's connection attaching (+1) or detaching
+// (-1) and tells OnAttached. The caller holds m.mu.
+func (m *Manager) setAttached(d int) {
+	m.attached += d
+	if f := m.opts.OnAttached; f != nil {
+		f(m.attached)
+	}
 }
 
 // expire ends a terminal that stayed detached for the idle timeout.

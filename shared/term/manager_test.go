@@ -5,8 +5,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -425,4 +427,33 @@ func TestManagerCloseEndsEverything(t *testing.T) {
 	if _, resp, err := d.Dial(wsURL(srv, "shell"), nil); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("attach after Close: %v %v", err, resp)
 	}
+}
+
+// OnAttached hears how many terminals have a connection each time it
+// changes: a takeover changes nothing, a connection that goes ends its
+// terminal's count.
+func TestOnAttachedCountsConnectedTerminals(t *testing.T) {
+	var mu sync.Mutex
+	var counts []int
+	_, srv := newTestServer(t, Options{OnAttached: func(n int) {
+		mu.Lock()
+		counts = append(counts, n)
+		mu.Unlock()
+	}})
+	heard := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(counts)
+	}
+	a, _ := attach(t, srv, "shell", Hello{})
+	b, _ := attach(t, srv, "two", Hello{})
+	taker, _ := attach(t, srv, "two", Hello{})
+	b.waitClosed()
+	if got := heard(); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("heard %v after two attaches and a takeover, want [1 2]", got)
+	}
+	_ = taker.ws.Close()
+	waitFor(t, 10*time.Second, "the count to drop", func() bool { return slices.Equal(heard(), []int{1, 2, 1}) })
+	_ = a.ws.Close()
+	waitFor(t, 10*time.Second, "no terminal attached", func() bool { return slices.Equal(heard(), []int{1, 2, 1, 0}) })
 }
