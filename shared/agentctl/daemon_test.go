@@ -401,3 +401,26 @@ func TestHostInstancesSurviveHostRestart(t *testing.T) {
 		t.Fatalf("delete unknown: %v", err)
 	}
 }
+
+// An agentctl killed outright leaves its agent running (the agent leads a
+// session of its own); the next agentctl on the same state dir ends it
+// before it serves, so a new agent never runs beside it.
+func TestRestartEndsTheAgentAKilledAgentctlLeft(t *testing.T) {
+	ws := t.TempDir()
+	p := startServe(t, ws)
+	// An agent that outlives its PTY's hangup, as a busy agent outlives
+	// its closed stdin.
+	st, err := p.c.StartAgent(ctx(t), agentctl.Profile{Protocol: agentctl.ProtocolPTY,
+		Command: []string{"/bin/sh", "-c", "trap '' HUP; printf 'demo> '; exec sleep 600"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.kill()
+	if syscall.Kill(st.PID, 0) != nil {
+		t.Fatal("the agent ended with its agentctl: the test could not tell")
+	}
+	startServe(t, ws)
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", st.PID)); err == nil && !strings.Contains(string(b), ") Z ") {
+		t.Fatalf("agent pid %d still runs once the next agentctl serves: %s", st.PID, b)
+	}
+}

@@ -11,7 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // Execution journal. agentctl appends one line per agent start and stop to
@@ -176,4 +179,73 @@ func procStartTime(pid int, fallback time.Time) time.Time {
 		return t
 	}
 	return fallback
+}
+
+// endLeftovers ends the agents an earlier agentctl on this state dir
+// started and never saw exit. An agentctl killed outright (kill -9, a
+// crash) leaves its agent running, since the agent leads a session of its
+// own, until the agent acts on its closed stdin or PTY: a slow or busy one
+// (a long tool call, a low CPU priority on a loaded host) can outlive it by
+// long enough that the agent the next start brings up runs beside it, two
+// executions of one session at once. A leftover is a journal start with no
+// stop whose pid still names a process started then; its process group
+// (the agent's session: agentctl started it as a session leader) gets
+// SIGKILL, and endLeftovers returns once each is gone or after wait.
+func endLeftovers(stateDir string, wait time.Duration, log hclog.Logger) error {
+	entries, err := ReadJournal(filepath.Join(stateDir, JournalFile))
+	if err != nil {
+		return err
+	}
+	open := map[[2]int]JournalEntry{} // (agentctl, agent) → its start
+	for _, e := range entries {
+		k := [2]int{e.AgentctlPID, e.PID}
+		if e.Event == JournalStart {
+			open[k] = e
+		} else {
+			delete(open, k)
+		}
+	}
+	var left []int
+	for _, e := range open {
+		if !runsSince(e.PID, e.Time) {
+			continue
+		}
+		log.Warn("an agent an earlier agentctl started is still running; ending it before any new agent starts",
+			"pid", e.PID, "agentctl_pid", e.AgentctlPID, "started", e.Time)
+		_ = syscall.Kill(-e.PID, syscall.SIGKILL)
+		_ = syscall.Kill(e.PID, syscall.SIGKILL)
+		left = append(left, e.PID)
+	}
+	deadline := time.Now().Add(wait)
+	for _, pid := range left {
+		for alive(pid) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("an earlier agent of this session (pid %d) still runs %s after SIGKILL", pid, wait)
+			}
+			time.Sleep(5 * time.Millisecond) // polling a process's exit: no event to wait on for a non-child
+		}
+	}
+	return nil
+}
+
+// runsSince reports whether pid is a live process (not a zombie) that
+// started at start, as procStartTime recorded it (to its 10 ms ticks and
+// the uptime clock's drift): a pid reused since names another process.
+func runsSince(pid int, start time.Time) bool {
+	if !alive(pid) {
+		return false
+	}
+	d := procStartTime(pid, time.Now()).Sub(start)
+	return d > -time.Second && d < time.Second
+}
+
+// alive reports whether pid is a process that has not exited (a zombie,
+// exited and not yet reaped, has).
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X'
 }

@@ -30,6 +30,10 @@ var errBadRequest = errors.New("bad request")
 // maxBody bounds JSON request bodies.
 const maxBody = 1 << 20
 
+// leftoverWait bounds NewServer's wait for the agents an earlier agentctl
+// on its state dir left running to be gone after SIGKILL (endLeftovers).
+const leftoverWait = 5 * time.Second
+
 // Terminals serves terminal WebSockets and says who controls one; implemented by
 // shared/term (cmd/agentctl adapts its Manager).
 type Terminals interface {
@@ -111,6 +115,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	f, err := loadFence(opts.StateDir)
 	if err != nil {
+		return nil, err
+	}
+	if err := endLeftovers(opts.StateDir, leftoverWait, opts.Logger); err != nil {
 		return nil, err
 	}
 	var nb [16]byte
