@@ -373,13 +373,13 @@ func (t terminals) ControllerOf(name string) (agentctl.TerminalController, bool)
 // renewal), and with a processor per CPU every goroutine handed work wakes
 // a second OS thread to run it: a streamed reply cost agentctl ~20% more
 // CPU that way (BenchmarkStreamCPU), and in one run the whole terminal
-// path's throughput fell from 0.97 to 0.80 of a direct PTY read. But on one processor a goroutine the
-// network readies waits for the busy one's time slice (the scheduler looks
-// at the network only when it has nothing else to run, or every 10 ms): a
-// keystroke's echo waited behind another terminal's flood, p99 17–29 ms
-// (echo_added_ms_agentctl). With one processor per CPU it was 4 ms. One
-// stream is served best on one processor; a quiet one beside a busy one
-// needs a second.
+// path's throughput fell from 0.97 to 0.80 of a direct PTY read. But on
+// one processor a goroutine the network readies waits for the busy one's
+// time slice (the scheduler looks at the network only when it has nothing
+// else to run, or every 10 ms): a keystroke's echo waited behind another
+// terminal's flood, p99 17–29 ms (echo_added_ms_agentctl); with one
+// processor per CPU it was 4 ms. One stream is served best on one
+// processor; a quiet one beside a busy one needs a second.
 func processors() func(attached int) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return nil

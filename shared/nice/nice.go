@@ -150,9 +150,9 @@ func statField(pid, n int) (int, error) {
 
 // GroupOf returns the nice value of process pid's scheduling group, and
 // false when the process has none: the kernel has no autogroups, or the
-// process is in a CPU cgroup of its own (a container, a systemd unit with
-// CPU accounting), where the kernel weighs the cgroup instead and shows an
-// empty file.
+// process never left init's session (as a CI machine's test processes),
+// whose tasks the kernel weighs one by one in the root group; it shows them
+// an empty file.
 func GroupOf(pid int) (int, bool, error) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/autogroup")
 	if errors.Is(err, os.ErrNotExist) {

@@ -157,8 +157,8 @@ func TestOutOfRangeNiceValuesAreRefused(t *testing.T) {
 	}
 }
 
-// A process in a CPU cgroup of its own (as in a container) has an empty
-// autogroup file: no group, not an error. Anything else unexpected is one.
+// A process that never left init's session (as a CI machine's tests) has
+// an empty autogroup file: no group, not an error. Anything else unexpected is one.
 func TestParseAutogroup(t *testing.T) {
 	for _, c := range []struct {
 		in     string
