@@ -3,6 +3,7 @@ package agentctl_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -316,5 +317,64 @@ func TestCompactEventsCarryAStreamedReplyOnce(t *testing.T) {
 		if ev.Type == agentctl.EventMessageUpdated && (json.Unmarshal(ev.Data, &d) != nil || d.Message.Text != want) {
 			t.Fatalf("the compact poll's update has %d of the reply's %d bytes", len(d.Message.Text), len(want))
 		}
+	}
+}
+
+// Gathering polls carry a streamed reply in about one answer per gather
+// window, not one per chunk, and the answer that holds the turn's end
+// comes when the turn ends. A gather that is not a duration is refused.
+func TestGatheringPollsCarryAStreamedReplyPerWindow(t *testing.T) {
+	p := startServe(t, t.TempDir())
+	c := p.c
+	c.SetFencingToken(1)
+	if _, err := c.StartAgent(ctx(t), acpProfile, ""); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	since := uint64(1)
+	if resp, err := c.Events(ctx(t), since, 0); err == nil {
+		since = resp.Next
+	}
+	const n, gather = 100, 100 * time.Millisecond
+	start := time.Now()
+	if _, err := c.Prompt(ctx(t), fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatalf("prompt: %v", err)
+	}
+	answers, chunks := 0, 0
+	for done := false; !done; {
+		resp, err := c.Poll(ctx(t), agentctl.EventsQuery{Since: since, Wait: 30 * time.Second, Compact: true, Gather: gather})
+		if err != nil {
+			t.Fatalf("poll: %v", err)
+		}
+		if resp.Gather != gather.String() {
+			t.Fatalf("answer's gather %q, want %q", resp.Gather, gather)
+		}
+		answers++
+		since = resp.Next
+		for _, ev := range resp.Events {
+			switch ev.Type {
+			case agentctl.EventMessageUpdated:
+				chunks++
+			case agentctl.EventTurnFinished:
+				done = true
+			}
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatal("no turn end within a minute")
+		}
+	}
+	took := time.Since(start)
+	if most := int(took/gather) + 4; answers > most {
+		t.Fatalf("%d answers over %s of a %d-chunk reply (%d updates): more than one per %s window (%d)", answers, took, n, chunks, gather, most)
+	}
+	t.Logf("%d answers, %d updates over %s for %d chunks", answers, chunks, took.Round(time.Millisecond), n)
+	req, _ := http.NewRequest("GET", p.info.URL+"/v1/events?gather=soon", nil)
+	req.Header.Set("Authorization", "Bearer "+testSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("gather=soon: status %d, want 400", resp.StatusCode)
 	}
 }

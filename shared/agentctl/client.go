@@ -173,7 +173,7 @@ func (c *Client) Messages(ctx context.Context) ([]Message, error) {
 // Events long-polls GET /v1/events?since=&wait=: events with Seq >= since,
 // waiting up to wait for the first one.
 func (c *Client) Events(ctx context.Context, since uint64, wait time.Duration) (EventsResponse, error) {
-	return c.events(ctx, since, wait, false)
+	return c.Poll(ctx, EventsQuery{Since: since, Wait: wait})
 }
 
 // CompactEvents is Events with compact=true: a message update that a later
@@ -181,16 +181,20 @@ func (c *Client) Events(ctx context.Context, since uint64, wait time.Duration) (
 // carries the message's whole text), so a poll that finds a streamed
 // reply's many updates carries the latest only.
 func (c *Client) CompactEvents(ctx context.Context, since uint64, wait time.Duration) (EventsResponse, error) {
-	return c.events(ctx, since, wait, true)
+	return c.Poll(ctx, EventsQuery{Since: since, Wait: wait, Compact: true})
 }
 
-func (c *Client) events(ctx context.Context, since uint64, wait time.Duration, compact bool) (EventsResponse, error) {
+// Poll long-polls GET /v1/events with every parameter of q.
+func (c *Client) Poll(ctx context.Context, q EventsQuery) (EventsResponse, error) {
 	var v EventsResponse
-	q := url.Values{"since": {strconv.FormatUint(since, 10)}, "wait": {wait.String()}}
-	if compact {
-		q.Set("compact", "true")
+	params := url.Values{"since": {strconv.FormatUint(q.Since, 10)}, "wait": {q.Wait.String()}}
+	if q.Compact {
+		params.Set("compact", "true")
 	}
-	return v, c.do(ctx, "GET", "/v1/events?"+q.Encode(), nil, "", wait, &v)
+	if q.Gather > 0 {
+		params.Set("gather", q.Gather.String())
+	}
+	return v, c.do(ctx, "GET", "/v1/events?"+params.Encode(), nil, "", q.Wait+q.Gather, &v)
 }
 
 // ListFiles calls GET /v1/files?path=.

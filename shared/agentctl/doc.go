@@ -24,7 +24,9 @@
 //	POST /v1/agent/stop (F)          → 200 {"exit_code"} after the agent exited
 //	GET  /v1/messages                {"messages":[{"id","role":"user|agent|system","text","complete","created_at","updated_at"}]}
 //	GET  /v1/events?since=N&wait=25s long poll → {"nonce","events":[{"seq","type","time","data"}],"next"}
-//	     (&compact=true leaves out message updates a later one in the answer supersedes)
+//	     (&compact=true leaves out message updates a later one in the answer supersedes;
+//	     &gather=100ms holds an answer of chunks of unfinished messages until 100 ms after the
+//	     first, answering at once on any other event; the answer's "gather" echoes it)
 //	GET  /v1/files?path=             {"entries":[{"name","path","type","size","mode","mod_time"}]}
 //	GET  /v1/files/content?path=     raw bytes of a regular file (a FIFO or device is 400)
 //	PUT  /v1/files/content?path= (F) raw bytes → {"path","size"}, replaced atomically; STATE_DIR (.paddock) and .git are read-only (403)

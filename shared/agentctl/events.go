@@ -26,7 +26,13 @@ type loggedEvent struct {
 	Event
 	data      any
 	messageID string // of a message event's message
-	encode    sync.Once
+	// chunk: a message event of a message still being written, which a
+	// gathering poll may hold for more.
+	chunk bool
+	// at is when it was published, on the monotonic clock (Time is UTC,
+	// which has none).
+	at     time.Time
+	encode sync.Once
 }
 
 func newEventLog() *eventLog {
@@ -39,9 +45,11 @@ func (l *eventLog) publish(typ string, data any) {
 	le := &loggedEvent{data: data}
 	if d, ok := data.(MessageData); ok {
 		le.messageID = d.Message.ID
+		le.chunk = !d.Message.Complete
 	}
 	l.mu.Lock()
-	le.Event = Event{Seq: l.next, Type: typ, Time: time.Now().UTC()}
+	le.at = time.Now()
+	le.Event = Event{Seq: l.next, Type: typ, Time: le.at.UTC()}
 	l.next++
 	l.events = append(l.events, le)
 	if len(l.events) > eventLogSize {
@@ -64,42 +72,75 @@ func (le *loggedEvent) event() Event {
 	return le.Event
 }
 
-// since returns the events with Seq >= since, waiting up to wait for one.
-// compact leaves out each message update that a later update of the same
-// message in the answer supersedes (no other kind of event between them):
-// an update carries the message's whole text, so the later one holds all
-// the earlier one said.
-func (l *eventLog) since(ctx context.Context, since uint64, wait time.Duration, compact bool) ([]Event, uint64) {
-	deadline := time.NewTimer(wait)
+// since returns the events with Seq >= q.Since, waiting up to q.Wait for
+// one, and then, while they are all chunks, until q.Gather has passed since
+// the first (see EventsQuery). Compact leaves out each message update that
+// a later update of the same message in the answer supersedes (no other
+// kind of event between them): an update carries the message's whole text,
+// so the later one holds all the earlier one said.
+func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
+	deadline := time.NewTimer(q.Wait)
 	defer deadline.Stop()
+	gathered := q.Gather <= 0
 	for {
 		l.mu.Lock()
 		var kept []*loggedEvent
 		for _, ev := range l.events {
-			if ev.Seq >= since {
+			if ev.Seq >= q.Since {
 				kept = append(kept, ev)
 			}
 		}
 		next, ch := l.next, l.notify
 		l.mu.Unlock()
-		if len(kept) > 0 || wait <= 0 {
-			if compact {
-				kept = latestUpdates(kept)
+		if len(kept) == 0 && q.Wait > 0 {
+			select {
+			case <-ch:
+				continue
+			case <-deadline.C:
+			case <-ctx.Done():
 			}
-			out := make([]Event, len(kept))
-			for i, ev := range kept {
-				out[i] = ev.event()
-			}
-			return out, next
+			return []Event{}, next
 		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return []Event{}, next
-		case <-ctx.Done():
-			return []Event{}, next
+		if hold := time.Until(kept0(kept).Add(q.Gather)); !gathered && hold > 0 && allChunks(kept) {
+			t := time.NewTimer(hold)
+			select {
+			case <-ch: // look again: a turn's end answers at once
+			case <-t.C:
+				gathered = true
+			case <-ctx.Done():
+				gathered = true
+			}
+			t.Stop()
+			continue
+		}
+		if q.Compact {
+			kept = latestUpdates(kept)
+		}
+		out := make([]Event, len(kept))
+		for i, ev := range kept {
+			out[i] = ev.event()
+		}
+		return out, next
+	}
+}
+
+// kept0 is when the first of evs was published (zero for none).
+func kept0(evs []*loggedEvent) time.Time {
+	if len(evs) == 0 {
+		return time.Time{}
+	}
+	return evs[0].at
+}
+
+// allChunks reports whether every one of evs is a chunk of a message still
+// being written.
+func allChunks(evs []*loggedEvent) bool {
+	for _, ev := range evs {
+		if !ev.chunk {
+			return false
 		}
 	}
+	return true
 }
 
 // latestUpdates drops the message updates a later update of the same

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 // A compact answer keeps only the latest update of each message within a
@@ -22,11 +23,11 @@ func TestCompactAnswerKeepsEachMessagesLatestUpdate(t *testing.T) {
 	l.publish(EventTurnFinished, TurnFinishedData{})  // 6 ends the run
 	l.publish(EventMessageUpdated, msg("m1", "abc"))  // 7 superseded by 8
 	l.publish(EventMessageUpdated, msg("m1", "abcd")) // 8
-	all, next := l.since(context.Background(), 1, 0, false)
+	all, next := l.since(context.Background(), EventsQuery{Since: 1})
 	if len(all) != 8 || next != 9 {
 		t.Fatalf("plain answer: %d events, next %d; want 8, 9", len(all), next)
 	}
-	got, next := l.since(context.Background(), 1, 0, true)
+	got, next := l.since(context.Background(), EventsQuery{Since: 1, Compact: true})
 	if next != 9 {
 		t.Fatalf("compact answer: next %d, want 9", next)
 	}
@@ -45,8 +46,74 @@ func TestCompactAnswerKeepsEachMessagesLatestUpdate(t *testing.T) {
 		}
 	}
 	// From the middle of the run: what the answer starts with is compacted too.
-	got, _ = l.since(context.Background(), 7, 0, true)
+	got, _ = l.since(context.Background(), EventsQuery{Since: 7, Compact: true})
 	if len(got) != 1 || got[0].Seq != 8 {
 		t.Fatalf("compact answer from seq 7: %+v, want seq 8 alone", got)
+	}
+}
+
+// A gathering poll holds an answer of chunks for more, and answers at once
+// with them all when a turn's end (or any event that is not a chunk) comes.
+func TestAGatheringPollAnswersATurnsEndAtOnce(t *testing.T) {
+	l := newEventLog()
+	chunk := MessageData{Message: Message{ID: "m1", Role: "agent", Text: "a"}}
+	l.publish(EventMessageAdded, chunk)
+	const gather = time.Minute
+	type answer struct {
+		evs  []Event
+		next uint64
+	}
+	got := make(chan answer, 1)
+	start := time.Now()
+	go func() {
+		evs, next := l.since(context.Background(), EventsQuery{Since: 1, Wait: gather, Gather: gather})
+		got <- answer{evs, next}
+	}()
+	chunk.Message.Text = "ab"
+	l.publish(EventMessageUpdated, chunk)
+	select {
+	case a := <-got:
+		t.Fatalf("answered with chunks only, %s after the first of a %s window: %d events", time.Since(start), gather, len(a.evs))
+	default:
+	}
+	l.publish(EventTurnFinished, TurnFinishedData{Turn: 1, Outcome: "end_turn"})
+	select {
+	case a := <-got:
+		if len(a.evs) != 3 || a.next != 4 || a.evs[2].Type != EventTurnFinished {
+			t.Fatalf("answer: %d events, next %d (%+v); want both chunks and the turn's end, next 4", len(a.evs), a.next, a.evs)
+		}
+	case <-time.After(gather / 2):
+		t.Fatalf("a turn's end did not answer the gathering poll within %s", gather/2)
+	}
+	// A complete message is not a chunk: answered at once too.
+	l.publish(EventMessageAdded, MessageData{Message: Message{ID: "m2", Role: "user", Text: "hi", Complete: true}})
+	if evs, _ := l.since(context.Background(), EventsQuery{Since: 4, Wait: gather, Gather: gather}); len(evs) != 1 || time.Since(start) > gather/2 {
+		t.Fatalf("a complete message: %d events after %s", len(evs), time.Since(start))
+	}
+}
+
+// Chunks alone are answered once the window has passed since the first of
+// them, with every chunk published meanwhile; chunks older than the window
+// are answered at once.
+func TestAGatheringPollAnswersChunksAfterTheWindow(t *testing.T) {
+	l := newEventLog()
+	chunk := MessageData{Message: Message{ID: "m1", Role: "agent"}}
+	l.publish(EventMessageAdded, chunk)
+	chunk.Message.Text = "a"
+	l.publish(EventMessageUpdated, chunk)
+	const gather = 150 * time.Millisecond
+	evs, next := l.since(context.Background(), EventsQuery{Since: 1, Wait: time.Minute, Gather: gather, Compact: true})
+	if held := time.Since(l.events[0].at); held < gather {
+		t.Fatalf("answered %s after the first chunk, before the %s window passed", held, gather)
+	}
+	if len(evs) != 2 || next != 3 {
+		t.Fatalf("answer: %d events, next %d; want 2, 3", len(evs), next)
+	}
+	chunk.Message.Text = "ab"
+	l.publish(EventMessageUpdated, chunk)
+	l.events[2].at = time.Now().Add(-time.Hour)
+	start := time.Now()
+	if evs, _ := l.since(context.Background(), EventsQuery{Since: 3, Wait: time.Minute, Gather: time.Minute}); len(evs) != 1 || time.Since(start) > 30*time.Second {
+		t.Fatalf("a chunk older than the window: %d events after %s", len(evs), time.Since(start))
 	}
 }

@@ -363,8 +363,21 @@ func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
 		}
 		compact = b
 	}
-	evs, next := s.events.since(r.Context(), since, wait, compact)
-	writeJSON(w, 200, EventsResponse{Nonce: s.nonce, Events: evs, Next: next})
+	var gather time.Duration
+	if v := q.Get("gather"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, 400, CodeBadRequest, fmt.Sprintf("gather=%q is not a duration", v))
+			return
+		}
+		gather = min(d, 10*time.Second)
+	}
+	evs, next := s.events.since(r.Context(), EventsQuery{Since: since, Wait: wait, Compact: compact, Gather: gather})
+	resp := EventsResponse{Nonce: s.nonce, Events: evs, Next: next}
+	if gather > 0 {
+		resp.Gather = gather.String()
+	}
+	writeJSON(w, 200, resp)
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {

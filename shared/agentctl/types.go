@@ -217,6 +217,26 @@ type EventsResponse struct {
 	Nonce  string  `json:"nonce"`
 	Events []Event `json:"events"`
 	Next   uint64  `json:"next"` // pass as since= on the next call
+	// Gather echoes the gather window the answer was held for (empty when
+	// none was asked, and from an agentctl older than the parameter).
+	Gather string `json:"gather,omitempty"`
+}
+
+// EventsQuery is what one GET /v1/events asks for.
+type EventsQuery struct {
+	// Since is the first Seq wanted.
+	Since uint64
+	// Wait is how long the call waits for a first event (at most 60 s).
+	Wait time.Duration
+	// Compact leaves out message updates a later one in the answer
+	// supersedes.
+	Compact bool
+	// Gather holds an answer whose events are all chunks of messages still
+	// being written until Gather has passed since the first of them, so a
+	// streamed reply comes a few times a second, not once per chunk. Any
+	// other event (a complete message, a turn's end, the agent stopping)
+	// is answered at once, with the chunks before it. Zero answers at once.
+	Gather time.Duration
 }
 
 // Event payloads (Event.Data) by type.

@@ -23,11 +23,17 @@ const (
 	// second per session. Chunks that come after a quiet spell are written
 	// at once; those that follow wait for the interval to pass.
 	flushInterval = 100 * time.Millisecond
-	// pollSpacing is the least time between the starts of two event polls
-	// while events keep coming: a streamed reply's chunks gather in
-	// agentctl and come in one answer, a few times per flush interval at
-	// most, not one answer (and one HTTP round trip each way) per chunk. A
-	// poll that found nothing waits for the next event as before.
+	// gatherWindow is how long agentctl holds a poll's answer while it
+	// carries only chunks of a reply still being written: the chunks come
+	// in one answer a few times per flush interval, not one answer (and one
+	// HTTP round trip each way) per chunk. A turn's end, a complete
+	// message or any other event is answered at once; spacing the polls
+	// instead (as before agentctl could gather) held each turn's end back
+	// by up to the window, twice a turn.
+	gatherWindow = flushInterval
+	// pollSpacing is the least time between the starts of two polls of an
+	// agentctl that does not gather (an older one): its answers do not
+	// say "gather".
 	pollSpacing = flushInterval
 	// maxFlushBytesPerSecond bounds the message text one session's timed
 	// flushes replicate per second. Each write carries its message's whole
@@ -187,16 +193,17 @@ func (p *pumper) setSource(ctx context.Context, nonce string) {
 }
 
 // poll long-polls agentctl's events, compacted (a message's updates that a
-// later one in the answer supersedes are left out), no more often than
-// pollSpacing while events keep coming. It reports an error when agentctl
-// stays unreachable past the health bound, or restarted (its nonce changed).
+// later one in the answer supersedes are left out) and gathered (chunks
+// wait up to gatherWindow in agentctl for more). It reports an error when
+// agentctl stays unreachable past the health bound, or restarted (its
+// nonce changed).
 func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, errs chan<- error) {
 	since := p.since
 	var failingSince time.Time
 	bound := max(p.m.cfg.Recovery.HealthTimeout, time.Second)
 	for ctx.Err() == nil {
 		started := time.Now()
-		resp, err := p.e.client.CompactEvents(ctx, since, pollWait)
+		resp, err := p.e.client.Poll(ctx, agentctl.EventsQuery{Since: since, Wait: pollWait, Compact: true, Gather: gatherWindow})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -231,7 +238,7 @@ func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, e
 		case <-ctx.Done():
 			return
 		}
-		if wait := pollSpacing - time.Since(started); wait > 0 {
+		if wait := pollSpacing - time.Since(started); resp.Gather == "" && wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
