@@ -84,13 +84,42 @@ func (s *eventSource) Close() error {
 	return s.stream.Close()
 }
 
+// prompted is what answerAll saw of each session: when its prompt was
+// accepted and when it was seen answered; and how many sessions only the
+// backup poll saw answering.
+type prompted struct {
+	polled             int
+	accepted, answered map[string]time.Time
+}
+
+// lastAccepted is the time from t0 until the last prompt was accepted.
+func (p prompted) lastAccepted(t0 time.Time) float64 {
+	var last time.Time
+	for _, at := range p.accepted {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return ms(last.Sub(t0))
+}
+
+// answerWaits are the times from each prompt's acceptance to its answer.
+func (p prompted) answerWaits() []float64 {
+	var out []float64
+	for id, acc := range p.accepted {
+		if ans, ok := p.answered[id]; ok {
+			out = append(out, ms(max(0, ans.Sub(acc))))
+		}
+	}
+	return out
+}
+
 // answerAll prompts every session with text (through send, retried until
 // accepted) and returns when each has answered it: the event stream showed
 // the agent's complete reply to text, or the session going RUNNING and back
 // to WAITING_FOR_INPUT after its prompt was sent. A poll of the messages
-// through check (every 500 ms) backs up the stream; how many sessions only
-// the poll saw is returned.
-func answerAll(ctx context.Context, stream *eventSource, send func(id, text string) error, check *client.Client, ids []string, text string, par int, timeout time.Duration) (int, error) {
+// through check (every 500 ms) backs up the stream.
+func answerAll(ctx context.Context, stream *eventSource, send func(id, text string) error, check *client.Client, ids []string, text string, par int, timeout time.Duration) (prompted, error) {
 	const (
 		sent = iota + 1
 		running
@@ -101,11 +130,13 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 	for _, id := range ids {
 		phase[id] = 0
 	}
-	left, polled := len(ids), 0
+	left := len(ids)
+	seen := prompted{accepted: map[string]time.Time{}, answered: map[string]time.Time{}}
 	all := make(chan struct{})
 	mark := func(id string) { // mu held
 		if phase[id] >= sent && phase[id] != answered {
 			phase[id] = answered
+			seen.answered[id] = time.Now()
 			left--
 			if left == 0 {
 				close(all)
@@ -158,6 +189,9 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 				for ctx.Err() == nil {
 					err := send(id, text)
 					if err == nil || (client.IsCode(err, "conflict") && hasUserMessage(ctx, check, id, text)) {
+						mu.Lock()
+						seen.accepted[id] = time.Now()
+						mu.Unlock()
 						break // accepted (a 409 can also mean "being recovered": retried)
 					}
 					time.Sleep(25 * time.Millisecond)
@@ -203,7 +237,7 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 				if m.Role == state.RoleAgent && m.Complete && strings.HasSuffix(m.Text, ": "+text) {
 					mu.Lock()
 					if phase[id] != answered {
-						polled++
+						seen.polled++
 						mark(id)
 					}
 					mu.Unlock()
@@ -217,10 +251,10 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 		cancel()
 		mu.Lock()
 		defer mu.Unlock()
-		return polled, nil
+		return seen, nil
 	case err := <-readErr:
 		cancel()
-		return 0, fmt.Errorf("event stream: %w", err)
+		return prompted{}, fmt.Errorf("event stream: %w", err)
 	case <-ctx.Done():
 		mu.Lock()
 		defer mu.Unlock()
@@ -234,7 +268,7 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 				missing = append(missing, fmt.Sprintf("%s (phase %d)", id, p))
 			}
 		}
-		return polled, fmt.Errorf("%d of %d sessions did not answer within %s (%d never had a prompt accepted while the %d prompters retried; e.g. %s)", left, len(ids), timeout, never, par, strings.Join(missing, ", "))
+		return seen, fmt.Errorf("%d of %d sessions did not answer within %s (%d never had a prompt accepted while the %d prompters retried; e.g. %s)", left, len(ids), timeout, never, par, strings.Join(missing, ", "))
 	}
 }
 
@@ -305,10 +339,12 @@ func allWaiting(ctx context.Context, api *client.Client, taskID string, n int, t
 
 // usable is one failover-to-usable trial, in milliseconds from the kill:
 // until a survivor led, until the new leader's recovery run finished (its
-// paddock_recovery_last_finished_timestamp_seconds; -1 when unknown), and
-// until every session had answered a prompt.
+// paddock_recovery_last_finished_timestamp_seconds; -1 when unknown), until
+// the last prompt was accepted, and until every session had answered a
+// prompt; and each prompt's wait from its acceptance to its answer.
 type usable struct {
-	Leader, Recovered, Total float64
+	Leader, Recovered, LastAccepted, Total float64
+	AnswerWaits                            []float64
 }
 
 // failoverToUsable kills the leader (and, with killAgents, every session's
@@ -358,8 +394,8 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 	for _, p := range pids {
 		killWait(p)
 	}
-	polled, err := answerAll(ctx, stream, promptVia(survivors), apiOf(obs), ids, fmt.Sprintf("ping-%d", rand.Int64()), 16, 120*time.Second)
-	u := usable{Total: ms(time.Since(t0)), Leader: <-led, Recovered: -1}
+	seen, err := answerAll(ctx, stream, promptVia(survivors), apiOf(obs), ids, fmt.Sprintf("ping-%d", rand.Int64()), 16, 120*time.Second)
+	u := usable{Total: ms(time.Since(t0)), Leader: <-led, Recovered: -1, LastAccepted: seen.lastAccepted(t0), AnswerWaits: seen.answerWaits()}
 	// The last sessions can answer before the run has noted its end.
 	_ = waitUntil(ctx, 30*time.Second, 20*time.Millisecond, "the new leader's recovery run to finish", func() bool {
 		for _, n := range survivors {
@@ -372,8 +408,8 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 		}
 		return false
 	})
-	if polled > 0 {
-		env.Logf("%d sessions were seen answering only by the backup poll", polled)
+	if seen.polled > 0 {
+		env.Logf("%d sessions were seen answering only by the backup poll", seen.polled)
 	}
 	for _, wait := range profiled {
 		if path := wait(); path != "" {
@@ -464,7 +500,7 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		if killAgents {
 			k = kills2
 		}
-		var times, elect, recovered []float64
+		var times, elect, recovered, lastAccepted, answerWaits []float64
 		var failed error
 		for i := 0; i < k && failed == nil; i++ {
 			profile := ""
@@ -477,10 +513,11 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 				break
 			}
 			times, elect = append(times, u.Total), append(elect, u.Leader)
+			lastAccepted, answerWaits = append(lastAccepted, u.LastAccepted), append(answerWaits, u.AnswerWaits...)
 			if u.Recovered >= 0 {
 				recovered = append(recovered, u.Recovered)
 			}
-			env.Logf("recovery n=%d agents-killed=%v: %.0fms (leader after %.0fms, its recovery run finished after %.0fms)", n, killAgents, u.Total, u.Leader, u.Recovered)
+			env.Logf("recovery n=%d agents-killed=%v: %.0fms (leader after %.0fms, its recovery run finished after %.0fms, the last prompt accepted after %.0fms; accepted to answered p50 %.0fms)", n, killAgents, u.Total, u.Leader, u.Recovered, u.LastAccepted, Percentile(u.AnswerWaits, 50))
 		}
 		name := fmt.Sprintf("failover_to_usable_ms_n%d", n)
 		note := fmt.Sprintf("3 server processes (separate loopback IPs), %d live demo sessions on the standalone runtime (real agentctl processes); kill -9 of the leader until every session answered a prompt through the new leader (prompts sent through the survivors, 16 at a time, retried every 25 ms; answered = RUNNING then WAITING_FOR_INPUT on a survivor's event stream); killed node restarted between kills; %d kills; default raft timing (heartbeat %s, election %s)", n, k, config.DefaultHeartbeatTimeout, config.DefaultElectionTimeout)
@@ -493,6 +530,9 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		}
 		if len(recovered) > 0 {
 			note += fmt.Sprintf(", its recovery run (every session's executor recovered and its agent attached or resumed; paddock_recovery_last_finished_timestamp_seconds) finished after p50 %.0f ms (max %.0f); the rest is the prompts' round trips", Percentile(recovered, 50), Percentile(recovered, 100))
+		}
+		if len(lastAccepted) > 0 {
+			note += fmt.Sprintf(": the last prompt was accepted after p50 %.0f ms (max %.0f), and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted (the demo agent streams a reply of 3 chunks 10 ms apart)", Percentile(lastAccepted, 50), Percentile(lastAccepted, 100), Percentile(answerWaits, 50), Percentile(answerWaits, 99))
 		}
 		r := Summary(Result{Name: name, Area: areaRecovery, Unit: "ms", Note: note}, times, false)
 		if n == 100 {
@@ -635,13 +675,13 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	defer stream.Close()
 	profiled := cpuProfile(env, node, "scale-restart-recovery", 30*time.Second)
 	sort.Strings(ids)
-	polled, err := answerAll(ctx, stream, promptVia([]*harness.Node{node}), api, ids, "after-restart", 16, 600*time.Second)
+	seen, err := answerAll(ctx, stream, promptVia([]*harness.Node{node}), api, ids, "after-restart", 16, 600*time.Second)
 	rec := time.Since(t1)
 	if path := profiled(); path != "" {
 		env.Logf("scale: CPU profile of the first 30 s of recovery: %s", path)
 	}
-	if polled > 0 {
-		env.Logf("scale: %d sessions were seen answering only by the backup poll", polled)
+	if seen.polled > 0 {
+		env.Logf("scale: %d sessions were seen answering only by the backup poll", seen.polled)
 	}
 	if err != nil {
 		out = append(out, Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms", Met: "no",
@@ -654,6 +694,6 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	}
 	env.Logf("scale: restart to all %d answering: %s (leader after %s, recovery run finished after %s)", n, rec.Round(time.Millisecond), lead.Round(time.Millisecond), recovered)
 	out = append(out, Summary(Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms",
-		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight, sessions prompted in id order, not recovery order); from the kill, the node led again after %s and its recovery run (every executor found, every agent attached) finished after %s; one trial", n, lead.Round(time.Millisecond), recovered)}, []float64{ms(rec)}, false))
+		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight, sessions prompted in id order, not recovery order); from the kill, the node led again after %s and its recovery run (every executor found, every agent attached) finished after %s; the last prompt was accepted after %.0f ms, and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted; one trial", n, lead.Round(time.Millisecond), recovered, seen.lastAccepted(t1), Percentile(seen.answerWaits(), 50), Percentile(seen.answerWaits(), 99))}, []float64{ms(rec)}, false))
 	return out, nil
 }
