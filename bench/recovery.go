@@ -90,6 +90,24 @@ func (s *eventSource) Close() error {
 type prompted struct {
 	polled             int
 	accepted, answered map[string]time.Time
+	// tries are each session's refused or failed sends before the one
+	// accepted, as "+MS error" from the first send.
+	tries map[string][]string
+}
+
+// slowest describes the session whose prompt was accepted last: when, and
+// the sends that failed before (empty when none was accepted).
+func (p prompted) slowest(t0 time.Time) string {
+	id, last := "", time.Time{}
+	for sid, at := range p.accepted {
+		if at.After(last) {
+			id, last = sid, at
+		}
+	}
+	if id == "" {
+		return ""
+	}
+	return fmt.Sprintf("session %s accepted after %.0f ms, after %d failed sends %v", id, ms(last.Sub(t0)), len(p.tries[id]), p.tries[id])
 }
 
 // lastAccepted is the time from t0 until the last prompt was accepted.
@@ -131,7 +149,7 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 		phase[id] = 0
 	}
 	left := len(ids)
-	seen := prompted{accepted: map[string]time.Time{}, answered: map[string]time.Time{}}
+	seen := prompted{accepted: map[string]time.Time{}, answered: map[string]time.Time{}, tries: map[string][]string{}}
 	all := make(chan struct{})
 	mark := func(id string) { // mu held
 		if phase[id] >= sent && phase[id] != answered {
@@ -186,6 +204,7 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 				mu.Lock()
 				phase[id] = sent
 				mu.Unlock()
+				first := time.Now()
 				for ctx.Err() == nil {
 					err := send(id, text)
 					if err == nil || (client.IsCode(err, "conflict") && hasUserMessage(ctx, check, id, text)) {
@@ -194,6 +213,9 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 						mu.Unlock()
 						break // accepted (a 409 can also mean "being recovered": retried)
 					}
+					mu.Lock()
+					seen.tries[id] = append(seen.tries[id], fmt.Sprintf("+%.0fms %v", ms(time.Since(first)), err))
+					mu.Unlock()
 					time.Sleep(25 * time.Millisecond)
 				}
 			}
@@ -410,6 +432,9 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 	})
 	if seen.polled > 0 {
 		env.Logf("%d sessions were seen answering only by the backup poll", seen.polled)
+	}
+	if u.Recovered >= 0 && u.LastAccepted-u.Recovered > 1000 {
+		env.Logf("the last prompt was accepted long after the recovery run: %s", seen.slowest(t0))
 	}
 	for _, wait := range profiled {
 		if path := wait(); path != "" {
