@@ -101,7 +101,7 @@ func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 			}
 			return []Event{}, next
 		}
-		if hold := time.Until(kept0(kept).Add(q.Gather)); !gathered && hold > 0 && allChunks(kept) {
+		if hold := time.Until(firstAt(kept).Add(q.Gather)); !gathered && hold > 0 && allChunks(kept) {
 			t := time.NewTimer(hold)
 			select {
 			case <-ch: // look again: a turn's end answers at once
@@ -124,8 +124,8 @@ func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 	}
 }
 
-// kept0 is when the first of evs was published (zero for none).
-func kept0(evs []*loggedEvent) time.Time {
+// firstAt is when the first of evs was published (zero for none).
+func firstAt(evs []*loggedEvent) time.Time {
 	if len(evs) == 0 {
 		return time.Time{}
 	}
