@@ -3,7 +3,6 @@ package agentctl_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -322,7 +321,7 @@ func TestCompactEventsCarryAStreamedReplyOnce(t *testing.T) {
 
 // Gathering polls carry a streamed reply in about one answer per gather
 // window, not one per chunk, and the answer that holds the turn's end
-// comes when the turn ends. A gather that is not a duration is refused.
+// comes when the turn ends.
 func TestGatheringPollsCarryAStreamedReplyPerWindow(t *testing.T) {
 	p := startServe(t, t.TempDir())
 	c := p.c
@@ -367,14 +366,4 @@ func TestGatheringPollsCarryAStreamedReplyPerWindow(t *testing.T) {
 		t.Fatalf("%d answers over %s of a %d-chunk reply (%d updates): more than one per %s window (%d)", answers, took, n, chunks, gather, most)
 	}
 	t.Logf("%d answers, %d updates over %s for %d chunks", answers, chunks, took.Round(time.Millisecond), n)
-	req, _ := http.NewRequest("GET", p.info.URL+"/v1/events?gather=soon", nil)
-	req.Header.Set("Authorization", "Bearer "+testSecret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 400 {
-		t.Fatalf("gather=soon: status %d, want 400", resp.StatusCode)
-	}
 }

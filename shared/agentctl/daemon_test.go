@@ -229,6 +229,23 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 	})
+	t.Run("event queries", func(t *testing.T) {
+		for _, query := range []string{"since=-1", "since=x", "wait=soon", "wait=-1s", "compact=maybe", "gather=soon", "gather=-1s"} {
+			req, _ := http.NewRequest("GET", p.info.URL+"/v1/events?"+query, nil)
+			req.Header.Set("Authorization", "Bearer "+testSecret)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var eb agentctl.ErrorBody
+			_ = json.NewDecoder(resp.Body).Decode(&eb)
+			resp.Body.Close()
+			name, _, _ := strings.Cut(query, "=")
+			if resp.StatusCode != 400 || eb.Error.Code != "bad_request" || !strings.Contains(eb.Error.Message, name+"=") {
+				t.Fatalf("%s: %d %+v, want 400 naming %s", query, resp.StatusCode, eb, name)
+			}
+		}
+	})
 	t.Run("bad profiles", func(t *testing.T) {
 		for _, pr := range []agentctl.Profile{{Protocol: "ssh", Command: []string{"x"}}, {Protocol: "acp"}, {Protocol: "acp", Command: []string{"x"}, Permission: "maybe"}} {
 			if _, err := c.StartAgent(ctx(t), pr, ""); apiErr(t, err).Status != 400 {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -335,49 +336,57 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var since uint64 = 1
-	if v := q.Get("since"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			writeError(w, 400, CodeBadRequest, fmt.Sprintf("since=%q is not a non-negative integer", v))
-			return
-		}
-		since = n
+	q, err := parseEventsQuery(r.URL.Query())
+	if err != nil {
+		writeError(w, 400, CodeBadRequest, err.Error())
+		return
 	}
-	var wait time.Duration
-	if v := q.Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			writeError(w, 400, CodeBadRequest, fmt.Sprintf("wait=%q is not a duration", v))
-			return
-		}
-		wait = min(d, 60*time.Second)
-	}
-	compact := false
-	if v := q.Get("compact"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			writeError(w, 400, CodeBadRequest, fmt.Sprintf("compact=%q is not true or false", v))
-			return
-		}
-		compact = b
-	}
-	var gather time.Duration
-	if v := q.Get("gather"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			writeError(w, 400, CodeBadRequest, fmt.Sprintf("gather=%q is not a duration", v))
-			return
-		}
-		gather = min(d, 10*time.Second)
-	}
-	evs, next := s.events.since(r.Context(), EventsQuery{Since: since, Wait: wait, Compact: compact, Gather: gather})
+	evs, next := s.events.since(r.Context(), q)
 	resp := EventsResponse{Nonce: s.nonce, Events: evs, Next: next}
-	if gather > 0 {
-		resp.Gather = gather.String()
+	if q.Gather > 0 {
+		resp.Gather = q.Gather.String()
 	}
 	writeJSON(w, 200, resp)
+}
+
+// parseEventsQuery reads GET /v1/events' parameters: since (default 1),
+// wait (at most 60 s), compact, gather (at most 10 s).
+func parseEventsQuery(v url.Values) (EventsQuery, error) {
+	q := EventsQuery{Since: 1}
+	if s := v.Get("since"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return q, fmt.Errorf("since=%q is not a non-negative integer", s)
+		}
+		q.Since = n
+	}
+	if s := v.Get("compact"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return q, fmt.Errorf("compact=%q is not true or false", s)
+		}
+		q.Compact = b
+	}
+	var err error
+	if q.Wait, err = durationParam(v, "wait", 60*time.Second); err != nil {
+		return q, err
+	}
+	q.Gather, err = durationParam(v, "gather", 10*time.Second)
+	return q, err
+}
+
+// durationParam reads a non-negative duration parameter, capped at most
+// (zero when absent).
+func durationParam(v url.Values, name string, most time.Duration) (time.Duration, error) {
+	s := v.Get(name)
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%s=%q is not a duration", name, s)
+	}
+	return min(d, most), nil
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
