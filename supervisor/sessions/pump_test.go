@@ -216,11 +216,14 @@ func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
 }
 
 // eventsCounter stands in front of an agentctl and counts its event polls
-// and the bytes they answered.
+// and the bytes they answered. With noGather it drops the polls' gather
+// parameter, so the agentctl answers as one that predates it (at once, and
+// without "gather").
 type eventsCounter struct {
-	proxy *httputil.ReverseProxy
-	polls atomic.Int64
-	bytes atomic.Int64
+	proxy    *httputil.ReverseProxy
+	noGather bool
+	polls    atomic.Int64
+	bytes    atomic.Int64
 }
 
 func (c *eventsCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -229,6 +232,11 @@ func (c *eventsCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.polls.Add(1)
+	if c.noGather {
+		q := r.URL.Query()
+		q.Del("gather")
+		r.URL.RawQuery = q.Encode()
+	}
 	c.proxy.ServeHTTP(&countingWriter{ResponseWriter: w, n: &c.bytes}, r)
 }
 
@@ -246,14 +254,25 @@ func (w *countingWriter) Write(b []byte) (int, error) {
 // each carrying the reply's latest text once: not a poll per chunk, and
 // not every chunk's update (each the whole text so far, so bytes quadratic
 // in the reply's length). The transcript still gets every chunk, in order.
+// That holds for an agentctl that gathers the chunks and for one that does
+// not (the pump spaces its polls then).
 func TestAStreamedReplyCostsAFewPollsPerFlush(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		noGather bool
+	}{{"gathering agentctl", false}, {"agentctl without gather", true}} {
+		t.Run(c.name, func(t *testing.T) { streamedReplyPolls(t, c.noGather) })
+	}
+}
+
+func streamedReplyPolls(t *testing.T, noGather bool) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	target, err := url.Parse(s.executor.AgentctlURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	counter := &eventsCounter{proxy: httputil.NewSingleHostReverseProxy(target)}
+	counter := &eventsCounter{proxy: httputil.NewSingleHostReverseProxy(target), noGather: noGather}
 	front := httptest.NewServer(counter)
 	t.Cleanup(front.Close)
 	w.agentctlBehind(s, front.URL)
@@ -281,10 +300,10 @@ func TestAStreamedReplyCostsAFewPollsPerFlush(t *testing.T) {
 		t.Fatal("no event poll went through the counting proxy: the pump did not read this agentctl through it")
 	}
 	t.Logf("%d chunks in %s: %d event polls, %d bytes answered (the reply is %d bytes)", n, took.Round(time.Millisecond), polls, bytes, len(want))
-	if limit := 2*int64(took/pollSpacing) + 10; polls > limit {
-		t.Errorf("%d event polls in %s, want at most %d (a few per %s)", polls, took.Round(time.Millisecond), limit, pollSpacing)
+	if limit := int64(took/flushInterval) + 10; polls > limit {
+		t.Errorf("%d event polls in %s, want at most %d (one per %s, and a few more)", polls, took.Round(time.Millisecond), limit, flushInterval)
 	}
-	if limit := 2 * (int64(took/pollSpacing) + 10) * int64(len(want)); bytes > limit {
+	if limit := 2 * (int64(took/flushInterval) + 10) * int64(len(want)); bytes > limit {
 		t.Errorf("the polls answered %d bytes, want at most %d (the reply's latest text once per poll)", bytes, limit)
 	}
 }
