@@ -21,11 +21,17 @@ import (
 // the same key, so a retry never applies twice. The returned error is a
 // cluster failure (no leader, timeout); domain failures are in Result.Err.
 func (n *Node) Apply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error) {
-	data, err := state.Command{Type: typ, Key: NewKey(), Now: time.Now(), Body: body}.Encode()
+	data, err := encodeNew(typ, body)
 	if err != nil {
 		return nil, err
 	}
 	return n.ApplyEncoded(ctx, data)
+}
+
+// encodeNew encodes a new command: a fresh idempotency key, this node's
+// clock.
+func encodeNew(typ state.CommandType, body any) ([]byte, error) {
+	return state.Command{Type: typ, Key: NewKey(), Now: time.Now(), Body: body}.Encode()
 }
 
 // ApplyEncoded commits an already encoded command (see Apply). The whole
@@ -141,7 +147,7 @@ var ErrNotLeader = errors.New("not the leader")
 // it lost leadership. A retry after raft.ErrLeadershipLost keeps the same
 // key, so it cannot apply twice.
 func (n *Node) LeaderApply(ctx context.Context, typ state.CommandType, body any) (*state.Result, error) {
-	data, err := state.Command{Type: typ, Key: NewKey(), Now: time.Now(), Body: body}.Encode()
+	data, err := encodeNew(typ, body)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +189,7 @@ func (n *Node) leaderApplyEncoded(ctx context.Context, data []byte) (*state.Resu
 func (n *Node) LeaderApplyAll(ctx context.Context, props []state.Proposal) ([]*state.Result, error) {
 	datas := make([][]byte, len(props))
 	for i, p := range props {
-		data, err := state.Command{Type: p.Type, Key: NewKey(), Now: time.Now(), Body: p.Body}.Encode()
+		data, err := encodeNew(p.Type, p.Body)
 		if err != nil {
 			return nil, err
 		}
