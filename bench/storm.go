@@ -18,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/plugins/standalone/localexec"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/demoagent"
+	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/workspace"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -218,7 +219,7 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 	}
 	env.Logf("prompt storm: %d sessions × %d chunks in %s; chunk latency from emission p50 %.0f ms p99 %.0f ms, pace-based from the prompt p50 %.0f ms p99 %.0f ms (%d of %d chunks seen streaming, %d stream reopenings); %s; %.0f raft entries/s; leader CPU %.0f%%; %d lost or reordered; %d turns interrupted by a fenced agent (%d chunks); %d leader changes, %d prompts sent again",
 		len(ids), chunks, elapsed.Round(time.Millisecond), Percentile(lats, 50), Percentile(lats, 99), Percentile(fromPrompt, 50), Percentile(fromPrompt, 99), seen, len(ids)*chunks, watch.reopened, pace, writes, 100*cpu.Seconds()/elapsed.Seconds(), lost, fencedSessions, fencedChunks, changes, retried)
-	where := fmt.Sprintf("%d demo sessions on a 3-node cluster (standalone runtime, real agentctl processes; each agent in a scheduling group of its own at the runtime's default nice %d, agentctl and the servers at 0) prompted with \"stream %d\" at the same moment (one goroutine each): every agent streams %d chunks %s apart (%s in all), the supervisor coalesces them (at most ~10 message writes/s per session, and at most 64 KiB/s of message text per session)", len(ids), localexec.DefaultNice, chunks, chunks, demoChunkDelay, stream)
+	where := fmt.Sprintf("%d demo sessions on a 3-node cluster (standalone runtime, real agentctl processes; each agent in a scheduling group of its own at the runtime's default nice %d, each agentctl in one at 0, the leader's %s) prompted with \"stream %d\" at the same moment (one goroutine each): every agent streams %d chunks %s apart (%s in all), the supervisor coalesces them (at most ~10 message writes/s per session, and at most 64 KiB/s of message text per session)", len(ids), localexec.DefaultNice, schedulingGroup(leader.PID()), chunks, chunks, demoChunkDelay, stream)
 	where += fmt.Sprintf("; the leader changed %d time(s) during the storm and %d prompt(s) had to be sent again (a prompt whose leader lost its leadership fails; it is retried until the transcript holds it)%s", changes, retried, trouble)
 
 	lat := Summary(Result{Name: "prompt_storm_chunk_latency_ms", Area: areaStorm, Unit: "ms", Goal: "p99 ≤ 500",
@@ -334,6 +335,19 @@ func chunkNumbers(text string, n int) []int {
 		}
 	}
 	return out
+}
+
+// schedulingGroup says at what nice value process pid's scheduling group
+// is (the servers raise theirs to server.nice where they may).
+func schedulingGroup(pid int) string {
+	g, ok, err := nice.GroupOf(pid)
+	switch {
+	case err != nil:
+		return "scheduling group unread: " + err.Error()
+	case !ok:
+		return "in no scheduling group (the kernel weighs it by its nice value)"
+	}
+	return fmt.Sprintf("at nice %d (server.nice)", g)
 }
 
 // chunkWatch follows a task's events and notes when each chunk of each

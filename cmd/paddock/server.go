@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/server"
 )
@@ -54,6 +55,7 @@ func runServer(args []string) int {
 		JSONFormat: cfg.LogJSON,
 		Output:     os.Stderr,
 	})
+	raisePriority(cfg.Server.Nice, log)
 	srv, err := server.Start(cfg, log)
 	var diags *config.DiagError
 	if errors.As(err, &diags) {
@@ -73,6 +75,22 @@ func runServer(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// raisePriority raises the server's CPU priority to server.nice before it
+// starts anything (its plugins inherit it). Without the privilege the
+// server runs on at its priority: a note, not a failure.
+func raisePriority(n int, log hclog.Logger) {
+	if n == 0 {
+		return
+	}
+	group, err := nice.Raise(n, log.Warn)
+	if err != nil {
+		log.Info("the server keeps its CPU priority", "nice", n, "reason", err,
+			"hint", "run it as root or with CAP_SYS_NICE to raise it, or set server.nice = 0")
+		return
+	}
+	log.Info("raised the server's CPU priority", "nice", n, "scheduling_group", group)
 }
 
 // overridePorts applies -http-port and -raft-port when they were given.

@@ -17,7 +17,10 @@
 // priority: it is the relay between the agent and the server (at a low
 // priority a terminal's output crawled through it whenever the server and
 // the client were busy) and it answers the lease renewals. Raising a nice
-// value needs no privilege; nothing here ever lowers one.
+// value needs no privilege; Lower never lowers one.
+//
+// The server itself goes the other way where it has the privilege (Raise):
+// above its agentctls, so that 200 relays busy at once cannot starve raft.
 package nice
 
 import (
@@ -77,24 +80,33 @@ func Lower(child, n int, warn func(msg string, args ...any)) error {
 	if !errors.Is(err, unix.EAGAIN) {
 		return err
 	}
-	started, serr := startTime(child)
-	if serr != nil {
-		return nil // gone already
+	retryAutogroup(child, n, warn)
+	return nil
+}
+
+// retryAutogroup sets process pid's scheduling group to nice n in the
+// background, after the kernel's rate limit refused it: for up to retryFor,
+// while pid is the same process (its pid not reused). A failure goes to
+// warn.
+func retryAutogroup(pid, n int, warn func(msg string, args ...any)) {
+	started, err := startTime(pid)
+	if err != nil {
+		return // gone already
 	}
 	go func() {
+		var err error = unix.EAGAIN
 		deadline := time.Now().Add(retryFor)
 		for errors.Is(err, unix.EAGAIN) && time.Now().Before(deadline) {
 			time.Sleep(autogroupRetry) // the kernel's rate limit, not synchronisation
-			if t, terr := startTime(child); terr != nil || t != started {
-				return // the child is gone; its pid may be another's now
+			if t, terr := startTime(pid); terr != nil || t != started {
+				return // the process is gone; its pid may be another's now
 			}
-			err = setAutogroup(child, n)
+			err = setAutogroup(pid, n)
 		}
 		if err != nil && warn != nil {
-			warn("the session keeps its scheduling group's priority", "pid", child, "error", err)
+			warn("the session keeps its scheduling group's priority", "pid", pid, "nice", n, "error", err)
 		}
 	}()
-	return nil
 }
 
 // retryFor bounds the retries of an autogroup change the kernel's rate

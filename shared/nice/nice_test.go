@@ -1,10 +1,13 @@
 package nice
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,6 +179,194 @@ func TestParseAutogroup(t *testing.T) {
 		n, ok, err := parseAutogroup([]byte(c.in))
 		if n != c.n || ok != c.ok || (err != nil) != c.hasErr {
 			t.Errorf("parseAutogroup(%q) = %d, %v, %v; want %d, %v, error %v", c.in, n, ok, err, c.n, c.ok, c.hasErr)
+		}
+	}
+}
+
+// raiseHelperEnv makes the test binary a helper process that raises itself
+// (TestMain is not needed: the helper test exits before any other runs).
+const raiseHelperEnv = "PADDOCK_NICE_RAISE_HELPER"
+
+// TestRaiseHelper is the helper: it raises itself to the nice value in its
+// environment, starts more threads, and prints what it got: "error …" or
+// "group BOOL", then "thread TID NICE" for every thread and "autogroup N".
+func TestRaiseHelper(t *testing.T) {
+	v := os.Getenv(raiseHelperEnv)
+	if v == "" {
+		t.Skip("a helper process of the Raise tests")
+	}
+	n, _ := strconv.Atoi(v)
+	group, err := Raise(n, nil)
+	if err != nil {
+		fmt.Printf("error %v (permission: %v)\n", err, errors.Is(err, os.ErrPermission))
+	} else {
+		fmt.Printf("group %v\n", group)
+	}
+	// Threads started afterwards inherit the value.
+	before := len(threadNices(t))
+	release := make(chan struct{})
+	for range 4 {
+		go func() {
+			runtime.LockOSThread()
+			<-release
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(threadNices(t)) < before+4 && time.Now().Before(deadline); {
+		runtime.Gosched()
+	}
+	if group {
+		// Past the kernel's rate limit the group follows within a second.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if g, _, _ := GroupOf(os.Getpid()); g == n {
+				break
+			}
+		}
+	}
+	for tid, nv := range threadNices(t) {
+		fmt.Printf("thread %d %d\n", tid, nv)
+	}
+	if g, ok, _ := GroupOf(os.Getpid()); ok {
+		fmt.Printf("autogroup %d\n", g)
+	}
+	close(release)
+	os.Exit(0)
+}
+
+// raised is what a Raise helper printed.
+type raised struct {
+	err       string
+	group     bool
+	threads   map[int]int
+	autogroup *int
+}
+
+// runRaiseHelper runs the test binary as a Raise helper at nice n with attr.
+func runRaiseHelper(t *testing.T, exe string, n int, attr *syscall.SysProcAttr) raised {
+	t.Helper()
+	cmd := exec.Command(exe, "-test.run=^TestRaiseHelper$")
+	cmd.Env = append(os.Environ(), raiseHelperEnv+"="+strconv.Itoa(n))
+	cmd.Dir = "/" // a working directory any user may enter
+	cmd.SysProcAttr = attr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	r := raised{threads: map[int]int{}}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) > 1 && f[0] == "error":
+			r.err = strings.TrimPrefix(line, "error ")
+		case len(f) == 2 && f[0] == "group":
+			r.group = f[1] == "true"
+		case len(f) == 3 && f[0] == "thread":
+			tid, _ := strconv.Atoi(f[1])
+			r.threads[tid], _ = strconv.Atoi(f[2])
+		case len(f) == 2 && f[0] == "autogroup":
+			g, _ := strconv.Atoi(f[1])
+			r.autogroup = &g
+		}
+	}
+	if len(r.threads) == 0 {
+		t.Fatalf("the helper printed no threads:\n%s", out)
+	}
+	return r
+}
+
+// Raise sets every thread of the process, those started afterwards too,
+// and, when the process leads a session of its own, its scheduling group;
+// a process sharing its session (one started from a shell) leaves the
+// session's group alone; without the privilege nothing changes.
+func TestRaiseSetsEveryThreadAndItsOwnSessionsGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("raising a priority needs root (the tests run as root in CI)")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownGroup, groups, err := GroupOf(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := threadNices(t)
+	const want = -5
+	t.Run("session leader", func(t *testing.T) {
+		r := runRaiseHelper(t, exe, want, &syscall.SysProcAttr{Setsid: true})
+		if r.err != "" {
+			t.Fatalf("Raise: %s", r.err)
+		}
+		for tid, n := range r.threads {
+			if n != want {
+				t.Errorf("thread %d at nice %d, want %d", tid, n, want)
+			}
+		}
+		// A session leader has a scheduling group wherever the kernel has
+		// autogroups, even where this process has none.
+		if r.autogroup != nil && (*r.autogroup != want || !r.group) {
+			t.Errorf("its scheduling group at nice %d (Raise reported %v), want %d", *r.autogroup, r.group, want)
+		}
+	})
+	t.Run("shared session", func(t *testing.T) {
+		r := runRaiseHelper(t, exe, want, &syscall.SysProcAttr{Setpgid: true})
+		if r.err != "" || r.group {
+			t.Fatalf("Raise: error %q, group %v; want no error and the group left alone", r.err, r.group)
+		}
+		for tid, n := range r.threads {
+			if n != want {
+				t.Errorf("thread %d at nice %d, want %d", tid, n, want)
+			}
+		}
+		if groups && (r.autogroup == nil || *r.autogroup != ownGroup) {
+			t.Errorf("the shared session's scheduling group changed: %v, was %d", r.autogroup, ownGroup)
+		}
+	})
+	t.Run("unprivileged", func(t *testing.T) {
+		// A copy another user may run: the test binary's own directory is
+		// private to root.
+		dir := t.TempDir()
+		for d := dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+			if err := os.Chmod(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := os.ReadFile(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copyExe := filepath.Join(dir, "nice.test")
+		if err := os.WriteFile(copyExe, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		r := runRaiseHelper(t, copyExe, want, &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}})
+		if !strings.Contains(r.err, "CAP_SYS_NICE") || !strings.Contains(r.err, "permission: true") {
+			t.Fatalf("Raise without the privilege: %q, want an os.ErrPermission naming CAP_SYS_NICE", r.err)
+		}
+		for tid, n := range r.threads {
+			if n != 0 {
+				t.Errorf("thread %d at nice %d, want 0 (unchanged)", tid, n)
+			}
+		}
+		if r.autogroup != nil && *r.autogroup != 0 {
+			t.Errorf("its scheduling group at nice %d, want 0", *r.autogroup)
+		}
+	})
+	for tid, n := range threadNices(t) {
+		if was, ok := own[tid]; ok && n != was {
+			t.Fatalf("this process's thread %d went from nice %d to %d", tid, was, n)
+		}
+	}
+	if groups {
+		if n, _, _ := GroupOf(os.Getpid()); n != ownGroup {
+			t.Fatalf("our scheduling group went from nice %d to %d", ownGroup, n)
+		}
+	}
+}
+
+func TestRaiseRefusesOutOfRangeValues(t *testing.T) {
+	for _, n := range []int{1, 19, -21} {
+		if _, err := Raise(n, nil); err == nil || !strings.Contains(err.Error(), "between -20 and 0") {
+			t.Fatalf("nice %d: %v", n, err)
 		}
 	}
 }

@@ -23,14 +23,17 @@ const (
 	DefaultHeartbeatTimeout   = 300 * time.Millisecond
 	DefaultElectionTimeout    = 300 * time.Millisecond
 	DefaultLeaderLeaseTimeout = 150 * time.Millisecond
-	DefaultMaxBody            = 1 << 20 // 1MiB
-	DefaultPluginDir          = "./bin/plugins"
-	DefaultAutoResume         = AutoResumeActive
-	DefaultHealthTimeout      = 2 * time.Second
-	DefaultReplayBytes        = 256 << 10 // 256KiB
-	DefaultIdleTimeout        = 30 * time.Minute
-	DefaultLeaseTTL           = 10 * time.Second
-	DefaultPermission         = PermissionDeny
+	// DefaultServerNice is the CPU priority (nice value) a server raises
+	// itself to where it may (root or CAP_SYS_NICE).
+	DefaultServerNice    = -5
+	DefaultMaxBody       = 1 << 20 // 1MiB
+	DefaultPluginDir     = "./bin/plugins"
+	DefaultAutoResume    = AutoResumeActive
+	DefaultHealthTimeout = 2 * time.Second
+	DefaultReplayBytes   = 256 << 10 // 256KiB
+	DefaultIdleTimeout   = 30 * time.Minute
+	DefaultLeaseTTL      = 10 * time.Second
+	DefaultPermission    = PermissionDeny
 	// DefaultNodeName is used when os.Hostname fails.
 	DefaultNodeName = "paddock"
 )
@@ -147,6 +150,11 @@ type Server struct {
 	// CleanupDeadServers lets the leader remove a server that stopped
 	// answering from the raft configuration (autopilot; default false).
 	CleanupDeadServers bool
+	// Nice is the CPU priority the server raises itself to at start, -20
+	// to 0 (default -5; 0 leaves it alone): above the agentctls of its
+	// sessions, so that many busy ones cannot starve raft. It needs root
+	// or CAP_SYS_NICE; without, the server keeps its priority and says so.
+	Nice int
 }
 
 // ACL is the `acl` block.
@@ -262,6 +270,7 @@ func Default() *Config {
 			HeartbeatTimeout:   DefaultHeartbeatTimeout,
 			ElectionTimeout:    DefaultElectionTimeout,
 			LeaderLeaseTimeout: DefaultLeaderLeaseTimeout,
+			Nice:               DefaultServerNice,
 		},
 		API:       API{MaxBody: DefaultMaxBody},
 		PluginDir: DefaultPluginDir,

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -145,6 +146,7 @@ func TestConfigurationDocDefaults(t *testing.T) {
 		"server.heartbeat_timeout":     "`\"" + d.Server.HeartbeatTimeout.String() + "\"`",
 		"server.election_timeout":      "`\"" + d.Server.ElectionTimeout.String() + "\"`",
 		"server.leader_lease_timeout":  "`\"" + d.Server.LeaderLeaseTimeout.String() + "\"`",
+		"server.nice":                  "`" + strconv.Itoa(d.Server.Nice) + "`",
 		"recovery.auto_resume":         "`\"" + d.Recovery.AutoResume + "\"`",
 		"recovery.health_timeout":      "`\"" + d.Recovery.HealthTimeout.String() + "\"`",
 		"lease.ttl":                    "`\"" + d.Lease.TTL.String() + "\"`",

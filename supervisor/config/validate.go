@@ -193,6 +193,11 @@ func (v *validator) server(c *Config) {
 			fmt.Sprintf("The cluster secret is %d characters; at least %d are needed.", len(s.ClusterSecret), minClusterSecret),
 			"use a long random string, the same on every server, such as the output of: head -c 32 /dev/urandom | base64")
 	}
+	if s.Nice < -20 || s.Nice > 0 {
+		v.fail("server.nice", "Invalid server.nice",
+			fmt.Sprintf("%d is not a nice value the server can raise itself to.", s.Nice),
+			"use -20 to 0: a negative value raises the server's CPU priority above its sessions' agentctls, 0 leaves it alone")
+	}
 	if !slices.Contains([]int{1, 3, 5}, s.BootstrapExpect) {
 		v.fail("server.bootstrap_expect", "Invalid server.bootstrap_expect",
 			fmt.Sprintf("%d is not a supported cluster size.", s.BootstrapExpect),

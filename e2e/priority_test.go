@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/bench/harness"
+	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/nice"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// TestTheServerRunsAboveItsSessions: a server started in a session of its
+// own (as systemd and the harness start it) raises every thread and its
+// scheduling group to server.nice (-5 by default); its session's agentctl
+// leads a group of its own at 0 and the agent one at 19, so the order on
+// a busy host is server, agentctl, agent. server.nice = 0 leaves the
+// server at 0.
+func TestTheServerRunsAboveItsSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("raising a priority needs root (the tests run as root in CI)")
+	}
+	raised := startPriorityNode(t, "raised", "")
+	waitFor(t, 30*time.Second, "the node to lead", func() bool {
+		leads, err := raised.Leads()
+		return err == nil && leads
+	})
+	waitPriority(t, raised.PID(), -5)
+	if !strings.Contains(raised.Log(), "raised the server's CPU priority") {
+		t.Fatalf("the server's log does not say it raised its priority:\n%s", raised.Log())
+	}
+	api := apiClient(t, raised)
+	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "priority"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agentctl, agent int
+	waitFor(t, 30*time.Second, "the session's agentctl and agent", func() bool {
+		exs, err := api.Executors(testCtx(t), sess.ID)
+		if err != nil {
+			return false
+		}
+		for _, ex := range exs {
+			if ex.Status == state.ExecutorReady && ex.PID != 0 {
+				agentctl = ex.PID
+			}
+		}
+		kids := childrenOf(agentctl)
+		if len(kids) == 0 {
+			return false
+		}
+		agent = kids[0]
+		return true
+	})
+	if g, ok, err := nice.GroupOf(agentctl); err != nil || (ok && g != 0) {
+		t.Fatalf("agentctl's scheduling group at nice %d (%v), want 0", g, err)
+	}
+	waitPriority(t, agent, 19)
+
+	plain := startPriorityNode(t, "plain", "  nice = 0\n")
+	waitFor(t, 30*time.Second, "the second node to lead", func() bool {
+		leads, err := plain.Leads()
+		return err == nil && leads
+	})
+	if n, err := nice.Of(plain.PID()); err != nil || n != 0 {
+		t.Fatalf("server.nice = 0: the server at nice %d (%v), want 0", n, err)
+	}
+	if g, ok, err := nice.GroupOf(plain.PID()); err != nil || (ok && g != 0) {
+		t.Fatalf("server.nice = 0: its scheduling group at nice %d (%v), want 0", g, err)
+	}
+}
+
+// startPriorityNode starts a one-node server with the standalone runtime
+// and the demo agent; server holds extra lines of its server block.
+func startPriorityNode(t *testing.T, name, server string) *harness.Node {
+	t.Helper()
+	dir := t.TempDir()
+	ports := freePorts(t, 2)
+	cfg := fmt.Sprintf(`node_name  = %q
+data_dir   = "data"
+plugin_dir = %q
+bind_addr  = "127.0.0.1"
+ports {
+  http = %d
+  raft = %d
+}
+server {
+%s}
+plugin "standalone" {
+  config {
+    workspace_root = "./data/ws"
+  }
+}
+agent "demo" {
+  protocol = "acp"
+  command  = ["paddock-demo-agent"]
+}
+`, name, filepath.Join(binDir, "plugins"), ports[0], ports[1], server)
+	path := filepath.Join(dir, "paddock.hcl")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startNode(t, name, dir, path, fmt.Sprintf("127.0.0.1:%d", ports[0]))
+}
+
+// waitPriority waits until every thread of pid, and its scheduling group
+// where it has one, is at nice n (a group's change may wait out the
+// kernel's rate limit).
+func waitPriority(t *testing.T, pid, n int) {
+	t.Helper()
+	var got string
+	waitFor(t, 10*time.Second, fmt.Sprintf("pid %d at nice %d", pid, n), func() bool {
+		var bad []string
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+		if err != nil {
+			got = err.Error()
+			return false
+		}
+		for _, e := range tasks {
+			tid, _ := strconv.Atoi(e.Name())
+			if v, err := nice.Of(tid); err == nil && v != n {
+				bad = append(bad, fmt.Sprintf("thread %d at %d", tid, v))
+			}
+		}
+		if g, ok, err := nice.GroupOf(pid); err != nil || (ok && g != n) {
+			bad = append(bad, fmt.Sprintf("scheduling group at %d (%v)", g, err))
+		}
+		got = strings.Join(bad, ", ")
+		return len(bad) == 0
+	})
+	if got != "" {
+		t.Fatal(got)
+	}
+}
+
+// childrenOf lists the children of pid (none when it is gone): each
+// thread's own, as the thread that forked them lists them.
+func childrenOf(pid int) []int {
+	if pid == 0 {
+		return nil
+	}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	var out []int
+	for _, path := range tasks {
+		b, _ := os.ReadFile(path)
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
