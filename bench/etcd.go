@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,10 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/supervisor/config"
 )
 
 // Raft timing given to etcd so that it matches Paddock's LAN defaults
@@ -127,30 +123,9 @@ func StartEtcd(bin, dir string, size int) (*EtcdCluster, error) {
 	return ec, nil
 }
 
-// Start runs the member (again after Kill: same data dir), at the CPU
-// priority Paddock's servers raise themselves to (server.nice's default):
-// the two stores weigh the same against the load generator and each other.
+// Start runs the member (again after Kill: same data dir).
 func (m *EtcdMember) Start() error {
-	if err := m.Process.Start(m.dir, filepath.Join(m.dir, "etcd.log"), append([]string{m.bin}, m.args...)...); err != nil {
-		return err
-	}
-	return raiseLikeAServer(m.PID())
-}
-
-// raiseLikeAServer sets process pid, the leader of a session and process
-// group of its own, to config.DefaultServerNice: every thread of its group
-// (what they start later inherits it) and its session's scheduling group.
-// It needs root, as the bench's Paddock servers do to raise themselves.
-func raiseLikeAServer(pid int) error {
-	n := config.DefaultServerNice
-	if err := unix.Setpriority(unix.PRIO_PGRP, pid, n); err != nil {
-		return fmt.Errorf("etcd at nice %d: %w", n, err)
-	}
-	err := os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", pid), []byte(strconv.Itoa(n)), 0)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("etcd's scheduling group at nice %d: %w", n, err)
-	}
-	return nil
+	return m.Process.Start(m.dir, filepath.Join(m.dir, "etcd.log"), append([]string{m.bin}, m.args...)...)
 }
 
 // Stop kills every member.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/supervisor/config"
 )
 
 // Env is what every suite gets.
@@ -120,7 +119,7 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 		}
 		env.Logf("writes c%d: paddock %.0f/s (%d errors), etcd %.0f/s (%d errors)", clients, Percentile(rates, 50), errs, Percentile(peerRates, 50), peerErrs)
 		rate := Summary(Result{Name: fmt.Sprintf("writes_per_s_c%d", clients), Area: areaCluster, Unit: "writes/s",
-			Note: fmt.Sprintf("closed loop, %d client(s), each POST /v1/tasks (~30-byte record) to the leader over HTTP/1.1 keep-alive; etcd: POST /v3/kv/put of the same record through its JSON gateway to its leader; 3 processes each on one host, fsync on, each process in a scheduling group of its own at nice %d (Paddock's server.nice default; etcd set to the same); %d×%s trials alternating; %d/%d errors%s", clients, config.DefaultServerNice, trials, d, errs, peerErrs, profiled)}, rates, true)
+			Note: fmt.Sprintf("closed loop, %d client(s), each POST /v1/tasks (~30-byte record) to the leader over HTTP/1.1 keep-alive; etcd: POST /v3/kv/put of the same record through its JSON gateway to its leader; 3 processes each on one host, fsync on; %d×%s trials alternating; %d/%d errors%s", clients, trials, d, errs, peerErrs, profiled)}, rates, true)
 		if clients == 64 {
 			rate.Goal = "≥ 5000"
 			rate = Verdict(rate, rate.P50 >= 5000)
