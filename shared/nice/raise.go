@@ -31,10 +31,11 @@ func CheckRaise(n int) error {
 // their own at 0, below this one.
 //
 // Why: on a host whose CPUs are oversubscribed (200 agents streaming
-// through their agentctls on 2 CPUs), every agentctl session weighed as
-// much as a server; with the servers' groups at -5 the prompt storm's chunk
-// latency p99 fell from ~10 s to 2-3 s in the same runs, and failover was
-// unchanged.
+// through their agentctls on 2 CPUs), every agentctl session weighs as
+// much as a server. With the servers' groups at -5 the prompt storm's chunk
+// latency p99 fell from ~10 s to 2-3 s in alternating runs; the agents, at
+// 19, then waited longer for a CPU, and a prompt's answer with them (see
+// server.nice, which is off by default).
 //
 // A process that shares its session (one started from a shell) keeps the
 // session's group: raising it would raise the shell and all it runs. n == 0,

@@ -24,8 +24,8 @@ const (
 	DefaultElectionTimeout    = 300 * time.Millisecond
 	DefaultLeaderLeaseTimeout = 150 * time.Millisecond
 	// DefaultServerNice is the CPU priority (nice value) a server raises
-	// itself to where it may (root or CAP_SYS_NICE).
-	DefaultServerNice    = -5
+	// itself to: 0, none (see Server.Nice).
+	DefaultServerNice    = 0
 	DefaultMaxBody       = 1 << 20 // 1MiB
 	DefaultPluginDir     = "./bin/plugins"
 	DefaultAutoResume    = AutoResumeActive
@@ -151,9 +151,11 @@ type Server struct {
 	// answering from the raft configuration (autopilot; default false).
 	CleanupDeadServers bool
 	// Nice is the CPU priority the server raises itself to at start, -20
-	// to 0 (default -5; 0 leaves it alone): above the agentctls of its
-	// sessions, so that many busy ones cannot starve raft. It needs root
-	// or CAP_SYS_NICE; without, the server keeps its priority and says so.
+	// to 0 (default 0: it keeps the priority it was started with). Below
+	// 0 it runs above its sessions' agentctls, so that many busy sessions
+	// on its host cannot starve raft, and its agents (at 19) wait longer
+	// for a CPU. It needs root or CAP_SYS_NICE; without, the server keeps
+	// its priority and says so.
 	Nice int
 }
 

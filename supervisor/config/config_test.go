@@ -40,7 +40,7 @@ func TestDefault(t *testing.T) {
 		NodeName: host, DataDir: "./data", BindAddr: "127.0.0.1", LogLevel: "info",
 		Ports: Ports{HTTP: 7700, Raft: 7701},
 		Server: Server{BootstrapExpect: 1, HeartbeatTimeout: 300 * time.Millisecond,
-			ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond, Nice: -5},
+			ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond},
 		API:       API{MaxBody: 1 << 20},
 		PluginDir: "./bin/plugins",
 		Recovery:  Recovery{AutoResume: "active", HealthTimeout: 2 * time.Second},

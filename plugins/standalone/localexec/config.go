@@ -27,8 +27,8 @@ const DefaultWorkspaceRoot = "./data/workspaces"
 // (200 groups of weight 110 against each server's 1024) that leaders
 // changed and agents fenced themselves; at 19 no agent fenced itself
 // (leaders still changed in some runs: the agentctls relaying the stream
-// weighed as much as a server, until the servers raised themselves above
-// them, server.nice).
+// weigh as much as a server, unless the servers raise themselves above
+// them: server.nice).
 const DefaultNice = nice.Max
 
 // Config is the standalone plugin's `config { … }` body.
@@ -89,7 +89,7 @@ var spec = configspec.Spec[Config]{
 			func(c *Config) *string { return &c.RunAsUser }, configspec.NotEmpty),
 		configspec.Bool("agentctl_tls", "agentctl serves HTTPS with a key it makes at start (ECDSA P-256, self-signed); its fingerprint is recorded with the executor and pinned by every node (default false)",
 			func(c *Config) *bool { return &c.AgentctlTLS }),
-		configspec.Int("nice", fmt.Sprintf("nice value (0-19) each session's agent and terminal shells run at, each in a scheduling group of its own, below the server beside them so that busy agents yield the CPU to it; agentctl runs in a group of its own at 0, below a server that raised itself (server.nice); 0 changes nothing (default %d)", DefaultNice),
+		configspec.Int("nice", fmt.Sprintf("nice value (0-19) each session's agent and terminal shells run at, each in a scheduling group of its own, below the server beside them so that busy agents yield the CPU to it; agentctl runs in a group of its own at 0, the server's priority unless the server raised itself (server.nice); 0 changes nothing (default %d)", DefaultNice),
 			0, nice.Max, func(c *Config) *int { return &c.Nice }),
 		configspec.Duration("start_timeout", "how long agentctl may take to become healthy (default 15s)",
 			func(c *Config) *time.Duration { return &c.StartTimeout }),
