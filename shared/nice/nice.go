@@ -19,8 +19,9 @@
 // the client were busy) and it answers the lease renewals. Raising a nice
 // value needs no privilege; Lower never lowers one.
 //
-// The server itself goes the other way where it has the privilege (Raise):
-// above its agentctls, so that 200 relays busy at once cannot starve raft.
+// A server can go the other way where it has the privilege (Raise, when
+// its config sets server.nice below 0; off by default): above its
+// agentctls, so that 200 relays busy at once cannot starve raft.
 package nice
 
 import (
