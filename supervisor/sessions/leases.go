@@ -83,10 +83,8 @@ func (m *Manager) startLeaseClock() {
 	m.leases.mu.Lock()
 	m.leases.expiry = map[string]time.Time{}
 	m.leases.mu.Unlock()
-	for _, sess := range m.store.Sessions(state.SessionFilter{}) {
-		if l, ok := m.store.Lease(sess.ID); ok && l.State == state.LeaseHeld {
-			m.leases.set(sess.ID, until)
-		}
+	for _, l := range m.store.HeldLeases() {
+		m.leases.set(l.SessionID, until)
 	}
 }
 
@@ -231,20 +229,19 @@ func (m *Manager) leaseTargets() []leaseTarget {
 	}
 	m.mu.Unlock()
 	var targets []leaseTarget
-	for _, sess := range m.store.Sessions(state.SessionFilter{}) {
-		l, ok := m.store.Lease(sess.ID)
-		if !ok || l.State != state.LeaseHeld || l.HolderNonce == "" {
+	for _, l := range m.store.HeldLeases() {
+		if l.HolderNonce == "" {
 			continue
 		}
-		if e := live[sess.ID]; e != nil {
-			targets = append(targets, leaseTarget{sess.ID, l.HolderNonce, e.client})
+		if e := live[l.SessionID]; e != nil {
+			targets = append(targets, leaseTarget{l.SessionID, l.HolderNonce, e.client})
 			continue
 		}
 		ex, ok := m.store.Executor(l.HolderExecutorID)
 		if !ok || ex.AgentctlURL == "" || (ex.Status != state.ExecutorReady && ex.Status != state.ExecutorStarting) {
 			continue
 		}
-		targets = append(targets, leaseTarget{sess.ID, l.HolderNonce, clientFor(ex, l.FencingToken)})
+		targets = append(targets, leaseTarget{l.SessionID, l.HolderNonce, clientFor(ex, l.FencingToken)})
 	}
 	return targets
 }
