@@ -158,26 +158,6 @@ func rssKiB(pid int) int {
 	return 0
 }
 
-// childPIDs lists the direct children of pid, forked from any of its threads:
-// a Go program forks from whichever thread runs the goroutine, and
-// /proc/PID/task/PID/children lists only the main thread's.
-func childPIDs(pid int) []int {
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	var out []int
-	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
 // memAvailableKiB is MemAvailable from /proc/meminfo.
 func memAvailableKiB() int {
 	b, err := os.ReadFile("/proc/meminfo")

@@ -645,7 +645,7 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 			continue
 		}
 		kib := rssKiB(pid)
-		for _, ch := range childPIDs(pid) {
+		for _, ch := range harness.ChildPIDs(pid) {
 			kib += rssKiB(ch)
 		}
 		per = append(per, float64(kib)/1024)

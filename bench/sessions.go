@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -100,7 +101,7 @@ func SessionsSuite(ctx context.Context, env Env) ([]Result, error) {
 	agents := 0
 	for i := 0; i < 5; i++ {
 		rss = append(rss, float64(rssKiB(pid))/1024)
-		kids, kib := childPIDs(pid), 0
+		kids, kib := harness.ChildPIDs(pid), 0
 		for _, ch := range kids {
 			kib += rssKiB(ch)
 		}

@@ -831,7 +831,7 @@ func memRep(p *termPaths, pid int) (growth, shellAnon, shellPss float64, err err
 	}
 	before := settledAnon(pid)
 	old := map[int]bool{}
-	for _, c := range childPIDs(pid) {
+	for _, c := range harness.ChildPIDs(pid) {
 		old[c] = true
 	}
 	for i := 0; i < idleTerminals; i++ {
@@ -841,7 +841,7 @@ func memRep(p *termPaths, pid int) (growth, shellAnon, shellPss float64, err err
 	}
 	after := settledAnon(pid)
 	var anon, pss []float64
-	for _, c := range childPIDs(pid) {
+	for _, c := range harness.ChildPIDs(pid) {
 		if !old[c] {
 			anon = append(anon, float64(procKiB(c, "status", "RssAnon:")))
 			pss = append(pss, float64(procKiB(c, "smaps_rollup", "Pss:")))

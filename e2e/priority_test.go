@@ -3,7 +3,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,7 +19,7 @@ import (
 // every thread and its scheduling group to it; its session's agentctl
 // leads a group of its own at 0 and the agent one at 19, so the order on
 // a busy host is server, agentctl, agent. The default (0) leaves the
-// server at 0.
+// server at its parent's priority.
 func TestTheServerRunsAboveItsSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
@@ -28,11 +27,7 @@ func TestTheServerRunsAboveItsSessions(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("raising a priority needs root (the tests run as root in CI)")
 	}
-	raised := startPriorityNode(t, "raised", "  nice = -5\n")
-	waitFor(t, 30*time.Second, "the node to lead", func() bool {
-		leads, err := raised.Leads()
-		return err == nil && leads
-	})
+	raised := leaderOf(t, startClusterWith(t, harness.Options{Size: 1, Extra: standaloneConfig(t), ServerExtra: "  nice = -5"}))
 	waitPriority(t, raised.PID(), -5)
 	if !strings.Contains(raised.Log(), "raised the server's CPU priority") {
 		t.Fatalf("the server's log does not say it raised its priority:\n%s", raised.Log())
@@ -57,8 +52,8 @@ func TestTheServerRunsAboveItsSessions(t *testing.T) {
 				agentctl = ex.PID
 			}
 		}
-		kids := childrenOf(agentctl)
-		if len(kids) == 0 {
+		kids := harness.ChildPIDs(agentctl)
+		if agentctl == 0 || len(kids) == 0 {
 			return false
 		}
 		agent = kids[0]
@@ -69,11 +64,7 @@ func TestTheServerRunsAboveItsSessions(t *testing.T) {
 	}
 	waitPriority(t, agent, 19)
 
-	plain := startPriorityNode(t, "plain", "")
-	waitFor(t, 30*time.Second, "the second node to lead", func() bool {
-		leads, err := plain.Leads()
-		return err == nil && leads
-	})
+	plain := leaderOf(t, startCluster(t, 1, false, ""))
 	own, err := nice.Of(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
@@ -86,45 +77,17 @@ func TestTheServerRunsAboveItsSessions(t *testing.T) {
 	}
 }
 
-// startPriorityNode starts a one-node server with the standalone runtime
-// and the demo agent; server holds extra lines of its server block.
-func startPriorityNode(t *testing.T, name, server string) *harness.Node {
-	t.Helper()
-	dir := t.TempDir()
-	ports := freePorts(t, 2)
-	cfg := fmt.Sprintf(`node_name  = %q
-data_dir   = "data"
-plugin_dir = %q
-bind_addr  = "127.0.0.1"
-ports {
-  http = %d
-  raft = %d
-}
-server {
-%s}
-plugin "standalone" {
-  config {
-    workspace_root = "./data/ws"
-  }
-}
-agent "demo" {
-  protocol = "acp"
-  command  = ["paddock-demo-agent"]
-}
-`, name, filepath.Join(binDir, "plugins"), ports[0], ports[1], server)
-	path := filepath.Join(dir, "paddock.hcl")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return startNode(t, name, dir, path, fmt.Sprintf("127.0.0.1:%d", ports[0]))
-}
-
 // waitPriority waits until every thread of pid, and its scheduling group
 // where it has one, is at nice n (a group's change may wait out the
 // kernel's rate limit).
 func waitPriority(t *testing.T, pid, n int) {
 	t.Helper()
 	var got string
+	defer func() {
+		if t.Failed() {
+			t.Logf("pid %d, last seen: %s", pid, got)
+		}
+	}()
 	waitFor(t, 10*time.Second, fmt.Sprintf("pid %d at nice %d", pid, n), func() bool {
 		var bad []string
 		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -144,26 +107,4 @@ func waitPriority(t *testing.T, pid, n int) {
 		got = strings.Join(bad, ", ")
 		return len(bad) == 0
 	})
-	if got != "" {
-		t.Fatal(got)
-	}
-}
-
-// childrenOf lists the children of pid (none when it is gone): each
-// thread's own, as the thread that forked them lists them.
-func childrenOf(pid int) []int {
-	if pid == 0 {
-		return nil
-	}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	var out []int
-	for _, path := range tasks {
-		b, _ := os.ReadFile(path)
-		for _, f := range strings.Fields(string(b)) {
-			if n, err := strconv.Atoi(f); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }

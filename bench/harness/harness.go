@@ -52,6 +52,10 @@ type Options struct {
 	Size int
 	// Extra is HCL appended to every node's config.
 	Extra string
+	// ServerExtra is HCL added inside every node's server block (such as
+	// "nice = -5"), which Extra cannot hold: a second server block is an
+	// error.
+	ServerExtra string
 	// SeparateIPs puts node i on 127.0.0.i (else all on 127.0.0.1).
 	SeparateIPs bool
 	// LogLevel of the servers (default info).
@@ -184,10 +188,11 @@ ports {
 server {
   bootstrap_expect = %d
   retry_join       = [%s]
+%s
 }
 %s
 %s
-`, name, a.ip, o.LogLevel, a.http, a.raft, o.Size, strings.Join(join, ", "), o.Extra, tlsBlock(o.TLSDir, name))
+`, name, a.ip, o.LogLevel, a.http, a.raft, o.Size, strings.Join(join, ", "), o.ServerExtra, o.Extra, tlsBlock(o.TLSDir, name))
 		path := filepath.Join(dir, "config.hcl")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			return nil, err

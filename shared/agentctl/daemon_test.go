@@ -181,6 +181,20 @@ func TestWorkspaceAccessWithoutAgent(t *testing.T) {
 	}
 }
 
+// errorAnswer sends req as it is and returns the status and error body of
+// agentctl's answer.
+func errorAnswer(t *testing.T, req *http.Request) (int, agentctl.ErrorBody) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var eb agentctl.ErrorBody
+	_ = json.NewDecoder(resp.Body).Decode(&eb)
+	return resp.StatusCode, eb
+}
+
 func TestBadInput(t *testing.T) {
 	p := startServe(t, t.TempDir(), "PADDOCK_AGENTCTL_INIT_TIMEOUT=1500ms")
 	c := p.c
@@ -192,15 +206,9 @@ func TestBadInput(t *testing.T) {
 			if auth != "" {
 				req.Header.Set("Authorization", auth)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var eb agentctl.ErrorBody
-			_ = json.NewDecoder(resp.Body).Decode(&eb)
-			resp.Body.Close()
-			if resp.StatusCode != 401 || eb.Error.Code != "unauthorized" {
-				t.Fatalf("auth %q: %d %+v", auth, resp.StatusCode, eb)
+			status, eb := errorAnswer(t, req)
+			if status != 401 || eb.Error.Code != "unauthorized" {
+				t.Fatalf("auth %q: %d %+v", auth, status, eb)
 			}
 		}
 	})
@@ -217,15 +225,9 @@ func TestBadInput(t *testing.T) {
 			req, _ := http.NewRequest("POST", p.info.URL+"/v1/agent/start", bytes.NewBufferString(body))
 			req.Header.Set("Authorization", "Bearer "+testSecret)
 			req.Header.Set(agentctl.FencingHeader, "1")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var eb agentctl.ErrorBody
-			_ = json.NewDecoder(resp.Body).Decode(&eb)
-			resp.Body.Close()
-			if resp.StatusCode != 400 || eb.Error.Code != "bad_request" || eb.Error.Message == "" {
-				t.Fatalf("body %q: %d %+v", body, resp.StatusCode, eb)
+			status, eb := errorAnswer(t, req)
+			if status != 400 || eb.Error.Code != "bad_request" || eb.Error.Message == "" {
+				t.Fatalf("body %q: %d %+v", body, status, eb)
 			}
 		}
 	})
@@ -233,16 +235,10 @@ func TestBadInput(t *testing.T) {
 		for _, query := range []string{"since=-1", "since=x", "wait=soon", "wait=-1s", "compact=maybe", "gather=soon", "gather=-1s"} {
 			req, _ := http.NewRequest("GET", p.info.URL+"/v1/events?"+query, nil)
 			req.Header.Set("Authorization", "Bearer "+testSecret)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var eb agentctl.ErrorBody
-			_ = json.NewDecoder(resp.Body).Decode(&eb)
-			resp.Body.Close()
+			status, eb := errorAnswer(t, req)
 			name, _, _ := strings.Cut(query, "=")
-			if resp.StatusCode != 400 || eb.Error.Code != "bad_request" || !strings.Contains(eb.Error.Message, name+"=") {
-				t.Fatalf("%s: %d %+v, want 400 naming %s", query, resp.StatusCode, eb, name)
+			if status != 400 || eb.Error.Code != "bad_request" || !strings.Contains(eb.Error.Message, name+"=") {
+				t.Fatalf("%s: %d %+v, want 400 naming %s", query, status, eb, name)
 			}
 		}
 	})

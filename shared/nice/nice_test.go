@@ -189,7 +189,8 @@ const raiseHelperEnv = "PADDOCK_NICE_RAISE_HELPER"
 
 // TestRaiseHelper is the helper: it raises itself to the nice value in its
 // environment, starts more threads, and prints what it got: "error …" or
-// "group BOOL", then "thread TID NICE" for every thread and "autogroup N".
+// "group BOOL", then "thread TID NICE old|new" for every thread (new: started
+// after Raise) and "autogroup N".
 func TestRaiseHelper(t *testing.T) {
 	v := os.Getenv(raiseHelperEnv)
 	if v == "" {
@@ -202,28 +203,37 @@ func TestRaiseHelper(t *testing.T) {
 	} else {
 		fmt.Printf("group %v\n", group)
 	}
-	// Threads started afterwards inherit the value.
-	before := len(threadNices(t))
+	// Threads started afterwards inherit the value: more goroutines locked
+	// to threads than the runtime has threads idle make it start some.
+	before := threadNices(t)
 	release := make(chan struct{})
-	for range 4 {
+	for range 8 {
 		go func() {
 			runtime.LockOSThread()
 			<-release
 		}()
 	}
-	for deadline := time.Now().Add(5 * time.Second); len(threadNices(t)) < before+4 && time.Now().Before(deadline); {
-		runtime.Gosched()
-	}
-	if group {
-		// Past the kernel's rate limit the group follows within a second.
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			if g, _, _ := GroupOf(os.Getpid()); g == n {
-				break
+	runtimetest.WaitFor(t, 10*time.Second, "a thread started after Raise", func() bool {
+		for tid := range threadNices(t) {
+			if _, old := before[tid]; !old {
+				return true
 			}
 		}
+		return false
+	})
+	if group {
+		// Past the kernel's rate limit the group follows within a second.
+		runtimetest.WaitFor(t, 5*time.Second, "the scheduling group at the nice value", func() bool {
+			g, _, _ := GroupOf(os.Getpid())
+			return g == n
+		})
 	}
 	for tid, nv := range threadNices(t) {
-		fmt.Printf("thread %d %d\n", tid, nv)
+		age := "new"
+		if _, old := before[tid]; old {
+			age = "old"
+		}
+		fmt.Printf("thread %d %d %s\n", tid, nv, age)
 	}
 	if g, ok, _ := GroupOf(os.Getpid()); ok {
 		fmt.Printf("autogroup %d\n", g)
@@ -237,6 +247,7 @@ type raised struct {
 	err       string
 	group     bool
 	threads   map[int]int
+	started   int // threads started after Raise
 	autogroup *int
 }
 
@@ -259,16 +270,19 @@ func runRaiseHelper(t *testing.T, exe string, n int, attr *syscall.SysProcAttr) 
 			r.err = strings.TrimPrefix(line, "error ")
 		case len(f) == 2 && f[0] == "group":
 			r.group = f[1] == "true"
-		case len(f) == 3 && f[0] == "thread":
+		case len(f) == 4 && f[0] == "thread":
 			tid, _ := strconv.Atoi(f[1])
 			r.threads[tid], _ = strconv.Atoi(f[2])
+			if f[3] == "new" {
+				r.started++
+			}
 		case len(f) == 2 && f[0] == "autogroup":
 			g, _ := strconv.Atoi(f[1])
 			r.autogroup = &g
 		}
 	}
-	if len(r.threads) == 0 {
-		t.Fatalf("the helper printed no threads:\n%s", out)
+	if r.started == 0 {
+		t.Fatalf("the helper printed no thread started after Raise:\n%s", out)
 	}
 	return r
 }
