@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,4 +98,33 @@ func procCPU(t testing.TB, pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ 100
+}
+
+// BenchmarkLeaseRenewal measures what one lease renewal (POST /v1/lease,
+// fenced) costs: agentctl's CPU per renewal, from /proc, and the client's
+// (this process: what the leader's lease keeper pays), from getrusage.
+func BenchmarkLeaseRenewal(b *testing.B) {
+	p := startServeArgs(b, b.TempDir(), []string{"-log-level", "info"})
+	c := p.c
+	c.SetFencingToken(1)
+	if _, err := c.RenewLease(ctx(b), 10*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	ctl0, self0 := procCPU(b, p.cmd.Process.Pid), selfCPU()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.RenewLease(ctx(b), 10*time.Second); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((procCPU(b, p.cmd.Process.Pid)-ctl0).Microseconds())/float64(b.N), "agentctl-cpu-µs/op")
+	b.ReportMetric(float64((selfCPU()-self0).Microseconds())/float64(b.N), "client-cpu-µs/op")
+}
+
+// selfCPU is this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
