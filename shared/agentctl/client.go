@@ -57,6 +57,12 @@ func (c *Client) SetFencingToken(tok uint64) { c.fencing.Store(tok) }
 func (c *Client) FencingToken() uint64 { return c.fencing.Load() }
 
 func (c *Client) do(ctx context.Context, method, path string, body io.Reader, contentType string, extra time.Duration, out any) error {
+	return c.send(ctx, method, path, body, contentType, extra, method != http.MethodGet, out)
+}
+
+// send is do with the choice of sending the fencing token (every mutating
+// request, and a poll that renews the lease).
+func (c *Client) send(ctx context.Context, method, path string, body io.Reader, contentType string, extra time.Duration, fenced bool, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
@@ -67,7 +73,7 @@ func (c *Client) do(ctx context.Context, method, path string, body io.Reader, co
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	if method != http.MethodGet {
+	if fenced {
 		req.Header.Set(FencingHeader, strconv.FormatUint(c.fencing.Load(), 10))
 	}
 	resp, err := c.hc.Do(req)
@@ -194,7 +200,10 @@ func (c *Client) Poll(ctx context.Context, q EventsQuery) (EventsResponse, error
 	if q.Gather > 0 {
 		params.Set("gather", q.Gather.String())
 	}
-	return v, c.do(ctx, "GET", "/v1/events?"+params.Encode(), nil, "", q.Wait+q.Gather, &v)
+	if q.Lease > 0 {
+		params.Set("lease", q.Lease.String())
+	}
+	return v, c.send(ctx, "GET", "/v1/events?"+params.Encode(), nil, "", q.Wait+q.Gather, q.Lease > 0, &v)
 }
 
 // ListFiles calls GET /v1/files?path=.

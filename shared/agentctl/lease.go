@@ -8,7 +8,9 @@ import (
 )
 
 // Self-fencing. The supervisor's leader renews the session's lease on
-// agentctl (POST /v1/lease, fenced) every fraction of its TTL. Once a renewal
+// agentctl (POST /v1/lease, fenced) every fraction of its TTL, or with an
+// events poll that asks for it (GET /v1/events?lease=TTL, fenced as well):
+// a session whose events are polled often needs no renewals of its own. Once a renewal
 // has been seen, agentctl stops the agent by itself when renewals stop for
 // longer than the TTL minus a safety margin: the leader reclaims a lease only
 // after a full TTL without renewal, so the old agent is gone before a new
@@ -93,12 +95,17 @@ func (s *Server) renewLease(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ttl := time.Duration(req.TTLMillis) * time.Millisecond
-	if ttl < 100*time.Millisecond || ttl > time.Hour {
+	if !leaseTTLInRange(ttl) {
 		writeError(w, 400, CodeBadRequest, "ttl_ms must be between 100 and 3600000")
 		return
 	}
 	deadline := s.lease.renew(ttl)
 	writeJSON(w, 200, LeaseResponse{FencingToken: s.fence.Highest(), Deadline: deadline, Nonce: s.nonce})
+}
+
+// leaseTTLInRange bounds the TTL a renewal may ask for.
+func leaseTTLInRange(ttl time.Duration) bool {
+	return ttl >= 100*time.Millisecond && ttl <= time.Hour
 }
 
 // selfFence stops the agent after a missed lease deadline.

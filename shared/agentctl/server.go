@@ -245,21 +245,29 @@ func ParseFencingToken(v string) (uint64, error) {
 // fenced checks the fencing token before a mutating handler.
 func (s *Server) fenced(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		tok, err := ParseFencingToken(r.Header.Get(FencingHeader))
-		if err != nil {
-			writeError(w, 400, CodeBadRequest, err.Error())
-			return
+		if s.admitToken(w, r) {
+			h(w, r)
 		}
-		if err := s.fence.Check(tok); err != nil {
-			if errors.Is(err, ErrStaleFencingToken) {
-				writeError(w, 409, CodeConflict, strings.TrimSuffix(err.Error(), ": "+ErrStaleFencingToken.Error()))
-				return
-			}
-			writeError(w, 500, CodeInternal, err.Error())
-			return
-		}
-		h(w, r)
 	}
+}
+
+// admitToken checks a request's fencing token, answering it (400 without
+// one, 409 when stale) and returning false when it is not admitted.
+func (s *Server) admitToken(w http.ResponseWriter, r *http.Request) bool {
+	tok, err := ParseFencingToken(r.Header.Get(FencingHeader))
+	if err != nil {
+		writeError(w, 400, CodeBadRequest, err.Error())
+		return false
+	}
+	if err := s.fence.Check(tok); err != nil {
+		if errors.Is(err, ErrStaleFencingToken) {
+			writeError(w, 409, CodeConflict, strings.TrimSuffix(err.Error(), ": "+ErrStaleFencingToken.Error()))
+			return false
+		}
+		writeError(w, 500, CodeInternal, err.Error())
+		return false
+	}
+	return true
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
@@ -341,8 +349,18 @@ func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
 		writeError(w, 400, CodeBadRequest, err.Error())
 		return
 	}
+	// A poll that renews the lease does so when it arrives, before it
+	// waits, and only with an admitted token, as POST /v1/lease.
+	var renewed *time.Time
+	if q.Lease > 0 {
+		if !s.admitToken(w, r) {
+			return
+		}
+		d := s.lease.renew(q.Lease)
+		renewed = &d
+	}
 	evs, next := s.events.since(r.Context(), q)
-	resp := EventsResponse{Nonce: s.nonce, Events: evs, Next: next}
+	resp := EventsResponse{Nonce: s.nonce, Events: evs, Next: next, LeaseDeadline: renewed}
 	if q.Gather > 0 {
 		resp.Gather = q.Gather.String()
 	}
@@ -350,7 +368,7 @@ func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseEventsQuery reads GET /v1/events' parameters: since (default 1),
-// wait (at most 60 s), compact, gather (at most 10 s).
+// wait (at most 60 s), compact, gather (at most 10 s), lease (100 ms to 1 h).
 func parseEventsQuery(v url.Values) (EventsQuery, error) {
 	q := EventsQuery{Since: 1}
 	if s := v.Get("since"); s != "" {
@@ -371,8 +389,15 @@ func parseEventsQuery(v url.Values) (EventsQuery, error) {
 	if q.Wait, err = durationParam(v, "wait", 60*time.Second); err != nil {
 		return q, err
 	}
-	q.Gather, err = durationParam(v, "gather", 10*time.Second)
-	return q, err
+	if q.Gather, err = durationParam(v, "gather", 10*time.Second); err != nil {
+		return q, err
+	}
+	if v.Get("lease") != "" {
+		if q.Lease, err = time.ParseDuration(v.Get("lease")); err != nil || !leaseTTLInRange(q.Lease) {
+			return q, fmt.Errorf("lease=%q is not a duration between 100ms and 1h", v.Get("lease"))
+		}
+	}
+	return q, nil
 }
 
 // durationParam reads a non-negative duration parameter, capped at most

@@ -220,6 +220,10 @@ type EventsResponse struct {
 	// Gather echoes the gather window the answer was held for (empty when
 	// none was asked, and from an agentctl older than the parameter).
 	Gather string `json:"gather,omitempty"`
+	// LeaseDeadline is set when the poll renewed the lease (it asked with
+	// Lease): agentctl's new self-fencing deadline. An agentctl older than
+	// the parameter leaves it out and renews nothing.
+	LeaseDeadline *time.Time `json:"lease_deadline,omitempty"`
 }
 
 // EventsQuery is what one GET /v1/events asks for.
@@ -237,6 +241,10 @@ type EventsQuery struct {
 	// other event (a complete message, a turn's end, the agent stopping)
 	// is answered at once, with the chunks before it. Zero answers at once.
 	Gather time.Duration
+	// Lease, when set, renews the session's lease for Lease as the call
+	// arrives, as POST /v1/lease does: the call then carries the fencing
+	// token and a stale one is refused (409) before any wait.
+	Lease time.Duration
 }
 
 // Event payloads (Event.Data) by type.

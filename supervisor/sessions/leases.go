@@ -33,10 +33,12 @@ func (m *Manager) leaseTimes() (renew, grace time.Duration) {
 	return renew, grace
 }
 
-// leaseClock is the leader's in-memory lease expiry per session.
+// leaseClock is the leader's in-memory lease expiry per session, and when
+// each session's pump last sent a poll that renewed its lease.
 type leaseClock struct {
 	mu     sync.Mutex
 	expiry map[string]time.Time
+	polled map[string]time.Time
 }
 
 func (c *leaseClock) set(sessionID string, t time.Time) {
@@ -45,10 +47,38 @@ func (c *leaseClock) set(sessionID string, t time.Time) {
 	c.expiry[sessionID] = t
 }
 
+// renewedByPoll records a pump's poll, sent at sent, that agentctl answered
+// as a renewal: the expiry counts from the answer (now), later than the
+// poll's arrival that agentctl's own deadline counts from, as a renewal's
+// does; the keeper's next renewal of the lease is due an interval after
+// sent (see leaseKeeper.round). An untracked lease (released or reclaimed
+// meanwhile) stays untracked.
+func (c *leaseClock) renewedByPoll(sessionID string, sent time.Time, ttl time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.expiry[sessionID]; !ok {
+		return
+	}
+	c.expiry[sessionID] = time.Now().Add(ttl)
+	if c.polled == nil {
+		c.polled = map[string]time.Time{}
+	}
+	c.polled[sessionID] = sent
+}
+
+// lastPolled is when the last poll that renewed a session's lease was sent
+// (zero when none did).
+func (c *leaseClock) lastPolled(sessionID string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.polled[sessionID]
+}
+
 func (c *leaseClock) forget(sessionID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.expiry, sessionID)
+	delete(c.polled, sessionID)
 }
 
 // get returns a session's expiry (zero when untracked).
@@ -82,6 +112,7 @@ func (m *Manager) startLeaseClock() {
 	until := time.Now().Add(m.cfg.Lease.TTL + grace)
 	m.leases.mu.Lock()
 	m.leases.expiry = map[string]time.Time{}
+	m.leases.polled = map[string]time.Time{}
 	m.leases.mu.Unlock()
 	for _, l := range m.store.HeldLeases() {
 		m.leases.set(l.SessionID, until)
@@ -91,7 +122,9 @@ func (m *Manager) startLeaseClock() {
 // keepLeases renews live executions' leases and reclaims expired ones until
 // ctx (leadership) ends. Each lease is renewed renewInterval after its last
 // renewal was sent (at once when this leader starts), each on its own: a
-// holder that answers slowly holds up no other. A renewal that fails or
+// holder that answers slowly holds up no other. A poll of the session's
+// pump that renewed the lease counts as a renewal sent (see pumper.poll):
+// a session whose turn streams is renewed by its pump alone. A renewal that fails or
 // times out is tried again after renewRetry, not an interval later: on a
 // starved host one lost round trip would otherwise use up a third of the
 // TTL, and agentctl stops its agent at the TTL minus its margin.
@@ -148,6 +181,9 @@ func (k *leaseKeeper) round(ctx context.Context) {
 	var due []leaseTarget
 	for _, tg := range targets {
 		held[tg.sessionID] = true
+		if polled := k.m.leases.lastPolled(tg.sessionID); k.due[tg.sessionID].Before(polled.Add(k.renew)) {
+			k.due[tg.sessionID] = polled.Add(k.renew)
+		}
 		if !k.busy[tg.sessionID] && !now.Before(k.due[tg.sessionID]) {
 			due = append(due, tg)
 			k.busy[tg.sessionID] = true

@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -8,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // renewalDropper stands in front of an agentctl and refuses the next drop
@@ -92,5 +96,112 @@ func TestAFailedLeaseRenewalIsRetriedSoon(t *testing.T) {
 	_, passed = dropper.times()
 	if d := passed[1].Sub(passed[0]); d < renew*3/4 || d > w.cfg.Lease.TTL/4 {
 		t.Errorf("renewed again %s after a renewal that passed, want about the %s interval (TTL/5: a leader stall of up to ~0.6 TTL is survived)", d.Round(time.Millisecond), renew)
+	}
+}
+
+// renewalCounter stands in front of an agentctl and notes when each lease
+// renewal (POST /v1/lease) came; with stripLease it drops a poll's lease
+// parameter, as an agentctl older than it would ignore it.
+type renewalCounter struct {
+	proxy      *httputil.ReverseProxy
+	stripLease bool
+	mu         sync.Mutex
+	renewals   []time.Time
+}
+
+func (c *renewalCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/lease":
+		c.mu.Lock()
+		c.renewals = append(c.renewals, time.Now())
+		c.mu.Unlock()
+	case "/v1/events":
+		if c.stripLease {
+			q := r.URL.Query()
+			q.Del("lease")
+			r.URL.RawQuery = q.Encode()
+		}
+	}
+	c.proxy.ServeHTTP(w, r)
+}
+
+// between counts the renewals that came in [from, to).
+func (c *renewalCounter) between(from, to time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.renewals {
+		if !t.Before(from) && t.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// While a turn streams, the pump's polls renew the session's lease and the
+// keeper sends no renewals of its own; once the session is idle (a poll
+// waits up to 20 s) the keeper renews it again. An agentctl that does not
+// renew through polls is renewed by the keeper throughout.
+func TestAStreamingSessionIsRenewedByItsPolls(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		stripLease bool
+	}{{"agentctl renewing through polls", false}, {"agentctl without poll renewals", true}} {
+		t.Run(c.name, func(t *testing.T) { streamingRenewals(t, c.stripLease) })
+	}
+}
+
+func streamingRenewals(t *testing.T, stripLease bool) {
+	w := newWorld(t, "n1", "n2")
+	w.cfg.Lease.TTL = 3 * time.Second // renewals every 600 ms
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	target, err := url.Parse(s.executor.AgentctlURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &renewalCounter{proxy: httputil.NewSingleHostReverseProxy(target), stripLease: stripLease}
+	front := httptest.NewServer(counter)
+	t.Cleanup(front.Close)
+	w.agentctlBehind(s, front.URL)
+	m := w.leader("n2")
+	renew, _ := m.leaseTimes()
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	const n = 4000 // ≥ 4 s at the test agent's 1 ms chunk delay
+	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	ended := time.Now()
+	if ended.Sub(started) < 3*renew {
+		t.Fatalf("the turn took %s, too short to tell (want at least %s)", ended.Sub(started).Round(time.Millisecond), 3*renew)
+	}
+	msgs := w.r.store.Messages(s.id)
+	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete {
+		t.Fatalf("the reply was cut: last message %s, complete %v", last.Role, last.Complete)
+	}
+	// A renewal sent in the turn's first interval may still be due from
+	// before it; after that, none while the polls renew.
+	during := counter.between(started.Add(renew), ended)
+	t.Logf("%s turn: %d keeper renewals after its first %s", ended.Sub(started).Round(time.Millisecond), during, renew)
+	if want := int(ended.Sub(started)/renew) - 2; stripLease && during < want {
+		t.Errorf("%d keeper renewals of an agentctl that does not renew through polls, want at least %d", during, want)
+	}
+	if !stripLease && during > 1 {
+		t.Errorf("%d keeper renewals while the pump's polls renewed the lease, want at most 1", during)
+	}
+	// Idle again: the keeper renews.
+	waitFor(t, 5*renew, "the keeper to renew the idle session", func() bool {
+		return counter.between(ended, time.Now()) >= 2
+	})
+	if _, ok := m.LeaseExpiry(s.id); !ok {
+		t.Fatal("the leader does not track the lease")
+	}
+	if st, err := s.client.AgentState(recoverCtx(t)); err != nil || st.Status != agentctl.StatusWaitingForInput {
+		t.Fatalf("agent %+v, %v; want it waiting for input (never self-fenced)", st, err)
 	}
 }

@@ -194,19 +194,33 @@ func (p *pumper) setSource(ctx context.Context, nonce string) {
 
 // poll long-polls agentctl's events, compacted (a message's updates that a
 // later one in the answer supersedes are left out) and gathered (chunks
-// wait up to gatherWindow in agentctl for more). It reports an error when
-// agentctl stays unreachable past the health bound, or restarted (its
+// wait up to gatherWindow in agentctl for more). Each poll renews the
+// session's lease as it reaches agentctl (the lease keeper then skips the
+// renewals it would send: a streaming session polled ten times a second
+// needs none), until agentctl answers without renewing (one older than
+// the parameter) or refuses this execution's token. It reports an error
+// when agentctl stays unreachable past the health bound, or restarted (its
 // nonce changed).
 func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, errs chan<- error) {
 	since := p.since
 	var failingSince time.Time
 	bound := max(p.m.cfg.Recovery.HealthTimeout, time.Second)
+	lease := p.m.cfg.Lease.TTL
 	for ctx.Err() == nil {
 		started := time.Now()
-		resp, err := p.e.client.Poll(ctx, agentctl.EventsQuery{Since: since, Wait: pollWait, Compact: true, Gather: gatherWindow})
+		resp, err := p.e.client.Poll(ctx, agentctl.EventsQuery{Since: since, Wait: pollWait, Compact: true, Gather: gatherWindow, Lease: lease})
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			var apiErr *agentctl.APIError
+			if lease > 0 && errors.As(err, &apiErr) && apiErr.Status == 409 {
+				// A newer token holds agentctl: this execution renews
+				// nothing there (nor would the keeper's renewals); poll on
+				// as before, and let the lease run its course.
+				p.m.log.Info("agentctl refused the pump's renewing poll; polling without renewing", "session", p.e.sessionID, "error", err)
+				lease = 0
+				continue
 			}
 			if failingSince.IsZero() {
 				failingSince = time.Now()
@@ -228,6 +242,12 @@ func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, e
 		if resp.Nonce != "" && p.e.nonce != "" && resp.Nonce != p.e.nonce {
 			errs <- fmt.Errorf("%w (nonce %s, was %s): the agent it ran is gone", errRestarted, resp.Nonce, p.e.nonce)
 			return
+		}
+		switch {
+		case resp.LeaseDeadline != nil && resp.Nonce == p.e.nonce:
+			p.m.leases.renewedByPoll(p.e.sessionID, started, p.m.cfg.Lease.TTL)
+		case resp.LeaseDeadline == nil:
+			lease = 0 // an agentctl that does not renew through polls
 		}
 		since = resp.Next
 		if len(resp.Events) == 0 {
