@@ -72,6 +72,9 @@ type manager struct {
 	lastErr   string
 	msgs      []*Message
 	current   *Message // agent message being streamed
+	// streamed holds current's text as ACP chunks add to it: each update's
+	// text is a view of it, not a copy of the whole text so far.
+	streamed strings.Builder
 	nextMsg   int
 	probed    *bool
 
@@ -224,7 +227,12 @@ func (m *manager) onACPUpdate(kind, text string) {
 			m.current = m.addMessage("agent", text, false)
 			return
 		}
-		m.updateMessage(m.current, m.current.Text+text, false)
+		if m.streamed.String() != m.current.Text { // a new message (or one set whole)
+			m.streamed.Reset()
+			m.streamed.WriteString(m.current.Text)
+		}
+		m.streamed.WriteString(text)
+		m.updateMessage(m.current, m.streamed.String(), false)
 	}
 }
 

@@ -12,7 +12,9 @@ const eventLogSize = 2048
 
 // eventLog is a bounded in-memory log of events with long-poll waiting.
 type eventLog struct {
-	mu     sync.Mutex
+	mu sync.Mutex
+	// events are the kept events, in Seq order with no gaps (events[i] has
+	// Seq events[0].Seq+i).
 	events []*loggedEvent
 	next   uint64
 	notify chan struct{} // closed and replaced on every append
@@ -53,7 +55,11 @@ func (l *eventLog) publish(typ string, data any) {
 	l.next++
 	l.events = append(l.events, le)
 	if len(l.events) > eventLogSize {
-		l.events = append([]*loggedEvent(nil), l.events[len(l.events)-eventLogSize:]...)
+		// Drop the oldest; append moves the rest to a new array now and
+		// then (not a copy of all 2,048 per event, as each chunk of a
+		// streamed reply publishes one).
+		l.events[0] = nil
+		l.events = l.events[1:]
 	}
 	close(l.notify)
 	l.notify = make(chan struct{})
@@ -85,10 +91,9 @@ func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 	for {
 		l.mu.Lock()
 		var kept []*loggedEvent
-		for _, ev := range l.events {
-			if ev.Seq >= q.Since {
-				kept = append(kept, ev)
-			}
+		if n := len(l.events); n > 0 {
+			first := min(uint64(n), q.Since-min(q.Since, l.events[0].Seq))
+			kept = append(kept, l.events[first:]...)
 		}
 		next, ch := l.next, l.notify
 		l.mu.Unlock()

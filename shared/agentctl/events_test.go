@@ -117,3 +117,29 @@ func TestAGatheringPollAnswersChunksAfterTheWindow(t *testing.T) {
 		t.Fatalf("a chunk older than the window: %d events after %s", len(evs), time.Since(start))
 	}
 }
+
+// The log keeps the latest eventLogSize events, in order with no gaps, and
+// a poll from any point of them gets the rest.
+func TestTheLogKeepsTheLatestEvents(t *testing.T) {
+	l := newEventLog()
+	const total = 3*eventLogSize + 5
+	for i := range total {
+		l.publish(EventMessageUpdated, MessageData{Message: Message{ID: "m1", Text: string(rune('a' + i%26))}})
+	}
+	oldest := uint64(total - eventLogSize + 1)
+	for _, since := range []uint64{0, 1, oldest - 1, oldest, oldest + 7, total, total + 1, total + 50} {
+		got, next := l.since(context.Background(), EventsQuery{Since: since})
+		if next != total+1 {
+			t.Fatalf("since %d: next %d, want %d", since, next, total+1)
+		}
+		first := max(since, oldest)
+		if want := int(max(int64(total+1)-int64(first), 0)); len(got) != want {
+			t.Fatalf("since %d: %d events, want %d", since, len(got), want)
+		}
+		for i, ev := range got {
+			if ev.Seq != first+uint64(i) {
+				t.Fatalf("since %d: event %d has seq %d, want %d", since, i, ev.Seq, first+uint64(i))
+			}
+		}
+	}
+}
