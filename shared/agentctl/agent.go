@@ -75,8 +75,8 @@ type manager struct {
 	// streamed holds current's text as ACP chunks add to it: each update's
 	// text is a view of it, not a copy of the whole text so far.
 	streamed strings.Builder
-	nextMsg   int
-	probed    *bool
+	nextMsg  int
+	probed   *bool
 
 	wg sync.WaitGroup
 }
