@@ -124,16 +124,14 @@ func (m *Manager) startLeaseClock() {
 // renewal was sent (at once when this leader starts), each on its own: a
 // holder that answers slowly holds up no other. A poll of the session's
 // pump that renewed the lease counts as a renewal sent (see pumper.poll):
-// a session whose turn streams is renewed by its pump alone. A renewal that fails or
-// times out is tried again after renewRetry, not an interval later: on a
-// starved host one lost round trip would otherwise use up a third of the
-// TTL, and agentctl stops its agent at the TTL minus its margin.
+// a session whose turn streams is renewed by its pump alone. A renewal that
+// fails or times out is tried again after renewRetry, not an interval
+// later: on a starved host one lost round trip would otherwise use up a
+// third of the TTL, and agentctl stops its agent at the TTL minus its
+// margin.
 func (m *Manager) keepLeases(ctx context.Context) {
-	renew, _ := m.leaseTimes()
-	retry := renewRetry(renew)
-	k := &leaseKeeper{m: m, renew: renew, retry: retry, due: map[string]time.Time{}, busy: map[string]bool{},
-		sem: make(chan struct{}, 64)}
-	t := time.NewTicker(retry)
+	k := newLeaseKeeper(m)
+	t := time.NewTicker(k.retry)
 	defer t.Stop()
 	for {
 		k.round(ctx)
@@ -147,6 +145,12 @@ func (m *Manager) keepLeases(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// newLeaseKeeper is the keeper of one leadership, with nothing listed yet.
+func newLeaseKeeper(m *Manager) *leaseKeeper {
+	renew, _ := m.leaseTimes()
+	return &leaseKeeper{m: m, renew: renew, retry: renewRetry(renew), byID: map[string]*leaseEntry{}, sem: make(chan struct{}, 64)}
 }
 
 // renewRetry is how soon a failed renewal is tried again (and how often
@@ -163,9 +167,19 @@ type leaseKeeper struct {
 	sem   chan struct{} // bounds renewals in flight
 	wg    sync.WaitGroup
 
-	mu   sync.Mutex
-	due  map[string]time.Time // session → when its next renewal is due
-	busy map[string]bool      // a renewal is in flight
+	mu sync.Mutex
+	// entries are the held leases as last listed (see round), byID the
+	// same by session; listed is when.
+	entries []*leaseEntry
+	byID    map[string]*leaseEntry
+	listed  time.Time
+}
+
+// leaseEntry is one held lease's renewal schedule.
+type leaseEntry struct {
+	leaseTarget
+	due  time.Time // when its next renewal is due
+	busy bool      // a renewal is in flight
 }
 
 // round starts the renewal of every held lease that is due and not in
@@ -173,36 +187,45 @@ type leaseKeeper struct {
 // own deadline), up to the bound on renewals in flight: past it the round
 // waits for a renewal to finish, so a new leader's first round renews every
 // lease as fast as its holders answer.
+//
+// The held leases are listed again (from the store, with their holders'
+// clients) once a renewal interval, not every round: a round looks at
+// ten times a second, and listing 1,000 leases each time was a tenth of a
+// leader's CPU with 1,000 idle sessions. A lease claimed in between has
+// just been renewed by the bring-up that claimed it, so it is renewed an
+// interval later at the latest, well within agentctl's TTL less its margin;
+// a released one may get a renewal more, which changes nothing.
 func (k *leaseKeeper) round(ctx context.Context) {
 	now := time.Now()
-	targets := k.m.leaseTargets()
+	if k.stale(now) {
+		k.relist(now, k.m.leaseTargets())
+	}
 	k.mu.Lock()
-	held := make(map[string]bool, len(targets))
-	var due []leaseTarget
-	for _, tg := range targets {
-		held[tg.sessionID] = true
-		if polled := k.m.leases.lastPolled(tg.sessionID); k.due[tg.sessionID].Before(polled.Add(k.renew)) {
-			k.due[tg.sessionID] = polled.Add(k.renew)
+	var due []*leaseEntry
+	for _, e := range k.entries {
+		if e.busy || now.Before(e.due) {
+			continue
 		}
-		if !k.busy[tg.sessionID] && !now.Before(k.due[tg.sessionID]) {
-			due = append(due, tg)
-			k.busy[tg.sessionID] = true
+		if polled := k.m.leases.lastPolled(e.sessionID); now.Before(polled.Add(k.renew)) {
+			e.due = polled.Add(k.renew) // the pump's poll renewed it
+			continue
 		}
+		e.busy = true
+		due = append(due, e)
 	}
-	for id := range k.due {
-		if !held[id] && !k.busy[id] {
-			delete(k.due, id)
-		}
+	sort.SliceStable(due, func(i, j int) bool { return due[i].due.Before(due[j].due) })
+	targets := make([]leaseTarget, len(due))
+	for i, e := range due {
+		targets[i] = e.leaseTarget
 	}
-	sort.SliceStable(due, func(i, j int) bool { return k.due[due[i].sessionID].Before(k.due[due[j].sessionID]) })
 	k.mu.Unlock()
-	for i, tg := range due {
+	for i, e := range due {
 		select {
 		case k.sem <- struct{}{}:
 		case <-ctx.Done():
 			k.mu.Lock()
 			for _, left := range due[i:] {
-				delete(k.busy, left.sessionID)
+				left.busy = false
 			}
 			k.mu.Unlock()
 			return
@@ -211,13 +234,45 @@ func (k *leaseKeeper) round(ctx context.Context) {
 		go func() {
 			defer k.wg.Done()
 			defer func() { <-k.sem }()
-			next := k.renewOne(ctx, tg)
+			next := k.renewOne(ctx, targets[i])
 			k.mu.Lock()
-			delete(k.busy, tg.sessionID)
-			k.due[tg.sessionID] = next
+			e.busy, e.due = false, next
 			k.mu.Unlock()
 		}()
 	}
+}
+
+// stale reports whether the held leases are to be listed again.
+func (k *leaseKeeper) stale(now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.entries == nil || now.Sub(k.listed) >= k.renew
+}
+
+// relist replaces the entries with targets, keeping the schedule of each
+// session still held by the same holder (its entry, in flight or not); a
+// new holder is due at once.
+func (k *leaseKeeper) relist(now time.Time, targets []leaseTarget) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	entries := make([]*leaseEntry, 0, len(targets))
+	byID := make(map[string]*leaseEntry, len(targets))
+	for _, tg := range targets {
+		e := k.byID[tg.sessionID]
+		switch {
+		case e == nil:
+			e = &leaseEntry{leaseTarget: tg}
+		case e.nonce != tg.nonce:
+			// A new holder: due at once (a renewal still in flight to the
+			// old one updates the old entry, no longer listed).
+			e = &leaseEntry{leaseTarget: tg}
+		default:
+			e.leaseTarget = tg
+		}
+		entries = append(entries, e)
+		byID[tg.sessionID] = e
+	}
+	k.entries, k.byID, k.listed = entries, byID, now
 }
 
 // renewOne renews one lease and returns when the next renewal is due: an
