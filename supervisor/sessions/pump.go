@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -108,6 +109,9 @@ type pumper struct {
 	following bool
 	// turnOpen: the pump saw a prompt and no turn end after it.
 	turnOpen bool
+	// proposed is the text last written of each message still streaming
+	// (from source): its next write carries only what follows.
+	proposed map[string]string
 }
 
 // flushDelay is how long chunks that arrive at now wait before their
@@ -188,7 +192,7 @@ func addsPrompt(typ string, msg agentctl.Message) bool {
 func (p *pumper) setSource(ctx context.Context, nonce string) {
 	if nonce != "" && nonce != p.source {
 		p.flush(ctx)
-		p.source = nonce
+		p.source, p.proposed = nonce, nil
 	}
 }
 
@@ -379,21 +383,29 @@ func (p *pumper) flushAnd(ctx context.Context, end *state.SetSessionStateBody) {
 	written := 0
 	props := make([]state.Proposal, 0, len(p.order)+1)
 	for _, mid := range p.order {
-		msg := p.pending[mid]
-		written += len(msg.Text)
-		props = append(props, state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)})
+		prop, n := p.messageWrite(p.pending[mid])
+		written += n
+		props = append(props, prop)
 	}
 	if end != nil {
 		props = append(props, state.Proposal{Type: state.CmdSetSessionState, Body: end})
 	}
 	if len(props) > 0 {
+		var whole []state.Proposal
 		for i, err := range p.m.applyAll(ctx, props) {
 			switch {
-			case err == nil:
 			case i < len(p.order):
-				p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
-			case !errors.Is(err, state.ErrConflict):
+				whole = p.recordWrite(p.pending[p.order[i]], props[i], err, whole)
+			case err != nil && !errors.Is(err, state.ErrConflict):
 				p.m.log.Warn("turn finished", "session", p.e.sessionID, "error", err)
+			}
+		}
+		// An addition the state could not take (it lacks the text it
+		// follows) is written whole; not expected unless a write was lost.
+		if len(whole) > 0 {
+			for i, err := range p.m.applyAll(ctx, whole) {
+				b := whole[i].Body.(*state.PutMessageBody)
+				p.recordWrite(p.pending[b.Message.ID], whole[i], err, nil)
 			}
 		}
 	}
@@ -412,6 +424,41 @@ func (p *pumper) flushAnd(ctx context.Context, end *state.SetSessionStateBody) {
 	if written > 0 {
 		p.notBefore = started.Add(flushCost(written))
 	}
+}
+
+// messageWrite is the write that records msg, and how many bytes of its
+// text it carries: what the message added since its last write when that
+// write's text begins msg's (a streamed reply grows at its end), else the
+// whole message.
+func (p *pumper) messageWrite(msg agentctl.Message) (state.Proposal, int) {
+	if prev, ok := p.proposed[msg.ID]; ok && !msg.History && strings.HasPrefix(msg.Text, prev) {
+		return state.Proposal{Type: state.CmdAppendMessage, Body: &state.AppendMessageBody{SessionID: p.e.sessionID, Source: p.source,
+			MessageID: msg.ID, From: len(prev), Text: msg.Text[len(prev):], Complete: msg.Complete}}, len(msg.Text) - len(prev)
+	}
+	return state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)}, len(msg.Text)
+}
+
+// recordWrite notes the outcome of msg's write prop: a message still
+// streaming remembers the text written; a failed addition is added to
+// whole, to be written again as the whole message.
+func (p *pumper) recordWrite(msg agentctl.Message, prop state.Proposal, err error, whole []state.Proposal) []state.Proposal {
+	switch {
+	case err == nil && !msg.Complete && !msg.History:
+		if p.proposed == nil {
+			p.proposed = map[string]string{}
+		}
+		p.proposed[msg.ID] = msg.Text
+		return whole
+	case err == nil:
+		delete(p.proposed, msg.ID)
+		return whole
+	}
+	delete(p.proposed, msg.ID)
+	if prop.Type == state.CmdAppendMessage && errors.Is(err, state.ErrConflict) {
+		return append(whole, state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)})
+	}
+	p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
+	return whole
 }
 
 // flushCost is how long a flush of written bytes of message text holds

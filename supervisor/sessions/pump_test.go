@@ -399,3 +399,48 @@ func TestATurnsEndIsProposedWithItsReply(t *testing.T) {
 		t.Fatalf("last message %+v, want the complete reply", got)
 	}
 }
+
+// A streamed reply's writes carry what it added since the last one, not
+// its whole text so far: the message text the pump proposes for a reply
+// written ~20 times is about the reply's length, not ten times it.
+func TestAStreamedReplyIsReplicatedOnce(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	before := len(w.r.proposedTogether())
+	const n = 2000 // ≥ 2 s at the test agent's 1 ms chunk delay: ~20 timed flushes
+	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	msgs := w.r.store.Messages(s.id)
+	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+		t.Fatalf("last message %s (complete %v) has %d of %d bytes", last.Role, last.Complete, len(last.Text), len(want))
+	}
+	writes, appends, text := 0, 0, 0
+	for _, batch := range w.r.proposedTogether()[before:] {
+		for _, p := range batch {
+			switch b := p.Body.(type) {
+			case *state.PutMessageBody:
+				if b.Message.Role == state.RoleAgent {
+					writes, text = writes+1, text+len(b.Message.Text)
+				}
+			case *state.AppendMessageBody:
+				writes, appends, text = writes+1, appends+1, text+len(b.Text)
+			}
+		}
+	}
+	t.Logf("%d writes of the reply (%d additions), %d bytes of text for a %d-byte reply", writes, appends, text, len(want))
+	if writes < 5 || appends < writes-2 {
+		t.Fatalf("%d writes of the reply, %d of them additions; want several, all but the first additions", writes, appends)
+	}
+	if text > len(want)+len(want)/4 {
+		t.Errorf("the writes carried %d bytes of text for a %d-byte reply, want about the reply's length", text, len(want))
+	}
+}

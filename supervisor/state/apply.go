@@ -89,6 +89,7 @@ func applySetTaskState(d *data, _ uint64, now time.Time, body any) ([]Event, uin
 func init() {
 	dispatch[CmdDeleteTask] = applyDeleteTask
 	dispatch[CmdRecoverExecutors] = applyRecoverExecutors
+	dispatch[CmdAppendMessage] = applyAppendMessage
 }
 
 // applyDeleteTask removes a task and its sessions, which must all have

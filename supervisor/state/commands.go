@@ -33,6 +33,8 @@ const (
 	CmdDeleteTask       CommandType = 16
 	// CmdRecoverExecutors records many sessions' recoveries in one entry.
 	CmdRecoverExecutors CommandType = 17
+	// CmdAppendMessage adds to the text of a message agentctl streams.
+	CmdAppendMessage CommandType = 18
 )
 
 // Proposal is a command to commit, before the cluster gives it a key and
@@ -187,6 +189,23 @@ type PutMessageBody struct {
 	History   bool    `json:"history,omitempty"`
 }
 
+// AppendMessageBody records what a message that agentctl streams (Source,
+// agentctl's MessageID) says from byte From of its text on: Text replaces
+// the recorded text after From, so a streamed reply's writes carry what
+// it added since the last one instead of its whole text so far (replicated
+// bytes linear in the reply, not quadratic). The message must be recorded
+// from the same agentctl boot with at least From bytes of text; otherwise
+// the command is a conflict and changes nothing (the writer then puts the
+// whole message).
+type AppendMessageBody struct {
+	SessionID string `json:"session_id"`
+	Source    string `json:"source"`
+	MessageID string `json:"message_id"`
+	From      int    `json:"from"`
+	Text      string `json:"text"`
+	Complete  bool   `json:"complete,omitempty"`
+}
+
 // ClaimLeaseBody claims a session's lease for a holder.
 type ClaimLeaseBody struct {
 	SessionID  string        `json:"session_id"`
@@ -299,6 +318,8 @@ func bodyFor(t CommandType) any {
 		return &DeleteTaskBody{}
 	case CmdRecoverExecutors:
 		return &RecoverExecutorsBody{}
+	case CmdAppendMessage:
+		return &AppendMessageBody{}
 	}
 	return nil
 }

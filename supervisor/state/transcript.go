@@ -127,6 +127,31 @@ func putSourcedMessage(d *data, s *Session, b *PutMessageBody, idx uint64, now t
 	return []Event{d.appendMessage(s, m, idx)}
 }
 
+// applyAppendMessage records the text a streamed message added (see
+// AppendMessageBody).
+func applyAppendMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*AppendMessageBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	t := d.Transcripts[s.ID]
+	if t == nil || b.Source == "" || t.Source != b.Source {
+		return nil, 0, conflictf("message %s of agentctl %s is not recorded in session %s", b.MessageID, b.Source, s.ID)
+	}
+	id, known := t.Keys[b.MessageID]
+	m := findMessage(d.Messages[s.ID], id)
+	if !known || m == nil {
+		return nil, 0, conflictf("message %s of agentctl %s is not recorded in session %s", b.MessageID, b.Source, s.ID)
+	}
+	if b.From < 0 || b.From > len(m.Text) {
+		return nil, 0, conflictf("message %s holds %d bytes of text, not the %d the addition follows", m.ID, len(m.Text), b.From)
+	}
+	m.Text, m.Complete, m.UpdatedAt = m.Text[:b.From]+b.Text, b.Complete, now
+	s.LastActivityAt = now
+	return []Event{sessionEvent(s, EventMessageUpdated, idx, map[string]any{"message": *m})}, 0, nil
+}
+
 // endTurn records how a turn ended when a state change ends one: the
 // outcome the change carries, or interrupted when a running turn's session
 // leaves RUNNING for ERROR, STOPPED or STARTING (its agent is gone). An

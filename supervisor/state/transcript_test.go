@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -181,4 +182,43 @@ func mustSession(t *testing.T, s *Store) Session {
 		t.Fatal("no session s1")
 	}
 	return sess
+}
+
+// A streamed message's additions are recorded after the text they follow;
+// an addition to a message not recorded from that agentctl boot, or after
+// more text than the message holds, is a conflict and changes nothing.
+func TestAppendMessageAddsToAStreamedMessage(t *testing.T) {
+	h := newHarness(t)
+	h.taskAndSession()
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Source: "boot1", Message: Message{ID: "m1", Role: RoleAgent, Text: "chunk 1\n"}})
+	add := func(source, id string, from int, text string, complete bool) *Result {
+		t.Helper()
+		return h.apply(CmdAppendMessage, "", &AppendMessageBody{SessionID: "s1", Source: source, MessageID: id, From: from, Text: text, Complete: complete})
+	}
+	if r := add("boot1", "m1", 8, "chunk 2\n", false); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	// Written again from an earlier point (a write whose answer was lost):
+	// the text after it is replaced, not doubled.
+	if r := add("boot1", "m1", 8, "chunk 2\nchunk 3\n", false); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	for _, bad := range []struct {
+		source, id string
+		from       int
+	}{{"boot1", "m1", 100}, {"boot1", "m1", -1}, {"boot1", "m9", 0}, {"boot2", "m1", 8}, {"", "m1", 8}} {
+		if r := add(bad.source, bad.id, bad.from, "lost\n", true); !errors.Is(r.Err, ErrConflict) {
+			t.Errorf("addition %+v: %v, want a conflict", bad, r.Err)
+		}
+	}
+	if r := add("boot1", "m1", 24, "streamed 3", true); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	msgs := h.store.Messages("s1")
+	if len(msgs) != 1 || msgs[0].Text != "chunk 1\nchunk 2\nchunk 3\nstreamed 3" || !msgs[0].Complete {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if h.apply(CmdAppendMessage, "", &AppendMessageBody{SessionID: "nope", Source: "boot1", MessageID: "m1"}).Err == nil {
+		t.Error("an addition to a missing session was applied")
+	}
 }
