@@ -1,12 +1,8 @@
 package agentctl_test
 
 import (
-	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 )
@@ -16,15 +12,7 @@ import (
 func TestInProcessServer(t *testing.T) {
 	for _, prof := range []agentctl.Profile{acpProfile, ptyProfile} {
 		t.Run(prof.Protocol, func(t *testing.T) {
-			env := append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
-			srv, err := agentctl.NewServer(agentctl.Options{SessionID: "s1", Workspace: t.TempDir(), Secret: "x", Env: env, Logger: hclog.NewNullLogger()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := httptest.NewServer(srv.Handler())
-			defer hs.Close()
-			defer srv.Close()
-			c := agentctl.NewClient(hs.URL, "x", 10*time.Second)
+			srv, _, c := inProcess(t, agentctl.Options{})
 			c.SetFencingToken(1)
 			w := newWatcher(c)
 			if _, err := c.StartAgent(ctx(t), prof, ""); err != nil {

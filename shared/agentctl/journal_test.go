@@ -1,14 +1,11 @@
 package agentctl_test
 
 import (
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 )
@@ -17,16 +14,8 @@ import (
 // reads back one start and one stop per execution, with its token, pid and
 // ordered times.
 func TestExecutionJournal(t *testing.T) {
-	env := append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
 	stateDir := t.TempDir()
-	srv, err := agentctl.NewServer(agentctl.Options{SessionID: "s1", Workspace: t.TempDir(), StateDir: stateDir, Secret: "x", Env: env, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer srv.Close()
-	c := agentctl.NewClient(hs.URL, "x", 10*time.Second)
+	_, _, c := inProcess(t, agentctl.Options{StateDir: stateDir})
 	before := time.Now()
 	var pids []int
 	for _, tok := range []uint64{3, 7} {
@@ -41,6 +30,7 @@ func TestExecutionJournal(t *testing.T) {
 		}
 	}
 	var entries []agentctl.JournalEntry
+	var err error
 	waitFor(t, "four journal entries", 10*time.Second, func() bool {
 		entries, err = agentctl.ReadJournal(filepath.Join(stateDir, agentctl.JournalFile))
 		return err == nil && len(entries) == 4

@@ -2,12 +2,8 @@ package agentctl_test
 
 import (
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 )
@@ -15,15 +11,7 @@ import (
 // TestLeaseSelfFencing: once the supervisor renews the lease, agentctl stops
 // the agent by itself when renewals stop; a stale token cannot renew.
 func TestLeaseSelfFencing(t *testing.T) {
-	env := append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
-	srv, err := agentctl.NewServer(agentctl.Options{SessionID: "s1", Workspace: t.TempDir(), Secret: "x", Env: env, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer srv.Close()
-	c := agentctl.NewClient(hs.URL, "x", 10*time.Second)
+	_, hs, c := inProcess(t, agentctl.Options{})
 	c.SetFencingToken(5)
 	w := newWatcher(c)
 	if _, err := c.StartAgent(ctx(t), acpProfile, ""); err != nil {
@@ -60,15 +48,7 @@ func TestLeaseSelfFencing(t *testing.T) {
 // nothing, and one with a stale or missing token is refused before it
 // waits.
 func TestAnEventsPollRenewsTheLease(t *testing.T) {
-	env := append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
-	srv, err := agentctl.NewServer(agentctl.Options{SessionID: "s1", Workspace: t.TempDir(), Secret: "x", Env: env, Logger: hclog.NewNullLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer srv.Close()
-	c := agentctl.NewClient(hs.URL, "x", 10*time.Second)
+	_, hs, c := inProcess(t, agentctl.Options{})
 	c.SetFencingToken(5)
 	if _, err := c.StartAgent(ctx(t), acpProfile, ""); err != nil {
 		t.Fatal(err)
@@ -94,7 +74,7 @@ func TestAnEventsPollRenewsTheLease(t *testing.T) {
 	stale := agentctl.NewClient(hs.URL, "x", 10*time.Second)
 	stale.SetFencingToken(4)
 	began := time.Now()
-	_, err = stale.Poll(ctx(t), agentctl.EventsQuery{Since: next, Wait: 10 * time.Second, Lease: time.Second})
+	_, err := stale.Poll(ctx(t), agentctl.EventsQuery{Since: next, Wait: 10 * time.Second, Lease: time.Second})
 	if ae := apiErr(t, err); ae.Status != 409 || time.Since(began) > 5*time.Second {
 		t.Fatalf("a renewing poll with a stale token: %+v after %s, want 409 at once", ae, time.Since(began))
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
@@ -219,3 +222,33 @@ var (
 )
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// inProcess serves an agentctl Server in the test process, with the demo
+// agent on its PATH, secret "x" and a null logger unless o sets them, and a
+// workspace of its own unless o names one; it is closed at cleanup.
+func inProcess(t testing.TB, o agentctl.Options) (*agentctl.Server, *httptest.Server, *agentctl.Client) {
+	t.Helper()
+	if o.SessionID == "" {
+		o.SessionID = "s1"
+	}
+	if o.Workspace == "" {
+		o.Workspace = t.TempDir()
+	}
+	if o.Secret == "" {
+		o.Secret = "x"
+	}
+	if o.Env == nil {
+		o.Env = append(os.Environ(), "PATH="+binDir+":"+os.Getenv("PATH"))
+	}
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	srv, err := agentctl.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	t.Cleanup(srv.Close)
+	return srv, hs, agentctl.NewClient(hs.URL, o.Secret, 10*time.Second)
+}

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -63,14 +62,8 @@ func TestAFailedLeaseRenewalIsRetriedSoon(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	w.cfg.Lease.TTL = 6 * time.Second // renewals every 1.2 s
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
-	target, err := url.Parse(s.executor.AgentctlURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dropper := &renewalDropper{proxy: httputil.NewSingleHostReverseProxy(target), drop: 2}
-	front := httptest.NewServer(dropper)
-	t.Cleanup(front.Close)
-	w.agentctlBehind(s, front.URL)
+	dropper := &renewalDropper{drop: 2}
+	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { dropper.proxy = p; return dropper })
 	started := time.Now()
 	m := w.leader("n2")
 	renew, _ := m.leaseTimes()
@@ -158,14 +151,8 @@ func streamingRenewals(t *testing.T, stripLease bool) {
 	w := newWorld(t, "n1", "n2")
 	w.cfg.Lease.TTL = 3 * time.Second // renewals every 600 ms
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
-	target, err := url.Parse(s.executor.AgentctlURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &renewalCounter{proxy: httputil.NewSingleHostReverseProxy(target), stripLease: stripLease}
-	front := httptest.NewServer(counter)
-	t.Cleanup(front.Close)
-	w.agentctlBehind(s, front.URL)
+	counter := &renewalCounter{stripLease: stripLease}
+	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	m := w.leader("n2")
 	renew, _ := m.leaseTimes()
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
@@ -255,14 +242,8 @@ func TestALeaseClaimedAfterTheKeeperListedIsRenewed(t *testing.T) {
 	m := w.leader("n2")
 	renew, _ := m.leaseTimes()
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"}) // claimed, and renewed once by the test
-	target, err := url.Parse(s.executor.AgentctlURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &renewalCounter{proxy: httputil.NewSingleHostReverseProxy(target)}
-	front := httptest.NewServer(counter)
-	t.Cleanup(front.Close)
-	w.agentctlBehind(s, front.URL)
+	counter := &renewalCounter{}
+	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	from := time.Now()
 	waitFor(t, 3*w.cfg.Lease.TTL, "three keeper renewals of the new lease", func() bool {
 		return counter.between(from, time.Now()) >= 3

@@ -137,20 +137,27 @@ func (w *world) agentctlBehind(s live, url string) {
 	w.r.must(w.t, state.CmdPutExecutor, state.NewPutExecutor(ex))
 }
 
+// proxyAgentctl puts a front, built around a reverse proxy to s's
+// agentctl, between the leader and that agentctl (as its recorded address).
+func (w *world) proxyAgentctl(s live, front func(*httputil.ReverseProxy) http.Handler) {
+	w.t.Helper()
+	target, err := url.Parse(s.executor.AgentctlURL)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	srv := httptest.NewServer(front(httputil.NewSingleHostReverseProxy(target)))
+	w.t.Cleanup(srv.Close)
+	w.agentctlBehind(s, srv.URL)
+}
+
 // A prompt agentctl took whose answer was lost (a timeout, a reset
 // connection) is not undone while its turn runs: the session stays RUNNING
 // until the turn's end is recorded, and the prompt counts as delivered.
 func TestAPromptWhoseAnswerWasLostKeepsItsTurn(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
-	target, err := url.Parse(s.executor.AgentctlURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dropper := &answerDropper{proxy: httputil.NewSingleHostReverseProxy(target)}
-	front := httptest.NewServer(dropper)
-	t.Cleanup(front.Close)
-	w.agentctlBehind(s, front.URL)
+	dropper := &answerDropper{}
+	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { dropper.proxy = p; return dropper })
 	m := w.leader("n2")
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
 		t.Fatalf("Recover = %s, %v; want continued", out, err)
@@ -268,14 +275,8 @@ func TestAStreamedReplyCostsAFewPollsPerFlush(t *testing.T) {
 func streamedReplyPolls(t *testing.T, noGather bool) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
-	target, err := url.Parse(s.executor.AgentctlURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	counter := &eventsCounter{proxy: httputil.NewSingleHostReverseProxy(target), noGather: noGather}
-	front := httptest.NewServer(counter)
-	t.Cleanup(front.Close)
-	w.agentctlBehind(s, front.URL)
+	counter := &eventsCounter{noGather: noGather}
+	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	m := w.leader("n2")
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
 		t.Fatalf("Recover = %s, %v; want continued", out, err)
