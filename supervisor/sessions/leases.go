@@ -60,9 +60,6 @@ func (c *leaseClock) renewedByPoll(sessionID string, sent time.Time, ttl time.Du
 		return
 	}
 	c.expiry[sessionID] = time.Now().Add(ttl)
-	if c.polled == nil {
-		c.polled = map[string]time.Time{}
-	}
 	c.polled[sessionID] = sent
 }
 

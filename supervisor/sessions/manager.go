@@ -121,7 +121,7 @@ func New(o Options) *Manager {
 	}
 	return &Manager{cluster: o.Cluster, store: o.Cluster.Store(), nodes: o.Nodes, cfg: o.Config, log: o.Logger,
 		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sessionMutex{},
-		leases: leaseClock{expiry: map[string]time.Time{}}}
+		leases: leaseClock{expiry: map[string]time.Time{}, polled: map[string]time.Time{}}}
 }
 
 // OnAwaitingRecovery sets what a prompt calls when its session is recorded

@@ -395,17 +395,20 @@ func (p *pumper) flushAnd(ctx context.Context, end *state.SetSessionStateBody) {
 		for i, err := range p.m.applyAll(ctx, props) {
 			switch {
 			case i < len(p.order):
-				whole = p.recordWrite(p.pending[p.order[i]], props[i], err, whole)
+				if msg := p.pending[p.order[i]]; p.recordWrite(msg, props[i], err) {
+					whole = append(whole, state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)})
+				}
 			case err != nil && !errors.Is(err, state.ErrConflict):
 				p.m.log.Warn("turn finished", "session", p.e.sessionID, "error", err)
 			}
 		}
 		// An addition the state could not take (it lacks the text it
-		// follows) is written whole; not expected unless a write was lost.
+		// follows) is written whole, after the batch and so after a turn's
+		// end proposed with it; not expected unless a write was lost.
 		if len(whole) > 0 {
 			for i, err := range p.m.applyAll(ctx, whole) {
 				b := whole[i].Body.(*state.PutMessageBody)
-				p.recordWrite(p.pending[b.Message.ID], whole[i], err, nil)
+				p.recordWrite(p.pending[b.Message.ID], whole[i], err)
 			}
 		}
 	}
@@ -438,27 +441,24 @@ func (p *pumper) messageWrite(msg agentctl.Message) (state.Proposal, int) {
 	return state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)}, len(msg.Text)
 }
 
-// recordWrite notes the outcome of msg's write prop: a message still
-// streaming remembers the text written; a failed addition is added to
-// whole, to be written again as the whole message.
-func (p *pumper) recordWrite(msg agentctl.Message, prop state.Proposal, err error, whole []state.Proposal) []state.Proposal {
+// recordWrite notes the outcome of msg's write prop (a message still
+// streaming remembers the text written) and reports whether msg is to be
+// written again whole: an addition the state could not take.
+func (p *pumper) recordWrite(msg agentctl.Message, prop state.Proposal, err error) (rewrite bool) {
+	delete(p.proposed, msg.ID)
 	switch {
 	case err == nil && !msg.Complete && !msg.History:
 		if p.proposed == nil {
 			p.proposed = map[string]string{}
 		}
 		p.proposed[msg.ID] = msg.Text
-		return whole
 	case err == nil:
-		delete(p.proposed, msg.ID)
-		return whole
+	case prop.Type == state.CmdAppendMessage && errors.Is(err, state.ErrConflict):
+		return true
+	default:
+		p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
 	}
-	delete(p.proposed, msg.ID)
-	if prop.Type == state.CmdAppendMessage && errors.Is(err, state.ErrConflict) {
-		return append(whole, state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)})
-	}
-	p.m.log.Warn("record message", "session", p.e.sessionID, "error", err)
-	return whole
+	return false
 }
 
 // flushCost is how long a flush of written bytes of message text holds

@@ -445,3 +445,53 @@ func TestAStreamedReplyIsReplicatedOnce(t *testing.T) {
 		t.Errorf("the writes carried %d bytes of text for a %d-byte reply, want about the reply's length", text, len(want))
 	}
 }
+
+// An addition the state cannot take (its message holds less text than the
+// addition follows: here another write cut it short mid-stream) is written
+// again as the whole message, and the reply ends up whole.
+func TestAnAdditionTheStateCannotTakeIsWrittenWhole(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+	before := len(w.r.proposedTogether())
+	const n = 3000 // ≥ 3 s at the test agent's 1 ms chunk delay
+	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatal(err)
+	}
+	var mid string
+	waitFor(t, 30*time.Second, "a first addition to the reply", func() bool {
+		for _, batch := range w.r.proposedTogether()[before:] {
+			for _, p := range batch {
+				if b, ok := p.Body.(*state.AppendMessageBody); ok {
+					mid = b.MessageID
+					return true
+				}
+			}
+		}
+		return false
+	})
+	cut := len(w.r.proposedTogether())
+	w.r.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: s.id, Source: s.nonce, Message: state.Message{ID: mid, Role: state.RoleAgent, Text: "x"}})
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(s.id).State == state.SessionWaitingForInput
+	})
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	msgs := w.r.store.Messages(s.id)
+	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+		t.Fatalf("last message %s (complete %v) has %d of %d bytes", last.Role, last.Complete, len(last.Text), len(want))
+	}
+	rewritten := false
+	for _, batch := range w.r.proposedTogether()[cut:] {
+		for _, p := range batch {
+			if b, ok := p.Body.(*state.PutMessageBody); ok && b.Message.ID == mid {
+				rewritten = true
+			}
+		}
+	}
+	if !rewritten {
+		t.Fatal("the reply was never written whole again after its text was cut")
+	}
+}

@@ -135,13 +135,13 @@ func applyAppendMessage(d *data, idx uint64, now time.Time, body any) ([]Event, 
 	if !ok {
 		return nil, 0, notFound("session", b.SessionID)
 	}
-	t := d.Transcripts[s.ID]
-	if t == nil || b.Source == "" || t.Source != b.Source {
-		return nil, 0, conflictf("message %s of agentctl %s is not recorded in session %s", b.MessageID, b.Source, s.ID)
+	var m *Message
+	if t := d.Transcripts[s.ID]; t != nil && b.Source != "" && t.Source == b.Source {
+		if id, known := t.Keys[b.MessageID]; known {
+			m = findMessage(d.Messages[s.ID], id)
+		}
 	}
-	id, known := t.Keys[b.MessageID]
-	m := findMessage(d.Messages[s.ID], id)
-	if !known || m == nil {
+	if m == nil {
 		return nil, 0, conflictf("message %s of agentctl %s is not recorded in session %s", b.MessageID, b.Source, s.ID)
 	}
 	if b.From < 0 || b.From > len(m.Text) {
