@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -231,4 +232,42 @@ func spinForProfile(d time.Duration) uint64 {
 		}
 	}
 	return x
+}
+
+// TestCPUSplitCountsEachProgram runs a busy shell under agentctl's command
+// name beside this process spinning: the split between two snapshots counts
+// the shell's CPU as agentctls' and the spin as the bench's, and says how
+// busy the machine was.
+func TestCPUSplitCountsEachProgram(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "agentctl")
+	if err := os.Symlink("/bin/sh", name); err != nil {
+		t.Fatal(err)
+	}
+	before := takeCPUSplit()
+	busy := exec.Command(name, "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = busy.Process.Kill(); _ = busy.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for procCPU(busy.Process.Pid) < 300*time.Millisecond && time.Now().Before(deadline) {
+		sink = spinForProfile(20 * time.Millisecond)
+	}
+	after := takeCPUSplit()
+	by := after.by(before)
+	if got := by["agentctls"]; got < 300*time.Millisecond {
+		t.Errorf("agentctls' CPU grew by %s while a process named agentctl that started meanwhile used %s", got, procCPU(busy.Process.Pid))
+	}
+	if got := by["the bench"]; got < 200*time.Millisecond {
+		t.Errorf("the bench's CPU grew by %s while it spun", got)
+	}
+	s := after.since(before)
+	for _, want := range []string{"% busy over ", "agentctls ", "the bench ", "interrupt handlers "} {
+		if !strings.Contains(s, want) {
+			t.Errorf("split %q lacks %q", s, want)
+		}
+	}
+	if before.since(before) != "" {
+		t.Error("an empty interval has a split")
+	}
 }

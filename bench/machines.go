@@ -152,11 +152,15 @@ func MachinesSuite(ctx context.Context, env Env) ([]Result, error) {
 
 	var times, elect, recovered []float64
 	var failed error
+	where := ""
 	for i := 0; i < kills && failed == nil; i++ {
 		u, err := failoverToUsable(ctx, env, m.c, task.ID, ids, false, "")
 		if err != nil {
 			failed = fmt.Errorf("machines kill %d: %w", i, err)
 			break
+		}
+		if i == 0 {
+			where = whereTheTimeWent("the first kill", u)
 		}
 		times, elect = append(times, u.Total), append(elect, u.Leader)
 		if u.Recovered >= 0 {
@@ -172,7 +176,7 @@ func MachinesSuite(ctx context.Context, env Env) ([]Result, error) {
 	if len(recovered) > 0 {
 		note += fmt.Sprintf(", its recovery run finished after p50 %.0f ms (max %.0f)", Percentile(recovered, 50), Percentile(recovered, 100))
 	}
-	fo := Summary(Result{Name: spreadName, Area: areaRecovery, Unit: "ms", Goal: "p50 ≤ 1000, p99 ≤ 2000", Note: note}, times, false)
+	fo := Summary(Result{Name: spreadName, Area: areaRecovery, Unit: "ms", Goal: "p50 ≤ 1000, p99 ≤ 2000", Note: note + where}, times, false)
 	fo = Verdict(fo, fo.P50 <= 1000 && fo.P99 <= 2000)
 	if failed != nil {
 		fo.Note += "; STOPPED: " + failed.Error()

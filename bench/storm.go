@@ -89,10 +89,11 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpu0 := processCPU(leader.PID())
+	cpu0 := procCPU(leader.PID())
 	stream := demoChunkDelay * time.Duration(chunks)
 	profile := cpuProfile(env, leader, "prompt-storm-leader", stream)
 	leaders := watchLeaders(ctx, c)
+	split0 := takeCPUSplit()
 	start := time.Now()
 	sent := make([]time.Time, len(ids))
 	text := fmt.Sprintf("stream %d", chunks)
@@ -135,7 +136,8 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 		env.Logf("prompt storm: %s", strings.TrimPrefix(trouble, "; "))
 	}
 	elapsed := time.Since(start)
-	cpu := processCPU(leader.PID()) - cpu0
+	cpu := procCPU(leader.PID()) - cpu0
+	split := takeCPUSplit().since(split0)
 	commit1, _, err := raftIndexes(leader)
 	if err != nil {
 		trouble += fmt.Sprintf("; the first leader's commit index was not read after the storm: %v", err)
@@ -226,6 +228,12 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 		Note: fmt.Sprintf("%s; from the moment the agent emitted chunk k (the demo agent records it, %s in the workspace, read back through the files API) until a subscriber to a follower's /v1/events (one WebSocket, the task's events) first saw the chunk in the message; %s; %d of %d chunks seen while streaming, the stream reopened %d times after lagging",
 			where, demoagent.StoreDir+"/"+demoagent.StreamTimesFile, pace, seen, len(ids)*chunks, watch.reopened)}, lats, false)
 	lat = Verdict(lat, lat.P99 <= 500)
+	if split != "" {
+		lat.Note += "; where the time went: from the first prompt until every session waited for input again, " + split
+	}
+	if top := profileTop(profPath, 5); top != "" {
+		lat.Note += fmt.Sprintf("; the leader's CPU over the first %s of the storm: %s", stream, top)
+	}
 	paced := Summary(Result{Name: "prompt_storm_chunk_latency_from_prompt_ms", Area: areaStorm, Unit: "ms",
 		Note: fmt.Sprintf("the same chunks, from the earliest moment the agent could emit chunk k (its prompt sent + (k−1)×%s): adds the prompt's delivery and each agent's lag behind its pace, an upper bound", demoChunkDelay)}, fromPrompt, false)
 	watch.mu.Lock()
@@ -437,26 +445,6 @@ func (w *chunkWatch) firstSeen(id string) []time.Time {
 func (w *chunkWatch) close() {
 	w.cancel()
 	<-w.done
-}
-
-// processCPU is a process's user+system CPU time so far (0 when unread).
-func processCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
 
 // promptUntilDelivered sends a prompt until it is accepted or the

@@ -588,53 +588,6 @@ func catTrial(paths *termPaths, p, file string, procs map[string]int) (catResult
 	return res, nil
 }
 
-// clockTick is the unit of /proc CPU times (USER_HZ, 100 on Linux).
-const clockTick = 10 * time.Millisecond
-
-// procCPU is the user+system CPU time of process pid, all its threads (0 if
-// it cannot be read).
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	// After ")": state(0) ppid … utime(11) stime(12).
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	sy, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+sy) * clockTick
-}
-
-// machineCPU returns the busy and total CPU ticks of the whole machine.
-func machineCPU() (busy, total int64) {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 5 || f[0] != "cpu" {
-		return 0, 0
-	}
-	for i, v := range f[1:] {
-		n, _ := strconv.ParseInt(v, 10, 64)
-		if i < 8 { // user nice system idle iowait irq softirq steal (guest is in user)
-			total += n
-			if i != 3 && i != 4 {
-				busy += n
-			}
-		}
-	}
-	return busy, total
-}
-
 // pidWithArg finds the process whose command line has arg as one argument
 // (0 if none).
 func pidWithArg(arg string) int {
