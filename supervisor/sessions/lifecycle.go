@@ -300,6 +300,10 @@ func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Execut
 		old.cancel()
 	}
 	m.live[sessionID] = e
+	if ch := m.attached[sessionID]; ch != nil {
+		close(ch)
+		delete(m.attached, sessionID)
+	}
 	m.mu.Unlock()
 	m.wg.Add(1)
 	go func() {
@@ -307,6 +311,23 @@ func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Execut
 		defer close(e.done)
 		m.pump(pctx, e)
 	}()
+}
+
+// whenLive returns the session's live execution, or when there is none a
+// channel closed when the session is next registered live. A channel
+// nobody waits on any more stays until then: at most one per session.
+func (m *Manager) whenLive(sessionID string) (*execution, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.live[sessionID]; e != nil {
+		return e, nil
+	}
+	ch := m.attached[sessionID]
+	if ch == nil {
+		ch = make(chan struct{})
+		m.attached[sessionID] = ch
+	}
+	return nil, ch
 }
 
 // detach forgets a live execution and waits for its pump to stop.
@@ -443,10 +464,13 @@ func (m *Manager) waitLiveWhile(ctx context.Context, sessionID string, while sta
 	}
 	ctx, cancel := context.WithTimeout(ctx, liveWait)
 	defer cancel()
+	// The tick is for the session's state, which changes without a live
+	// registration; the registration itself wakes the wait at once.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if e := m.live1(sessionID); e != nil {
+		e, attached := m.whenLive(sessionID)
+		if e != nil {
 			return e
 		}
 		if sess, _ := m.store.Session(sessionID); sess.State != while {
@@ -455,6 +479,7 @@ func (m *Manager) waitLiveWhile(ctx context.Context, sessionID string, while sta
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-attached:
 		case <-tick.C:
 		}
 	}

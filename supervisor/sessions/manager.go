@@ -77,12 +77,16 @@ type Manager struct {
 	log     hclog.Logger
 	name    string
 
-	mu     sync.Mutex
-	ctx    context.Context // the leader context; nil when not leading
-	live   map[string]*execution
-	wg     sync.WaitGroup
-	locks  map[string]*sessionMutex
-	leases leaseClock
+	mu   sync.Mutex
+	ctx  context.Context // the leader context; nil when not leading
+	live map[string]*execution
+	// attached holds, per session, a channel closed when the session is
+	// next registered live (whenLive): a prompt that waits for a
+	// recovery wakes when it attaches instead of at its next look.
+	attached map[string]chan struct{}
+	wg       sync.WaitGroup
+	locks    map[string]*sessionMutex
+	leases   leaseClock
 	// recovered queues recoveries for one batched commit (recovered.go).
 	recovered recoveredQueue
 	// expedite, when set, asks a running recovery pass to recover a
@@ -120,7 +124,7 @@ func New(o Options) *Manager {
 		o.Nodes = localNodes{self: o.Cluster.ID(), rt: o.Runtimes}
 	}
 	return &Manager{cluster: o.Cluster, store: o.Cluster.Store(), nodes: o.Nodes, cfg: o.Config, log: o.Logger,
-		name: o.ClusterName, live: map[string]*execution{}, locks: map[string]*sessionMutex{},
+		name: o.ClusterName, live: map[string]*execution{}, attached: map[string]chan struct{}{}, locks: map[string]*sessionMutex{},
 		leases: leaseClock{expiry: map[string]time.Time{}, polled: map[string]time.Time{}}}
 }
 

@@ -585,6 +585,34 @@ func TestPromptToASessionNotYetRecoveredAsksForItNext(t *testing.T) {
 	}
 }
 
+// TestAWaitForALiveSessionWakesWhenItAttaches: what a prompt waiting for a
+// session's recovery waits on (whenLive) is closed when the recovery
+// registers the session live, so the prompt goes on at once rather than at
+// its next look.
+func TestAWaitForALiveSessionWakesWhenItAttaches(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m := w.leader("n2")
+	e, attached := m.whenLive(s.id)
+	if e != nil || attached == nil {
+		t.Fatal("the session is live on a leader that has not recovered it")
+	}
+	if _, again := m.whenLive(s.id); again != attached {
+		t.Fatal("two waits for one session were given different channels")
+	}
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil {
+		t.Fatalf("Recover = %s, %v", out, err)
+	}
+	select {
+	case <-attached:
+	default:
+		t.Fatal("the wait was not woken when the recovery registered the session live")
+	}
+	if e, _ := m.whenLive(s.id); e == nil {
+		t.Fatal("the session is not live after its recovery")
+	}
+}
+
 // TestAPromptLostWithItsLeaderIsNotRefusedAsARunningTurn: a leader that
 // committed RUNNING for a prompt and lost its leadership before agentctl
 // took the prompt leaves the session recorded RUNNING with no turn. A
