@@ -290,6 +290,9 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		} else {
 			agent, err = retryTimeouts(ctx, b.client.AgentState)
 		}
+		if err == nil && agent.Status == agentctl.StatusStarting {
+			agent, err = m.agentStarted(ctx, b.client)
+		}
 		if err != nil && ctx.Err() == nil && Retryable(err) {
 			return OutcomeSkipped, fmt.Errorf("agent state of session %s: %w", sess.ID, err)
 		}
@@ -343,6 +346,28 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		return OutcomeResumed, nil
 	}
 	return OutcomeStarted, nil
+}
+
+// agentStarted waits while agentctl starts an agent and returns its state
+// once the start has ended, for up to launchTimeout. An agent is starting
+// when a recovery finds it so because a previous leader's start (or
+// resume) was under way when that leader was cut off: taken for gone, the
+// recovery would start another, which agentctl refuses ("an agent is
+// already running"), and the session would be failed with its agent alive.
+func (m *Manager) agentStarted(ctx context.Context, c *agentctl.Client) (agentctl.AgentState, error) {
+	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
+	defer cancel()
+	for {
+		agent, err := retryTimeouts(ctx, c.AgentState)
+		if err != nil || agent.Status != agentctl.StatusStarting {
+			return agent, err
+		}
+		select {
+		case <-ctx.Done():
+			return agent, fmt.Errorf("the agent was still starting after %s: %w", launchTimeout, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // cutTurn is the agentctl_error event a recovery records when the agent of

@@ -585,6 +585,62 @@ func TestPromptToASessionNotYetRecoveredAsksForItNext(t *testing.T) {
 	}
 }
 
+// TestARecoveryWaitsForTheAgentAPreviousLeaderWasStarting: a leader cut off
+// while agentctl was starting its agent (a resume after the agent was lost)
+// leaves the agent starting. The next leader's recovery must wait for that
+// start and continue the agent it brings up: taken for gone, the recovery
+// resumed it again, agentctl refused ("an agent is already running") and
+// the session was failed with its agent alive (the chaos suite's lost
+// session at 6a14151).
+func TestARecoveryWaitsForTheAgentAPreviousLeaderWasStarting(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	ctx := recoverCtx(t)
+	// The previous leader renews the lease until it is cut off; here, until
+	// the new leader has taken the session over.
+	renewing, stopRenewing := context.WithCancel(ctx)
+	defer stopRenewing()
+	go func() {
+		for renewing.Err() == nil {
+			_, _ = s.client.RenewLease(renewing, w.cfg.Lease.TTL)
+			select {
+			case <-renewing.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	if _, err := s.client.StopAgent(ctx); err != nil {
+		t.Fatal(err)
+	}
+	demo := w.cfg.Agent("demo").Command
+	slow := agentctl.Profile{Protocol: "acp", Command: []string{"/bin/sh", "-c", `sleep 1; exec "$0" "$@"`, demo[0], demo[1], demo[2]}}
+	started := make(chan error, 1)
+	go func() {
+		_, err := s.client.StartAgent(ctx, slow, "")
+		started <- err
+	}()
+	waitFor(t, 10*time.Second, "agentctl to be starting the agent", func() bool {
+		a, err := s.client.AgentState(ctx)
+		return err == nil && a.Status == agentctl.StatusStarting
+	})
+	m := w.leader("n2")
+	out, err := m.Recover(ctx, s.id, true)
+	stopRenewing()
+	if err != nil {
+		t.Fatalf("Recover = %s, %v", out, err)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("the previous leader's start: %v", err)
+	}
+	if got := w.session(s.id); got.State != state.SessionWaitingForInput || out != OutcomeContinued {
+		t.Fatalf("after the recovery: %s, session %s (%s); want the agent continued and the session waiting for input", out, got.State, got.ErrorMessage)
+	}
+	if err := m.Prompt(ctx, s.id, "hello"); err != nil {
+		t.Fatalf("prompt after the recovery: %v", err)
+	}
+	waitFor(t, 20*time.Second, "the turn to end", func() bool { return w.session(s.id).State == state.SessionWaitingForInput })
+}
+
 // TestAWaitForALiveSessionWakesWhenItAttaches: what a prompt waiting for a
 // session's recovery waits on (whenLive) is closed when the recovery
 // registers the session live, so the prompt goes on at once rather than at
