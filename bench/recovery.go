@@ -458,9 +458,6 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 	return u, err
 }
 
-// whereTheTimeWent is a Note's account of one kill's CPU: the machine's
-// split from the kill until every session answered and the new leader's
-// profile summary, when there are.
 // scaleProfile is how long the restarted server is profiled for in the
 // scale suite, from when it leads again.
 const scaleProfile = 6 * time.Second
@@ -470,6 +467,9 @@ const scaleProfile = 6 * time.Second
 // from the kill).
 const scaleGoalSessions = 1000
 
+// whereTheTimeWent is a Note's account of one kill's CPU: the machine's
+// split from the kill until every session answered and the new leader's
+// profile summary, when there are.
 func whereTheTimeWent(which string, u usable) string {
 	s := ""
 	if u.CPU != "" {
