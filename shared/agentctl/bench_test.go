@@ -46,8 +46,8 @@ func BenchmarkPromptRoundTrip(b *testing.B) {
 // BenchmarkStreamCPU measures what one "stream 500" turn of the real demo
 // agent (ACP, its default 10 ms between chunks) costs in CPU through a real
 // agentctl process, polled the way the supervisor's pump polls (compact
-// answers, a poll started at most every 100 ms). It reports the CPU of
-// agentctl and of the agent per turn, from /proc, in ms.
+// answers gathered for 100 ms, the next poll at once). It reports the CPU
+// of agentctl and of the agent per turn, from /proc, in ms.
 func BenchmarkStreamCPU(b *testing.B) {
 	p := startServe(b, b.TempDir())
 	c := p.c
@@ -66,17 +66,13 @@ func BenchmarkStreamCPU(b *testing.B) {
 			b.Fatal(err)
 		}
 		for done := false; !done; {
-			t0 := time.Now()
-			resp, err := c.CompactEvents(ctx(b), w.next, 10*time.Second)
+			resp, err := c.Poll(ctx(b), agentctl.EventsQuery{Since: w.next, Wait: 10 * time.Second, Compact: true, Gather: 100 * time.Millisecond})
 			if err != nil {
 				b.Fatal(err)
 			}
 			w.next = resp.Next
 			for _, ev := range resp.Events {
 				done = done || ev.Type == agentctl.EventTurnFinished
-			}
-			if wait := 100*time.Millisecond - time.Since(t0); !done && wait > 0 {
-				time.Sleep(wait) // the pump's pace between polls, not a wait for a condition
 			}
 		}
 		ctlCPU += procCPU(b, p.cmd.Process.Pid) - ctl0
