@@ -453,8 +453,11 @@ const liveWait = 10 * time.Second
 // waitLiveWhile returns the session's live execution, waiting up to
 // liveWait while its executor is being recovered (status starting, or ready
 // but not yet attached on this new leader) and the session stays in state
-// while; the recovery pass is asked to take the session next. It returns
-// nil when the wait ends without one.
+// while, or is STARTING: a recovery that brings the agent back up moves the
+// session to STARTING, registers it live and then moves it to
+// WAITING_FOR_INPUT, and the wait goes through that. The recovery pass is
+// asked to take the session next. It returns nil when the wait ends
+// without one.
 func (m *Manager) waitLiveWhile(ctx context.Context, sessionID string, while state.SessionState) *execution {
 	if e := m.live1(sessionID); e != nil {
 		return e
@@ -470,10 +473,12 @@ func (m *Manager) waitLiveWhile(ctx context.Context, sessionID string, while sta
 	defer tick.Stop()
 	for {
 		e, attached := m.whenLive(sessionID)
-		if e != nil {
+		sess, _ := m.store.Session(sessionID)
+		starting := sess.State == state.SessionStarting
+		switch {
+		case e != nil && !starting:
 			return e
-		}
-		if sess, _ := m.store.Session(sessionID); sess.State != while {
+		case e == nil && sess.State != while && !starting:
 			return nil
 		}
 		select {

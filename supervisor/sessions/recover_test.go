@@ -585,6 +585,37 @@ func TestPromptToASessionNotYetRecoveredAsksForItNext(t *testing.T) {
 	}
 }
 
+// TestAPromptWaitsThroughARecoveryThatBringsTheAgentUp: a prompt waiting
+// for its session's recovery goes on waiting while the recovery has the
+// session STARTING (bringing its agent back up), and is delivered once the
+// session waits for input, instead of failing as not running.
+func TestAPromptWaitsThroughARecoveryThatBringsTheAgentUp(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "pear"})
+	m := w.leader("n2")
+	ctx := recoverCtx(t)
+	done := make(chan error, 1)
+	go func() { done <- m.Prompt(ctx, s.id, "recall") }()
+	waitFor(t, 10*time.Second, "the prompt to wait for the session to be live", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.attached[s.id] != nil
+	})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionStarting})
+	select {
+	case err := <-done:
+		t.Fatalf("the prompt ended while its session was STARTING: %v", err)
+	case <-time.After(300 * time.Millisecond): // longer than the wait's look at the state
+	}
+	if out, err := m.Recover(ctx, s.id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want the agent continued", out, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the prompt after the recovery: %v", err)
+	}
+	w.agentSaid(s.id, "pear")
+}
+
 // TestARecoveryWaitsForTheAgentAPreviousLeaderWasStarting: a leader cut off
 // while agentctl was starting its agent (a resume after the agent was lost)
 // leaves the agent starting. The next leader's recovery must wait for that
