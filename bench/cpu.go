@@ -59,8 +59,9 @@ func machineCPU() (busy, total int64) {
 // ticks are the whole machine's CPU times from /proc/stat, in clock ticks
 // summed over its CPUs: busy (all but idle and iowait) of total, and of busy
 // the time in interrupt handlers (irq and softirq: on a host talking to
-// itself over loopback, mostly the network stack's receive side).
-type ticks struct{ busy, total, irq int64 }
+// itself over loopback, mostly the network stack's receive side) and the
+// time stolen (a virtual machine's CPUs running its host's other work).
+type ticks struct{ busy, total, irq, steal int64 }
 
 func machineTicks() ticks {
 	var t ticks
@@ -80,8 +81,11 @@ func machineTicks() ticks {
 			if i != 3 && i != 4 {
 				t.busy += n
 			}
-			if i == 5 || i == 6 {
+			switch i {
+			case 5, 6:
 				t.irq += n
+			case 7:
+				t.steal += n
 			}
 		}
 	}
@@ -157,8 +161,9 @@ func (s cpuSplit) by(then cpuSplit) map[string]time.Duration {
 
 // since says what the machine's CPUs did from then until s: how busy they
 // were over how long, and each kind of program's CPU time, largest first,
-// then the interrupt handlers' and what is left: busy time no process
-// still running accounts for (a process that exited in between).
+// then the interrupt handlers', the hypervisor's (stolen) and what is left:
+// busy time no process still running accounts for (a process that exited
+// in between).
 func (s cpuSplit) since(then cpuSplit) string {
 	total := s.machine.total - then.machine.total
 	if total <= 0 {
@@ -181,8 +186,12 @@ func (s cpuSplit) since(then cpuSplit) string {
 	}
 	busy := s.machine.busy - then.machine.busy
 	irq := time.Duration(s.machine.irq-then.machine.irq) * clockTick
+	steal := time.Duration(s.machine.steal-then.machine.steal) * clockTick
 	words = append(words, fmt.Sprintf("interrupt handlers %.2f s", irq.Seconds()))
-	if rest := time.Duration(busy)*clockTick - irq - counted; rest > 0 {
+	if steal > 0 {
+		words = append(words, fmt.Sprintf("stolen by the hypervisor %.2f s", steal.Seconds()))
+	}
+	if rest := time.Duration(busy)*clockTick - irq - steal - counted; rest > 0 {
 		words = append(words, fmt.Sprintf("exited processes and the rest %.2f s", rest.Seconds()))
 	}
 	cpus := runtime.NumCPU()
