@@ -622,7 +622,7 @@ func TestAPromptWaitsThroughARecoveryThatBringsTheAgentUp(t *testing.T) {
 // start and continue the agent it brings up: taken for gone, the recovery
 // resumed it again, agentctl refused ("an agent is already running") and
 // the session was failed with its agent alive (the chaos suite's lost
-// session at 6a14151).
+// session at 9a2073d).
 func TestARecoveryWaitsForTheAgentAPreviousLeaderWasStarting(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
