@@ -271,3 +271,27 @@ func TestCPUSplitCountsEachProgram(t *testing.T) {
 		t.Error("an empty interval has a split")
 	}
 }
+
+// A prompt's wait from its first send to acceptance is counted per session,
+// and the failed sends before are summed up by reason, commonest first.
+func TestPromptedSaysWhyPromptsWereSentAgain(t *testing.T) {
+	t0 := time.Now()
+	p := prompted{
+		first:    map[string]time.Time{"a": t0, "b": t0},
+		accepted: map[string]time.Time{"a": t0.Add(40 * time.Millisecond), "b": t0.Add(10 * time.Millisecond)},
+		tries: map[string][]string{
+			"a": {"+0ms no leader", "+25ms session has no running agent", "+30ms session has no running agent"},
+			"b": {},
+		},
+	}
+	if got := p.acceptWaits(); len(got) != 2 || Percentile(got, 100) != 40 || Percentile(got, 1) != 10 {
+		t.Errorf("accept waits %v, want 10 and 40 ms", got)
+	}
+	want := "1 prompt(s) were sent more than once (3 failed sends: 2× session has no running agent; 1× no leader)"
+	if got := p.refusals(); got != want {
+		t.Errorf("refusals %q, want %q", got, want)
+	}
+	if (prompted{tries: map[string][]string{"b": {}}}).refusals() != "" {
+		t.Error("refusals without a failed send")
+	}
+}

@@ -88,8 +88,10 @@ func (s *eventSource) Close() error {
 // accepted and when it was seen answered; and how many sessions only the
 // backup poll saw answering.
 type prompted struct {
-	polled             int
-	accepted, answered map[string]time.Time
+	polled int
+	// first is when each session's prompt was first sent, accepted when a
+	// send of it was accepted, answered when the reply was seen.
+	first, accepted, answered map[string]time.Time
 	// tries are each session's refused or failed sends before the one
 	// accepted, as "+MS error" from the first send.
 	tries map[string][]string
@@ -121,6 +123,49 @@ func (p prompted) lastAccepted(t0 time.Time) float64 {
 	return ms(last.Sub(t0))
 }
 
+// acceptWaits are the times from each prompt's first send to the send
+// that was accepted.
+func (p prompted) acceptWaits() []float64 {
+	var out []float64
+	for id, acc := range p.accepted {
+		if first, ok := p.first[id]; ok {
+			out = append(out, ms(max(0, acc.Sub(first))))
+		}
+	}
+	return out
+}
+
+// refusals says how many prompts were sent more than once and why the
+// sends before the accepted one failed, the commonest reason first ("" when
+// every first send was accepted).
+func (p prompted) refusals() string {
+	why := map[string]int{}
+	sessions, sends := 0, 0
+	for _, tries := range p.tries {
+		if len(tries) == 0 {
+			continue
+		}
+		sessions++
+		sends += len(tries)
+		for _, t := range tries {
+			_, reason, _ := strings.Cut(t, " ") // "+MS error"
+			why[clip(reason, 120)]++
+		}
+	}
+	if sessions == 0 {
+		return ""
+	}
+	reasons := make([]string, 0, len(why))
+	for r := range why {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool { return why[reasons[i]] > why[reasons[j]] })
+	for i, r := range reasons[:min(2, len(reasons))] {
+		reasons[i] = fmt.Sprintf("%d× %s", why[r], r)
+	}
+	return fmt.Sprintf("%d prompt(s) were sent more than once (%d failed sends: %s)", sessions, sends, strings.Join(reasons[:min(2, len(reasons))], "; "))
+}
+
 // answerWaits are the times from each prompt's acceptance to its answer.
 func (p prompted) answerWaits() []float64 {
 	var out []float64
@@ -149,7 +194,7 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 		phase[id] = 0
 	}
 	left := len(ids)
-	seen := prompted{accepted: map[string]time.Time{}, answered: map[string]time.Time{}, tries: map[string][]string{}}
+	seen := prompted{first: map[string]time.Time{}, accepted: map[string]time.Time{}, answered: map[string]time.Time{}, tries: map[string][]string{}}
 	all := make(chan struct{})
 	mark := func(id string) { // mu held
 		if phase[id] >= sent && phase[id] != answered {
@@ -201,10 +246,11 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 		go func() {
 			defer wg.Done()
 			for id := range work {
+				first := time.Now()
 				mu.Lock()
 				phase[id] = sent
+				seen.first[id] = first
 				mu.Unlock()
-				first := time.Now()
 				for ctx.Err() == nil {
 					err := send(id, text)
 					if err == nil || (client.IsCode(err, "conflict") && hasUserMessage(ctx, check, id, text)) {
@@ -367,6 +413,10 @@ func allWaiting(ctx context.Context, api *client.Client, taskID string, n int, t
 type usable struct {
 	Leader, Recovered, LastAccepted, Total float64
 	AnswerWaits                            []float64
+	// AcceptWaits are the prompts' times from first sent to accepted;
+	// Refusals why some had to be sent again.
+	AcceptWaits []float64
+	Refusals    string
 	// CPU is where the machine's CPU went from the kill until every
 	// session answered; Profile the new leader's profile summary (only
 	// for a profiled kill).
@@ -423,7 +473,7 @@ func failoverToUsable(ctx context.Context, env Env, c *harness.Cluster, taskID s
 	}
 	seen, err := answerAll(ctx, stream, promptVia(survivors), apiOf(obs), ids, fmt.Sprintf("ping-%d", rand.Int64()), 16, 120*time.Second)
 	u := usable{Total: ms(time.Since(t0)), Leader: <-led, Recovered: -1, LastAccepted: seen.lastAccepted(t0), AnswerWaits: seen.answerWaits(),
-		CPU: takeCPUSplit().since(cpu0)}
+		CPU: takeCPUSplit().since(cpu0), AcceptWaits: seen.acceptWaits(), Refusals: seen.refusals()}
 	var newLeader *harness.Node
 	// The last sessions can answer before the run has noted its end.
 	_ = waitUntil(ctx, 30*time.Second, 20*time.Millisecond, "the new leader's recovery run to finish", func() bool {
@@ -472,6 +522,9 @@ const scaleGoalSessions = 1000
 // profile summary, when there are.
 func whereTheTimeWent(which string, u usable) string {
 	s := ""
+	if u.Refusals != "" {
+		s += fmt.Sprintf("; in %s %s", which, u.Refusals)
+	}
 	if u.CPU != "" {
 		s += fmt.Sprintf("; where %s's time went: from the kill until every session answered, %s", which, u.CPU)
 	}
@@ -559,7 +612,7 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		if killAgents {
 			k = kills2
 		}
-		var times, elect, recovered, lastAccepted, answerWaits []float64
+		var times, elect, recovered, lastAccepted, answerWaits, acceptWaits []float64
 		var failed error
 		where := "" // the first kill's CPU split and profile
 		for i := 0; i < k && failed == nil; i++ {
@@ -577,6 +630,7 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 			}
 			times, elect = append(times, u.Total), append(elect, u.Leader)
 			lastAccepted, answerWaits = append(lastAccepted, u.LastAccepted), append(answerWaits, u.AnswerWaits...)
+			acceptWaits = append(acceptWaits, u.AcceptWaits...)
 			if u.Recovered >= 0 {
 				recovered = append(recovered, u.Recovered)
 			}
@@ -595,7 +649,7 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 			note += fmt.Sprintf(", its recovery run (every session's executor recovered and its agent attached or resumed; paddock_recovery_last_finished_timestamp_seconds) finished after p50 %.0f ms (max %.0f); the rest is the prompts' round trips", Percentile(recovered, 50), Percentile(recovered, 100))
 		}
 		if len(lastAccepted) > 0 {
-			note += fmt.Sprintf(": the last prompt was accepted after p50 %.0f ms (max %.0f), and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted (the demo agent streams a reply of 3 chunks 10 ms apart)", Percentile(lastAccepted, 50), Percentile(lastAccepted, 100), Percentile(answerWaits, 50), Percentile(answerWaits, 99))
+			note += fmt.Sprintf(": the last prompt was accepted after p50 %.0f ms (max %.0f), a prompt was accepted p50 %.0f ms (p99 %.0f) after it was first sent, and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted (the demo agent streams a reply of 3 chunks 10 ms apart)", Percentile(lastAccepted, 50), Percentile(lastAccepted, 100), Percentile(acceptWaits, 50), Percentile(acceptWaits, 99), Percentile(answerWaits, 50), Percentile(answerWaits, 99))
 		}
 		r := Summary(Result{Name: name, Area: areaRecovery, Unit: "ms", Note: note + where}, times, false)
 		if n == 100 {
@@ -745,8 +799,11 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	rec := time.Since(t1)
 	split := takeCPUSplit().since(cpu0)
 	where := ""
+	if r := seen.refusals(); r != "" {
+		where = "; " + r
+	}
 	if split != "" {
-		where = "; where the time went: from the kill until every session answered, " + split
+		where += "; where the time went: from the kill until every session answered, " + split
 	}
 	if path := profiled(); path != "" {
 		env.Logf("scale: CPU profile of the first %s of recovery: %s", scaleProfile, path)
@@ -768,7 +825,7 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	}
 	env.Logf("scale: restart to all %d answering: %s (leader after %s, recovery run finished after %s)", n, rec.Round(time.Millisecond), lead.Round(time.Millisecond), recovered)
 	r := Summary(Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms",
-		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight, sessions prompted in id order, not recovery order); from the kill, the node led again after %s and its recovery run (every executor found, every agent attached) finished after %s; the last prompt was accepted after %.0f ms, and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted; one trial%s", n, lead.Round(time.Millisecond), recovered, seen.lastAccepted(t1), Percentile(seen.answerWaits(), 50), Percentile(seen.answerWaits(), 99), where)}, []float64{ms(rec)}, false)
+		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight, sessions prompted in id order, not recovery order); from the kill, the node led again after %s and its recovery run (every executor found, every agent attached) finished after %s; the last prompt was accepted after %.0f ms, a prompt was accepted p50 %.0f ms (p99 %.0f) after it was first sent, and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted; one trial%s", n, lead.Round(time.Millisecond), recovered, seen.lastAccepted(t1), Percentile(seen.acceptWaits(), 50), Percentile(seen.acceptWaits(), 99), Percentile(seen.answerWaits(), 50), Percentile(seen.answerWaits(), 99), where)}, []float64{ms(rec)}, false)
 	if n >= scaleGoalSessions {
 		r.Goal = "≤ 6000, recovery run ≤ 2000"
 		r = Verdict(r, r.P50 <= 6000 && runMS >= 0 && runMS <= 2000)
