@@ -125,11 +125,14 @@ func (p prompted) lastAccepted(t0 time.Time) float64 {
 
 // acceptWaits are the times from each prompt's first send to the send
 // that was accepted.
-func (p prompted) acceptWaits() []float64 {
+func (p prompted) acceptWaits() []float64 { return waits(p.first, p.accepted) }
+
+// waits are, for each session in both, the time from from's to to's.
+func waits(from, to map[string]time.Time) []float64 {
 	var out []float64
-	for id, acc := range p.accepted {
-		if first, ok := p.first[id]; ok {
-			out = append(out, ms(max(0, acc.Sub(first))))
+	for id, end := range to {
+		if start, ok := from[id]; ok {
+			out = append(out, ms(max(0, end.Sub(start))))
 		}
 	}
 	return out
@@ -159,7 +162,12 @@ func (p prompted) refusals() string {
 	for r := range why {
 		reasons = append(reasons, r)
 	}
-	sort.Slice(reasons, func(i, j int) bool { return why[reasons[i]] > why[reasons[j]] })
+	sort.Slice(reasons, func(i, j int) bool {
+		if why[reasons[i]] != why[reasons[j]] {
+			return why[reasons[i]] > why[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
 	for i, r := range reasons[:min(2, len(reasons))] {
 		reasons[i] = fmt.Sprintf("%d× %s", why[r], r)
 	}
@@ -167,15 +175,7 @@ func (p prompted) refusals() string {
 }
 
 // answerWaits are the times from each prompt's acceptance to its answer.
-func (p prompted) answerWaits() []float64 {
-	var out []float64
-	for id, acc := range p.accepted {
-		if ans, ok := p.answered[id]; ok {
-			out = append(out, ms(max(0, ans.Sub(acc))))
-		}
-	}
-	return out
-}
+func (p prompted) answerWaits() []float64 { return waits(p.accepted, p.answered) }
 
 // answerAll prompts every session with text (through send, retried until
 // accepted) and returns when each has answered it: the event stream showed
