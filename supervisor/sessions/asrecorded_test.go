@@ -141,9 +141,7 @@ func TestRecoverMirrorsOnlyMessagesTheStateLacks(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "sloe"})
 	m, end := w.leaderUntil("n2")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	w.agentSaid(s.id, "sloe")
 	end()
 	before := w.r.store.Messages(s.id)

@@ -165,9 +165,7 @@ func TestLostAgentctlKeepsTheLeaseUnlessProvenGone(t *testing.T) {
 			}
 			s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 			m := w.leader("n1")
-			if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-				t.Fatalf("Recover = %s, %v; want continued", out, err)
-			}
+			continueSession(t, m, s.id)
 			token := w.lease(s.id).FencingToken
 
 			w.rts["n1"].proc(s.executorID).kill()

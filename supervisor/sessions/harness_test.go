@@ -729,3 +729,12 @@ func workspaceDir(t testing.TB) string {
 	runtimetest.CleanupProcesses(t)
 	return dir
 }
+
+// continueSession has m recover session id as a leader that took over, and
+// fails the test unless the recovery continued the session's running agent.
+func continueSession(t *testing.T, m *Manager, id string) {
+	t.Helper()
+	if out, err := m.Recover(recoverCtx(t), id, true); err != nil || out != OutcomeContinued {
+		t.Fatalf("Recover = %s, %v; want continued", out, err)
+	}
+}

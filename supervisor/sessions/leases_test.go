@@ -155,9 +155,7 @@ func streamingRenewals(t *testing.T, stripLease bool) {
 	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	m := w.leader("n2")
 	renew, _ := m.leaseTimes()
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	const n = 4000 // ≥ 4 s at the test agent's 1 ms chunk delay
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatal(err)

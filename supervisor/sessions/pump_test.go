@@ -69,9 +69,7 @@ func TestAPromptTheStateMissedStillRunsTheSession(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n2")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	if got := w.session(s.id).State; got != state.SessionWaitingForInput {
 		t.Fatalf("session %s, want WAITING_FOR_INPUT", got)
 	}
@@ -159,9 +157,7 @@ func TestAPromptWhoseAnswerWasLostKeepsItsTurn(t *testing.T) {
 	dropper := &answerDropper{}
 	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { dropper.proxy = p; return dropper })
 	m := w.leader("n2")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	dropper.drop.Store(true)
 	const n = 2000
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
@@ -188,9 +184,7 @@ func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n2")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	const n = 3000 // ≥ 3 s at the test agent's 1 ms chunk delay
 	if _, err := s.client.Prompt(recoverCtx(t), fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatal(err)
@@ -278,9 +272,7 @@ func streamedReplyPolls(t *testing.T, noGather bool) {
 	counter := &eventsCounter{noGather: noGather}
 	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	m := w.leader("n2")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	const n = 2000 // ≥ 2 s at the test agent's 1 ms chunk delay
 	polls0, bytes0 := counter.polls.Load(), counter.bytes.Load()
 	started := time.Now()
@@ -319,9 +311,7 @@ func TestASessionRecordedWaitingMidReplyRunsAgain(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n2")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	const n = 5000 // ≥ 5 s at the test agent's 1 ms chunk delay
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatal(err)
@@ -358,9 +348,7 @@ func TestATurnsEndIsProposedWithItsReply(t *testing.T) {
 	w := newWorld(t, "n1")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n1")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	if err := m.move(recoverCtx(t), s.id, state.SessionRunning, state.SessionWaitingForInput); err != nil {
 		t.Fatal(err)
 	}
@@ -408,9 +396,7 @@ func TestAStreamedReplyIsReplicatedOnce(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n2")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	before := len(w.r.proposedTogether())
 	const n = 2000 // ≥ 2 s at the test agent's 1 ms chunk delay: ~20 timed flushes
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
@@ -453,9 +439,7 @@ func TestAnAdditionTheStateCannotTakeIsWrittenWhole(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n2")
-	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeContinued {
-		t.Fatalf("Recover = %s, %v; want continued", out, err)
-	}
+	continueSession(t, m, s.id)
 	before := len(w.r.proposedTogether())
 	const n = 3000 // ≥ 3 s at the test agent's 1 ms chunk delay
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
