@@ -547,6 +547,14 @@ func (w *world) leaderUntil(self string) (m *Manager, end func()) {
 	})
 	m = New(Options{Cluster: fsmCluster{id: self, r: w.r}, Nodes: w.view(self), Config: w.cfg,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: "sessions-" + self, Level: hclog.Info, Output: logs})})
+	return m, w.lead(m)
+}
+
+// lead runs m's leader work (one leadership) until end is called (or
+// cleanup): end returns once it has stopped. A manager led again is its
+// node winning the leadership back.
+func (w *world) lead(m *Manager) (end func()) {
+	t := w.t
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -561,7 +569,7 @@ func (w *world) leaderUntil(self string) (m *Manager, end func()) {
 	if _, err := m.leaderCtx(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return m, end
+	return end
 }
 
 // logBuffer keeps a manager's log, shown when its test fails (goroutines

@@ -390,15 +390,26 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	default:
 		return fmt.Errorf("%w: session %s is %s; it takes prompts when WAITING_FOR_INPUT", state.ErrConflict, sess.ID, sess.State)
 	}
-	lctx, err := m.leaderCtx(ctx)
-	if err != nil {
+	if _, err := m.leaderCtx(ctx); err != nil {
 		return err
 	}
 	e := m.waitLiveWhile(ctx, sessionID, state.SessionWaitingForInput)
 	if e == nil {
 		return fmt.Errorf("%w: session %s", ErrNotRunning, sess.ID)
 	}
-	if err := m.move(ctx, sess.ID, state.SessionRunning, state.SessionWaitingForInput); err != nil {
+	// The leader context is the one after the wait, which can outlast a
+	// leadership (this node losing it and winning it back): RUNNING is
+	// committed, the prompt sent and RUNNING undone all under one
+	// leadership, so a later leader's recovery, which sets the state from
+	// the agent's, comes after all three. Under the context of the
+	// leadership before, the prompt was never sent, its undo was refused,
+	// and the session stayed RUNNING behind a recovery that had already
+	// run.
+	lctx, err := m.leaderCtx(ctx)
+	if err != nil {
+		return err
+	}
+	if err := m.move(lctx, sess.ID, state.SessionRunning, state.SessionWaitingForInput); err != nil {
 		return err
 	}
 	// RUNNING is committed: from here the prompt is delivered, or RUNNING

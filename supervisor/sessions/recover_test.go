@@ -734,3 +734,37 @@ func TestAPromptLostWithItsLeaderIsNotRefusedAsARunningTurn(t *testing.T) {
 		return false
 	})
 }
+
+// TestAPromptThatWaitedAcrossALeadershipGoesOnUnderTheNext: a prompt
+// waiting for its session's recovery while its node loses the leadership
+// and wins it back goes on once the new leadership has recovered the
+// session, and is delivered and answered. Sent under the context of the
+// leadership it began in, it failed at once, its RUNNING could not be
+// undone and the session stayed RUNNING with no turn behind a recovery
+// that had already run (a session the chaos suite lost).
+func TestAPromptThatWaitedAcrossALeadershipGoesOnUnderTheNext(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	m, end := w.leaderUntil("n2")
+	prompted := make(chan error, 1)
+	go func() { prompted <- m.Prompt(recoverCtx(t), s.id, "remember sloe") }()
+	waitFor(t, 5*time.Second, "the prompt to wait for the session's recovery", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.attached[s.id] != nil
+	})
+	end()
+	w.lead(m)
+	continueSession(t, m, s.id)
+	if err := <-prompted; err != nil {
+		t.Fatalf("the prompt that waited across the leadership change: %v", err)
+	}
+	waitFor(t, 20*time.Second, "the reply and the turn's end", func() bool {
+		for _, msg := range w.r.store.Messages(s.id) {
+			if msg.Role == state.RoleAgent && msg.Complete && msg.Text == "ok, remembering sloe" {
+				return w.session(s.id).State == state.SessionWaitingForInput
+			}
+		}
+		return false
+	})
+}
