@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -745,4 +746,24 @@ func continueSession(t *testing.T, m *Manager, id string) {
 	if out, err := m.Recover(recoverCtx(t), id, true); err != nil || out != OutcomeContinued {
 		t.Fatalf("Recover = %s, %v; want continued", out, err)
 	}
+}
+
+// streamedWhole waits for session id to wait for input after a "stream n"
+// prompt and fails the test unless its last message is the whole reply,
+// complete; it returns the reply.
+func (w *world) streamedWhole(t *testing.T, id string, n int) string {
+	t.Helper()
+	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+		return w.session(id).State == state.SessionWaitingForInput
+	})
+	want := strings.Join(demoagent.StreamChunks(n), "")
+	msgs := w.r.store.Messages(id)
+	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+		for _, msg := range msgs {
+			t.Logf("%s %s complete=%v %q…", msg.ID, msg.Role, msg.Complete, msg.Text[:min(len(msg.Text), 40)])
+		}
+		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded whole: last message %s (complete %v) has %d of %d bytes",
+			last.Role, last.Complete, len(last.Text), len(want))
+	}
+	return want
 }

@@ -7,12 +7,10 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -86,19 +84,7 @@ func TestAPromptTheStateMissedStillRunsTheSession(t *testing.T) {
 		}
 		return false
 	})
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
-	})
-	want := strings.Join(demoagent.StreamChunks(n), "")
-	msgs := w.r.store.Messages(s.id)
-	last := msgs[len(msgs)-1]
-	if last.Role != state.RoleAgent || !last.Complete || last.Text != want {
-		for _, msg := range msgs {
-			t.Logf("%s %s complete=%v %q…", msg.ID, msg.Role, msg.Complete, msg.Text[:min(len(msg.Text), 40)])
-		}
-		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
-			last.Role, last.Complete, len(last.Text), len(want))
-	}
+	w.streamedWhole(t, s.id, n)
 	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCompleted {
 		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
 	}
@@ -166,15 +152,7 @@ func TestAPromptWhoseAnswerWasLostKeepsItsTurn(t *testing.T) {
 	if dropper.dropped.Load() == 0 {
 		t.Fatal("the prompt's answer was not dropped: the prompt did not go through the proxy")
 	}
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
-	})
-	want := strings.Join(demoagent.StreamChunks(n), "")
-	msgs := w.r.store.Messages(s.id)
-	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
-		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
-			last.Role, last.Complete, len(last.Text), len(want))
-	}
+	w.streamedWhole(t, s.id, n)
 }
 
 // A prompt agentctl refuses because a turn the state had missed runs (the
@@ -205,15 +183,7 @@ func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
 	if got := w.session(s.id).State; got != state.SessionRunning {
 		t.Fatalf("session %s after the refused prompt while a turn runs, want RUNNING", got)
 	}
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
-	})
-	want := strings.Join(demoagent.StreamChunks(n), "")
-	msgs := w.r.store.Messages(s.id)
-	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
-		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
-			last.Role, last.Complete, len(last.Text), len(want))
-	}
+	w.streamedWhole(t, s.id, n)
 }
 
 // eventsCounter stands in front of an agentctl and counts its event polls
@@ -279,15 +249,8 @@ func streamedReplyPolls(t *testing.T, noGather bool) {
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
-	})
+	want := w.streamedWhole(t, s.id, n)
 	took := time.Since(started)
-	want := strings.Join(demoagent.StreamChunks(n), "")
-	msgs := w.r.store.Messages(s.id)
-	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
-		t.Fatalf("last message %s (complete %v) has %d of %d bytes", last.Role, last.Complete, len(last.Text), len(want))
-	}
 	polls, bytes := counter.polls.Load()-polls0, counter.bytes.Load()-bytes0
 	if polls == 0 {
 		t.Fatal("no event poll went through the counting proxy: the pump did not read this agentctl through it")
@@ -327,15 +290,7 @@ func TestASessionRecordedWaitingMidReplyRunsAgain(t *testing.T) {
 	if a, err := s.client.AgentState(recoverCtx(t)); err != nil || !a.TurnRunning {
 		t.Skipf("the turn ended before the check (%v, %+v)", err, a)
 	}
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
-	})
-	want := strings.Join(demoagent.StreamChunks(n), "")
-	msgs := w.r.store.Messages(s.id)
-	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
-		t.Fatalf("WAITING_FOR_INPUT with the reply not recorded: last message %s (complete %v) has %d of %d bytes",
-			last.Role, last.Complete, len(last.Text), len(want))
-	}
+	w.streamedWhole(t, s.id, n)
 	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCompleted {
 		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
 	}
@@ -402,14 +357,7 @@ func TestAStreamedReplyIsReplicatedOnce(t *testing.T) {
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
-	})
-	want := strings.Join(demoagent.StreamChunks(n), "")
-	msgs := w.r.store.Messages(s.id)
-	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
-		t.Fatalf("last message %s (complete %v) has %d of %d bytes", last.Role, last.Complete, len(last.Text), len(want))
-	}
+	want := w.streamedWhole(t, s.id, n)
 	writes, appends, text := 0, 0, 0
 	for _, batch := range w.r.proposedTogether()[before:] {
 		for _, p := range batch {
@@ -459,14 +407,7 @@ func TestAnAdditionTheStateCannotTakeIsWrittenWhole(t *testing.T) {
 	})
 	cut := len(w.r.proposedTogether())
 	w.r.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: s.id, Source: s.nonce, Message: state.Message{ID: mid, Role: state.RoleAgent, Text: "x"}})
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
-	})
-	want := strings.Join(demoagent.StreamChunks(n), "")
-	msgs := w.r.store.Messages(s.id)
-	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
-		t.Fatalf("last message %s (complete %v) has %d of %d bytes", last.Role, last.Complete, len(last.Text), len(want))
-	}
+	w.streamedWhole(t, s.id, n)
 	rewritten := false
 	for _, batch := range w.r.proposedTogether()[cut:] {
 		for _, p := range batch {
