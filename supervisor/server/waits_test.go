@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -63,17 +65,31 @@ func lastAgentReply(t *testing.T, cl *client.Client, id string) string {
 // create, while the session is STARTING, is taken once the agent is up
 // instead of being refused.
 func TestPromptToAStartingSessionWaitsForIt(t *testing.T) {
-	// The agent takes a second to start, so the prompt surely finds the
-	// session STARTING.
+	// The agent starts only once the test opens its gate (a file appears),
+	// so the create surely answers STARTING and the prompt surely finds the
+	// agent not up: a fixed delay in the agent's start raced a busy machine.
+	gate := filepath.Join(t.TempDir(), "gate")
 	c := newTestClusterWith(t, 1, "", func(_ int, cfg *config.Config) {
-		cfg.Agents = append(cfg.Agents, &config.Agent{Name: "demo-slow", Protocol: "acp",
-			Command: []string{"sh", "-c", "sleep 1 && exec paddock-demo-agent"}})
+		cfg.Agents = append(cfg.Agents, &config.Agent{Name: "demo-gated", Protocol: "acp",
+			Command: []string{"sh", "-c", `while [ ! -e "$0" ]; do sleep 0.02; done; exec paddock-demo-agent`, gate}})
 	})
-	cl, sess := newSession(t, c, "prompt while starting", "demo-slow")
+	cl, sess := newSession(t, c, "prompt while starting", "demo-gated")
 	if sess.State != state.SessionStarting && sess.State != state.SessionCreated {
-		t.Fatalf("the create answered %s; the test needs a session that is still starting", sess.State)
+		t.Fatalf("the create answered %s; the agent cannot be up before the gate opens", sess.State)
 	}
-	if err := cl.Prompt(ctx(t), sess.ID, "remember plums"); err != nil {
+	prompted := make(chan error, 1)
+	go func() { prompted <- cl.Prompt(ctx(t), sess.ID, "remember plums") }()
+	// The prompt cannot be taken while the gate is shut; one that returns
+	// now was refused (or taken by no agent).
+	select {
+	case err := <-prompted:
+		t.Fatalf("the prompt returned before the agent could start: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-prompted; err != nil {
 		t.Fatalf("prompt to a starting session: %v", err)
 	}
 	if got := lastAgentReply(t, cl, sess.ID); got != "ok, remembering plums" {
