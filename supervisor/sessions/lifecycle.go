@@ -126,12 +126,17 @@ func (m *Manager) supportsResume(sess state.Session) *bool {
 // begin claims the lease, moves the session to STARTING and launches in the
 // background under the leader context.
 func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from ...state.SessionState) error {
-	lctx, err := m.leaderCtx(ctx)
-	if err != nil {
-		return err
-	}
 	lock := m.sessionLock(sessionID)
 	if err := lock.Lock(ctx); err != nil {
+		return err
+	}
+	// The leader context is taken after the wait for the lock: a wait
+	// across a leadership change (this node losing and winning it back)
+	// launches under the leadership current now, not the ended one, whose
+	// cancelled context would fail the launch at once.
+	lctx, err := m.leaderCtx(ctx)
+	if err != nil {
+		lock.Unlock()
 		return err
 	}
 	sess, ok := m.store.Session(sessionID)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -767,4 +768,62 @@ func TestAPromptThatWaitedAcrossALeadershipGoesOnUnderTheNext(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// TestAResumeThatWaitedAcrossALeadershipGoesOnUnderTheNext: a resume
+// waiting for its session's lifecycle lock while its node loses the
+// leadership and wins it back launches under the new leadership, and the
+// agent resumes with its memory. Launched under the context of the
+// leadership it began in, its launch failed at once and the session was
+// left in ERROR.
+func TestAResumeThatWaitedAcrossALeadershipGoesOnUnderTheNext(t *testing.T) {
+	w := newWorld(t, "n1")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "quince"})
+	m, end := w.leaderUntil("n1")
+	continueSession(t, m, s.id)
+	if err := m.Stop(recoverCtx(t), s.id); err != nil {
+		t.Fatal(err)
+	}
+	w.waitState(s.id, state.SessionStopped)
+	// Another lifecycle operation of the session holds its lock.
+	lock := m.sessionLock(s.id)
+	if err := lock.Lock(recoverCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	resumed := make(chan error, 1)
+	go func() { resumed <- m.Resume(recoverCtx(t), s.id) }()
+	waitFor(t, 5*time.Second, "the resume to wait for the session's lock", func() bool {
+		return goroutineWaitsIn("sessions.(*Manager).begin", "sessions.(*sessionMutex).Lock")
+	})
+	end()
+	w.lead(m)
+	lock.Unlock()
+	if err := <-resumed; err != nil {
+		t.Fatalf("the resume that waited across the leadership change: %v", err)
+	}
+	if sess := w.waitState(s.id, state.SessionWaitingForInput, state.SessionError); sess.State != state.SessionWaitingForInput {
+		t.Fatalf("session %s after the resume: %s", sess.State, sess.ErrorMessage)
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "quince")
+}
+
+// goroutineWaitsIn reports whether some goroutine's stack holds every one
+// of the given functions: a goroutine blocked inside a call the test
+// cannot otherwise observe.
+func goroutineWaitsIn(funcs ...string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:goruntime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		all := true
+		for _, f := range funcs {
+			all = all && strings.Contains(g, f)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
