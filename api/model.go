@@ -89,9 +89,15 @@ type Session struct {
 	// LastTurnOutcome is how the session's last turn ended (a TurnOutcome);
 	// empty until a turn has ended.
 	LastTurnOutcome TurnOutcome `json:"last_turn_outcome,omitempty"`
-	CreatedAt       time.Time   `json:"created_at"`
-	UpdatedAt       time.Time   `json:"updated_at"`
-	LastActivityAt  time.Time   `json:"last_activity_at"`
+	// StopRequested is set when a stop has been answered and the session
+	// is not STOPPED yet (its agent is being stopped). It is replicated
+	// before the stop is answered, so a leader that takes over in between
+	// finishes the stop instead of continuing the session; any move to
+	// STOPPED, ERROR or COMPLETED clears it.
+	StopRequested  bool      `json:"stop_requested,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	LastActivityAt time.Time `json:"last_activity_at"`
 }
 
 // Executor is where a session runs. Secret and Handle never leave the cluster.

@@ -47,7 +47,7 @@ func (r *Recovery) Collectors() []prometheus.Collector {
 			last(func(rep *Report) float64 { return float64(g.value(rep)) })))
 	}
 	for _, o := range []sessions.Outcome{sessions.OutcomeContinued, sessions.OutcomeResumed, sessions.OutcomeWorkspace,
-		sessions.OutcomeLost, sessions.OutcomeStarted, sessions.OutcomeSkipped} {
+		sessions.OutcomeLost, sessions.OutcomeStarted, sessions.OutcomeStopped, sessions.OutcomeSkipped} {
 		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_recovery_last_sessions",
 			Help: "Sessions this node's last startup recovery went through, by outcome.", ConstLabels: prometheus.Labels{"outcome": string(o)}},
 			last(func(rep *Report) float64 { return float64(rep.Outcomes[o]) })))

@@ -131,6 +131,12 @@ func (r *Recovery) candidates(node string) []candidate {
 				continue
 			}
 		}
+		if sess.StopRequested && (sess.State == state.SessionCreated || sess.State.Active()) {
+			// A stop the last leader answered and did not finish, whatever
+			// became of its executor: Recover finishes it.
+			out = append(out, candidate{sessionID: sess.ID})
+			continue
+		}
 		if sess.State == state.SessionCreated && sess.ExecutorID == "" {
 			out = append(out, candidate{sessionID: sess.ID, start: true})
 			continue
@@ -349,7 +355,7 @@ feed:
 	}
 	r.log.Info("recovery finished", "duration", rep.Duration, "continued", rep.Outcomes[sessions.OutcomeContinued],
 		"resumed", rep.Outcomes[sessions.OutcomeResumed], "workspace_only", rep.Outcomes[sessions.OutcomeWorkspace],
-		"lost", rep.Outcomes[sessions.OutcomeLost], "started", rep.Outcomes[sessions.OutcomeStarted],
+		"lost", rep.Outcomes[sessions.OutcomeLost], "started", rep.Outcomes[sessions.OutcomeStarted], "stopped", rep.Outcomes[sessions.OutcomeStopped],
 		"skipped", rep.Outcomes[sessions.OutcomeSkipped], "retried", rep.Retried, "retries", rep.Retries,
 		"failed", rep.Failed, "pending", rep.Pending, "cancelled", ctx.Err() != nil)
 }

@@ -3,6 +3,7 @@ package recovery_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -210,5 +211,53 @@ func TestExpediteRecoversASessionAheadOfThePass(t *testing.T) {
 	}
 	if rep := r.Last(); rep.Outcomes[sessions.OutcomeContinued] != n || rep.Pending != 0 {
 		t.Fatalf("report %+v, want %d continued", rep, n)
+	}
+}
+
+// callLog records which of Recover and Start each session got.
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (c *callLog) add(call string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, call)
+}
+
+func (c *callLog) Recover(_ context.Context, id string, _ bool) (sessions.Outcome, error) {
+	c.add("recover " + id)
+	return sessions.OutcomeStopped, nil
+}
+
+func (c *callLog) Start(_ context.Context, id string) error {
+	c.add("start " + id)
+	return nil
+}
+
+// A stop the last leader answered and did not finish goes to Recover
+// (which finishes it) whatever became of its executor, and a session
+// stopped before it ever started is not started.
+func TestAStopOnRecordIsRecoveredNotStarted(t *testing.T) {
+	st := newStore(t)
+	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
+	st.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s-new", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	st.apply(state.CmdRequestStop, &state.RequestStopBody{SessionID: "s-new"})
+	// The stop's drain stopped the executor; STOPPED was never written.
+	st.executor("s-drained", "standalone", "ex-drained", state.ExecutorStopped)
+	st.apply(state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: "s-drained", State: state.SessionStarting})
+	st.apply(state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: "s-drained", State: state.SessionWaitingForInput})
+	st.apply(state.CmdRequestStop, &state.RequestStopBody{SessionID: "s-drained"})
+	st.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s-plain", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	calls := &callLog{}
+	r := recovery.New(st.store, calls, config.Default(), nil)
+	r.Run(context.Background())
+	slices.Sort(calls.calls)
+	if want := []string{"recover s-drained", "recover s-new", "start s-plain"}; !slices.Equal(calls.calls, want) {
+		t.Fatalf("calls %v, want %v", calls.calls, want)
+	}
+	if got := r.Last().Outcomes[sessions.OutcomeStopped]; got != 2 {
+		t.Errorf("%d stopped outcomes in the report, want 2", got)
 	}
 }

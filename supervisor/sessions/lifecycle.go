@@ -382,6 +382,9 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 			}
 		}
 	}
+	if sess.StopRequested {
+		return fmt.Errorf("%w: session %s is being stopped; resume it once it is STOPPED", state.ErrConflict, sess.ID)
+	}
 	switch sess.State {
 	case state.SessionWaitingForInput:
 	case state.SessionRunning:
@@ -534,6 +537,14 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 	default:
 		return fmt.Errorf("%w: session %s is %s; only a starting or running session can be stopped", state.ErrConflict, sess.ID, sess.State)
 	}
+	// The stop is on record before it is answered: a leader that takes
+	// over before STOPPED is written finishes it (Recover) instead of
+	// continuing the session.
+	if !sess.StopRequested {
+		if _, err := m.apply(ctx, state.CmdRequestStop, &state.RequestStopBody{SessionID: sessionID}); err != nil {
+			return err
+		}
+	}
 	// Take the session lock before answering when it is free, so a resume
 	// right after the answer finds the drain under way and waits for it.
 	lock := m.sessionLock(sessionID)
@@ -547,18 +558,31 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 			}
 		}
 		defer lock.Unlock()
+		if s, ok := m.store.Session(sessionID); !ok || !s.StopRequested {
+			return // a stop ahead of this one finished it (or a delete)
+		}
 		ctx, cancel := context.WithTimeout(lctx, launchTimeout)
 		defer cancel()
-		if err := m.drain(ctx, sessionID, false); err != nil {
+		if err := m.finishStop(ctx, sessionID); err != nil {
 			m.log.Warn("stop session", "session", sessionID, "error", err)
-			sess, _ := m.store.Session(sessionID)
-			m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("stop: %w", err)})
-			return
-		}
-		if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sessionID, State: state.SessionStopped, Reason: state.ReasonAgentNotRunning}); err != nil {
-			m.log.Warn("record stop", "session", sessionID, "error", err)
 		}
 	}()
+	return nil
+}
+
+// finishStop drains a session being stopped and records it STOPPED; when
+// the drain fails, the session is recorded in ERROR with why. It runs under
+// the session lock, for Stop and for a recovery that finds a stop a
+// previous leader answered and did not finish.
+func (m *Manager) finishStop(ctx context.Context, sessionID string) error {
+	if err := m.drain(ctx, sessionID, false); err != nil {
+		sess, _ := m.store.Session(sessionID)
+		m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("stop: %w", err)})
+		return err
+	}
+	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sessionID, State: state.SessionStopped, Reason: state.ReasonAgentNotRunning}); err != nil {
+		return fmt.Errorf("record stop: %w", err)
+	}
 	return nil
 }
 

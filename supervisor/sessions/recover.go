@@ -22,6 +22,7 @@ const (
 	OutcomeLost      Outcome = "lost"      // the executor is gone (ERROR executor_lost)
 	OutcomeSkipped   Outcome = "skipped"   // nothing to recover
 	OutcomeStarted   Outcome = "started"   // recorded but never started: started now
+	OutcomeStopped   Outcome = "stopped"   // a stop the last leader answered and did not finish: finished now
 	// OutcomeNodeUnavailable: the executor's node and its agentctl do not
 	// answer; the session waits for the node (RecoverNode takes it up).
 	OutcomeNodeUnavailable Outcome = "node_unavailable"
@@ -57,6 +58,20 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 	sess, ok := m.store.Session(sessionID)
 	if !ok {
 		return OutcomeSkipped, fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
+	}
+	if sess.StopRequested && (sess.State == state.SessionCreated || sess.State.Active()) {
+		// A previous leader answered a stop and was cut off before the
+		// session was STOPPED: the stop is finished, not the session
+		// continued (or resumed, were its agent already stopped).
+		m.log.Info("finishing a stop that a previous leader answered", "session", sess.ID, "state", sess.State)
+		err := m.finishStop(ctx, sess.ID)
+		switch {
+		case err == nil:
+			return OutcomeStopped, nil
+		case ctx.Err() != nil || Retryable(err):
+			return OutcomeSkipped, err
+		}
+		return OutcomeLost, nil
 	}
 	ex, ok := m.store.Executor(sess.ExecutorID)
 	if ok && ex.Status == state.ExecutorError && sess.State.Active() {

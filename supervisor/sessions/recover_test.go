@@ -827,3 +827,40 @@ func goroutineWaitsIn(funcs ...string) bool {
 	}
 	return false
 }
+
+// TestAStopALeaderAnsweredIsFinishedByTheNext: a leader recorded a stop,
+// answered it and was cut off before it stopped the agent. The next
+// leader's recovery finishes the stop (it does not continue the session),
+// refuses prompts meanwhile, and the session resumes later with its
+// memory.
+func TestAStopALeaderAnsweredIsFinishedByTheNext(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "medlar"})
+	w.r.must(t, state.CmdRequestStop, &state.RequestStopBody{SessionID: s.id})
+	m := w.leader("n2")
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "being stopped") {
+		t.Fatalf("a prompt to a session being stopped: %v, want a conflict saying so", err)
+	}
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeStopped {
+		t.Fatalf("Recover = %s, %v; want stopped", out, err)
+	}
+	if sess := w.session(s.id); sess.State != state.SessionStopped || sess.StopRequested {
+		t.Fatalf("session %s (stop requested %v), want STOPPED with the request done", sess.State, sess.StopRequested)
+	}
+	if l, ok := w.r.store.Lease(s.id); ok && l.State == state.LeaseHeld {
+		t.Errorf("lease %+v still held after the stop", l)
+	}
+	if w.rts["n1"].proc(s.executorID).alive() {
+		t.Error("the session's agentctl still runs after the stop")
+	}
+	if err := m.Resume(recoverCtx(t), s.id); err != nil {
+		t.Fatal(err)
+	}
+	if sess := w.waitState(s.id, state.SessionWaitingForInput, state.SessionError); sess.State != state.SessionWaitingForInput {
+		t.Fatalf("session %s after the resume: %s", sess.State, sess.ErrorMessage)
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "medlar")
+}

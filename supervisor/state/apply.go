@@ -261,6 +261,22 @@ func (d *data) setSessionState(s *Session, st SessionState) {
 		t.add(st, 1)
 	}
 	s.State = st
+	if st != SessionCreated && !st.Active() {
+		s.StopRequested = false // the stop is done, or overtaken
+	}
+}
+
+func applyRequestStop(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*RequestStopBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	if s.State != SessionCreated && !s.State.Active() {
+		return nil, 0, conflictf("session %s is %s; only a starting or running session can be stopped", s.ID, s.State)
+	}
+	s.StopRequested, s.UpdatedAt = true, now
+	return nil, 0, nil
 }
 
 func applySetResumeToken(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {

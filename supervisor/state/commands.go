@@ -35,6 +35,10 @@ const (
 	CmdRecoverExecutors CommandType = 17
 	// CmdAppendMessage adds to the text of a message agentctl streams.
 	CmdAppendMessage CommandType = 18
+	// CmdRequestStop records that a session's stop was answered (see
+	// Session.StopRequested). An older node may skip it: it loses only
+	// the finishing of a stop cut off by a leader change.
+	CmdRequestStop CommandType = IgnoreUnknownFlag | 19
 )
 
 // Proposal is a command to commit, before the cluster gives it a key and
@@ -132,6 +136,11 @@ type CreateSessionBody struct {
 // SetSessionStateBody moves a session to State. When From is not empty the
 // change is a compare-and-set: it fails with ErrConflict unless the session is
 // in one of those states.
+// RequestStopBody marks a starting or running session as being stopped.
+type RequestStopBody struct {
+	SessionID string `json:"session_id"`
+}
+
 type SetSessionStateBody struct {
 	SessionID    string         `json:"session_id"`
 	State        SessionState   `json:"state"`
@@ -320,6 +329,8 @@ func bodyFor(t CommandType) any {
 		return &RecoverExecutorsBody{}
 	case CmdAppendMessage:
 		return &AppendMessageBody{}
+	case CmdRequestStop:
+		return &RequestStopBody{}
 	}
 	return nil
 }

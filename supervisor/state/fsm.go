@@ -41,6 +41,7 @@ var dispatch = map[CommandType]applyFunc{
 	CmdDeleteSession:    applyDeleteSession,
 	CmdPublishEvent:     applyPublishEvent,
 	CmdSetLeaseNonce:    applySetLeaseNonce,
+	CmdRequestStop:      applyRequestStop,
 }
 
 // Apply implements raft.FSM. A log entry that cannot be decoded panics: state

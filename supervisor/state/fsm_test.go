@@ -84,6 +84,37 @@ func TestSessionTransitions(t *testing.T) {
 	}
 }
 
+// A stop on record stays through the session's moves while it is being
+// stopped, ends when it stops (or fails), and cannot be recorded for a
+// session that is not starting or running.
+func TestStopRequestedLastsUntilTheSessionStops(t *testing.T) {
+	h := newHarness(t)
+	h.taskAndSession()
+	requested := func() bool { s, _ := h.store.Session("s1"); return s.StopRequested }
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionStarting})
+	h.mustApply(CmdRequestStop, &RequestStopBody{SessionID: "s1"})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionWaitingForInput})
+	if !requested() {
+		t.Fatal("the stop request did not outlast the move to WAITING_FOR_INPUT")
+	}
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionStopped})
+	if requested() {
+		t.Fatal("STOPPED kept the stop request")
+	}
+	if err := h.apply(CmdRequestStop, "", &RequestStopBody{SessionID: "s1"}).Err; !errors.Is(err, ErrConflict) {
+		t.Fatalf("a stop request for a STOPPED session: %v, want a conflict", err)
+	}
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionStarting})
+	h.mustApply(CmdRequestStop, &RequestStopBody{SessionID: "s1"})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionError, ErrorMessage: "x"})
+	if requested() {
+		t.Fatal("ERROR kept the stop request")
+	}
+	if err := h.apply(CmdRequestStop, "", &RequestStopBody{SessionID: "nope"}).Err; !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a stop request for no session: %v, want not found", err)
+	}
+}
+
 func TestTaskStateFollowsSessions(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
