@@ -111,11 +111,15 @@ type Executor struct {
 	AgentctlURL string         `json:"agentctl_url"`
 	// AgentctlFingerprint is the SHA-256 of agentctl's TLS certificate when
 	// its URL is https; every node pins it.
-	AgentctlFingerprint   string    `json:"agentctl_fingerprint,omitempty"`
-	ContainerID           string    `json:"container_id"`
-	PID                   int       `json:"pid"`
-	Nonce                 string    `json:"nonce"`
-	SupportsSessionResume bool      `json:"supports_session_resume"`
+	AgentctlFingerprint   string `json:"agentctl_fingerprint,omitempty"`
+	ContainerID           string `json:"container_id"`
+	PID                   int    `json:"pid"`
+	Nonce                 string `json:"nonce"`
+	SupportsSessionResume bool   `json:"supports_session_resume"`
+	// ResumeProbed says SupportsSessionResume is what agentctl's probe of
+	// the agent answered: an agentctl that is up (a nonce) may have failed
+	// to probe its agent (one that did not start, or answer in time).
+	ResumeProbed          bool      `json:"resume_probed,omitempty"`
 	SupportsWorkspaceOnly bool      `json:"supports_workspace_only"`
 	WorkspacePath         string    `json:"workspace_path"`
 	WorktreePath          string    `json:"worktree_path"`
@@ -125,6 +129,13 @@ type Executor struct {
 	AgentExecutionID      string    `json:"-"`
 	Secret                string    `json:"-"`
 	Handle                []byte    `json:"-"`
+}
+
+// ProbedResume is the probe's answer to whether the agent resumes sessions,
+// and whether there is one. Only a probe sets SupportsSessionResume, so a
+// true one recorded before ResumeProbed existed counts as probed.
+func (e Executor) ProbedResume() (supports, probed bool) {
+	return e.SupportsSessionResume, e.ResumeProbed || e.SupportsSessionResume
 }
 
 // Lease names the single live owner of a session's agent execution.

@@ -239,9 +239,8 @@ func (s *Server) statusOf(sess state.Session) state.Status {
 	in := state.StatusInput{Session: sess}
 	if e, ok := s.store.Executor(sess.ExecutorID); ok {
 		in.Executor = &e
-		if e.Nonce != "" {
-			probed := e.SupportsSessionResume
-			in.SupportsResume = &probed
+		if v, probed := e.ProbedResume(); probed {
+			in.SupportsResume = &v
 		}
 		if s.sessions != nil && s.cluster.IsLeader() {
 			in.AgentRunning = s.sessions.IsRunning(sess.ID)
@@ -491,7 +490,7 @@ func (s *Server) probedResume() map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]time.Time{}
 	for _, e := range s.store.Executors("") {
-		if e.Nonce == "" || e.Status == state.ExecutorStarting { // agentctl never answered its probe
+		if _, probed := e.ProbedResume(); !probed {
 			continue
 		}
 		sess, ok := s.store.Session(e.SessionID)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +95,62 @@ func TestAgentsReportProbedResume(t *testing.T) {
 	if got := support(); got["demo"] != "probed/true" || got["demo-noresume"] != "probed/false" {
 		t.Fatalf("after agentctl probed both: %v", got)
 	}
+}
+
+// TestAFailedProbeSaysNothingOfResume: an agent that exits before it
+// answers agentctl's probe fails its session's start, and neither the
+// session's status nor GET /v1/agents takes that for an agent that cannot
+// resume (it was recorded as one, since agentctl had come up: "This agent
+// cannot resume previous sessions", and a resume refused for good).
+func TestAFailedProbeSaysNothingOfResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestClusterWith(t, 1, testToken, func(_ int, cfg *config.Config) {
+		cfg.Agents = append(cfg.Agents, &config.Agent{Name: "demo-broken", Protocol: config.ProtocolACP,
+			Command: []string{"sh", "-c", "exit 3"}, Permission: config.PermissionDeny})
+	})
+	cl := c.client(0)
+	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "probe fails"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo-broken", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed *state.Session
+	waitFor(t, 30*time.Second, "the session to fail", func() bool {
+		failed, err = cl.GetSession(ctx(t), s.ID)
+		return err == nil && failed.State == state.SessionError
+	})
+	if !strings.Contains(failed.ErrorMessage, "probe") {
+		t.Fatalf("error_message %q, want the failed probe", failed.ErrorMessage)
+	}
+	st, err := cl.SessionStatus(ctx(t), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ResumeReason == nil || *st.ResumeReason == state.ReasonNotResumable {
+		t.Fatalf("resume_reason %v after a failed probe, want one that does not say the agent cannot resume", strOrNil(st.ResumeReason))
+	}
+	if _, err := cl.Resume(ctx(t), s.ID); err == nil || strings.Contains(err.Error(), state.ResumeMessage(state.ReasonNotResumable)) {
+		t.Fatalf("resume after a failed probe: %v, want a refusal that does not say the agent cannot resume", err)
+	}
+	agents, err := cl.Agents(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range agents {
+		if a.Name == "demo-broken" && (a.ResumeSupport != "unknown" || a.SupportsSessionResume != nil) {
+			t.Fatalf("GET /v1/agents: demo-broken %s/%v after a failed probe, want unknown", a.ResumeSupport, a.SupportsSessionResume)
+		}
+	}
+}
+
+func strOrNil(p *string) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return *p
 }

@@ -200,6 +200,7 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		}
 		ex.SupportsWorkspaceOnly = caps.SupportsWorkspaceOnly
 		ex.SupportsSessionResume = caps.SupportsSessionResume != nil && *caps.SupportsSessionResume
+		ex.ResumeProbed = caps.SupportsSessionResume != nil
 		ready["supports_session_resume"], ready["supports_workspace_only"] = ex.SupportsSessionResume, ex.SupportsWorkspaceOnly
 	}
 	if err := m.putExecutor(ctx, ex, b.recorded); err != nil {

@@ -654,7 +654,7 @@ func (w *world) seedLive(o liveOpts) live {
 	}
 	ex := state.Executor{ID: exID, SessionID: o.id, Runtime: "standalone", Node: o.node, Status: state.ExecutorReady,
 		AgentctlURL: resp.AgentctlURL, PID: resp.PID, Nonce: h.Nonce, Secret: secretForTests, Handle: resp.Handle, WorkspacePath: resp.WorkspacePath,
-		SupportsSessionResume: caps.SupportsSessionResume != nil && *caps.SupportsSessionResume, SupportsWorkspaceOnly: caps.SupportsWorkspaceOnly}
+		SupportsSessionResume: caps.SupportsSessionResume != nil && *caps.SupportsSessionResume, ResumeProbed: caps.SupportsSessionResume != nil, SupportsWorkspaceOnly: caps.SupportsWorkspaceOnly}
 	w.r.must(t, state.CmdPutExecutor, state.NewPutExecutor(ex))
 	if _, err := c.RenewLease(ctx, w.cfg.Lease.TTL); err != nil {
 		t.Fatal(err)

@@ -110,12 +110,13 @@ func (m *Manager) resumeBlocker(sess state.Session) string {
 	return ""
 }
 
-// supportsResume is the agent's resume capability: probed by agentctl when an
-// executor has run, else the profile's declaration (nil when unknown).
+// supportsResume is the agent's resume capability: probed by agentctl when
+// a probe answered, else the profile's declaration (nil when unknown).
 func (m *Manager) supportsResume(sess state.Session) *bool {
-	if e, ok := m.store.Executor(sess.ExecutorID); ok && e.Nonce != "" {
-		v := e.SupportsSessionResume
-		return &v
+	if e, ok := m.store.Executor(sess.ExecutorID); ok {
+		if v, probed := e.ProbedResume(); probed {
+			return &v
+		}
 	}
 	if a := m.cfg.Agent(sess.Agent); a != nil {
 		return a.SupportsSessionResume
@@ -229,7 +230,7 @@ func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node s
 		// Keep what agentctl reported until it is probed again: a launch
 		// cut off before the probe must not leave a resumable session
 		// recorded as not resumable.
-		ex.SupportsSessionResume, ex.SupportsWorkspaceOnly = old.SupportsSessionResume, old.SupportsWorkspaceOnly
+		ex.SupportsSessionResume, ex.ResumeProbed, ex.SupportsWorkspaceOnly = old.SupportsSessionResume, old.ResumeProbed, old.SupportsWorkspaceOnly
 	}
 	var resp runtime.LaunchResponse
 	var err error
