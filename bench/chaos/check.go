@@ -20,14 +20,28 @@ type Execution struct {
 	// reaped, or observed dead by the watcher): never earlier than the real
 	// end. Zero while it runs.
 	End time.Time
+	// LastSeen is set for an end the watcher observed (no journaled stop:
+	// its agentctl was killed): the last time it saw the process alive, or
+	// Start when it never did. The real end lies between LastSeen and End.
+	LastSeen time.Time
 	// Alive is set when the process still ran when it was last checked.
 	Alive bool
 }
 
-// endOr is the execution's end, or at when it has none yet.
-func (e Execution) endOr(at time.Time) time.Time {
-	if e.End.IsZero() {
+// startSlack bounds how much earlier than the real start a journaled start
+// may be: agentctl derives it from /proc's 10 ms clock ticks, rounded down,
+// less a 10 ms pad (agentctl's procStartTime).
+const startSlack = 20 * time.Millisecond
+
+// aliveUntil is the latest moment the execution is known to have run: its
+// journaled end, the watcher's last sighting of it alive, or at while it
+// runs.
+func (e Execution) aliveUntil(at time.Time) time.Time {
+	switch {
+	case e.End.IsZero():
 		return at
+	case !e.LastSeen.IsZero():
+		return e.LastSeen
 	}
 	return e.End
 }
@@ -55,7 +69,13 @@ func (v Violation) String() string { return v.SessionID + ": " + v.What }
 //   - no two agent executions overlapped in time (the strongest form of "no
 //     two executions overlapped while both held a valid token": lease
 //     grants are exclusive, so an overlap is only safe if it never
-//     happens);
+//     happens). An overlap is one the records prove: the later execution
+//     started (allowing for startSlack) before the earlier one was last
+//     known to run. An end the watcher observed is known only to its poll
+//     interval, so a gap shorter than that and startSlack cannot be told
+//     from an overlap and is not reported (agentctl ends a killed
+//     agentctl's leftover agent, and waits for it to be gone, before it
+//     serves: the next start then follows within milliseconds);
 //   - execution tokens never went backwards (in start order);
 //   - committed grants never went backwards: a held lease's token is never
 //     lower than an earlier one, and a new holder always gets a strictly
@@ -97,9 +117,9 @@ func Check(execs []Execution, grants []Grant, now time.Time) []Violation {
 		for i := range es {
 			for j := i + 1; j < len(es); j++ {
 				a, b := es[i], es[j]
-				if b.Start.Before(a.endOr(now)) {
-					out = append(out, Violation{id, fmt.Sprintf("executions overlap: pid %d (token %d, %s–%s) and pid %d (token %d, from %s)",
-						a.PID, a.Token, ts(a.Start), endStr(a), b.PID, b.Token, ts(b.Start))})
+				if b.Start.Add(startSlack).Before(a.aliveUntil(now)) {
+					out = append(out, Violation{id, fmt.Sprintf("executions overlap: pid %d (token %d, %s–%s%s) and pid %d (token %d, from %s)",
+						a.PID, a.Token, ts(a.Start), endStr(a), lastSeenStr(a), b.PID, b.Token, ts(b.Start))})
 				}
 			}
 			if i > 0 && es[i].Token < es[i-1].Token {
@@ -119,6 +139,13 @@ func Check(execs []Execution, grants []Grant, now time.Time) []Violation {
 func launchNonce(n string) bool { return len(n) > 7 && n[:7] == "launch-" }
 
 func ts(t time.Time) string { return t.Format("15:04:05.000") }
+
+func lastSeenStr(e Execution) string {
+	if e.LastSeen.IsZero() {
+		return ""
+	}
+	return ", last seen alive " + ts(e.LastSeen)
+}
 
 func endStr(e Execution) string {
 	if e.End.IsZero() {

@@ -21,6 +21,13 @@ func TestCheck(t *testing.T) {
 		}
 		return e
 	}
+	// watched is an execution whose end the watcher saw: alive at
+	// lastSeen, gone at end.
+	watched := func(pid int, tok uint64, start, lastSeen, end int) Execution {
+		e := ex(pid, tok, start, end)
+		e.LastSeen = at(lastSeen)
+		return e
+	}
 	held := func(idx, tok uint64, holder string) Grant {
 		return Grant{SessionID: "s", Index: idx, Token: tok, State: "held", Holder: holder, Nonce: "n-" + holder}
 	}
@@ -34,6 +41,9 @@ func TestCheck(t *testing.T) {
 		{"overlap", []Execution{ex(1, 5, 0, 200), ex(2, 9, 150, -1)}, nil, "overlap"},
 		{"two alive", []Execution{ex(1, 5, 0, -1), ex(2, 9, 150, -1)}, nil, "overlap"},
 		{"touching is not overlap", []Execution{ex(1, 5, 0, 150), ex(2, 9, 150, 300)}, nil, ""},
+		{"start within its rounding of the end", []Execution{ex(1, 5, 0, 160), ex(2, 9, 150, 300)}, nil, ""},
+		{"a watched end seen alive after the next start", []Execution{watched(1, 5, 0, 190, 230), ex(2, 9, 150, -1)}, nil, "overlap"},
+		{"a watched end within the watcher's lag", []Execution{watched(1, 5, 0, 140, 190), ex(2, 9, 150, -1)}, nil, ""},
 		{"token backwards", []Execution{ex(1, 9, 0, 100), ex(2, 5, 150, 300)}, nil, "execution token went backwards"},
 		{"grant backwards", nil, []Grant{held(9, 9, "a"), held(12, 5, "b")}, "grant token went backwards"},
 		{"new holder same token", nil, []Grant{held(9, 9, "a"), held(12, 9, "b")}, "without a new token"},

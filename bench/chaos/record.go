@@ -38,6 +38,8 @@ type Watcher struct {
 	root string
 	mu   sync.Mutex
 	dead map[execKey]time.Time
+	// alive is when each watched process was last seen alive.
+	alive map[execKey]time.Time
 	// read caches each journal as last parsed, by size and mtime (journals
 	// only grow; parsing every one on every poll would cost a core).
 	read map[string]journalCache
@@ -51,7 +53,7 @@ type journalCache struct {
 
 // NewWatcher watches the journals under workspaceRoot.
 func NewWatcher(workspaceRoot string) *Watcher {
-	return &Watcher{root: workspaceRoot, dead: map[execKey]time.Time{}, read: map[string]journalCache{}}
+	return &Watcher{root: workspaceRoot, dead: map[execKey]time.Time{}, alive: map[execKey]time.Time{}, read: map[string]journalCache{}}
 }
 
 // journal returns a journal's entries, parsed again only when it changed.
@@ -123,13 +125,21 @@ func (w *Watcher) Executions() ([]Execution, error) {
 			key := execKey{session, k[0], k[1], ex.Start}
 			w.mu.Lock()
 			gone, seen := w.dead[key]
-			if !seen && !processIs(ex.PID, ex.Start) {
-				gone, seen = now, true
-				w.dead[key] = now
+			if !seen {
+				if processIs(ex.PID, ex.Start) {
+					w.alive[key] = now
+				} else {
+					gone, seen = now, true
+					w.dead[key] = now
+				}
 			}
+			last, sighted := w.alive[key]
 			w.mu.Unlock()
 			if seen {
-				ex.End = gone
+				ex.End, ex.LastSeen = gone, ex.Start
+				if sighted {
+					ex.LastSeen = last
+				}
 			} else {
 				ex.Alive = true
 			}

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -77,5 +78,46 @@ func TestAllUpSince(t *testing.T) {
 	r.sawUp([]state.Session{up("a")}, t0)
 	if !r.allUpSince(t0) {
 		t.Fatal("an older sighting replaced a newer one")
+	}
+}
+
+// TestWatcherKnowsWhenAKilledProcessWasLastSeen: a process whose stop is
+// never journaled (its agentctl was killed) ends when the watcher finds it
+// gone, and the watcher says when it last saw it alive: the real end lies
+// between the two.
+func TestWatcherKnowsWhenAKilledProcessWasLastSeen(t *testing.T) {
+	root := t.TempDir()
+	path := JournalPath(root, "s1")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	start, ok := procStart(cmd.Process.Pid)
+	if !ok {
+		t.Skip("no /proc")
+	}
+	if err := agentctl.AppendJournal(path, agentctl.JournalEntry{Event: agentctl.JournalStart, PID: cmd.Process.Pid, FencingToken: 3, Time: start, AgentctlPID: 1}); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWatcher(root)
+	execs, err := w.Executions()
+	if err != nil || len(execs) != 1 || !execs[0].Alive {
+		t.Fatalf("executions %+v, %v; want one alive", execs, err)
+	}
+	seen := time.Now()
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	execs, err = w.Executions()
+	if err != nil || len(execs) != 1 || execs[0].Alive {
+		t.Fatalf("executions %+v, %v; want one ended", execs, err)
+	}
+	e := execs[0]
+	if e.LastSeen.After(seen) || e.LastSeen.Before(start) || !e.End.After(seen) {
+		t.Fatalf("last seen %s, end %s; want last seen before the kill at %s and the end after it", ts(e.LastSeen), ts(e.End), ts(seen))
 	}
 }
