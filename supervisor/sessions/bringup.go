@@ -310,9 +310,12 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		}
 		resume = true
 	}
-	// The agent is gone, or is to be resumed: resumability decides.
+	// The agent is gone, or is to be resumed: resumability decides (an
+	// agent whose probe never answered is tried: agentctl refuses a resume
+	// it cannot do).
+	supports, probed := ex.ProbedResume()
 	switch {
-	case resume && !ex.SupportsSessionResume:
+	case resume && probed && !supports:
 		return m.agentFailed(ctx, sess, state.ReasonNotResumable, state.ResumeMessage(state.ReasonNotResumable))
 	case resume && !sess.HasResumeToken:
 		return m.agentFailed(ctx, sess, state.ReasonMissingResumeToken, state.ResumeMessage(state.ReasonMissingResumeToken))

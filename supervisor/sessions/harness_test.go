@@ -607,6 +607,7 @@ type liveOpts struct {
 	node     string
 	agent    string // profile; "demo" when empty
 	noToken  bool   // the resume token is never recorded
+	unprobed bool   // the executor row holds no probe answer (one that failed)
 	remember string // told to the agent before the failover
 	shared   string // workspace directory (a fresh one when empty)
 }
@@ -654,7 +655,7 @@ func (w *world) seedLive(o liveOpts) live {
 	}
 	ex := state.Executor{ID: exID, SessionID: o.id, Runtime: "standalone", Node: o.node, Status: state.ExecutorReady,
 		AgentctlURL: resp.AgentctlURL, PID: resp.PID, Nonce: h.Nonce, Secret: secretForTests, Handle: resp.Handle, WorkspacePath: resp.WorkspacePath,
-		SupportsSessionResume: caps.SupportsSessionResume != nil && *caps.SupportsSessionResume, ResumeProbed: caps.SupportsSessionResume != nil, SupportsWorkspaceOnly: caps.SupportsWorkspaceOnly}
+		SupportsSessionResume: caps.SupportsSessionResume != nil && *caps.SupportsSessionResume && !o.unprobed, ResumeProbed: caps.SupportsSessionResume != nil && !o.unprobed, SupportsWorkspaceOnly: caps.SupportsWorkspaceOnly}
 	w.r.must(t, state.CmdPutExecutor, state.NewPutExecutor(ex))
 	if _, err := c.RenewLease(ctx, w.cfg.Lease.TTL); err != nil {
 		t.Fatal(err)

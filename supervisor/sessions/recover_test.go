@@ -282,6 +282,9 @@ func TestRecoverGivesWorkspaceWhenTheAgentCannotResume(t *testing.T) {
 	}{
 		{name: "not resumable", opts: liveOpts{agent: "demo-noresume"}, autoResume: true, reason: state.ReasonNotResumable},
 		{name: "no resume token", opts: liveOpts{noToken: true}, autoResume: true, reason: state.ReasonMissingResumeToken},
+		// A row with no probe answer says nothing of resume: the missing
+		// token decides (it was taken for an agent that cannot resume).
+		{name: "never probed, no resume token", opts: liveOpts{agent: "demo-noresume", noToken: true, unprobed: true}, autoResume: true, reason: state.ReasonMissingResumeToken},
 		{name: "auto-resume off", autoResume: false, reason: state.ReasonAgentNotRunning},
 	}
 	for _, tc := range cases {
