@@ -251,6 +251,7 @@ type fakeRuntime struct {
 	onLaunch  func(runtime.LaunchRequest) (runtime.LaunchResponse, error)
 	onRecover func(fakeHandle) (runtime.LaunchResponse, error)
 	onInspect func(fakeHandle) (runtime.InspectResponse, error)
+	onStop    func(fakeHandle) error
 
 	mu       sync.Mutex
 	calls    []string
@@ -377,6 +378,11 @@ func (f *fakeRuntime) Inspect(_ context.Context, handle []byte) (runtime.Inspect
 func (f *fakeRuntime) Stop(_ context.Context, handle []byte, _ time.Duration) error {
 	f.record("stop")
 	if h, err := decodeHandle(handle); err == nil {
+		if f.onStop != nil {
+			if err := f.onStop(h); err != nil {
+				return err
+			}
+		}
 		if p := f.proc(h.ID); p != nil {
 			p.kill()
 		}

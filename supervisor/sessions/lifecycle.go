@@ -564,21 +564,37 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 		}
 		ctx, cancel := context.WithTimeout(lctx, launchTimeout)
 		defer cancel()
-		if err := m.finishStop(ctx, sessionID); err != nil {
+		// A step that failed for a passing reason (the runtime plugin
+		// restarting, a commit in doubt) is tried again while time is
+		// left; the stop stays on record meanwhile.
+		for i := 0; ; i++ {
+			err := m.finishStop(ctx, sessionID)
+			if err == nil {
+				return
+			}
+			if Retryable(err) {
+				select {
+				case <-ctx.Done():
+				case <-time.After(backoff(i)):
+					m.log.Info("stop step failed; retrying", "session", sessionID, "error", err)
+					continue
+				}
+			}
 			m.log.Warn("stop session", "session", sessionID, "error", err)
+			m.stopFailed(lctx, sessionID, err) // out of time, not of leadership: recorded
+			return
 		}
 	}()
 	return nil
 }
 
-// finishStop drains a session being stopped and records it STOPPED; when
-// the drain fails, the session is recorded in ERROR with why. It runs under
-// the session lock, for Stop and for a recovery that finds a stop a
-// previous leader answered and did not finish.
+// finishStop drains a session being stopped and records it STOPPED. A
+// failed drain records nothing: the stop stays on record, and the caller
+// tries again or gives up with stopFailed. It runs under the session lock,
+// for Stop and for a recovery that finds a stop a previous leader answered
+// and did not finish.
 func (m *Manager) finishStop(ctx context.Context, sessionID string) error {
 	if err := m.drain(ctx, sessionID, false); err != nil {
-		sess, _ := m.store.Session(sessionID)
-		m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("stop: %w", err)})
 		return err
 	}
 	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sessionID, State: state.SessionStopped, Reason: state.ReasonAgentNotRunning}); err != nil {
@@ -589,6 +605,17 @@ func (m *Manager) finishStop(ctx context.Context, sessionID string) error {
 
 // drain stops the agent and the executor (or destroys it) and releases the
 // lease. It runs under the session lock.
+// stopFailed records a stop that could not be finished: the session is in
+// ERROR with why (which ends the stop request), unless leadership ended
+// first, in which case the next leader's recovery finishes the stop.
+func (m *Manager) stopFailed(ctx context.Context, sessionID string, err error) {
+	sess, ok := m.store.Session(sessionID)
+	if !ok || !sess.StopRequested {
+		return
+	}
+	m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("stop: %w", err)})
+}
+
 func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) error {
 	sess, _ := m.store.Session(sessionID)
 	agentStopped := false

@@ -69,8 +69,9 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		case err == nil:
 			return OutcomeStopped, nil
 		case ctx.Err() != nil || Retryable(err):
-			return OutcomeSkipped, err
+			return OutcomeSkipped, err // still on record: the recovery tries again
 		}
+		m.stopFailed(ctx, sess.ID, err)
 		return OutcomeLost, nil
 	}
 	ex, ok := m.store.Executor(sess.ExecutorID)

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	goruntime "runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -866,4 +867,53 @@ func TestAStopALeaderAnsweredIsFinishedByTheNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.agentSaid(s.id, "medlar")
+}
+
+// TestAStopThatFailsForAPassingReasonIsTriedAgain: the runtime plugin is
+// unavailable when a recovery finishes a stop on record. The stop stays on
+// record (the session is not failed), and the retry finishes it; a stop
+// answered by this leader retries the same way.
+func TestAStopThatFailsForAPassingReasonIsTriedAgain(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	w.r.must(t, state.CmdRequestStop, &state.RequestStopBody{SessionID: s.id})
+	var unavailable atomic.Int32
+	unavailable.Store(1)
+	for _, rt := range w.rts {
+		rt.onStop = func(fakeHandle) error {
+			if unavailable.Add(-1) >= 0 {
+				return fmt.Errorf("plugin restarting: %w", runtime.ErrUnavailable)
+			}
+			return nil
+		}
+	}
+	m := w.leader("n2")
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if out != OutcomeSkipped || !Retryable(err) {
+		t.Fatalf("Recover = %s, %v; want skipped with a retryable error", out, err)
+	}
+	if sess := w.session(s.id); !sess.StopRequested || !sess.State.Active() {
+		t.Fatalf("after the failed step: session %s (stop requested %v, %q); want the stop still on record", sess.State, sess.StopRequested, sess.ErrorMessage)
+	}
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeStopped {
+		t.Fatalf("the retry: Recover = %s, %v; want stopped", out, err)
+	}
+	if sess := w.session(s.id); sess.State != state.SessionStopped || sess.StopRequested {
+		t.Fatalf("session %s (stop requested %v), want STOPPED", sess.State, sess.StopRequested)
+	}
+
+	// A stop this leader answers, of a session it has not attached (so
+	// the stop goes through the runtime): the runtime fails twice, the
+	// stop retries in the background and ends STOPPED.
+	s2 := w.seedLive(liveOpts{id: "s2", node: "n1"})
+	unavailable.Store(2)
+	if err := m.Stop(recoverCtx(t), s2.id); err != nil {
+		t.Fatal(err)
+	}
+	if sess := w.waitState(s2.id, state.SessionStopped, state.SessionError); sess.State != state.SessionStopped {
+		t.Fatalf("session %s after a stop whose runtime was unavailable twice: %s", sess.State, sess.ErrorMessage)
+	}
+	if n := unavailable.Load(); n >= 0 {
+		t.Errorf("the runtime's stop failed %d fewer times than programmed", n+1)
+	}
 }
