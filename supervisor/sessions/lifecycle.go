@@ -572,6 +572,14 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 			if err == nil {
 				return
 			}
+			if nodeDown(err) {
+				// The executor's node does not answer (the workspace is
+				// not shared, so nothing else may stop it): the stop stays
+				// on record, and the recovery that runs when the node
+				// answers again finishes it.
+				m.log.Info("the session's node does not answer; its stop finishes when it does", "session", sessionID, "error", err)
+				return
+			}
 			if Retryable(err) {
 				select {
 				case <-ctx.Done():
@@ -607,13 +615,17 @@ func (m *Manager) finishStop(ctx context.Context, sessionID string) error {
 // lease. It runs under the session lock.
 // stopFailed records a stop that could not be finished: the session is in
 // ERROR with why (which ends the stop request), unless leadership ended
-// first, in which case the next leader's recovery finishes the stop.
+// first, in which case the next leader's recovery finishes the stop. The
+// agent is not proven stopped: the executor's row goes to error, which ends
+// its renewals, and the lease is kept until it expires (by then agentctl
+// has stopped the agent itself). The failure has no reason: a session
+// whose stop failed is not one the lease's expiry resumes.
 func (m *Manager) stopFailed(ctx context.Context, sessionID string, err error) {
 	sess, ok := m.store.Session(sessionID)
 	if !ok || !sess.StopRequested {
 		return
 	}
-	m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("stop: %w", err)})
+	m.record(ctx, sess, failure{Executor: sess.ExecutorID, KeepLease: true, Err: fmt.Errorf("stop: %w", err)})
 }
 
 func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) error {

@@ -70,6 +70,12 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 			return OutcomeStopped, nil
 		case ctx.Err() != nil || Retryable(err):
 			return OutcomeSkipped, err // still on record: the recovery tries again
+		case nodeDown(err):
+			// Still on record: finished when the node answers again.
+			if ex, ok := m.store.Executor(sess.ExecutorID); ok {
+				m.nodeLost(ctx, sess, ex, err)
+			}
+			return OutcomeNodeUnavailable, nil
 		}
 		m.stopFailed(ctx, sess.ID, err)
 		return OutcomeLost, nil

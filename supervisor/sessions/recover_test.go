@@ -917,3 +917,97 @@ func TestAStopThatFailsForAPassingReasonIsTriedAgain(t *testing.T) {
 		t.Errorf("the runtime's stop failed %d fewer times than programmed", n+1)
 	}
 }
+
+// TestAStopWaitsForItsNode: a stop on record whose executor's node does not
+// answer (no shared workspace, so nothing else may stop it) is neither
+// failed nor given up: the session keeps its state, its lease and the stop
+// request, and the recovery that runs when the node answers again finishes
+// the stop. A stop answered while the node is down waits the same way.
+func TestAStopWaitsForItsNode(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	w.r.must(t, state.CmdRequestStop, &state.RequestStopBody{SessionID: s.id})
+	w.rts["n1"].proc(s.executorID).kill()
+	w.down("n1")
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeNodeUnavailable {
+		t.Fatalf("Recover = %s, %v; want node_unavailable", out, err)
+	}
+	if sess := w.session(s.id); sess.State != state.SessionWaitingForInput || !sess.StopRequested {
+		t.Fatalf("session %s (stop requested %v, %q); want WAITING_FOR_INPUT with the stop still on record", sess.State, sess.StopRequested, sess.ErrorMessage)
+	}
+	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+		t.Fatalf("lease %+v; want still held with token %d while the node is away", l, s.token)
+	}
+	for _, id := range w.ids {
+		w.view(id).setDown("n1", false)
+	}
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeStopped {
+		t.Fatalf("Recover once n1 answers = %s, %v; want stopped", out, err)
+	}
+	if sess := w.session(s.id); sess.State != state.SessionStopped || sess.StopRequested {
+		t.Fatalf("session %s (stop requested %v), want STOPPED", sess.State, sess.StopRequested)
+	}
+
+	// A stop this leader answers while the node is down.
+	s2 := w.seedLive(liveOpts{id: "s2", node: "n1"})
+	w.rts["n1"].proc(s2.executorID).kill()
+	w.down("n1")
+	if err := m.Stop(recoverCtx(t), s2.id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the stop's drain to give way to the down node", func() bool {
+		lock := m.sessionLock(s2.id)
+		if !lock.TryLock() {
+			return false
+		}
+		lock.Unlock()
+		return true
+	})
+	if sess := w.session(s2.id); sess.State != state.SessionWaitingForInput || !sess.StopRequested {
+		t.Fatalf("session %s (stop requested %v, %q) after a stop while its node is down; want the stop still on record", sess.State, sess.StopRequested, sess.ErrorMessage)
+	}
+}
+
+// TestAStopThatFailsKeepsTheLease: the runtime refuses to stop the
+// executor (a failure that will not pass). The session is recorded in
+// ERROR, but its agent is not proven stopped: the lease stays held until it
+// expires (agentctl has fenced itself by then), and that expiry does not
+// resume the session the user asked to stop.
+func TestAStopThatFailsKeepsTheLease(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	w.r.must(t, state.CmdRequestStop, &state.RequestStopBody{SessionID: s.id})
+	w.rts["n1"].onStop = func(fakeHandle) error { return errors.New("the engine refused: container is paused") }
+	m := w.leader("n2")
+	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeLost {
+		t.Fatalf("Recover = %s, %v; want lost", out, err)
+	}
+	sess := w.session(s.id)
+	if sess.State != state.SessionError || sess.StopRequested || !strings.Contains(sess.ErrorMessage, "container is paused") {
+		t.Fatalf("session %s (stop requested %v, %q); want ERROR saying why the stop failed", sess.State, sess.StopRequested, sess.ErrorMessage)
+	}
+	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+		t.Fatalf("lease %+v after the failed stop; want still held with token %d", l, s.token)
+	}
+	expiry, ok := m.LeaseExpiry(s.id)
+	if !ok {
+		t.Fatal("the leader does not track the kept lease")
+	}
+	waitFor(t, 20*time.Second, "the kept lease to be reclaimed at its expiry", func() bool {
+		l := w.lease(s.id)
+		return time.Now().After(expiry) && (l.State != state.LeaseHeld || l.FencingToken != s.token)
+	})
+	// Its renewals ended with the failure: agentctl stopped the agent
+	// itself before the expiry.
+	c := agentctl.NewClient(w.rts["n1"].proc(s.executorID).info.URL, secretForTests, 5*time.Second)
+	if st, err := c.AgentState(recoverCtx(t)); err != nil || st.Status == agentctl.StatusWaitingForInput || st.Status == agentctl.StatusRunning {
+		t.Errorf("agent state %+v, %v after the lease expired; want it stopped by agentctl", st, err)
+	}
+	if got := w.rts["n1"].callsOf("launch") + w.rts["n2"].callsOf("launch"); got != 0 {
+		t.Errorf("%d launches after the lease expired; a session whose stop failed is not resumed", got)
+	}
+	if sess := w.session(s.id); sess.State != state.SessionError {
+		t.Errorf("session %s after the lease expired; want it left in ERROR", sess.State)
+	}
+}
