@@ -12,7 +12,10 @@ type NodeHealth struct {
 	Available   bool            `json:"available"`
 	LastContact time.Time       `json:"last_contact"`
 	Plugins     map[string]bool `json:"plugins"`
-	Error       string          `json:"error,omitempty"`
+	// MaxSessions is the node's limits.max_sessions_per_node as it last
+	// reported it (0: no cap).
+	MaxSessions int    `json:"max_sessions,omitempty"`
+	Error       string `json:"error,omitempty"`
 }
 
 // Nodes lists every node with whether it answers, its last contact and its

@@ -228,7 +228,7 @@ func (s *Server) internalPlugins(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]any{"plugins": []any{}})
 		return nil
 	}
-	nodes.ServePlugins(w, s.plugins)
+	nodes.ServePlugins(w, s.plugins, s.cfg.Limits.MaxSessionsPerNode)
 	return nil
 }
 

@@ -82,6 +82,9 @@ type Sessions interface {
 	// not raft writes, so the replicated expires_at is the claim's).
 	LeaseExpiry(sessionID string) (time.Time, bool)
 	Agentctl(sessionID string) (*agentctl.Client, error)
+	// CheckRoom refuses a session no node has room for under the nodes'
+	// limits.max_sessions_per_node.
+	CheckRoom(ctx context.Context, sess state.Session) error
 }
 
 // Nodes is the leader's view of the cluster's nodes as executor hosts

@@ -88,13 +88,13 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if err := s.checkSessionCap(); err != nil {
-		return err
-	}
 	if err := s.checkPlacement(req.Runtime, req.RuntimeOptions[sessions.OptionNode]); err != nil {
 		return err
 	}
 	sess := state.Session{ID: newID(), TaskID: taskID, Agent: req.Agent, Runtime: req.Runtime, RuntimeOptions: req.RuntimeOptions}
+	if err := s.checkRoom(r, sess); err != nil {
+		return err
+	}
 	if err := s.apply(r, state.CmdCreateSession, &state.CreateSessionBody{Session: sess}); err != nil {
 		return err
 	}
@@ -344,7 +344,7 @@ func (s *Server) resumeSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !lc.IsRunning(sess.ID) {
-		if err := s.checkSessionCap(); err != nil {
+		if err := s.checkRoom(r, sess); err != nil {
 			return err
 		}
 	}
@@ -441,24 +441,16 @@ func (s *Server) agents(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
-// checkSessionCap refuses a new executor past limits.max_sessions_per_node.
-// The leader launches executors, so its own live ones are counted. Two
-// creates racing may both pass at the cap's edge: it protects the node from
-// a flood, it is not an exact quota.
-func (s *Server) checkSessionCap() error {
-	limit := s.cfg.Limits.MaxSessionsPerNode
-	if limit <= 0 {
+// checkRoom refuses, with 503 and the reason, a session that would need a
+// new executor on a node already at its limits.max_sessions_per_node (the
+// leader places it as its launch will: on its node, on the node it names,
+// or on the least loaded node with room).
+func (s *Server) checkRoom(r *http.Request, sess state.Session) error {
+	if s.sessions == nil {
 		return nil
 	}
-	live := 0
-	for _, e := range s.store.Executors("") {
-		if e.Node == s.cluster.ID() && (e.Status == state.ExecutorStarting || e.Status == state.ExecutorReady) {
-			live++
-		}
-	}
-	if live >= limit {
-		return errorf(http.StatusServiceUnavailable, CodeUnavailable,
-			"node %s already runs %d sessions, its limits.max_sessions_per_node; stop or delete a session first", s.cluster.ID(), live)
+	if err := s.sessions.CheckRoom(r.Context(), sess); err != nil {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable, "%s", err.Error())
 	}
 	return nil
 }

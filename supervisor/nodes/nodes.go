@@ -43,6 +43,9 @@ type Options struct {
 	Store *state.Store
 	// Plugins are this node's plugins.
 	Plugins Plugins
+	// MaxSessions is this node's limits.max_sessions_per_node (0: no cap),
+	// reported with its plugins so that the leader places within it.
+	MaxSessions int
 	// Secret is the node secret sent to peers ("" in an open cluster).
 	Secret string
 	// TLS, when not nil, makes calls to peers over HTTPS with this node's
@@ -63,6 +66,9 @@ type Health struct {
 	LastContact time.Time `json:"last_contact"`
 	// Plugins maps runtime name → healthy, as the node last reported.
 	Plugins map[string]bool `json:"plugins"`
+	// MaxSessions is the node's limits.max_sessions_per_node as it last
+	// reported it (0: no cap, or not reported yet).
+	MaxSessions int `json:"max_sessions,omitempty"`
 	// Error is the last probe's failure ("" when it answered).
 	Error string `json:"error,omitempty"`
 }
@@ -158,6 +164,12 @@ func (n *Nodes) Usable(name string) []string {
 	return out
 }
 
+// MaxSessions is node's limits.max_sessions_per_node as the leader knows it
+// (0: no cap, or the node has not reported one yet).
+func (n *Nodes) MaxSessions(node string) int {
+	return n.healthOf(node).MaxSessions
+}
+
 // Health returns the view of every registered node, this one included.
 func (n *Nodes) Health() []Health {
 	var out []Health
@@ -170,7 +182,7 @@ func (n *Nodes) Health() []Health {
 
 func (n *Nodes) healthOf(id string) Health {
 	if id == n.o.Self {
-		return Health{Node: id, Available: true, LastContact: time.Now(), Plugins: localPlugins(n.o.Plugins)}
+		return Health{Node: id, Available: true, LastContact: time.Now(), Plugins: localPlugins(n.o.Plugins), MaxSessions: n.o.MaxSessions}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -211,9 +223,9 @@ func (n *Nodes) Watch(ctx context.Context) {
 				defer wg.Done()
 				pctx, cancel := context.WithTimeout(ctx, n.o.Interval)
 				defer cancel()
-				ps, err := n.rpc.plugins(pctx, id, info.HTTPAddr)
+				ans, err := n.rpc.probe(pctx, id, info.HTTPAddr)
 				if ctx.Err() == nil {
-					n.record(id, ps, err, start)
+					n.record(id, ans, err, start)
 				}
 			}()
 		}
@@ -227,7 +239,7 @@ func (n *Nodes) Watch(ctx context.Context) {
 }
 
 // record updates a node's health with one probe's result.
-func (n *Nodes) record(id string, ps []plugins.Status, err error, watchStart time.Time) {
+func (n *Nodes) record(id string, ans ProbeAnswer, err error, watchStart time.Time) {
 	now := time.Now()
 	n.mu.Lock()
 	h, ok := n.health[id]
@@ -239,9 +251,10 @@ func (n *Nodes) record(id string, ps []plugins.Status, err error, watchStart tim
 	if err == nil {
 		h.LastContact, h.Error, h.Available = now, "", true
 		h.Plugins = map[string]bool{}
-		for _, p := range ps {
+		for _, p := range ans.Plugins {
 			h.Plugins[p.Name] = p.Healthy
 		}
+		h.MaxSessions = ans.MaxSessions
 	} else {
 		h.Error = err.Error()
 		h.Available = now.Sub(h.LastContact) < n.o.DownAfter

@@ -107,10 +107,18 @@ func ServeRuntime(w http.ResponseWriter, r *http.Request, p Plugins, name, op st
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// ServePlugins lists this node's plugins (the server side of Watch's probe).
-func ServePlugins(w http.ResponseWriter, p Plugins) {
+// ProbeAnswer is a node's answer to the leader's probe: its plugins and
+// its session cap.
+type ProbeAnswer struct {
+	Plugins     []plugins.Status `json:"plugins"`
+	MaxSessions int              `json:"max_sessions,omitempty"`
+}
+
+// ServePlugins answers Watch's probe with this node's plugins and its
+// limits.max_sessions_per_node.
+func ServePlugins(w http.ResponseWriter, p Plugins, maxSessions int) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"plugins": p.List()})
+	_ = json.NewEncoder(w).Encode(ProbeAnswer{Plugins: p.List(), MaxSessions: maxSessions})
 }
 
 func writeErr(w http.ResponseWriter, err error) {
@@ -214,12 +222,10 @@ func (c *rpcClient) call(ctx context.Context, node, addr, method, path string, i
 	return json.Unmarshal(data, out)
 }
 
-func (c *rpcClient) plugins(ctx context.Context, node, addr string) ([]plugins.Status, error) {
-	var out struct {
-		Plugins []plugins.Status `json:"plugins"`
-	}
+func (c *rpcClient) probe(ctx context.Context, node, addr string) (ProbeAnswer, error) {
+	var out ProbeAnswer
 	err := c.call(ctx, node, addr, http.MethodGet, "/v1/internal/plugins", nil, &out)
-	return out.Plugins, err
+	return out, err
 }
 
 // remoteRuntime runs runtime calls in another node's plugin.

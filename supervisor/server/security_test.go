@@ -318,3 +318,61 @@ func TestSessionCapPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEachNodeKeepsItsOwnSessionLimit: in a cluster, every node's
+// limits.max_sessions_per_node caps the executors on that node. The leader
+// learns each node's cap from its probe, places new sessions on nodes with
+// room, and refuses with 503 only when every node is at its cap (before,
+// the leader counted its own executors for every create, so a full leader
+// refused sessions the other nodes had room for).
+func TestEachNodeKeepsItsOwnSessionLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestClusterWith(t, 3, testToken, func(_ int, cfg *config.Config) { cfg.Limits.MaxSessionsPerNode = 1 })
+	cl := c.client(c.waitLeader(-1))
+	waitFor(t, 20*time.Second, "every node's cap in the leader's view", func() bool {
+		ns, err := cl.Nodes(ctx(t))
+		if err != nil || len(ns) != 3 {
+			return false
+		}
+		for _, n := range ns {
+			if n.MaxSessions != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "capped per node"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		if err != nil {
+			t.Fatalf("session %d of 3, one per node: %v", i+1, err)
+		}
+		t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), sess.ID) })
+		var node string
+		waitFor(t, 20*time.Second, "the session's executor", func() bool {
+			ex, _ := cl.Executors(ctx(t), sess.ID)
+			if len(ex) == 1 {
+				node = ex[0].Node
+			}
+			return node != ""
+		})
+		nodes[node] = true
+	}
+	if len(nodes) != 3 {
+		t.Fatalf("executors on %v; want one on each of the 3 nodes", nodes)
+	}
+	_, err = cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	var apiErr *client.APIError
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || !strings.Contains(err.Error(), "every node") {
+		t.Fatalf("a fourth session: %v; want 503 saying every node is at its max_sessions_per_node", err)
+	}
+	if all, err := cl.ListSessions(ctx(t), task.ID, ""); err != nil || len(all) != 3 {
+		t.Fatalf("sessions %d, %v; the refused create must record nothing", len(all), err)
+	}
+}

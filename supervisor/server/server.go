@@ -105,7 +105,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s := &Server{Config: cfg, Node: node, Plugins: pm, log: log, listener: ln, done: make(chan error, 1)}
 	// Every node is also an executor host: the leader reaches the plugin
 	// that owns an executor through Nodes, and watches which nodes answer.
-	s.Nodes = nodes.New(nodes.Options{Self: cfg.NodeName, Store: node.Store(), Plugins: pm, Secret: cfg.NodeSecret(), TLS: tlsFiles, Logger: log.Named("nodes")})
+	s.Nodes = nodes.New(nodes.Options{Self: cfg.NodeName, Store: node.Store(), Plugins: pm, MaxSessions: cfg.Limits.MaxSessionsPerNode, Secret: cfg.NodeSecret(), TLS: tlsFiles, Logger: log.Named("nodes")})
 	node.OnLeader(s.Nodes.Watch)
 	s.Sessions = sessions.New(sessions.Options{Cluster: node, Nodes: s.Nodes, Config: cfg, Logger: log.Named("sessions")})
 	node.OnLeader(s.Sessions.Run)

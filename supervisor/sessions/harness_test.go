@@ -186,6 +186,13 @@ type fakeNodes struct {
 	order []string
 	down  map[string]bool
 	sick  map[string]bool // answers, but its plugin is unhealthy
+	caps  map[string]int  // limits.max_sessions_per_node as each node reported it
+}
+
+func (n *fakeNodes) MaxSessions(node string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.caps[node]
 }
 
 func (n *fakeNodes) setDown(node string, down bool) {
@@ -524,7 +531,7 @@ func (w *world) view(self string) *fakeNodes {
 	if n, ok := w.nodes[self]; ok {
 		return n
 	}
-	n := &fakeNodes{self: self, rts: w.rts, order: w.ids, down: map[string]bool{}, sick: map[string]bool{}}
+	n := &fakeNodes{self: self, rts: w.rts, order: w.ids, down: map[string]bool{}, sick: map[string]bool{}, caps: map[string]int{}}
 	w.nodes[self] = n
 	return n
 }

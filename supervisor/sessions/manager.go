@@ -53,6 +53,9 @@ type Nodes interface {
 	Available(node string) bool
 	// Usable lists the nodes that answer and whose plugin name is healthy.
 	Usable(name string) []string
+	// MaxSessions is another node's limits.max_sessions_per_node as it
+	// reported it (0: no cap); this node's own is read from its config.
+	MaxSessions(node string) int
 }
 
 // Options configure a Manager.

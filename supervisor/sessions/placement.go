@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/nodes"
@@ -17,11 +18,19 @@ import (
 // recover, inspect, stop or destroy it: the leader reaches it through Nodes.
 // A new session is placed on runtime_options.node when given, else on the
 // usable node with the fewest live executors of its runtime; a resumed one
-// stays on its node (its workspace is there).
+// stays on its node (its workspace is there). A node at its
+// limits.max_sessions_per_node (counted over every runtime) takes no new
+// executor: a session that must go there, or that finds every usable node
+// at its cap, is refused with ErrNodeFull.
 
 // ErrNodeUnavailable means the node that owns a session's executor does not
 // answer. The session is neither moved nor failed: it waits for its node.
 var ErrNodeUnavailable = nodes.ErrNodeUnavailable
+
+// ErrNodeFull means the node a session must run on, or every node that can
+// run it, already runs as many sessions as its limits.max_sessions_per_node
+// allows. The API answers it with 503 before anything is recorded.
+var ErrNodeFull = errors.New("at its session limit")
 
 // OptionNode is the runtime option that places a session on a node.
 const OptionNode = "node"
@@ -45,6 +54,7 @@ func (l localNodes) Runtime(node, name string) (runtime.Runtime, error) {
 
 func (l localNodes) Available(node string) bool { return node == "" || node == l.self }
 func (l localNodes) Usable(string) []string     { return []string{l.self} }
+func (l localNodes) MaxSessions(string) int      { return 0 }
 
 // nodeDown reports whether err says an executor's node does not answer.
 func nodeDown(err error) bool { return errors.Is(err, ErrNodeUnavailable) }
@@ -76,9 +86,10 @@ func (m *Manager) runtimeOf(ctx context.Context, ex state.Executor) (runtime.Run
 // else the usable node with the fewest live executors of the runtime (this
 // node first among equals).
 func (m *Manager) place(ctx context.Context, sess state.Session) (string, error) {
+	live, load := m.executorCounts(sess)
 	if old, ok := m.store.Executor(sess.ExecutorID); ok && old.Node != "" {
 		if m.nodes.Available(old.Node) || !m.sharedWorkspace(ctx, sess.Runtime) {
-			return old.Node, nil
+			return old.Node, m.roomOn(old.Node, live)
 		}
 		// The workspace is on shared storage: a survivor can take it.
 	}
@@ -87,21 +98,16 @@ func (m *Manager) place(ctx context.Context, sess state.Session) (string, error)
 		if !slices.Contains(usable, want) {
 			return "", fmt.Errorf("%w: node %q cannot take the session now (it does not answer, or its %q plugin is unhealthy)", ErrNodeUnavailable, want, sess.Runtime)
 		}
-		return want, nil
+		return want, m.roomOn(want, live)
 	}
 	if len(usable) == 0 {
 		return "", fmt.Errorf("%w: no node can run runtime %q now", runtime.ErrUnavailable, sess.Runtime)
-	}
-	load := map[string]int{}
-	for _, e := range m.store.Executors("") {
-		if e.Runtime == sess.Runtime && (e.Status == state.ExecutorStarting || e.Status == state.ExecutorReady) {
-			load[e.Node]++
-		}
 	}
 	self := m.cluster.ID()
 	best := ""
 	for _, n := range usable {
 		switch {
+		case m.roomOn(n, live) != nil:
 		case best == "":
 			best = n
 		case load[n] < load[best]:
@@ -110,7 +116,54 @@ func (m *Manager) place(ctx context.Context, sess state.Session) (string, error)
 			best = n
 		}
 	}
+	if best == "" {
+		return "", fmt.Errorf("%w: every node that can run runtime %q (%s) already runs as many sessions as its limits.max_sessions_per_node allows; stop or delete a session first",
+			ErrNodeFull, sess.Runtime, strings.Join(usable, ", "))
+	}
 	return best, nil
+}
+
+// executorCounts counts the live (starting or ready) executors on each
+// node, over every runtime and over sess's runtime, leaving out sess's own
+// executor: a resume that recovers it adds none.
+func (m *Manager) executorCounts(sess state.Session) (all, ofRuntime map[string]int) {
+	all, ofRuntime = map[string]int{}, map[string]int{}
+	for _, e := range m.store.Executors("") {
+		if e.ID == sess.ExecutorID || (e.Status != state.ExecutorStarting && e.Status != state.ExecutorReady) {
+			continue
+		}
+		all[e.Node]++
+		if e.Runtime == sess.Runtime {
+			ofRuntime[e.Node]++
+		}
+	}
+	return all, ofRuntime
+}
+
+// roomOn says whether node may take one more executor under its
+// limits.max_sessions_per_node (ErrNodeFull when it may not).
+func (m *Manager) roomOn(node string, live map[string]int) error {
+	limit := m.cfg.Limits.MaxSessionsPerNode
+	if node != m.cluster.ID() {
+		limit = m.nodes.MaxSessions(node)
+	}
+	if limit > 0 && live[node] >= limit {
+		return fmt.Errorf("%w: node %s already runs %d sessions, its limits.max_sessions_per_node; stop or delete a session there first", ErrNodeFull, node, live[node])
+	}
+	return nil
+}
+
+// CheckRoom refuses a session that no node has room for under the nodes'
+// limits.max_sessions_per_node (ErrNodeFull), as its launch would place
+// it: the API asks before it records a new session or resumes one, so a
+// refused request leaves nothing behind. Two requests racing at a cap's
+// edge may both pass; the cap protects a node from a flood, it is not an
+// exact quota.
+func (m *Manager) CheckRoom(ctx context.Context, sess state.Session) error {
+	if _, err := m.place(ctx, sess); errors.Is(err, ErrNodeFull) {
+		return err
+	}
+	return nil
 }
 
 // NodeOf is the node that owns a session's executor ("" when none).

@@ -302,3 +302,60 @@ func TestNodeDownRecognisesJoinedErrors(t *testing.T) {
 		t.Fatal("an unavailable runtime is not a down node")
 	}
 }
+
+// Each node takes new executors up to its own limits.max_sessions_per_node
+// (the leader's from its config, the others' as their probes reported
+// them), counted over every runtime: placement skips a node at its cap,
+// and a session that must go to one (runtime_options.node), or that finds
+// every node at its cap, is refused with ErrNodeFull. A resume that
+// recovers the session's own executor adds none, so its node's cap does
+// not refuse it.
+func TestPlacementKeepsWithinEachNodesSessionLimit(t *testing.T) {
+	w := newWorld(t, "n1", "n2", "n3")
+	w.cfg.Limits.MaxSessionsPerNode = 2 // the leader's own (n1)
+	for _, id := range w.ids {
+		w.view(id).caps["n2"] = 1 // n3 reported no cap
+	}
+	w.load("n1", "standalone", state.ExecutorReady, 2)
+	w.load("n2", "docker", state.ExecutorReady, 1)
+	w.load("n3", "standalone", state.ExecutorReady, 5)
+	w.load("n1", "standalone", state.ExecutorStopped, 3) // not live: not counted
+	m := w.leader("n1")
+
+	w.newSession("s1", nil)
+	if err := m.Start(context.Background(), "s1"); err != nil {
+		t.Fatal(err)
+	}
+	sess := w.waitState("s1", state.SessionWaitingForInput, state.SessionError)
+	if sess.State != state.SessionWaitingForInput {
+		t.Fatalf("session %s: %s", sess.State, sess.ErrorMessage)
+	}
+	if ex := w.executor(sess.ExecutorID); ex.Node != "n3" {
+		t.Fatalf("executor on %q; want n3, the only node under its cap (n1 and n2 are at theirs)", ex.Node)
+	}
+	for _, node := range []string{"n1", "n2"} {
+		err := m.CheckRoom(context.Background(), state.Session{Runtime: "standalone", RuntimeOptions: map[string]string{OptionNode: node}})
+		if !errors.Is(err, ErrNodeFull) || !strings.Contains(err.Error(), "node "+node+" ") || !strings.Contains(err.Error(), "max_sessions_per_node") {
+			t.Errorf("a session placed on %s: %v; want ErrNodeFull naming the node and the limit", node, err)
+		}
+	}
+	if err := m.CheckRoom(context.Background(), state.Session{Runtime: "standalone"}); err != nil {
+		t.Errorf("a session with n3 uncapped: %v", err)
+	}
+	for _, id := range w.ids {
+		w.view(id).caps["n3"] = 6 // s1 made it six
+	}
+	err := m.CheckRoom(context.Background(), state.Session{Runtime: "standalone"})
+	if !errors.Is(err, ErrNodeFull) || !strings.Contains(err.Error(), "every node") {
+		t.Errorf("every node at its cap: %v; want ErrNodeFull saying so", err)
+	}
+	// The resume of a session whose live executor is on n1 (at its cap)
+	// brings that executor back: it is not refused.
+	own := w.session("load-n1-standalone-ready-0")
+	if own.ExecutorID == "" {
+		t.Fatal("the loaded session has no executor recorded")
+	}
+	if err := m.CheckRoom(context.Background(), own); err != nil {
+		t.Errorf("resume on its own executor at n1's cap: %v", err)
+	}
+}
