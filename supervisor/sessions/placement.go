@@ -54,7 +54,7 @@ func (l localNodes) Runtime(node, name string) (runtime.Runtime, error) {
 
 func (l localNodes) Available(node string) bool { return node == "" || node == l.self }
 func (l localNodes) Usable(string) []string     { return []string{l.self} }
-func (l localNodes) MaxSessions(string) int      { return 0 }
+func (l localNodes) MaxSessions(string) int     { return 0 }
 
 // nodeDown reports whether err says an executor's node does not answer.
 func nodeDown(err error) bool { return errors.Is(err, ErrNodeUnavailable) }
