@@ -59,7 +59,7 @@ func classify(err error) (int, string) {
 	case errors.Is(err, state.ErrInvalid):
 		return http.StatusBadRequest, CodeBadRequest
 	case errors.Is(err, cluster.ErrNoLeader), errors.Is(err, cluster.ErrNotLeader), errors.Is(err, sessions.ErrNotLeader), errors.Is(err, sessions.ErrUnavailable),
-		errors.Is(err, plugins.ErrUnhealthy), errors.Is(err, runtime.ErrUnavailable):
+		errors.Is(err, plugins.ErrUnhealthy), errors.Is(err, runtime.ErrUnavailable), errors.Is(err, sessions.ErrNodeUnavailable):
 		return http.StatusServiceUnavailable, CodeUnavailable
 	case errors.Is(err, sessions.ErrNotRunning), errors.Is(err, sessions.ErrNotResumable):
 		return http.StatusConflict, CodeConflict

@@ -2,12 +2,16 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/supervisor/sessions"
 )
 
 // TestWriteJSONAnswersAnUnencodableValueAs500 checks that a value JSON
@@ -28,5 +32,15 @@ func TestWriteJSONAnswersAnUnencodableValueAs500(t *testing.T) {
 	}
 	if got := rec.Header().Get("Content-Length"); got != strconv.Itoa(rec.Body.Len()) {
 		t.Errorf("Content-Length %q for %d bytes", got, rec.Body.Len())
+	}
+}
+
+// TestANodeThatDoesNotAnswerIs503: a call that needed a node which does not
+// answer (its runtime, for a drain or a destroy) is "unavailable", not an
+// internal error.
+func TestANodeThatDoesNotAnswerIs503(t *testing.T) {
+	err := fmt.Errorf("stop executor ex-1: runtime %q: %w", "standalone", errors.Join(sessions.ErrNodeUnavailable, errors.New("dial tcp 10.0.0.2:7700: connection refused")))
+	if status, code := classify(err); status != http.StatusServiceUnavailable || code != CodeUnavailable {
+		t.Fatalf("classify = %d %s; want 503 %s", status, code, CodeUnavailable)
 	}
 }

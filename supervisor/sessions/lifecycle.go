@@ -691,6 +691,15 @@ func (m *Manager) Delete(ctx context.Context, sessionID string) error {
 		return err
 	}
 	defer lock.Unlock()
+	if sess, ok := m.store.Session(sessionID); ok && sess.State != state.SessionCompleted {
+		if ex, ok := m.store.Executor(sess.ExecutorID); ok && len(ex.Handle) > 0 && m.waitsForNode(ctx, ex) {
+			// Only the executor's node can destroy it (its workspace is
+			// there): the session is left as it is, to be deleted once
+			// the node answers.
+			return fmt.Errorf("%w: session %s: its node %s does not answer, and only that node can remove its executor and workspace; delete the session once the node is back",
+				state.ErrConflict, sess.ID, ex.Node)
+		}
+	}
 	if err := m.drain(ctx, sessionID, true); err != nil {
 		return err
 	}

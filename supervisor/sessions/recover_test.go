@@ -1011,3 +1011,34 @@ func TestAStopThatFailsKeepsTheLease(t *testing.T) {
 		t.Errorf("session %s after the lease expired; want it left in ERROR", sess.State)
 	}
 }
+
+// TestADeleteWaitsForTheSessionsNode: only the executor's node can destroy
+// it (no shared workspace), so a delete while that node does not answer is
+// refused as a conflict naming the node, and leaves the session as it was;
+// once the node answers, the delete goes through.
+func TestADeleteWaitsForTheSessionsNode(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	w.rts["n1"].proc(s.executorID).kill()
+	w.down("n1")
+	m := w.leader("n2")
+	err := m.Delete(recoverCtx(t), s.id)
+	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "node n1 does not answer") {
+		t.Fatalf("Delete = %v; want a conflict naming n1", err)
+	}
+	if sess := w.session(s.id); sess.State != state.SessionWaitingForInput {
+		t.Fatalf("session %s after the refused delete; want it as it was", sess.State)
+	}
+	for _, id := range w.ids {
+		w.view(id).setDown("n1", false)
+	}
+	if err := m.Delete(recoverCtx(t), s.id); err != nil {
+		t.Fatal(err)
+	}
+	if sess := w.session(s.id); sess.State != state.SessionCompleted {
+		t.Fatalf("session %s after the delete; want COMPLETED", sess.State)
+	}
+	if w.rts["n1"].callsOf("destroy") != 1 {
+		t.Errorf("n1's runtime destroyed the executor %d times, want once", w.rts["n1"].callsOf("destroy"))
+	}
+}
