@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 
@@ -75,6 +76,16 @@ func classify(err error) (int, string) {
 			return http.StatusNotFound, CodeNotFound
 		case http.StatusConflict:
 			return http.StatusConflict, CodeConflict
+		}
+		return http.StatusBadGateway, CodeUnavailable
+	}
+	// A request this server made on the caller's behalf (to a session's
+	// agentctl, say) that got no answer: the upstream failed, not this
+	// server.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if ue.Timeout() {
+			return http.StatusGatewayTimeout, CodeUnavailable
 		}
 		return http.StatusBadGateway, CodeUnavailable
 	}
