@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"time"
 
@@ -344,7 +345,13 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 			m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: ex.ID, KeepLease: true, Err: err})
 			return OutcomeLost, nil
 		}
-		return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, err.Error())
+		adopted, aerr := m.adoptRunningAgent(ctx, lctx, sess, ex, b.client, err)
+		switch {
+		case aerr != nil:
+			return OutcomeSkipped, aerr
+		case !adopted:
+			return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, err.Error())
+		}
 	}
 	if b.plan == planRecover {
 		return OutcomeResumed, nil
@@ -458,6 +465,43 @@ func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex s
 		}
 		return fmt.Errorf("start agent %q: %w", sess.Agent, err)
 	}
+	return m.runsIn(ctx, lctx, sess, ex, client, st)
+}
+
+// adoptRunningAgent handles a start agentctl refused (409) because an agent
+// runs there already. The agentctl holds the session's lease, so that
+// agent is the session's: a previous leader, cut off (paused, say) with its
+// own start of the agent on the way under the same lease token, started it
+// after this leader found none. It is taken on as this start's, once any
+// start still under way has ended, rather than the session failed with its
+// agent alive and its lease released. It reports whether it took it on; an
+// error is a step that failed with the agent found running (nothing to
+// record as a failure: the caller retries or leaves it to the next leader).
+func (m *Manager) adoptRunningAgent(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, startErr error) (bool, error) {
+	var apiErr *agentctl.APIError
+	if !errors.As(startErr, &apiErr) || apiErr.Status != http.StatusConflict {
+		return false, nil
+	}
+	agent, err := retryTimeouts(ctx, client.AgentState)
+	if err == nil && agent.Status == agentctl.StatusStarting {
+		agent, err = m.agentStarted(ctx, client)
+	}
+	if err != nil || (agent.Status != agentctl.StatusWaitingForInput && agent.Status != agentctl.StatusRunning) {
+		return false, nil
+	}
+	m.log.Info("the session's agentctl runs an agent a previous leader started; taking it on", "session", sess.ID, "pid", agent.PID, "start_error", startErr)
+	sess, _ = m.store.Session(sess.ID)
+	if err := m.runsIn(ctx, lctx, sess, ex, client, agent); err != nil {
+		return false, fmt.Errorf("take on the agent running in agentctl: %w", err)
+	}
+	return true, nil
+}
+
+// runsIn records that the session's agent runs in client's agentctl as st
+// describes it (its resume token, its execution), registers the live
+// execution with its event pump and moves the session to
+// WAITING_FOR_INPUT.
+func (m *Manager) runsIn(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, st agentctl.AgentState) error {
 	if st.ResumeToken != "" && st.ResumeToken != sess.ResumeToken {
 		if _, err := m.apply(ctx, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: sess.ID, ResumeToken: st.ResumeToken}); err != nil {
 			return err

@@ -1,9 +1,13 @@
 package sessions
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
 	"reflect"
 	goruntime "runtime"
 	"strings"
@@ -1041,4 +1045,69 @@ func TestADeleteWaitsForTheSessionsNode(t *testing.T) {
 	if w.rts["n1"].callsOf("destroy") != 1 {
 		t.Errorf("n1's runtime destroyed the executor %d times, want once", w.rts["n1"].callsOf("destroy"))
 	}
+}
+
+// earlierStart is an agentctl front whose first agent start is preceded by
+// the same start sent straight to agentctl: the start of a previous leader,
+// cut off (paused) with it on the way under the same lease token, that
+// lands just before this leader's.
+type earlierStart struct {
+	proxy  *httputil.ReverseProxy
+	target string
+	sent   atomic.Bool
+	status atomic.Int32 // the earlier start's answer
+}
+
+func (f *earlierStart) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.URL.Path == "/v1/agent/start" && !f.sent.Swap(true) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, f.target+r.URL.Path, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			f.status.Store(int32(resp.StatusCode))
+			resp.Body.Close()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	f.proxy.ServeHTTP(w, r)
+}
+
+// TestAnAgentAPreviousLeaderStartedIsTakenOn: a recovery finds the
+// session's agent stopped and resumes it, but a previous leader's resume
+// (same agentctl, same lease token) lands first, so agentctl refuses this
+// one: "an agent is already running". That agent is the session's: the
+// recovery takes it on (the session waits for input, keeps its lease, and
+// remembers), instead of failing the session with its agent alive and its
+// lease released.
+func TestAnAgentAPreviousLeaderStartedIsTakenOn(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "quince"})
+	if _, err := s.client.StopAgent(recoverCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	front := &earlierStart{target: s.executor.AgentctlURL}
+	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { front.proxy = p; return front })
+	m := w.leader("n2")
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || (out != OutcomeResumed && out != OutcomeContinued) {
+		t.Fatalf("Recover = %s, %v; want the agent taken on", out, err)
+	}
+	if got := front.status.Load(); got != http.StatusOK {
+		t.Fatalf("the earlier start answered %d; the test needs it to have started the agent", got)
+	}
+	sess := w.session(s.id)
+	if sess.State != state.SessionWaitingForInput {
+		t.Fatalf("session %s (%q); want WAITING_FOR_INPUT with the agent the earlier start ran", sess.State, sess.ErrorMessage)
+	}
+	if l := w.lease(s.id); l.State != state.LeaseHeld {
+		t.Fatalf("lease %+v; want still held by the running agent's agentctl", l)
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "quince")
 }
