@@ -611,8 +611,6 @@ func (m *Manager) finishStop(ctx context.Context, sessionID string) error {
 	return nil
 }
 
-// drain stops the agent and the executor (or destroys it) and releases the
-// lease. It runs under the session lock.
 // stopFailed records a stop that could not be finished: the session is in
 // ERROR with why (which ends the stop request), unless leadership ended
 // first, in which case the next leader's recovery finishes the stop. The
@@ -628,6 +626,8 @@ func (m *Manager) stopFailed(ctx context.Context, sessionID string, err error) {
 	m.record(ctx, sess, failure{Executor: sess.ExecutorID, KeepLease: true, Err: fmt.Errorf("stop: %w", err)})
 }
 
+// drain stops the agent and the executor (or destroys it) and releases the
+// lease. It runs under the session lock.
 func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) error {
 	sess, _ := m.store.Session(sessionID)
 	agentStopped := false
