@@ -197,3 +197,18 @@ func parseAutogroup(b []byte) (int, bool, error) {
 	}
 	return n, true, nil
 }
+
+// LeadSession makes the calling process the leader of a session of its
+// own, and so, where the kernel schedules by session, of a scheduling group
+// of its own: what it starts afterwards without a session of their own
+// (agentctlproc's ShareSession) shares that one group. A process that
+// already leads its session is left as it is.
+func LeadSession() error {
+	if sid, err := unix.Getsid(0); err == nil && sid == os.Getpid() {
+		return nil
+	}
+	if _, err := unix.Setsid(); err != nil {
+		return fmt.Errorf("lead a session of its own: %w", err)
+	}
+	return nil
+}

@@ -55,6 +55,7 @@ func run(args []string) int {
 	jsonOut := fs.String("json", "bench/results.json", "JSON results")
 	only := fs.String("only", "", "comma-separated suites to run (default all)")
 	profiles := fs.String("profiles", "bench/tmp/profiles", "directory for the CPU profiles suites take (empty: none)")
+	keep := fs.Bool("keep", false, "keep the scratch directory (the servers' logs, the sessions' workspaces) and print where it is")
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
@@ -68,7 +69,11 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(scratch)
+	if *keep {
+		defer fmt.Fprintf(os.Stderr, "kept the scratch directory %s\n", scratch)
+	} else {
+		defer os.RemoveAll(scratch)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	env := bench.Env{Bin: bin, Quick: *quick, Dir: scratch, Profiles: *profiles, Logf: func(f string, a ...any) {

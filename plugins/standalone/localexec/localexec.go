@@ -225,6 +225,9 @@ func (r *Runtime) start(ctx context.Context, cfg Config, agentctl, secret string
 		AgentUser:    cfg.AgentUser,
 		TLS:          cfg.AgentctlTLS,
 		Nice:         cfg.Nice,
+		// One scheduling group for all of this runtime's agentctls (its
+		// plugin leads the session; see the plugin's main).
+		ShareSession: true,
 	})
 	if err != nil {
 		return fmt.Errorf("session %s: %w", h.SessionID, err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/plugins/standalone/localexec"
 	"github.com/paddockhq/paddock/shared/agentctl"
@@ -502,6 +503,77 @@ func TestSessionsRunBelowTheServersPriority(t *testing.T) {
 		t.Fatalf("nice = 0: agent runs at nice %d, want %d", got, own)
 	}
 
+}
+
+// The agentctls one plugin starts share one scheduling group: the
+// plugin leads a session of its own and each agentctl stays in it, in a
+// process group of its own. Where Linux groups by session (autogroup), the
+// node's relays then weigh as one against the server: with a session each,
+// 200 streaming relays starved the servers until raft leaders stepped
+// down. Each agentctl still dies alone when its process group is killed,
+// and outlives the plugin.
+func TestAgentctlsShareOneSchedulingGroup(t *testing.T) {
+	ctx := context.Background()
+	c := load(t, t.TempDir())
+	var pids []int
+	for _, id := range []string{"g1", "g2"} {
+		resp, err := c.Launch(ctx, runtime.LaunchRequest{SessionID: id, AgentctlSecret: "sec-" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Destroy(ctx, resp.Handle) })
+		pids = append(pids, resp.PID)
+	}
+	sid := func(pid int) int {
+		t.Helper()
+		s, err := unix.Getsid(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	plugin := sid(pids[0])
+	if plugin == sid(os.Getpid()) {
+		t.Fatalf("agentctl %d is in the test's (the server's) session %d, want the plugin's own", pids[0], plugin)
+	}
+	if plugin == pids[0] || sid(pids[1]) != plugin {
+		t.Fatalf("agentctls %v are in sessions %d and %d, want both in the plugin's", pids, plugin, sid(pids[1]))
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", plugin)); err != nil || !strings.Contains(string(b), "paddock-runtime-standalone") {
+		t.Fatalf("session %d is led by %q (%v), want the plugin", plugin, b, err)
+	}
+	for _, pid := range pids {
+		if pg, err := syscall.Getpgid(pid); err != nil || pg != pid {
+			t.Fatalf("agentctl %d is in process group %d (%v), want one of its own", pid, pg, err)
+		}
+	}
+	if g0, err0 := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pids[0])); err0 == nil {
+		g1, _ := os.ReadFile(fmt.Sprintf("/proc/%d/autogroup", pids[1]))
+		own, _ := os.ReadFile("/proc/self/autogroup")
+		if string(g0) != string(g1) || string(g0) == string(own) {
+			t.Fatalf("scheduling groups: agentctls %q and %q, the test %q; want the agentctls' shared and apart", g0, g1, own)
+		}
+	}
+	// One agentctl's process group killed: the other runs on.
+	if err := syscall.Kill(-pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	runtimetest.WaitFor(t, 10*time.Second, "the killed agentctl to be gone", func() bool {
+		return syscall.Kill(pids[0], 0) != nil || isZombie(pids[0])
+	})
+	if err := syscall.Kill(pids[1], 0); err != nil || isZombie(pids[1]) {
+		t.Fatalf("the other agentctl %d went with the first's process group: %v", pids[1], err)
+	}
+}
+
+// isZombie reports whether pid has exited and waits to be reaped.
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
 }
 
 // nice must be a whole number from 0 to 19.

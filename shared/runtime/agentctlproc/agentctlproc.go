@@ -80,6 +80,12 @@ type StartConfig struct {
 	// that nice value, each in a scheduling group of its own (0: unchanged);
 	// agentctl keeps its priority.
 	Nice int
+	// ShareSession keeps agentctl in the caller's session, in a process
+	// group of its own, instead of a session of its own. Where the kernel
+	// schedules by session (autogrouping), every agentctl a caller starts
+	// then weighs as one scheduling group against the server, not each as
+	// much as the whole server (see the standalone runtime).
+	ShareSession bool
 }
 
 // User is a numeric user and group.
@@ -102,8 +108,8 @@ type Process struct {
 	Done <-chan struct{}
 }
 
-// Start launches agentctl detached from the caller: its own session and
-// process group, stdin from /dev/null, stdout/stderr appended to the state
+// Start launches agentctl detached from the caller: its own process group
+// (and session, unless cfg.ShareSession), stdin from /dev/null, stdout/stderr appended to the state
 // dir's log file (never the caller's pipes), so it survives the caller. It
 // returns once agentctl has written its info file and answered /v1/health
 // with the same pid and nonce.
@@ -169,7 +175,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
 	cmd.Env = withoutKey(cfg.Env, SecretEnv)
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: !cfg.ShareSession, Setpgid: cfg.ShareSession}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start agentctl %s: %w", cfg.AgentctlPath, err)
 	}
