@@ -510,8 +510,8 @@ func TestSessionsRunBelowTheServersPriority(t *testing.T) {
 // process group of its own. Where Linux groups by session (autogroup), the
 // node's relays then weigh as one against the server: with a session each,
 // 200 streaming relays starved the servers until raft leaders stepped
-// down. Each agentctl still dies alone when its process group is killed,
-// and outlives the plugin.
+// down. Each agentctl still dies alone when its process group is killed
+// (that it outlives the plugin, the conformance suite checks).
 func TestAgentctlsShareOneSchedulingGroup(t *testing.T) {
 	ctx := context.Background()
 	c := load(t, t.TempDir())

@@ -109,8 +109,9 @@ type Process struct {
 }
 
 // Start launches agentctl detached from the caller: its own process group
-// (and session, unless cfg.ShareSession), stdin from /dev/null, stdout/stderr appended to the state
-// dir's log file (never the caller's pipes), so it survives the caller. It
+// (and session, unless cfg.ShareSession), stdin from /dev/null,
+// stdout/stderr appended to the state dir's log file (never the caller's
+// pipes), so it survives the caller. It
 // returns once agentctl has written its info file and answered /v1/health
 // with the same pid and nonce.
 func Start(ctx context.Context, cfg StartConfig) (*Process, error) {
