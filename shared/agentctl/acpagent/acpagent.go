@@ -27,6 +27,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/nice"
+	"golang.org/x/sys/unix"
 )
 
 // Sentinel errors.
@@ -72,9 +73,10 @@ type Config struct {
 
 // Agent is one running ACP agent process with an open ACP session.
 type Agent struct {
-	cfg        Config
-	cmd        *exec.Cmd
-	stdout     *os.File // read end of the agent's stdout
+	cfg Config
+	cmd *exec.Cmd
+	// endOutput ends the reading of the agent's stdout (agentOutput.wait).
+	endOutput  func()
 	conn       *acp.ClientSideConnection
 	sessionID  string
 	loadable   bool
@@ -138,26 +140,39 @@ func spawn(cfg Config) (*Agent, error) {
 	// The pipe is agentctl's own, not cmd.StdoutPipe's: Wait closes that
 	// one as soon as the agent exits, and the paced reader may not have read
 	// the agent's last lines by then. This one ends at EOF (no process holds
-	// its write end) or when Kill closes it.
-	stdout, stdoutW, err := os.Pipe()
+	// its write end) or when Kill ends the reading.
+	stdout, stdoutW, err := blockingPipe()
 	if err != nil {
 		stdin.Close()
 		return nil, fmt.Errorf("agent stdout: %w", err)
 	}
+	end, endW, err := blockingPipe()
+	if err != nil {
+		stdin.Close()
+		stdout.Close()
+		stdoutW.Close()
+		return nil, fmt.Errorf("agent stdout: %w", err)
+	}
 	cmd.Stdout = stdoutW
-	a := &Agent{cfg: cfg, cmd: cmd, stdout: stdout, done: make(chan struct{}), stderrTail: &tail{max: 4096}, garbage: make(chan string, 1)}
+	// Wait copies stderr until its end, which a process the agent left
+	// running can keep open: past the agent's exit, stop waiting for it.
+	cmd.WaitDelay = stderrWaitDelay
+	var endOnce sync.Once
+	a := &Agent{cfg: cfg, cmd: cmd, endOutput: func() { endOnce.Do(func() { endW.Close() }) }, done: make(chan struct{}), stderrTail: &tail{max: 4096}, garbage: make(chan string, 1)}
 	cmd.Stderr = a.stderrTail
 	err = cmd.Start()
 	stdoutW.Close() // the agent holds it now
 	if err != nil {
 		stdout.Close()
+		end.Close()
+		endW.Close()
 		return nil, fmt.Errorf("start agent %q: %w", cfg.Argv[0], err)
 	}
 	if err := nice.Lower(cmd.Process.Pid, cfg.Nice, cfg.Logger.Named("nice").Warn); err != nil {
 		cfg.Logger.Warn("agent keeps agentctl's CPU priority", "error", err)
 	}
 	a.wg.Add(1)
-	out := &agentOutput{src: stdout, update: (&client{a: a}).updateLine, garbage: func(line string) {
+	out := &agentOutput{src: outputCloser{stdout, end}, wait: func() error { return waitReadable(stdout, end) }, update: (&client{a: a}).updateLine, garbage: func(line string) {
 		cfg.Logger.Warn("agent wrote a line that is not JSON-RPC", "bytes", len(line))
 		select {
 		case a.garbage <- truncate(line, 200):
@@ -368,7 +383,7 @@ func (a *Agent) Kill() {
 	_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGKILL)
 	_ = a.cmd.Process.Kill()
 	<-a.done
-	a.stdout.Close() // ends a read that something the agent left running would keep open
+	a.endOutput() // ends a read that something the agent left running would keep open
 	a.wg.Wait()
 }
 
@@ -507,6 +522,10 @@ func (t *tail) String() string {
 	return string(t.buf)
 }
 
+// stderrWaitDelay bounds how long the wait for an agent's exit waits for
+// the end of its stderr after the agent exited.
+const stderrWaitDelay = 2 * time.Second
+
 // outputPace is how often, at most, agentctl reads an agent's output while
 // it keeps coming. A streaming agent writes a line per chunk (the demo agent
 // one every 10 ms); reading each as it comes costs agentctl a wakeup of its
@@ -527,7 +546,11 @@ const maxAgentLine = 10 << 20
 // and reads are paced by outputPace. Only the connection's receive loop
 // reads it.
 type agentOutput struct {
-	src     io.ReadCloser // closed at its end
+	src io.ReadCloser // closed at its end
+	// wait, when set, blocks until src can be read without blocking, or
+	// fails when the reading is to end (waitReadable: src is a blocking
+	// pipe, which closing it does not wake).
+	wait    func() error
 	garbage func(line string)
 	// update handles a session/update notification itself and reports
 	// whether it did (nil: every line goes to the connection).
@@ -572,7 +595,14 @@ func (o *agentOutput) fill() {
 		o.buf = append(make([]byte, 0, min(max(2*cap(o.buf), 64<<10), maxAgentLine)), o.buf...)
 	}
 	space := o.buf[len(o.buf):cap(o.buf)]
-	n, err := o.src.Read(space)
+	var n int
+	var err error
+	if o.wait != nil {
+		err = o.wait()
+	}
+	if err == nil {
+		n, err = o.src.Read(space)
+	}
 	o.last, o.full = time.Now(), n == len(space)
 	o.buf = o.buf[:len(o.buf)+n]
 	if o.ready == nil || cap(o.ready) > 1<<20 {
@@ -594,6 +624,76 @@ func (o *agentOutput) fill() {
 		o.err = err
 		o.src.Close()
 	}
+}
+
+// blockingPipe is os.Pipe without the runtime's network poller: its read
+// end is read by blocking system calls. The poller watches a pollable pipe
+// from when it opens, so each line the agent writes wakes the poller's
+// thread even while the paced reader sleeps: one wakeup per chunk of a
+// stream, which the pacing is there to save (a 500-chunk turn cost agentctl
+// ~1,800 thread switches with a pollable pipe, ~1,200 with this; see
+// BenchmarkStreamCPU). A blocking read cannot be ended by closing its file,
+// hence agentOutput.wait.
+func blockingPipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+}
+
+// outputCloser closes an agent's stdout with the pipe that ends its reading.
+type outputCloser struct {
+	*os.File
+	end *os.File
+}
+
+func (c outputCloser) Close() error {
+	c.end.Close()
+	return c.File.Close()
+}
+
+// errOutputEnded: Kill ended the reading of the agent's output.
+var errOutputEnded = errors.New("the agent's output was closed")
+
+// waitReadable blocks until src has something to read (or its end: no
+// writer left) or end's write end is closed, which it reports as
+// errOutputEnded. Both are blocking pipes; poll(2) waits for either without
+// the runtime's poller.
+func waitReadable(src, end *os.File) error {
+	srcConn, err := src.SyscallConn()
+	if err != nil {
+		return err
+	}
+	endConn, err := end.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var pollErr error
+	ctlErr := srcConn.Control(func(srcFd uintptr) {
+		if err := endConn.Control(func(endFd uintptr) {
+			fds := []unix.PollFd{{Fd: int32(srcFd), Events: unix.POLLIN}, {Fd: int32(endFd), Events: unix.POLLIN}}
+			for {
+				_, err := unix.Poll(fds, -1)
+				if err == unix.EINTR {
+					continue
+				}
+				switch {
+				case err != nil:
+					pollErr = os.NewSyscallError("poll", err)
+				case fds[1].Revents != 0:
+					pollErr = errOutputEnded
+				}
+				return
+			}
+		}); err != nil {
+			pollErr = err
+		}
+	})
+	if ctlErr != nil {
+		return ctlErr
+	}
+	return pollErr
 }
 
 // take queues one line for the connection, or reports it when it is not

@@ -2,6 +2,7 @@ package acpagent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,18 +34,31 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// agentPipe is an agent's stdout as spawn makes it: a blocking pipe, read
+// after wait.
+func agentPipe(t *testing.T) (r, w *os.File, wait func() error) {
+	t.Helper()
+	r, w, err := blockingPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, endW, err := blockingPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { endW.Close(); end.Close() })
+	return r, w, func() error { return waitReadable(r, end) }
+}
+
 // A streaming agent's lines, one every 10 ms, are read several at a time
 // (each read of the pipe is a wakeup of agentctl), all of them in order;
 // lines that are not JSON-RPC are reported and left out, and a last line
 // without its newline still counts.
 func TestAgentOutputReadsAStreamInBatches(t *testing.T) {
-	pr, pw, err := os.Pipe() // a kernel pipe, buffered as an agent's stdout is
-	if err != nil {
-		t.Fatal(err)
-	}
+	pr, pw, wait := agentPipe(t) // a kernel pipe, buffered as an agent's stdout is
 	src := &countingReader{ReadCloser: pr}
 	var garbage []string
-	out := &agentOutput{src: src, garbage: func(line string) { garbage = append(garbage, line) }}
+	out := &agentOutput{src: src, wait: wait, garbage: func(line string) { garbage = append(garbage, line) }}
 	const n = 40
 	go func() {
 		for i := 1; i <= n; i++ {
@@ -84,11 +99,8 @@ func TestAgentOutputReadsAStreamInBatches(t *testing.T) {
 
 // A line after a quiet spell is read at once, not after a pause.
 func TestAgentOutputReadsALoneLineAtOnce(t *testing.T) {
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := &agentOutput{src: pr, garbage: func(string) {}}
+	pr, pw, wait := agentPipe(t)
+	out := &agentOutput{src: pr, wait: wait, garbage: func(string) {}}
 	sc := bufio.NewScanner(out)
 	for i := 0; i < 3; i++ {
 		sent := time.Now()
@@ -153,5 +165,50 @@ func TestUpdateLineMatchesTheSDK(t *testing.T) {
 		if fastClient.updateLine([]byte(line)) {
 			t.Errorf("the fast path took %s, which is the SDK's to handle", line)
 		}
+	}
+}
+
+// Kill returns, and ends the reading of the agent's output, even while a
+// process the agent left running (in a session of its own, out of Kill's
+// reach) keeps the agent's stdout and stderr open: the blocking pipe's read
+// is woken by the pipe Kill closes (a close of the read end would not wake
+// it), and the wait for the agent's exit does not wait for its stderr's end
+// for longer than the agent's WaitDelay.
+func TestKillEndsTheOutputThatALeftoverProcessHolds(t *testing.T) {
+	pidFile := t.TempDir() + "/leftover.pid"
+	a, err := spawn(Config{Argv: []string{"sh", "-c", `setsid sleep 60 & echo $! > "$0"; exec sleep 60`, pidFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(pidFile); err == nil {
+			var pid int
+			fmt.Sscan(string(b), &pid)
+			if pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if b, _ := os.ReadFile(pidFile); len(bytes.TrimSpace(b)) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leftover process did not start")
+		}
+		time.Sleep(10 * time.Millisecond) // polling for the file, not a fixed wait
+	}
+	killed := make(chan struct{})
+	go func() { a.Kill(); close(killed) }()
+	select {
+	case <-killed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Kill has not returned after 10 s")
+	}
+	select {
+	case <-a.conn.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the ACP connection still reads the agent's output 5 s after Kill")
 	}
 }
