@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
@@ -192,20 +193,33 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 		m.record(ctx, sess, failure{Err: fmt.Errorf("agent profile %q is not configured", sess.Agent)})
 		return
 	}
+	// Placements are decided one at a time, and one onto a node with a
+	// limits.max_sessions_per_node holds the next back until its executor
+	// is recorded there (launchExecutor's first write calls placed): the
+	// count the next placement goes by includes it, so creates that race
+	// or come in a burst cannot take a node past its cap. The leader alone
+	// places; a new leader counts what its predecessor recorded.
+	m.placing.Lock()
+	placed := sync.OnceFunc(m.placing.Unlock)
 	node, err := m.place(ctx, sess)
+	if err != nil || m.limitOf(node) == 0 {
+		placed() // refused, or an uncapped node: nothing to count
+	}
 	if err != nil {
 		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Err: err})
 		return
 	}
 	rt, err := m.nodes.Runtime(node, sess.Runtime)
 	if err != nil {
+		placed()
 		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Err: fmt.Errorf("runtime %q on node %s: %w", sess.Runtime, node, err)})
 		return
 	}
 	task, _ := m.store.Task(sess.TaskID)
 	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": executorID, "runtime": sess.Runtime, "node": node})
 
-	ex, err := m.launchExecutor(ctx, rt, node, sess, task, executorID, token)
+	ex, err := m.launchExecutor(ctx, rt, node, sess, task, executorID, token, placed)
+	placed() // when its first write failed
 	if err != nil {
 		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Executor: executorID, Err: err})
 		return
@@ -222,8 +236,9 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 
 // launchExecutor reuses the session's previous executor when its runtime can
 // recover it (same workspace, agentctl reattached or restarted), else
-// launches a new one; the executor row is recorded (starting) either way.
-func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node string, sess state.Session, task state.Task, executorID string, token uint64) (state.Executor, error) {
+// launches a new one; the executor row is recorded (starting) either way,
+// and placed is called once it is.
+func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node string, sess state.Session, task state.Task, executorID string, token uint64, placed func()) (state.Executor, error) {
 	ex := state.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: node, Status: state.ExecutorStarting}
 	old, recorded := m.store.Executor(executorID)
 	if recorded {
@@ -241,6 +256,7 @@ func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node s
 		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: state.ExecutorStarting}); err != nil {
 			return ex, err
 		}
+		placed()
 		resp, err = rt.Recover(ctx, old.Handle, old.Secret)
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return ex, fmt.Errorf("recover executor %s: %w", executorID, err)
@@ -251,6 +267,7 @@ func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node s
 		if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex)); err != nil {
 			return ex, err
 		}
+		placed()
 		resp, err = rt.Launch(ctx, runtime.LaunchRequest{
 			SessionID: sess.ID, TaskID: sess.TaskID, ExecutorID: executorID, Cluster: m.name,
 			Workspace:      runtime.Workspace{Path: task.Workspace.Path, Branch: task.Workspace.Branch},

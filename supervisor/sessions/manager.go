@@ -92,6 +92,8 @@ type Manager struct {
 	leases   leaseClock
 	// recovered queues recoveries for one batched commit (recovered.go).
 	recovered recoveredQueue
+	// placing serializes placements onto capped nodes (see launch).
+	placing sync.Mutex
 	// expedite, when set, asks a running recovery pass to recover a
 	// session now: a prompt waits for it (see OnAwaitingRecovery).
 	expedite func(sessionID string)

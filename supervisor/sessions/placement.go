@@ -143,22 +143,28 @@ func (m *Manager) executorCounts(sess state.Session) (all, ofRuntime map[string]
 // roomOn says whether node may take one more executor under its
 // limits.max_sessions_per_node (ErrNodeFull when it may not).
 func (m *Manager) roomOn(node string, live map[string]int) error {
-	limit := m.cfg.Limits.MaxSessionsPerNode
-	if node != m.cluster.ID() {
-		limit = m.nodes.MaxSessions(node)
-	}
-	if limit > 0 && live[node] >= limit {
+	if limit := m.limitOf(node); limit > 0 && live[node] >= limit {
 		return fmt.Errorf("%w: node %s already runs %d sessions, its limits.max_sessions_per_node; stop or delete a session there first", ErrNodeFull, node, live[node])
 	}
 	return nil
+}
+
+// limitOf is node's limits.max_sessions_per_node (0: no cap): this node's
+// from its configuration, another's as it last reported it.
+func (m *Manager) limitOf(node string) int {
+	if node != m.cluster.ID() {
+		return m.nodes.MaxSessions(node)
+	}
+	return m.cfg.Limits.MaxSessionsPerNode
 }
 
 // CheckRoom refuses a session that no node has room for under the nodes'
 // limits.max_sessions_per_node (ErrNodeFull), as its launch would place
 // it: the API asks before it records a new session or resumes one, so a
 // refused request leaves nothing behind. Two requests racing at a cap's
-// edge may both pass; the cap protects a node from a flood, it is not an
-// exact quota.
+// edge may both pass this check; the launches then place one at a time
+// (launch), and the one that finds the node full ends in ERROR with
+// ErrNodeFull, so the cap holds exactly.
 func (m *Manager) CheckRoom(ctx context.Context, sess state.Session) error {
 	if _, err := m.place(ctx, sess); errors.Is(err, ErrNodeFull) {
 		return err

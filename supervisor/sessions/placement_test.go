@@ -359,3 +359,47 @@ func TestPlacementKeepsWithinEachNodesSessionLimit(t *testing.T) {
 		t.Errorf("resume on its own executor at n1's cap: %v", err)
 	}
 }
+
+// Starts that come at once, each placed before any of their executors is
+// recorded, still keep a node within its limits.max_sessions_per_node: the
+// ones past the cap end in ERROR with ErrNodeFull's message, and no more
+// executors than the cap were ever live on the node.
+func TestABurstOfStartsKeepsWithinTheSessionLimit(t *testing.T) {
+	w := newWorld(t, "n1")
+	const limit, starts = 3, 24
+	w.cfg.Limits.MaxSessionsPerNode = limit
+	m := w.leader("n1")
+	for i := 0; i < starts; i++ {
+		w.newSession(fmt.Sprintf("b%d", i), nil)
+	}
+	errs := make(chan error, starts)
+	for i := 0; i < starts; i++ {
+		go func() { errs <- m.Start(context.Background(), fmt.Sprintf("b%d", i)) }()
+	}
+	for i := 0; i < starts; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	running, full := 0, 0
+	for i := 0; i < starts; i++ {
+		sess := w.waitState(fmt.Sprintf("b%d", i), state.SessionWaitingForInput, state.SessionError)
+		switch {
+		case sess.State == state.SessionWaitingForInput:
+			running++
+		case strings.Contains(sess.ErrorMessage, "max_sessions_per_node"):
+			full++
+		default:
+			t.Errorf("session %s: %s: %s", sess.ID, sess.State, sess.ErrorMessage)
+		}
+	}
+	live := 0
+	for _, ex := range w.r.store.Executors("") {
+		if ex.Node == "n1" && (ex.Status == state.ExecutorStarting || ex.Status == state.ExecutorReady) {
+			live++
+		}
+	}
+	if running != limit || full != starts-limit || live != limit {
+		t.Fatalf("%d starts against a cap of %d: %d running, %d refused as full, %d live executors on the node", starts, limit, running, full, live)
+	}
+}
