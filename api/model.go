@@ -119,16 +119,20 @@ type Executor struct {
 	// ResumeProbed says SupportsSessionResume is what agentctl's probe of
 	// the agent answered: an agentctl that is up (a nonce) may have failed
 	// to probe its agent (one that did not start, or answer in time).
-	ResumeProbed          bool      `json:"resume_probed,omitempty"`
-	SupportsWorkspaceOnly bool      `json:"supports_workspace_only"`
-	WorkspacePath         string    `json:"workspace_path"`
-	WorktreePath          string    `json:"worktree_path"`
-	WorktreeBranch        string    `json:"worktree_branch"`
-	LastSeenAt            time.Time `json:"last_seen_at"`
-	ErrorMessage          string    `json:"error_message"`
-	AgentExecutionID      string    `json:"-"`
-	Secret                string    `json:"-"`
-	Handle                []byte    `json:"-"`
+	ResumeProbed          bool `json:"resume_probed,omitempty"`
+	SupportsWorkspaceOnly bool `json:"supports_workspace_only"`
+	// DestroyPending: the session was deleted with force while the
+	// executor's node did not answer; the leader destroys the executor
+	// (and its workspace) there when the node answers again.
+	DestroyPending   bool      `json:"destroy_pending,omitempty"`
+	WorkspacePath    string    `json:"workspace_path"`
+	WorktreePath     string    `json:"worktree_path"`
+	WorktreeBranch   string    `json:"worktree_branch"`
+	LastSeenAt       time.Time `json:"last_seen_at"`
+	ErrorMessage     string    `json:"error_message"`
+	AgentExecutionID string    `json:"-"`
+	Secret           string    `json:"-"`
+	Handle           []byte    `json:"-"`
 }
 
 // ProbedResume is the probe's answer to whether the agent resumes sessions,

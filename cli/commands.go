@@ -36,7 +36,7 @@ func commandTable() []command {
 		{path: "task list", summary: "list tasks", run: runTaskList},
 		{path: "task close", args: "ID", summary: "mark a task DONE (its sessions are left as they are)", run: runTaskClose, id: idTask},
 		{path: "task reopen", args: "ID", summary: "reopen a DONE task", run: runTaskReopen, id: idTask},
-		{path: "task delete", args: "ID", summary: "stop and delete a task's sessions, then the task", run: runTaskDelete, id: idTask},
+		{path: "task delete", args: "ID [-force]", summary: "stop and delete a task's sessions, then the task", flags: forceFlags, run: runTaskDelete, id: idTask},
 		{path: "session create", args: "-task ID -agent NAME -runtime NAME [-option K=V]… [-detach] [-timeout D]", summary: "create a session and wait until its agent takes prompts", flags: sessionCreateFlags, run: runSessionCreate},
 		{path: "session list", args: "[-task ID] [-state S]", summary: "list sessions", flags: sessionListFlags, run: runSessionList},
 		{path: "session status", args: "ID", summary: "show a session's status", run: runSessionStatus, id: idSession},
@@ -44,7 +44,7 @@ func commandTable() []command {
 		{path: "session messages", args: "ID [-f]", summary: "print the session's conversation (-f follows it)", flags: followFlags, run: runSessionMessages, id: idSession},
 		{path: "session resume", args: "ID [-detach] [-timeout D]", summary: "resume a stopped or failed session and wait until its agent takes prompts", flags: waitFlags, run: runSessionResume, id: idSession},
 		{path: "session stop", args: "ID [-detach] [-timeout D]", summary: "stop a session and wait until it is STOPPED", flags: waitFlags, run: runSessionStop, id: idSession},
-		{path: "session delete", args: "ID [-detach] [-timeout D]", summary: "end a session for good", flags: waitFlags, run: runSessionDelete, id: idSession},
+		{path: "session delete", args: "ID [-force] [-detach] [-timeout D]", summary: "end a session for good", flags: deleteFlags, run: runSessionDelete, id: idSession},
 		{path: "session cancel", args: "ID", summary: "cancel the running turn (the session stays)", run: runSessionCancel, id: idSession},
 		{path: "session files", args: "ID [PATH]", summary: "list a directory of the session's workspace", run: runSessionFiles, id: idSession},
 		{path: "session cat", args: "ID PATH", summary: "print a file of the session's workspace", run: runSessionCat, id: idSession},
@@ -360,15 +360,39 @@ func runTaskReopen(e *env, _ any, pos []string) error {
 	})
 }
 
-func runTaskDelete(e *env, _ any, pos []string) error {
+// forceHelp is what -force of a delete does.
+const forceHelp = "delete even while a session's node does not answer: the session is COMPLETED now, and its executor and workspace are removed when the node answers again"
+
+func forceFlags(fs *flag.FlagSet) any { return fs.Bool("force", false, forceHelp) }
+
+// deleteOpts are session delete's flags.
+type deleteOpts struct {
+	waitOpts
+	force *bool
+}
+
+func deleteFlags(fs *flag.FlagSet) any {
+	return &deleteOpts{waitOpts: addWaitFlags(fs, lifecycleTimeout, "the session's state"), force: fs.Bool("force", false, forceHelp)}
+}
+
+// forceOption is client.Force when force is set.
+func forceOption(force bool) []client.CallOption {
+	if force {
+		return []client.CallOption{client.Force()}
+	}
+	return nil
+}
+
+func runTaskDelete(e *env, fl any, pos []string) error {
 	if err := exactArgs(pos, "task ID"); err != nil {
 		return err
 	}
+	force := *fl.(*bool)
 	// Each session's agent is stopped and its executor destroyed first.
 	ctx, cancel := contextWithTimeout(e, lifecycleTimeout)
 	defer cancel()
 	return show(e, func(c *client.Client, o []client.CallOption) (*api.Task, error) {
-		return c.DeleteTask(ctx, pos[0], o...)
+		return c.DeleteTask(ctx, pos[0], append(o, forceOption(force)...)...)
 	}, func(t *api.Task) error {
 		fmt.Fprintf(e.stdout, "Deleted task %s and its sessions\n", t.ID)
 		return nil
@@ -807,7 +831,8 @@ func runSessionStop(e *env, fl any, pos []string) error {
 }
 
 func runSessionDelete(e *env, fl any, pos []string) error {
-	o := fl.(*waitOpts)
+	d := fl.(*deleteOpts)
+	o := &d.waitOpts
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
@@ -816,7 +841,7 @@ func runSessionDelete(e *env, fl any, pos []string) error {
 		return err
 	}
 	var raw []byte
-	s, err := c.DeleteSession(e.ctx(), pos[0], client.CaptureBody(&raw))
+	s, err := c.DeleteSession(e.ctx(), pos[0], append(forceOption(*d.force), client.CaptureBody(&raw))...)
 	if err != nil {
 		return err
 	}

@@ -110,6 +110,7 @@ type CallOption func(*callConfig)
 
 type callConfig struct {
 	stale   bool
+	force   bool
 	capture *[]byte
 }
 
@@ -117,6 +118,13 @@ type callConfig struct {
 // consistent read from the leader. Writes ignore it.
 func Stale() CallOption {
 	return func(cc *callConfig) { cc.stale = true }
+}
+
+// Force makes a delete go through while the session's node does not answer
+// (?force=true): the session is COMPLETED at once and its executor and
+// workspace are removed when the node answers again. Other calls ignore it.
+func Force() CallOption {
+	return func(cc *callConfig) { cc.force = true }
 }
 
 // CaptureBody stores the raw body of a successful JSON response in *dst, for
@@ -227,8 +235,21 @@ func (c *Client) transportError(req request, err error) error {
 
 // do performs a JSON call: in (if non-nil) is the request body, out (if non-nil)
 // receives the decoded response.
+// withParam is query (left as it is) with key set to value.
+func withParam(query url.Values, key, value string) url.Values {
+	out := url.Values{}
+	for k, v := range query {
+		out[k] = v
+	}
+	out.Set(key, value)
+	return out
+}
+
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any, opts []CallOption) error {
 	cc := c.callConfig(opts)
+	if cc.force && method == http.MethodDelete {
+		query = withParam(query, "force", "true")
+	}
 	req := request{method: method, path: path, query: query, read: method == http.MethodGet}
 	if in != nil {
 		b, err := json.Marshal(in)

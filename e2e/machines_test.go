@@ -239,6 +239,29 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	victim := followerOf(t, m.c, newLeader)
 	vi := m.index(victim)
 	lost := sessions[vi]
+	// And one session there that is deleted, with force, while the
+	// machine is gone: its workspace goes when the machine is back. (The
+	// victim may be the server just restarted: it must answer first.)
+	waitFor(t, 20*time.Second, victim.Name+" answering as an executor host", func() bool {
+		hs, _ := napi.Nodes(testCtx(t))
+		for _, h := range hs {
+			if h.Node == victim.Name && h.Available && h.Plugins["standalone"] {
+				return true
+			}
+		}
+		return false
+	})
+	doomed, err := napi.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
+		RuntimeOptions: map[string]string{"node": victim.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, napi, doomed.ID, state.SessionWaitingForInput)
+	doomedExs, err := napi.Executors(testCtx(t), doomed.ID)
+	if err != nil || len(doomedExs) != 1 || doomedExs[0].WorkspacePath == "" {
+		t.Fatalf("executors of the session to delete: %+v %v", doomedExs, err)
+	}
+	doomedWorkspace := doomedExs[0].WorkspacePath
 	lostAt := time.Now()
 	m.killMachine(t, vi)
 	waitFor(t, 30*time.Second, "the lost machine's session to say node_unavailable", func() bool {
@@ -250,16 +273,26 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 			st.ResumeMessage != nil && strings.Contains(*st.ResumeMessage, victim.Name)
 	})
 	t.Logf("%s's session showed node_unavailable %s after the machine was killed", victim.Name, time.Since(lostAt).Round(time.Millisecond))
-	// The operator sees it too: list-peers shows the killed server failed.
-	peers, err := napi.RaftPeers(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range peers {
-		want := p.ID != victim.Name
-		if p.Healthy == nil || *p.Healthy != want || p.LastContact == nil {
-			t.Fatalf("peer %s: healthy %v, last contact %v; want healthy=%v with a last contact", p.ID, p.Healthy, p.LastContact, want)
+	// The operator sees it too: list-peers shows the killed server failed
+	// (once autopilot's next round has seen it miss its contact threshold).
+	peersSay := ""
+	waitFor(t, 15*time.Second, "list-peers to show the killed server unhealthy", func() bool {
+		peers, err := napi.RaftPeers(testCtx(t))
+		if err != nil {
+			peersSay = err.Error()
+			return false
 		}
+		for _, p := range peers {
+			want := p.ID != victim.Name
+			if p.Healthy == nil || *p.Healthy != want || p.LastContact == nil {
+				peersSay = fmt.Sprintf("peer %s: healthy %v, last contact %v; want healthy=%v with a last contact", p.ID, p.Healthy, p.LastContact, want)
+				return false
+			}
+		}
+		return true
+	})
+	if peersSay != "" {
+		t.Logf("list-peers caught up after a while; before, it said %s", peersSay)
 	}
 	if _, err := napi.Resume(testCtx(t), lost.id); err == nil || !strings.Contains(err.Error(), victim.Name) {
 		t.Fatalf("resume of a session whose machine is gone: %v, want a conflict naming %s", err, victim.Name)
@@ -273,10 +306,33 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 		}
 	}
 
+	// A delete needs the machine, unless forced: then the session is
+	// COMPLETED now and its executor waits to be destroyed there.
+	if _, err := napi.DeleteSession(testCtx(t), doomed.ID); err == nil || !strings.Contains(err.Error(), victim.Name) || !strings.Contains(err.Error(), "with force") {
+		t.Fatalf("delete of a session whose machine is gone: %v, want a conflict naming %s and the forced delete", err, victim.Name)
+	}
+	if s, err := napi.DeleteSession(testCtx(t), doomed.ID, client.Force()); err != nil || s.State != state.SessionCompleted {
+		t.Fatalf("forced delete while %s is down: %+v %v, want COMPLETED", victim.Name, s, err)
+	}
+	if exs, err := napi.Executors(testCtx(t), doomed.ID); err != nil || len(exs) != 1 || !exs[0].DestroyPending {
+		t.Fatalf("the deleted session's executor while its machine is down: %+v %v, want destroy_pending", exs, err)
+	}
+	if _, err := os.Stat(doomedWorkspace); err != nil {
+		t.Fatalf("the deleted session's workspace went while its machine was down: %v", err)
+	}
+
 	// The machine comes back (its server only: its agentctls died with
-	// it): the session is recovered on it and remembers.
+	// it): the session is recovered on it and remembers, and the deleted
+	// session's executor and workspace are destroyed there.
 	if err := victim.Start(); err != nil {
 		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "the deleted session's executor destroyed on its machine", func() bool {
+		exs, err := napi.Executors(testCtx(t), doomed.ID)
+		return err == nil && len(exs) == 1 && !exs[0].DestroyPending
+	})
+	if _, err := os.Stat(doomedWorkspace); !os.IsNotExist(err) {
+		t.Fatalf("the deleted session's workspace %s after its machine came back: %v, want it removed", doomedWorkspace, err)
 	}
 	waitFor(t, 60*time.Second, "the lost machine's session to run again", func() bool {
 		st, err := napi.SessionStatus(testCtx(t), lost.id)

@@ -71,7 +71,9 @@ type Sessions interface {
 	Start(ctx context.Context, sessionID string) error
 	Resume(ctx context.Context, sessionID string) error
 	Stop(ctx context.Context, sessionID string) error
-	Delete(ctx context.Context, sessionID string) error
+	// Delete with force completes a session whose node does not answer,
+	// its executor destroyed when the node answers again.
+	Delete(ctx context.Context, sessionID string, force bool) error
 	Prompt(ctx context.Context, sessionID, text string) error
 	Cancel(ctx context.Context, sessionID string) error
 	IsRunning(sessionID string) bool

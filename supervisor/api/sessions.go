@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -307,13 +308,31 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// forceParam reads a delete's ?force: true completes a session whose
+// node does not answer, its executor destroyed when the node answers again.
+func forceParam(r *http.Request) (bool, error) {
+	v := r.URL.Query().Get("force")
+	if v == "" {
+		return false, nil
+	}
+	force, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badRequest("force %q is not true or false", v)
+	}
+	return force, nil
+}
+
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	sess, err := s.session(r)
 	if err != nil {
 		return err
 	}
+	force, err := forceParam(r)
+	if err != nil {
+		return err
+	}
 	if s.sessions != nil {
-		err = s.sessions.Delete(r.Context(), sess.ID)
+		err = s.sessions.Delete(r.Context(), sess.ID, force)
 	} else {
 		err = s.apply(r, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sess.ID})
 	}

@@ -159,13 +159,17 @@ func (s *Server) setTaskState(w http.ResponseWriter, r *http.Request, to state.T
 }
 
 // deleteTask stops and deletes the task's sessions (each as DELETE
-// /v1/sessions/{id} does: agent stopped, executor destroyed), then removes
-// the task with them. It answers the task as it was.
+// /v1/sessions/{id} does: agent stopped, executor destroyed; ?force=true as
+// there), then removes the task with them. It answers the task as it was.
 func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	t, ok := s.store.Task(id)
 	if !ok {
 		return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", id)
+	}
+	force, err := forceParam(r)
+	if err != nil {
+		return err
 	}
 	for _, sess := range s.store.Sessions(state.SessionFilter{TaskID: id}) {
 		if sess.State == state.SessionCompleted {
@@ -173,7 +177,7 @@ func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
 		}
 		var err error
 		if s.sessions != nil {
-			err = s.sessions.Delete(r.Context(), sess.ID)
+			err = s.sessions.Delete(r.Context(), sess.ID, force)
 		} else {
 			err = s.apply(r, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sess.ID})
 		}

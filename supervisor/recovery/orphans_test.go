@@ -71,7 +71,8 @@ func (f *fakeSessions) Recover(ctx context.Context, id string, _ bool) (sessions
 	return sessions.OutcomeContinued, nil
 }
 
-func (f *fakeSessions) Start(context.Context, string) error { return nil }
+func (f *fakeSessions) Start(context.Context, string) error      { return nil }
+func (f *fakeSessions) DestroyAbandoned(context.Context, string) {}
 
 // plainRuntime is a runtime without the optional Reconciler.
 type plainRuntime struct{ runtime.Runtime }

@@ -45,6 +45,9 @@ func (r *Recovery) workers() int {
 type Sessions interface {
 	Recover(ctx context.Context, sessionID string, autoResume bool) (sessions.Outcome, error)
 	Start(ctx context.Context, sessionID string) error
+	// DestroyAbandoned destroys the executors of sessions deleted with
+	// force while their node did not answer, on node ("": every node).
+	DestroyAbandoned(ctx context.Context, node string)
 }
 
 // Report summarises one recovery run. Outcomes counts each finished
@@ -175,6 +178,7 @@ func (r *Recovery) Run(ctx context.Context) {
 	r.leaderCtx = ctx
 	r.mu.Unlock()
 	r.recoverAll(ctx, "")
+	r.sessions.DestroyAbandoned(ctx, "")
 	r.mu.Lock()
 	o := r.orphans
 	r.mu.Unlock()
@@ -237,8 +241,9 @@ func (r *Recovery) recoverOne(ctx context.Context, c candidate) result {
 // RecoverNode runs a recovery pass over the sessions whose executor lives on
 // node, on this leader: the node answers again after it was unavailable,
 // and the sessions that waited for it come back by the usual rules
-// (reattach, or resume from the token). It does nothing when this node
-// does not lead.
+// (reattach, or resume from the token); the executors of sessions deleted
+// with force meanwhile are destroyed. It does nothing when this node does
+// not lead.
 func (r *Recovery) RecoverNode(node string) {
 	r.mu.Lock()
 	ctx := r.leaderCtx
@@ -247,6 +252,7 @@ func (r *Recovery) RecoverNode(node string) {
 		return
 	}
 	r.recoverAll(ctx, node)
+	r.sessions.DestroyAbandoned(ctx, node)
 }
 
 // Expedite recovers a session that someone waits for (a prompt) now, ahead

@@ -43,6 +43,7 @@ func (s *scriptedSessions) Recover(_ context.Context, id string, _ bool) (sessio
 }
 
 func (s *scriptedSessions) Start(_ context.Context, id string) error { return s.next(id) }
+func (s *scriptedSessions) DestroyAbandoned(context.Context, string) {}
 
 func (s *scriptedSessions) callsOf(id string) int {
 	s.mu.Lock()
@@ -158,7 +159,8 @@ func (g *gatedSessions) Recover(ctx context.Context, id string, _ bool) (session
 	return sessions.OutcomeContinued, nil
 }
 
-func (g *gatedSessions) Start(context.Context, string) error { return nil }
+func (g *gatedSessions) Start(context.Context, string) error      { return nil }
+func (g *gatedSessions) DestroyAbandoned(context.Context, string) {}
 
 func (g *gatedSessions) recovered(id string) bool {
 	g.mu.Lock()
@@ -235,6 +237,7 @@ func (c *callLog) Start(_ context.Context, id string) error {
 	c.add("start " + id)
 	return nil
 }
+func (c *callLog) DestroyAbandoned(context.Context, string) {}
 
 // A stop the last leader answered and did not finish goes to Recover
 // (which finishes it) whatever became of its executor, and a session

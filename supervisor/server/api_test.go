@@ -88,6 +88,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"bad state filter", "GET", "/v1/sessions?state=SLEEPING", testToken, "", nil, 400, "bad_request"},
 		{"bad since", "GET", "/v1/events?since=abc", testToken, "", nil, 400, "bad_request"},
 		{"unknown route", "GET", "/v1/nothing", testToken, "", nil, 404, "not_found"},
+		{"delete with a force that is not a boolean", "DELETE", "/v1/tasks/" + task.ID + "?force=maybe", testToken, "", nil, 400, "bad_request"},
 		{"remove unknown peer", "DELETE", "/v1/operator/raft/peers/ghost", testToken, "", nil, 404, "not_found"},
 		{"foreign origin websocket", "GET", "/v1/events", testToken, "", map[string]string{"Origin": "http://evil.example", "Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, 403, "forbidden"},
 		{"websocket with wrong token", "GET", "/v1/events", "nope", "", map[string]string{"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}, 401, "unauthorized"},

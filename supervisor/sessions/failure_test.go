@@ -199,7 +199,7 @@ func TestLifecycleLockWaitEndsWithItsContext(t *testing.T) {
 		t.Fatal("the lock of an idle session is taken")
 	}
 	for name, call := range map[string]func(context.Context) error{
-		"delete": func(ctx context.Context) error { return m.Delete(ctx, "s1") },
+		"delete": func(ctx context.Context) error { return m.Delete(ctx, "s1", false) },
 		"recover": func(ctx context.Context) error {
 			_, err := m.Recover(ctx, "s1", true)
 			return err

@@ -695,8 +695,14 @@ func (m *Manager) releaseLease(ctx context.Context, sessionID string, token uint
 }
 
 // Delete ends a session for good: the agent stops, the executor is destroyed
-// and the session is COMPLETED.
-func (m *Manager) Delete(ctx context.Context, sessionID string) error {
+// and the session is COMPLETED. Only the executor's node can destroy it
+// (its workspace is there): while that node does not answer, Delete is a
+// conflict, unless force is set. A forced delete completes the session at
+// once and leaves its executor destroy_pending, destroyed by
+// DestroyAbandoned when the node answers again (as Nomad's purge of a node
+// that is gone for good lets its jobs go); an agent still running behind a
+// partition stops itself once its lease is not renewed.
+func (m *Manager) Delete(ctx context.Context, sessionID string, force bool) error {
 	if _, err := m.leaderCtx(ctx); err != nil {
 		return err
 	}
@@ -710,11 +716,15 @@ func (m *Manager) Delete(ctx context.Context, sessionID string) error {
 	defer lock.Unlock()
 	if sess, ok := m.store.Session(sessionID); ok && sess.State != state.SessionCompleted {
 		if ex, ok := m.store.Executor(sess.ExecutorID); ok && len(ex.Handle) > 0 && m.waitsForNode(ctx, ex) {
-			// Only the executor's node can destroy it (its workspace is
-			// there): the session is left as it is, to be deleted once
-			// the node answers.
-			return fmt.Errorf("%w: session %s: its node %s does not answer, and only that node can remove its executor and workspace; delete the session once the node is back",
-				state.ErrConflict, sess.ID, ex.Node)
+			if !force {
+				return fmt.Errorf("%w: session %s: its node %s does not answer (only it can remove the executor and workspace); delete it when the node is back, or with force to have them removed then (-force, ?force=true)",
+					state.ErrConflict, sess.ID, ex.Node)
+			}
+			m.log.Warn("deleting a session whose node does not answer; its executor is destroyed when the node answers again", "session", sess.ID, "node", ex.Node, "executor", ex.ID)
+			m.detach(sessionID)
+			m.endLease(ctx, sessionID, true)
+			_, err := m.apply(ctx, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sessionID, Abandon: true})
+			return err
 		}
 	}
 	if err := m.drain(ctx, sessionID, true); err != nil {
@@ -722,4 +732,32 @@ func (m *Manager) Delete(ctx context.Context, sessionID string) error {
 	}
 	_, err := m.apply(ctx, state.CmdDeleteSession, &state.DeleteSessionBody{SessionID: sessionID})
 	return err
+}
+
+// DestroyAbandoned destroys the executors on node (every node that answers,
+// when node is "") that a forced Delete left destroy_pending, and clears the
+// mark of each it destroyed or its runtime no longer knows. One that fails
+// keeps its mark for the next time the node answers or this leader starts.
+func (m *Manager) DestroyAbandoned(ctx context.Context, node string) {
+	if _, err := m.leaderCtx(ctx); err != nil {
+		return
+	}
+	for _, ex := range m.store.Executors("") {
+		if !ex.DestroyPending || (node != "" && ex.Node != node) || !m.nodes.Available(ex.Node) {
+			continue
+		}
+		rt, err := m.nodes.Runtime(ex.Node, ex.Runtime)
+		if err == nil {
+			err = rt.Destroy(ctx, ex.Handle)
+		}
+		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
+			m.log.Warn("destroy the executor of a deleted session", "executor", ex.ID, "node", ex.Node, "error", err)
+			continue
+		}
+		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: ex.ID, Status: state.ExecutorStopped, Destroyed: true}); err != nil {
+			m.log.Warn("record the executor of a deleted session destroyed", "executor", ex.ID, "error", err)
+			continue
+		}
+		m.log.Info("destroyed the executor of a session deleted while its node did not answer", "executor", ex.ID, "node", ex.Node, "session", ex.SessionID)
+	}
 }

@@ -1026,7 +1026,7 @@ func TestADeleteWaitsForTheSessionsNode(t *testing.T) {
 	w.rts["n1"].proc(s.executorID).kill()
 	w.down("n1")
 	m := w.leader("n2")
-	err := m.Delete(recoverCtx(t), s.id)
+	err := m.Delete(recoverCtx(t), s.id, false)
 	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "node n1 does not answer") {
 		t.Fatalf("Delete = %v; want a conflict naming n1", err)
 	}
@@ -1036,7 +1036,7 @@ func TestADeleteWaitsForTheSessionsNode(t *testing.T) {
 	for _, id := range w.ids {
 		w.view(id).setDown("n1", false)
 	}
-	if err := m.Delete(recoverCtx(t), s.id); err != nil {
+	if err := m.Delete(recoverCtx(t), s.id, false); err != nil {
 		t.Fatal(err)
 	}
 	if sess := w.session(s.id); sess.State != state.SessionCompleted {
@@ -1044,6 +1044,60 @@ func TestADeleteWaitsForTheSessionsNode(t *testing.T) {
 	}
 	if w.rts["n1"].callsOf("destroy") != 1 {
 		t.Errorf("n1's runtime destroyed the executor %d times, want once", w.rts["n1"].callsOf("destroy"))
+	}
+}
+
+// TestAForcedDeleteDestroysTheExecutorWhenItsNodeAnswers: a session whose
+// node never answers again can still be deleted, with force. It is
+// COMPLETED at once, its lease ended and its executor marked
+// destroy_pending; nothing is destroyed while the node does not answer, and
+// when it answers, its runtime destroys the executor once and the mark is
+// cleared. Deleting the task meanwhile keeps the marked executor, and its
+// row goes once it is destroyed.
+func TestAForcedDeleteDestroysTheExecutorWhenItsNodeAnswers(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
+	w.rts["n1"].proc(s.executorID).kill()
+	w.down("n1")
+	m := w.leader("n2")
+	err := m.Delete(recoverCtx(t), s.id, false)
+	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "with force") {
+		t.Fatalf("Delete = %v; want a conflict that names the forced delete", err)
+	}
+	if err := m.Delete(recoverCtx(t), s.id, true); err != nil {
+		t.Fatal(err)
+	}
+	sess := w.session(s.id)
+	if sess.State != state.SessionCompleted {
+		t.Fatalf("session %s after the forced delete; want COMPLETED", sess.State)
+	}
+	if l := w.lease(s.id); l.State == state.LeaseHeld {
+		t.Errorf("lease %s after the forced delete; want it ended", l.State)
+	}
+	if ex := w.executor(s.executorID); !ex.DestroyPending || ex.Status != state.ExecutorStopped {
+		t.Fatalf("executor %s destroy_pending=%v after the forced delete; want stopped and pending", ex.Status, ex.DestroyPending)
+	}
+	m.DestroyAbandoned(recoverCtx(t), "") // n1 still does not answer
+	if n := w.rts["n1"].callsOf("destroy"); n != 0 {
+		t.Fatalf("n1's runtime was asked to destroy %d times while it did not answer", n)
+	}
+	w.r.must(t, state.CmdDeleteTask, &state.DeleteTaskBody{TaskID: sess.TaskID})
+	if ex := w.executor(s.executorID); !ex.DestroyPending {
+		t.Fatal("deleting the task dropped the executor still to be destroyed")
+	}
+	for _, id := range w.ids {
+		w.view(id).setDown("n1", false)
+	}
+	m.DestroyAbandoned(recoverCtx(t), "n1")
+	if n := w.rts["n1"].callsOf("destroy"); n != 1 {
+		t.Fatalf("n1's runtime destroyed the executor %d times once it answered, want once", n)
+	}
+	if _, ok := w.r.store.Executor(s.executorID); ok {
+		t.Error("the destroyed executor of a deleted task is still on record")
+	}
+	m.DestroyAbandoned(recoverCtx(t), "n1")
+	if n := w.rts["n1"].callsOf("destroy"); n != 1 {
+		t.Errorf("a second pass destroyed it again (%d calls)", n)
 	}
 }
 

@@ -112,7 +112,9 @@ func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64,
 	}
 	for _, id := range ids {
 		for eid, e := range d.Executors {
-			if e.SessionID == id {
+			// One still to be destroyed on its node stays until it is
+			// (applySetExecutorState).
+			if e.SessionID == id && !e.DestroyPending {
 				delete(d.Executors, eid)
 				delete(d.Private, eid)
 			}
@@ -326,6 +328,15 @@ func applySetExecutorState(d *data, _ uint64, now time.Time, body any) ([]Event,
 	if b.Nonce != "" {
 		e.Nonce = b.Nonce
 	}
+	if b.Destroyed {
+		e.DestroyPending = false
+		if _, ok := d.Sessions[e.SessionID]; !ok {
+			// Its task was deleted meanwhile: nothing refers to it now.
+			delete(d.Executors, b.ExecutorID)
+			delete(d.Private, b.ExecutorID)
+			return nil, 0, nil
+		}
+	}
 	e.LastSeenAt = now
 	return nil, 0, nil
 }
@@ -444,6 +455,9 @@ func applyDeleteSession(d *data, idx uint64, now time.Time, body any) ([]Event, 
 	s.UpdatedAt = now
 	if e, ok := d.Executors[s.ExecutorID]; ok {
 		e.Status = ExecutorStopped
+		if b.Abandon && len(d.Private[e.ID].Handle) > 0 {
+			e.DestroyPending = true
+		}
 	}
 	deriveTaskState(d, s.TaskID, now)
 	return []Event{sessionEvent(s, EventStateChanged, idx, map[string]any{"from": string(from), "to": string(SessionCompleted)})}, 0, nil

@@ -182,6 +182,8 @@ type SetExecutorStateBody struct {
 	Status       ExecutorStatus `json:"status"`
 	ErrorMessage string         `json:"error_message,omitempty"`
 	Nonce        string         `json:"nonce,omitempty"`
+	// Destroyed clears destroy_pending: the executor's node destroyed it.
+	Destroyed bool `json:"destroyed,omitempty"`
 }
 
 // PutMessageBody inserts or updates one message of a session. Without
@@ -275,6 +277,10 @@ type RecoveredEvent struct {
 // DeleteSessionBody ends a session for good (COMPLETED).
 type DeleteSessionBody struct {
 	SessionID string `json:"session_id"`
+	// Abandon marks the session's executor destroy_pending: the delete was
+	// forced while its node did not answer, and the executor is destroyed
+	// when the node answers again.
+	Abandon bool `json:"abandon,omitempty"`
 }
 
 // PublishEventBody records a session event that is not a state change
