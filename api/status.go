@@ -29,6 +29,14 @@ type Status struct {
 	// Controller is the client attached to the session's agent terminal;
 	// null when none is (or the agent has no terminal of its own).
 	Controller *Controller `json:"controller"`
+	// PendingPermissions counts the agent's permission requests that wait
+	// for a person's answer (the session stays RUNNING meanwhile).
+	PendingPermissions int `json:"pending_permissions"`
+	// Commands are the slash commands the running agent announced (empty
+	// when none).
+	Commands []AgentCommand `json:"commands"`
+	// Modes are the running agent's session modes; null when it offers none.
+	Modes *AgentModes `json:"modes"`
 }
 
 // Controller identifies the client controlling a session's agent terminal:
