@@ -8,7 +8,8 @@ import (
 
 // TestSharedImportsOnlyShared backs the package comment: nothing under
 // shared/ (the SDK, its kit, agentctl) depends on a package of this module
-// outside shared/, so a third-party plugin builds with shared/ alone.
+// outside shared/ but api, the wire contract (which links only the standard
+// library), so a third-party plugin builds with shared/ and api alone.
 func TestSharedImportsOnlyShared(t *testing.T) {
 	const module = "github.com/paddockhq/paddock/"
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+"shared/...").CombinedOutput()
@@ -17,6 +18,9 @@ func TestSharedImportsOnlyShared(t *testing.T) {
 	}
 	var shared int
 	for _, dep := range strings.Fields(string(out)) {
+		if dep == module+"api" {
+			continue
+		}
 		if strings.HasPrefix(dep, module+"shared/") {
 			shared++
 		} else if strings.HasPrefix(dep, module) {
