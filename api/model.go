@@ -68,10 +68,6 @@ type Task struct {
 	State     TaskState `json:"state"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// ToolCall is a RoleTool entry's call (nil for other roles).
-	ToolCall *ToolCall `json:"tool_call,omitempty"`
-	// Plan is a RolePlan entry's plan (nil for other roles).
-	Plan *Plan `json:"plan,omitempty"`
 }
 
 // Session is the unit of execution. ResumeToken is kept in replicated state but
@@ -190,4 +186,8 @@ type Message struct {
 	Complete  bool      `json:"complete"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// ToolCall is a RoleTool entry's call (nil for other roles).
+	ToolCall *ToolCall `json:"tool_call,omitempty"`
+	// Plan is a RolePlan entry's plan (nil for other roles).
+	Plan *Plan `json:"plan,omitempty"`
 }
