@@ -122,6 +122,7 @@ func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64,
 		delete(d.Sessions, id)
 		delete(d.Messages, id)
 		delete(d.Transcripts, id)
+		delete(d.Permissions, id)
 		delete(d.Leases, id)
 		delete(d.SessionTokens, id)
 	}
@@ -185,7 +186,12 @@ func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event
 		data["reason"] = b.Reason
 	}
 	events := []Event{sessionEvent(s, EventStateChanged, idx, data)}
-	return append(events, endTurn(d, s, from, b, idx, now)...), 0, nil
+	events = append(events, endTurn(d, s, from, b, idx, now)...)
+	if b.State == SessionError || b.State == SessionStopped {
+		// The agent is gone: nobody waits for its requests any more.
+		events = append(events, d.cancelPermissions(s, idx, now)...)
+	}
+	return events, 0, nil
 }
 
 func containsState(list []SessionState, s SessionState) bool {
@@ -374,6 +380,7 @@ func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uin
 		d.Messages[s.ID] = msgs
 	}
 	m.Text, m.Complete, m.UpdatedAt = b.Message.Text, b.Message.Complete, now
+	m.ToolCall, m.Plan = b.Message.ToolCall, b.Message.Plan
 	s.LastActivityAt = now
 	return []Event{sessionEvent(s, typ, idx, map[string]any{"message": *m})}, 0, nil
 }
@@ -460,7 +467,8 @@ func applyDeleteSession(d *data, idx uint64, now time.Time, body any) ([]Event, 
 		}
 	}
 	deriveTaskState(d, s.TaskID, now)
-	return []Event{sessionEvent(s, EventStateChanged, idx, map[string]any{"from": string(from), "to": string(SessionCompleted)})}, 0, nil
+	events := []Event{sessionEvent(s, EventStateChanged, idx, map[string]any{"from": string(from), "to": string(SessionCompleted)})}
+	return append(events, d.cancelPermissions(s, idx, now)...), 0, nil
 }
 
 func applyPublishEvent(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {

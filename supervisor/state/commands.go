@@ -39,6 +39,14 @@ const (
 	// Session.StopRequested). An older node may skip it: it loses only
 	// the finishing of a stop cut off by a leader change.
 	CmdRequestStop CommandType = IgnoreUnknownFlag | 19
+	// CmdUpsertPermission records one permission request of a session's
+	// agent (permissions.go). An older node may skip it: it loses only the
+	// replicated copy of the requests, which the leader's pump writes again
+	// from agentctl.
+	CmdUpsertPermission CommandType = IgnoreUnknownFlag | 20
+	// CmdCancelPermissions ends every pending permission request of a
+	// session as cancelled (its agent exited or was stopped).
+	CmdCancelPermissions CommandType = IgnoreUnknownFlag | 21
 )
 
 // Proposal is a command to commit, before the cluster gives it a key and
@@ -337,6 +345,10 @@ func bodyFor(t CommandType) any {
 		return &AppendMessageBody{}
 	case CmdRequestStop:
 		return &RequestStopBody{}
+	case CmdUpsertPermission:
+		return &UpsertPermissionBody{}
+	case CmdCancelPermissions:
+		return &CancelPermissionsBody{}
 	}
 	return nil
 }

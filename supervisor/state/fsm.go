@@ -193,6 +193,15 @@ func (d *data) snapshot() *snapshot {
 	for k, v := range d.Transcripts {
 		c.Transcripts[k] = v.clone()
 	}
+	c.Permissions = make(map[string][]*Permission, len(d.Permissions))
+	for k, ps := range d.Permissions {
+		out := make([]*Permission, len(ps))
+		for i, p := range ps {
+			pp := *p
+			out[i] = &pp
+		}
+		c.Permissions[k] = out
+	}
 	return &snapshot{d: c, tasks: tasks}
 }
 
@@ -268,6 +277,9 @@ func (d *data) fillNil() {
 	}
 	if d.Transcripts == nil {
 		d.Transcripts = e.Transcripts
+	}
+	if d.Permissions == nil {
+		d.Permissions = e.Permissions
 	}
 }
 

@@ -35,6 +35,18 @@ type (
 	Status = api.Status
 	// Controller identifies the client controlling an agent terminal.
 	Controller = api.Controller
+	// Permission is one permission request of a session's agent.
+	Permission = api.Permission
+	// PermissionState is where a permission request is.
+	PermissionState = api.PermissionState
+)
+
+// Permission request states.
+const (
+	PermissionPending   = api.PermissionPending
+	PermissionAnswered  = api.PermissionAnswered
+	PermissionCancelled = api.PermissionCancelled
+	PermissionTimedOut  = api.PermissionTimedOut
 )
 
 // Session states.
@@ -95,6 +107,11 @@ const (
 	EventMessageAdded     = api.EventMessageAdded
 	EventMessageUpdated   = api.EventMessageUpdated
 	EventLeaseChanged     = api.EventLeaseChanged
+	// EventPermissionRequested: a permission request waits for an answer.
+	EventPermissionRequested = api.EventPermissionRequested
+	// EventPermissionAnswered: a permission request ended (answered,
+	// timed out or cancelled).
+	EventPermissionAnswered = api.EventPermissionAnswered
 )
 
 // Resume reasons of the status object.

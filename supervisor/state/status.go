@@ -1,6 +1,10 @@
 package state
 
-import "time"
+import (
+	"time"
+
+	"github.com/paddockhq/paddock/api"
+)
 
 // NodeUnavailableMessage is the resume_message of ReasonNodeUnavailable.
 func NodeUnavailableMessage(node string) string {
@@ -31,13 +35,24 @@ type StatusInput struct {
 	SupportsResume *bool
 	// NodeUnavailable names the executor's node when it does not answer.
 	NodeUnavailable string
+	// PendingPermissions counts the requests waiting for an answer
+	// (Store.PendingPermissions).
+	PendingPermissions int
+	// Commands and Modes are what the running agent announced (relayed
+	// from agentctl; nil when unknown).
+	Commands []api.AgentCommand
+	Modes    *api.AgentModes
 }
 
 // ComputeStatus builds the session status object: every field present, null
 // when unknown, and only this session's facts (never a task-level fallback).
 func ComputeStatus(in StatusInput) Status {
 	s := in.Session
-	st := Status{SessionID: s.ID, TaskID: s.TaskID, State: s.State}
+	st := Status{SessionID: s.ID, TaskID: s.TaskID, State: s.State, PendingPermissions: in.PendingPermissions,
+		Commands: in.Commands, Modes: in.Modes}
+	if st.Commands == nil {
+		st.Commands = []api.AgentCommand{}
+	}
 	st.AgentProfileID = strPtr(s.Agent)
 	if s.LastTurnOutcome != "" {
 		outcome := s.LastTurnOutcome

@@ -33,7 +33,10 @@ type data struct {
 	SessionTokens map[string]string `json:"session_tokens"`
 	// Transcripts numbers each session's messages (transcript.go).
 	Transcripts map[string]*transcript `json:"transcripts,omitempty"`
-	LastIndex   uint64                 `json:"last_index"`
+	// Permissions holds each session's permission requests, in the order
+	// they were first recorded (permissions.go).
+	Permissions map[string][]*Permission `json:"permissions,omitempty"`
+	LastIndex   uint64                   `json:"last_index"`
 	// tallies counts each task's busy and waiting sessions (see
 	// deriveTaskState); derived, so not in snapshots, and built per task
 	// on first use.
@@ -65,6 +68,7 @@ func newData() *data {
 		Private:       map[string]executorPrivate{},
 		SessionTokens: map[string]string{},
 		Transcripts:   map[string]*transcript{},
+		Permissions:   map[string][]*Permission{},
 	}
 }
 

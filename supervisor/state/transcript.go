@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -119,11 +120,13 @@ func putSourcedMessage(d *data, s *Session, b *PutMessageBody, idx uint64, now t
 	s.LastActivityAt = now
 	if m := findMessage(d.Messages[s.ID], id); known && m != nil {
 		m.Text, m.Complete, m.UpdatedAt = b.Message.Text, b.Message.Complete, now
+		m.ToolCall, m.Plan = b.Message.ToolCall, b.Message.Plan
 		return []Event{sessionEvent(s, EventMessageUpdated, idx, map[string]any{"message": *m})}
 	}
 	id = d.newMessageID(s.ID)
 	t.Keys[b.Message.ID] = id
-	m := &Message{ID: id, Role: b.Message.Role, Text: b.Message.Text, Complete: b.Message.Complete, CreatedAt: now, UpdatedAt: now}
+	m := &Message{ID: id, Role: b.Message.Role, Text: b.Message.Text, Complete: b.Message.Complete, CreatedAt: now, UpdatedAt: now,
+		ToolCall: b.Message.ToolCall, Plan: b.Message.Plan}
 	return []Event{d.appendMessage(s, m, idx)}
 }
 
@@ -210,5 +213,6 @@ func (s *Store) Recorded(b *PutMessageBody) bool {
 		return false
 	}
 	m := findMessage(s.d.Messages[b.SessionID], id)
-	return m != nil && m.Role == b.Message.Role && m.Text == b.Message.Text && m.Complete == b.Message.Complete
+	return m != nil && m.Role == b.Message.Role && m.Text == b.Message.Text && m.Complete == b.Message.Complete &&
+		reflect.DeepEqual(m.ToolCall, b.Message.ToolCall) && reflect.DeepEqual(m.Plan, b.Message.Plan)
 }

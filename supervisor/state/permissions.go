@@ -1,0 +1,168 @@
+package state
+
+import (
+	"slices"
+	"sort"
+	"time"
+)
+
+// A session's agent asks permission before some tool calls; agentctl holds
+// the request until a person (or the profile's policy, or a timeout)
+// answers it. The leader's pump mirrors every request into replicated
+// state, so that a request pending when the leader dies stays pending on
+// every node and an answer sent to any of them afterwards reaches the agent.
+// A request only moves forward: once it has ended (answered, timed out or
+// cancelled) it never goes back to pending, and the first end recorded is
+// kept.
+
+// MaxPermissionsPerSession bounds a session's recorded permission requests;
+// the oldest ended ones are dropped first.
+const MaxPermissionsPerSession = 1000
+
+// UpsertPermissionBody records one permission request of a session's agent:
+// new, or an update of the one with its id. Permission.SessionID is set
+// from SessionID.
+type UpsertPermissionBody struct {
+	SessionID  string     `json:"session_id"`
+	Permission Permission `json:"permission"`
+}
+
+// CancelPermissionsBody ends every pending permission request of a session
+// as cancelled: its agent exited or was stopped, so nobody waits for them.
+type CancelPermissionsBody struct {
+	SessionID string `json:"session_id"`
+}
+
+func init() {
+	dispatch[CmdUpsertPermission] = applyUpsertPermission
+	dispatch[CmdCancelPermissions] = applyCancelPermissions
+}
+
+// permissionStates are the states a recorded request may be in.
+var permissionStates = []PermissionState{PermissionPending, PermissionAnswered, PermissionCancelled, PermissionTimedOut}
+
+func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*UpsertPermissionBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	p := b.Permission
+	if p.ID == "" {
+		return nil, 0, invalidf("permission id is empty")
+	}
+	if !slices.Contains(permissionStates, p.State) {
+		return nil, 0, invalidf("permission %s: unknown state %q", p.ID, p.State)
+	}
+	p.SessionID = s.ID
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = now
+	}
+	if p.State != PermissionPending && p.AnsweredAt == nil {
+		at := now
+		p.AnsweredAt = &at
+	}
+	list := d.Permissions[s.ID]
+	for i, old := range list {
+		if old.ID != p.ID {
+			continue
+		}
+		if old.State != PermissionPending || p.State == PermissionPending {
+			// An ended request keeps its first end; a pending one seen
+			// pending again is the same request.
+			return nil, 0, nil
+		}
+		list[i] = &p
+		return []Event{permissionEvent(s, EventPermissionAnswered, idx, &p)}, 0, nil
+	}
+	d.Permissions[s.ID] = boundPermissions(append(list, &p))
+	typ := EventPermissionRequested
+	if p.State != PermissionPending {
+		typ = EventPermissionAnswered // ended before it was seen pending (a policy's answer)
+	}
+	return []Event{permissionEvent(s, typ, idx, &p)}, 0, nil
+}
+
+func applyCancelPermissions(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+	b := body.(*CancelPermissionsBody)
+	s, ok := d.Sessions[b.SessionID]
+	if !ok {
+		return nil, 0, notFound("session", b.SessionID)
+	}
+	return d.cancelPermissions(s, idx, now), 0, nil
+}
+
+// cancelPermissions ends a session's pending requests as cancelled and
+// returns their events.
+func (d *data) cancelPermissions(s *Session, idx uint64, now time.Time) []Event {
+	var events []Event
+	for i, p := range d.Permissions[s.ID] {
+		if p.State != PermissionPending {
+			continue
+		}
+		c := *p
+		at := now
+		c.State, c.OptionID, c.AnsweredAt = PermissionCancelled, "", &at
+		d.Permissions[s.ID][i] = &c
+		events = append(events, permissionEvent(s, EventPermissionAnswered, idx, &c))
+	}
+	return events
+}
+
+// boundPermissions drops the oldest ended requests beyond
+// MaxPermissionsPerSession (pending ones are kept: an agent waits for them).
+func boundPermissions(list []*Permission) []*Permission {
+	for over := len(list) - MaxPermissionsPerSession; over > 0; over-- {
+		i := slices.IndexFunc(list, func(p *Permission) bool { return p.State != PermissionPending })
+		if i < 0 {
+			break
+		}
+		list = slices.Delete(list, i, i+1)
+	}
+	return list
+}
+
+func permissionEvent(s *Session, typ string, idx uint64, p *Permission) Event {
+	return sessionEvent(s, typ, idx, map[string]any{"permission": *p})
+}
+
+// Permissions returns a session's permission requests, oldest first (by
+// created_at, then id).
+func (s *Store) Permissions(sessionID string) []Permission {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	list := s.d.Permissions[sessionID]
+	out := make([]Permission, len(list))
+	for i, p := range list {
+		out[i] = *p
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return lessByTime(out[i].CreatedAt, out[j].CreatedAt, out[i].ID, out[j].ID)
+	})
+	return out
+}
+
+// Permission returns one permission request of a session.
+func (s *Store) Permission(sessionID, id string) (Permission, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, p := range s.d.Permissions[sessionID] {
+		if p.ID == id {
+			return *p, true
+		}
+	}
+	return Permission{}, false
+}
+
+// PendingPermissions counts a session's requests that wait for an answer.
+func (s *Store) PendingPermissions(sessionID string) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	for _, p := range s.d.Permissions[sessionID] {
+		if p.State == PermissionPending {
+			n++
+		}
+	}
+	return n
+}
