@@ -71,12 +71,17 @@ func (f *fakeAPI) request(t *testing.T) seen {
 
 const sessionJSON = `{"id":"s1","task_id":"t1","state":"RUNNING","agent":"demo","runtime":"standalone","executor_id":"e1","has_resume_token":true,"error_message":"","created_at":"2025-01-02T03:04:05Z","updated_at":"2025-01-02T03:04:05Z","last_activity_at":"2025-01-02T03:04:05Z"}`
 
+const permissionJSON = `{"id":"p 1","session_id":"s1","tool_call_id":"c1","title":"Run make","kind":"execute","options":[{"option_id":"allow","name":"Allow","kind":"allow_once"}],"state":"answered","option_id":"allow","answered_by":"user","created_at":"2025-01-02T03:04:05Z","answered_at":"2025-01-02T03:04:05Z"}`
+
 func TestEndpoints(t *testing.T) {
 	ctx := context.Background()
 	ts := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	wantSession := &api.Session{ID: "s1", TaskID: "t1", State: api.SessionRunning, Agent: "demo", Runtime: "standalone",
 		ExecutorID: "e1", HasResumeToken: true, CreatedAt: ts, UpdatedAt: ts, LastActivityAt: ts}
 	tru := true
+	wantPermission := api.Permission{ID: "p 1", SessionID: "s1", ToolCallID: "c1", Title: "Run make", Kind: api.ToolExecute,
+		Options: []api.PermissionOption{{OptionID: "allow", Name: "Allow", Kind: api.OptionAllowOnce}}, State: api.PermissionAnswered,
+		OptionID: "allow", AnsweredBy: "user", CreatedAt: ts, AnsweredAt: &ts}
 	cases := []struct {
 		name     string
 		status   int
@@ -165,6 +170,20 @@ func TestEndpoints(t *testing.T) {
 		{"stop ignores force", 202, sessionJSON,
 			func(c *Client) (any, error) { return c.Stop(ctx, "s1", Force()) },
 			wantSession, "POST", "/v1/sessions/s1/stop", "", ""},
+		{"permissions", 200, `{"permissions":[` + permissionJSON + `]}`,
+			func(c *Client) (any, error) { return c.Permissions(ctx, "s1") },
+			[]api.Permission{wantPermission}, "GET", "/v1/sessions/s1/permissions", "", ""},
+		{"answer permission", 200, permissionJSON,
+			func(c *Client) (any, error) { return c.AnswerPermission(ctx, "s1", "p 1", "allow") },
+			&wantPermission, "POST", "/v1/sessions/s1/permissions/p%201", "", `{"option_id":"allow"}`},
+		{"set mode", 200, `{"current_mode_id":"plan","available":[{"id":"default","name":"Default"},{"id":"plan","name":"Plan"}]}`,
+			func(c *Client) (any, error) { return c.SetMode(ctx, "s1", "plan") },
+			&api.AgentModes{CurrentModeID: "plan", Available: []api.AgentMode{{ID: "default", Name: "Default"}, {ID: "plan", Name: "Plan"}}},
+			"POST", "/v1/sessions/s1/mode", "", `{"mode_id":"plan"}`},
+		{"terminals", 200, `{"terminals":[{"name":"cmd-1","command":["make","test"],"owner":"agent","running":false,"exit_code":0,"read_only":true}]}`,
+			func(c *Client) (any, error) { return c.Terminals(ctx, "s1") },
+			[]Terminal{{Name: "cmd-1", Command: []string{"make", "test"}, Owner: "agent", ExitCode: ptr(0), ReadOnly: true}},
+			"GET", "/v1/sessions/s1/terminals", "", ""},
 		{"lease", 200, `{"session_id":"s1","holder_executor_id":"e1","holder_nonce":"n","fencing_token":7,"state":"held","expires_at":"2025-01-02T03:04:05Z"}`,
 			func(c *Client) (any, error) { return c.Lease(ctx, "s1") },
 			&api.Lease{SessionID: "s1", HolderExecutorID: "e1", HolderNonce: "n", FencingToken: 7, State: api.LeaseHeld, ExpiresAt: ts},
@@ -339,11 +358,15 @@ func TestInputValidatedBeforeSending(t *testing.T) {
 	f, c := newFake(t, 200, `{}`)
 	ctx := context.Background()
 	checks := map[string]error{
-		"empty session id": func() error { _, err := c.GetSession(ctx, ""); return err }(),
-		"empty task title": func() error { _, err := c.CreateTask(ctx, CreateTaskRequest{}); return err }(),
-		"empty prompt":     c.Prompt(ctx, "s1", "  "),
-		"empty peer id":    c.RemovePeer(ctx, ""),
-		"empty file path":  c.WriteFile(ctx, "s1", "", strings.NewReader("x")),
+		"empty session id":    func() error { _, err := c.GetSession(ctx, ""); return err }(),
+		"empty task title":    func() error { _, err := c.CreateTask(ctx, CreateTaskRequest{}); return err }(),
+		"empty prompt":        c.Prompt(ctx, "s1", "  "),
+		"empty peer id":       c.RemovePeer(ctx, ""),
+		"empty file path":     c.WriteFile(ctx, "s1", "", strings.NewReader("x")),
+		"empty permission id": func() error { _, err := c.AnswerPermission(ctx, "s1", "", "allow"); return err }(),
+		"empty option id":     func() error { _, err := c.AnswerPermission(ctx, "s1", "p1", " "); return err }(),
+		"empty mode id":       func() error { _, err := c.SetMode(ctx, "s1", ""); return err }(),
+		"empty terminals id":  func() error { _, err := c.Terminals(ctx, ""); return err }(),
 	}
 	for name, err := range checks {
 		if err == nil {

@@ -306,6 +306,73 @@ func (c *Client) sessionCall(ctx context.Context, method, id, suffix string, opt
 	return &out, nil
 }
 
+// Permissions returns the permission requests of the session's agent,
+// oldest first: those waiting for an answer (state "pending") and those
+// that ended (answered, timed_out, cancelled).
+func (c *Client) Permissions(ctx context.Context, id string, opts ...CallOption) ([]api.Permission, error) {
+	if err := requireID("session", id); err != nil {
+		return nil, err
+	}
+	var out api.Permissions
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+seg(id)+"/permissions", nil, nil, &out, opts); err != nil {
+		return nil, err
+	}
+	return out.Permissions, nil
+}
+
+// AnswerPermission answers a pending permission request with one of the
+// options it offers and returns the request as answered. An option it does
+// not offer is refused with code "bad_request", a request already ended
+// with "conflict", an unknown one with "not_found".
+func (c *Client) AnswerPermission(ctx context.Context, id, permissionID, optionID string, opts ...CallOption) (*api.Permission, error) {
+	if err := requireID("session", id); err != nil {
+		return nil, err
+	}
+	if err := requireID("permission", permissionID); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(optionID) == "" {
+		return nil, fmt.Errorf("answer permission: option id is empty")
+	}
+	var out api.Permission
+	in := api.AnswerPermissionRequest{OptionID: optionID}
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+seg(id)+"/permissions/"+seg(permissionID), nil, in, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetMode switches the session's agent to one of the modes it offers
+// (the status object's modes) and returns its modes afterwards.
+func (c *Client) SetMode(ctx context.Context, id, modeID string, opts ...CallOption) (*api.AgentModes, error) {
+	if err := requireID("session", id); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(modeID) == "" {
+		return nil, fmt.Errorf("set mode: mode id is empty")
+	}
+	var out api.AgentModes
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions/"+seg(id)+"/mode", nil, api.SetModeRequest{ModeID: modeID}, &out, opts); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Terminals lists the session's named terminals, the agent's commands
+// among them.
+func (c *Client) Terminals(ctx context.Context, id string, opts ...CallOption) ([]Terminal, error) {
+	if err := requireID("session", id); err != nil {
+		return nil, err
+	}
+	var out struct {
+		Terminals []Terminal `json:"terminals"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+seg(id)+"/terminals", nil, nil, &out, opts); err != nil {
+		return nil, err
+	}
+	return out.Terminals, nil
+}
+
 // Lease returns the session's lease.
 func (c *Client) Lease(ctx context.Context, id string, opts ...CallOption) (*api.Lease, error) {
 	if err := requireID("session", id); err != nil {

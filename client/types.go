@@ -98,3 +98,16 @@ type EventFilter struct {
 	SessionID string
 	TaskID    string
 }
+
+// Terminal is one terminal of a session (GET /v1/sessions/{id}/terminals):
+// a person's shell, the pty agent's own terminal, or a command the agent
+// runs (Owner "agent"; read-only for people while the agent owns it).
+type Terminal struct {
+	Name    string   `json:"name"`
+	Command []string `json:"command"`
+	Owner   string   `json:"owner"`
+	Running bool     `json:"running"`
+	// ExitCode is nil while the terminal runs.
+	ExitCode *int `json:"exit_code"`
+	ReadOnly bool `json:"read_only"`
+}
