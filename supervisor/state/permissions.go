@@ -55,7 +55,8 @@ func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]Even
 		return nil, 0, invalidf("permission %s: unknown state %q", p.ID, p.State)
 	}
 	p.SessionID = s.ID
-	if p.CreatedAt.IsZero() {
+	stamped := !p.CreatedAt.IsZero()
+	if !stamped {
 		p.CreatedAt = now
 	}
 	if p.State != PermissionPending && p.AnsweredAt == nil {
@@ -67,6 +68,12 @@ func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]Even
 		if old.ID != p.ID {
 			continue
 		}
+		if stamped && !old.CreatedAt.Equal(p.CreatedAt) {
+			// The id of an agentctl boot before, reused by a later
+			// request: the old record gives way to the new one.
+			list[i] = &p
+			return []Event{permissionEvent(s, requestEvent(&p), idx, &p)}, 0, nil
+		}
 		if old.State != PermissionPending || p.State == PermissionPending {
 			// An ended request keeps its first end; a pending one seen
 			// pending again is the same request.
@@ -76,11 +83,16 @@ func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]Even
 		return []Event{permissionEvent(s, EventPermissionAnswered, idx, &p)}, 0, nil
 	}
 	d.Permissions[s.ID] = boundPermissions(append(list, &p))
-	typ := EventPermissionRequested
+	return []Event{permissionEvent(s, requestEvent(&p), idx, &p)}, 0, nil
+}
+
+// requestEvent is the event of a request seen for the first time: answered
+// when it had already ended (a policy's answer).
+func requestEvent(p *Permission) string {
 	if p.State != PermissionPending {
-		typ = EventPermissionAnswered // ended before it was seen pending (a policy's answer)
+		return EventPermissionAnswered
 	}
-	return []Event{permissionEvent(s, typ, idx, &p)}, 0, nil
+	return EventPermissionRequested
 }
 
 func applyCancelPermissions(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/paddockhq/paddock/api"
 )
@@ -71,6 +72,16 @@ func TestPermissionUpsertIsIdempotentAndOnlyMovesForward(t *testing.T) {
 	up(answered(askPermission("p2", PermissionPending), "allow"))
 	if got, want := eventTypes(sub), []string{EventPermissionAnswered}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("events of a policy's answer %v, want %v", got, want)
+	}
+	// A later request under an id an agentctl boot before used replaces it.
+	again := askPermission("p1", PermissionPending)
+	again.CreatedAt = t0.Add(time.Hour)
+	up(again)
+	if p, _ := h.store.Permission("s1", "p1"); p.State != PermissionPending || !p.CreatedAt.Equal(again.CreatedAt) || len(h.store.Permissions("s1")) != 2 {
+		t.Fatalf("a reused id: %+v", h.store.Permissions("s1"))
+	}
+	if got, want := eventTypes(sub), []string{EventPermissionRequested}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("events of a reused id %v, want %v", got, want)
 	}
 	for _, bad := range []Permission{{State: PermissionPending}, {ID: "p3", State: "maybe"}} {
 		if err := h.apply(CmdUpsertPermission, "", &UpsertPermissionBody{SessionID: "s1", Permission: bad}).Err; err == nil {
