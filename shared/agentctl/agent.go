@@ -18,8 +18,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl/acpagent"
 	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
+	"github.com/paddockhq/paddock/shared/agentctl/workspace"
 )
 
 // Sentinel errors of the agent lifecycle, mapped to HTTP statuses by the server.
@@ -56,6 +58,10 @@ type manager struct {
 	nice        int                 // the agent's nice value (0: agentctl's)
 	events      *eventLog
 	env         []string
+	// ws is the workspace the agent's fs/* requests are served from.
+	ws *workspace.Workspace
+	// terms are the commands the agent runs, kept for agentctl's lifetime.
+	terms *commandTerminals
 
 	mu        sync.Mutex
 	status    string
@@ -71,12 +77,22 @@ type manager struct {
 	exit      *int
 	lastErr   string
 	msgs      []*Message
-	current   *Message // agent message being streamed
+	current   *Message // agent message or thought being streamed
 	// streamed holds current's text as ACP chunks add to it: each update's
 	// text is a view of it, not a copy of the whole text so far.
 	streamed strings.Builder
 	nextMsg  int
 	probed   *bool
+	// acp is the running ACP agent (nil when none, or a pty agent).
+	acp *acpagent.Agent
+	// tools are the tool entries of this agent run by tool call id.
+	tools map[string]*Message
+	// plan is the current turn's plan entry (nil until the agent sends one).
+	plan     *Message
+	commands []api.AgentCommand
+	modes    *api.AgentModes
+	// perms are the permission requests of this agent run, oldest first.
+	perms []*permission
 
 	wg sync.WaitGroup
 }
@@ -173,7 +189,8 @@ func (m *manager) state() AgentState {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := AgentState{Status: m.status, Protocol: m.profile.Protocol, ResumeToken: m.token, SupportsSessionResume: m.resumable,
-		Turn: m.turn, TurnRunning: m.running, LastOutcome: m.outcome, ExitCode: m.exit, Error: m.lastErr}
+		Turn: m.turn, TurnRunning: m.running, LastOutcome: m.outcome, ExitCode: m.exit, Error: m.lastErr,
+		Commands: m.commands, Modes: m.modes, PendingPermissions: m.pendingPermissions()}
 	if m.drv != nil {
 		st.PID = m.drv.pid()
 		st.Model = m.drv.model()
@@ -191,13 +208,19 @@ func (m *manager) messages() []Message {
 	return out
 }
 
-// addMessage appends a message; m.mu must be held.
+// addMessage appends a text message; m.mu must be held.
 func (m *manager) addMessage(role, text string, complete bool) *Message {
+	return m.appendMessage(&Message{Role: role, Text: text, Complete: complete})
+}
+
+// appendMessage gives msg its id and times, appends and publishes it;
+// m.mu must be held.
+func (m *manager) appendMessage(msg *Message) *Message {
 	m.nextMsg++
 	now := time.Now().UTC()
+	msg.ID, msg.CreatedAt, msg.UpdatedAt = "m"+strconv.Itoa(m.nextMsg), now, now
 	// While the agent starts, what it says is the conversation it resumed.
-	history := m.status == StatusStarting
-	msg := &Message{ID: "m" + strconv.Itoa(m.nextMsg), Role: role, Text: text, Complete: complete, CreatedAt: now, UpdatedAt: now, History: history}
+	msg.History = m.status == StatusStarting
 	m.msgs = append(m.msgs, msg)
 	m.events.publish(EventMessageAdded, MessageData{Message: *msg})
 	return msg
@@ -218,26 +241,16 @@ func (m *manager) onACPUpdate(kind, text string) {
 	defer m.mu.Unlock()
 	switch kind {
 	case acpagent.KindUser:
-		if !m.running { // history replayed by session/load
-			m.current = nil
-			m.addMessage("user", text, true)
+		if !m.running { // history replayed by session/load: a turn of it begins
+			m.endStream()
+			m.plan = nil
+			m.addMessage(RoleUser, text, true)
 		}
 	case acpagent.KindAgent:
-		if m.current == nil {
-			m.current = m.addMessage("agent", text, false)
-			return
-		}
-		if m.streamed.String() != m.current.Text { // a new message (or one set whole)
-			m.streamed.Reset()
-			m.streamed.WriteString(m.current.Text)
-		}
-		m.streamed.WriteString(text)
-		m.updateMessage(m.current, m.streamed.String(), false)
+		m.streamChunk(RoleAgent, text)
+	case acpagent.KindThought:
+		m.streamChunk(RoleThought, text)
 	}
-}
-
-func (m *manager) onPermission(title, decision string) {
-	m.events.publish(EventPermissionRequested, PermissionRequestedData{Title: title, Decision: decision})
 }
 
 func (m *manager) fail(msg string) {
@@ -262,6 +275,7 @@ func (m *manager) start(ctx context.Context, req StartRequest) (AgentState, erro
 	}
 	m.status, m.profile, m.lastErr, m.exit, m.turn, m.outcome = StatusStarting, req.Profile, "", nil, 0, ""
 	m.msgs, m.current, m.running = nil, nil, false
+	m.tools, m.plan, m.commands, m.modes, m.perms = map[string]*Message{}, nil, nil, nil, nil
 	m.mu.Unlock()
 
 	var err error
@@ -312,9 +326,12 @@ func (m *manager) watch(d driver) {
 		// so turn_finished always comes before agent_stopped.
 		m.endTurn(m.turn, OutcomeInterrupted, fmt.Sprintf("the agent exited with code %d", code))
 	}
+	m.cancelPermissions()
+	// The commands of an agent that is gone are ended; people still see them.
+	m.terms.releaseAll()
 	m.exit = &code
 	m.status = StatusExited
-	m.drv, m.pty = nil, nil
+	m.drv, m.pty, m.acp = nil, nil, nil
 	m.events.publish(EventAgentStopped, AgentStoppedData{ExitCode: code})
 }
 
@@ -325,8 +342,9 @@ func (m *manager) startACP(ctx context.Context, req StartRequest) error {
 	}
 	a, err := acpagent.Start(ctx, acpagent.Config{
 		Argv: argv, Dir: m.workspace, Env: m.agentEnv(req.Profile), InitTimeout: m.initTimeout,
-		Permission: req.Profile.Permission, ResumeToken: req.ResumeToken, Logger: m.log.Named("acp"), Credential: m.credential, Nice: m.nice,
-		OnUpdate: m.onACPUpdate, OnPermission: m.onPermission,
+		ResumeToken: req.ResumeToken, Logger: m.log.Named("acp"), Credential: m.credential, Nice: m.nice,
+		OnUpdate: m.onACPUpdate, OnToolCall: m.onToolCall, OnPlan: m.onPlan, OnCommands: m.onCommands, OnMode: m.onMode,
+		OnPermission: m.onPermission, FS: agentFS{ws: m.ws}, Terminals: agentTerminals{m: m},
 	})
 	if errors.Is(err, acpagent.ErrResumeUnsupported) {
 		f := false
@@ -340,6 +358,10 @@ func (m *manager) startACP(ctx context.Context, req StartRequest) error {
 	}
 	m.mu.Lock()
 	m.drv = &acpDriver{a: a}
+	m.acp = a
+	if md := a.Modes(); md != nil {
+		m.modes = md
+	}
 	m.token = a.SessionID()
 	m.resumable = a.SupportsLoad()
 	r := a.SupportsLoad()
@@ -413,7 +435,8 @@ func (m *manager) prompt(text string) (PromptResponse, error) {
 		return PromptResponse{}, ErrAgentNotReady
 	}
 	m.turn++
-	m.running, m.cancelled, m.current = true, false, nil
+	m.endStream()
+	m.running, m.cancelled, m.current, m.plan = true, false, nil, nil
 	m.status = StatusRunning
 	msg := m.addMessage("user", text, true)
 	d, turn := m.drv, m.turn
@@ -462,10 +485,9 @@ func (m *manager) runTurn(d driver, turn int, text string) {
 // endTurn completes the streamed reply and reports the turn's end once;
 // m.mu must be held.
 func (m *manager) endTurn(turn int, outcome, errText string) {
-	if m.current != nil {
-		m.updateMessage(m.current, m.current.Text, true)
-		m.current = nil
-	}
+	m.endStream()
+	// An agent that ended its turn waits for no answer any more.
+	m.cancelPermissions()
 	m.running = false
 	m.outcome = outcome
 	m.events.publish(EventTurnFinished, TurnFinishedData{Turn: turn, Outcome: outcome, Error: errText})
@@ -484,6 +506,9 @@ func (m *manager) cancel(ctx context.Context) error {
 	}
 	m.cancelled = true
 	turn := m.turn
+	// ACP: the client answers the cancelled turn's pending permission
+	// requests cancelled.
+	m.cancelPermissions()
 	m.mu.Unlock()
 	if err := d.cancel(ctx); err != nil {
 		return err
@@ -518,6 +543,9 @@ func (m *manager) cancel(ctx context.Context) error {
 func (m *manager) stop() (int, error) {
 	m.mu.Lock()
 	d := m.drv
+	if d != nil {
+		m.cancelPermissions()
+	}
 	m.mu.Unlock()
 	if d == nil {
 		return 0, ErrNoAgent
@@ -540,10 +568,14 @@ func (m *manager) stop() (int, error) {
 func (m *manager) shutdown() {
 	m.mu.Lock()
 	d := m.drv
+	if d != nil {
+		m.cancelPermissions()
+	}
 	m.mu.Unlock()
 	if d != nil {
 		d.stop(3 * time.Second)
 	}
+	m.terms.stopAll()
 	m.wg.Wait()
 }
 

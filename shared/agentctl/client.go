@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // DefaultTimeout bounds every Client call (long polls add their wait).
@@ -246,4 +248,33 @@ func (c *Client) Fence(ctx context.Context) (uint64, error) {
 		Token uint64 `json:"fencing_token"`
 	}
 	return v.Token, c.doJSON(ctx, "POST", "/v1/fencing", nil, &v)
+}
+
+// Permissions calls GET /v1/agent/permissions: every permission request of
+// the current agent run, oldest first.
+func (c *Client) Permissions(ctx context.Context) (api.Permissions, error) {
+	var v api.Permissions
+	return v, c.doJSON(ctx, "GET", "/v1/agent/permissions", nil, &v)
+}
+
+// AnswerPermission calls POST /v1/agent/permissions/{id} (fenced): answers a
+// pending request with one of its options. An *APIError tells 400 (option
+// not offered), 404 (unknown request) and 409 (not pending) apart.
+func (c *Client) AnswerPermission(ctx context.Context, id, optionID, answeredBy string) (api.Permission, error) {
+	var v api.Permission
+	return v, c.doJSON(ctx, "POST", "/v1/agent/permissions/"+url.PathEscape(id), AnswerPermissionRequest{OptionID: optionID, AnsweredBy: answeredBy}, &v)
+}
+
+// SetMode calls POST /v1/agent/mode (fenced): session/set_mode. 400 when
+// the agent offers no such mode, 409 when no agent runs.
+func (c *Client) SetMode(ctx context.Context, modeID string) (AgentState, error) {
+	var v AgentState
+	return v, c.doJSON(ctx, "POST", "/v1/agent/mode", SetModeRequest{ModeID: modeID}, &v)
+}
+
+// Terminals calls GET /v1/terminals: the agent's command terminals and
+// people's shells.
+func (c *Client) Terminals(ctx context.Context) (TerminalList, error) {
+	var v TerminalList
+	return v, c.doJSON(ctx, "GET", "/v1/terminals", nil, &v)
 }

@@ -44,6 +44,13 @@ type Terminals interface {
 	ControllerOf(name string) (TerminalController, bool)
 }
 
+// TerminalLister is implemented by Terminals that can list the terminals
+// they run themselves (people's shells, and "agent" while attached), for
+// GET /v1/terminals; agentctl adds the agent's command terminals.
+type TerminalLister interface {
+	ListTerminals() []TerminalInfo
+}
+
 // AgentTerminal is the name of the terminal that shows a pty agent's own PTY.
 const AgentTerminalName = "agent"
 
@@ -128,7 +135,8 @@ func NewServer(opts Options) (*Server, error) {
 	ev := newEventLog()
 	s := &Server{opts: opts, log: opts.Logger, nonce: hex.EncodeToString(nb[:]), started: time.Now().UTC(), fence: f, ws: ws, events: ev}
 	s.mgr = &manager{log: opts.Logger.Named("agent"), workspace: opts.Workspace, sessionID: opts.SessionID, stateDir: opts.StateDir,
-		initTimeout: opts.InitTimeout, credential: opts.AgentCredential, nice: opts.AgentNice, events: ev, env: opts.Env, status: StatusNone}
+		initTimeout: opts.InitTimeout, credential: opts.AgentCredential, nice: opts.AgentNice, events: ev, env: opts.Env, status: StatusNone,
+		ws: ws, terms: &commandTerminals{}}
 	s.mgr.loadResume()
 	s.lease = &leaseWatch{expire: s.selfFence}
 	s.routes()
@@ -144,6 +152,13 @@ func (s *Server) AgentTerminal() *ptyagent.Agent {
 	s.mgr.mu.Lock()
 	defer s.mgr.mu.Unlock()
 	return s.mgr.pty
+}
+
+// CommandTerminal returns the agent's command terminal of that name
+// (cmd-N), released or not; false when there is none. cmd/agentctl serves
+// it through shared/term as an External.
+func (s *Server) CommandTerminal(name string) (*CommandTerminal, bool) {
+	return s.mgr.terms.get(name)
 }
 
 // Handler returns the authenticated HTTP handler.
@@ -192,6 +207,12 @@ func (s *Server) routes() {
 	mux.HandleFunc("POST /v1/agent/cancel", s.fenced(s.cancel))
 	mux.HandleFunc("POST /v1/agent/stop", s.fenced(s.stop))
 	mux.HandleFunc("POST /v1/lease", s.fenced(s.renewLease))
+	mux.HandleFunc("GET /v1/agent/permissions", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, s.mgr.permissions())
+	})
+	mux.HandleFunc("POST /v1/agent/permissions/{id}", s.fenced(s.answerPermission))
+	mux.HandleFunc("POST /v1/agent/mode", s.fenced(s.setMode))
+	mux.HandleFunc("GET /v1/terminals", s.listTerminals)
 	mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, MessagesResponse{Messages: s.mgr.messages()})
 	})
@@ -341,6 +362,46 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, AgentStoppedData{ExitCode: code})
+}
+
+func (s *Server) answerPermission(w http.ResponseWriter, r *http.Request) {
+	var req AnswerPermissionRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	rec, err := s.mgr.answerPermission(r.PathValue("id"), req.OptionID, req.AnsweredBy)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, rec)
+}
+
+func (s *Server) setMode(w http.ResponseWriter, r *http.Request) {
+	var req SetModeRequest
+	if !decodeJSON(w, r, &req) {
+		return
+	}
+	st, err := s.mgr.setMode(r.Context(), req.ModeID)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, 200, st)
+}
+
+// listTerminals answers GET /v1/terminals: the agent's command terminals,
+// then the ones Options.Terminals runs (when it can list them).
+func (s *Server) listTerminals(w http.ResponseWriter, r *http.Request) {
+	list := s.mgr.terms.list()
+	if tl, ok := s.opts.Terminals.(TerminalLister); ok {
+		for _, ti := range tl.ListTerminals() {
+			if !strings.HasPrefix(ti.Name, CommandTerminalPrefix) {
+				list = append(list, ti)
+			}
+		}
+	}
+	writeJSON(w, 200, TerminalList{Terminals: list})
 }
 
 func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
@@ -516,10 +577,11 @@ func writeErr(w http.ResponseWriter, err error) {
 		status, code = 400, CodeBadRequest
 	case errors.Is(err, workspace.ErrProtected), errors.Is(err, workspace.ErrGitDir):
 		status, code = 403, "forbidden"
-	case errors.Is(err, workspace.ErrNotFound), errors.Is(err, ErrNoInstance):
+	case errors.Is(err, workspace.ErrNotFound), errors.Is(err, ErrNoInstance), errors.Is(err, ErrPermissionNotFound):
 		status, code = 404, CodeNotFound
 	case errors.Is(err, ErrAgentRunning), errors.Is(err, ErrTurnRunning), errors.Is(err, ErrNoAgent),
-		errors.Is(err, ErrNoTurn), errors.Is(err, ErrNotResumable), errors.Is(err, ErrAgentNotReady), errors.Is(err, workspace.ErrNotGit):
+		errors.Is(err, ErrNoTurn), errors.Is(err, ErrNotResumable), errors.Is(err, ErrAgentNotReady), errors.Is(err, workspace.ErrNotGit),
+		errors.Is(err, ErrPermissionNotPending):
 		status, code = 409, CodeConflict
 	case errors.Is(err, ErrCommandNotFound):
 		status, code = 422, CodeBadRequest

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl/workspace"
 )
 
@@ -38,7 +40,27 @@ const (
 	EventMessageUpdated      = "message_updated"
 	EventTurnFinished        = "turn_finished"
 	EventPermissionRequested = "permission_requested"
+	EventPermissionAnswered  = "permission_answered"
+	EventCommandsUpdated     = "commands_updated"
+	EventModeUpdated         = "mode_updated"
 	EventAgentError          = "agent_error"
+)
+
+// Message roles.
+const (
+	RoleUser    = "user"
+	RoleAgent   = "agent"
+	RoleSystem  = "system"
+	RoleThought = string(api.RoleThought)
+	RoleTool    = string(api.RoleTool)
+	RolePlan    = string(api.RolePlan)
+)
+
+// Permission policies of a Profile.
+const (
+	PermissionAsk   = "ask"
+	PermissionAllow = "allow"
+	PermissionDeny  = "deny"
 )
 
 // Turn outcomes carried by turn_finished events.
@@ -79,13 +101,24 @@ func CheckToken(what, s string) error {
 
 // Profile describes how to start and resume one agent program.
 type Profile struct {
-	Protocol              string            `json:"protocol"`
-	Command               []string          `json:"command"`
-	NewArgs               []string          `json:"new_args,omitempty"`
-	ResumeArgs            []string          `json:"resume_args,omitempty"`
-	Permission            string            `json:"permission,omitempty"` // allow | deny (default deny)
+	Protocol   string   `json:"protocol"`
+	Command    []string `json:"command"`
+	NewArgs    []string `json:"new_args,omitempty"`
+	ResumeArgs []string `json:"resume_args,omitempty"`
+	// Permission is how an ACP agent's permission requests are answered:
+	// ask (a person answers through POST /v1/agent/permissions/{id}; ""
+	// means ask), allow (an allow option is chosen) or deny (a reject
+	// option is chosen).
+	Permission            string            `json:"permission,omitempty"`
 	SupportsSessionResume bool              `json:"supports_session_resume,omitempty"`
 	Env                   map[string]string `json:"env,omitempty"`
+	// AutoAllow lists tool kinds (api.ToolKinds) whose requests are allowed
+	// without asking.
+	AutoAllow []string `json:"auto_allow,omitempty"`
+	// PermissionTimeout, when set, is how long a request waits for a
+	// person: then its reject option is chosen and it is recorded
+	// timed_out. Nanoseconds in JSON.
+	PermissionTimeout time.Duration `json:"permission_timeout,omitempty"`
 }
 
 // Validate checks a profile for obvious mistakes.
@@ -99,9 +132,17 @@ func (p Profile) Validate() error {
 		return errors.New("profile command is empty")
 	}
 	switch p.Permission {
-	case "", "allow", "deny":
+	case "", PermissionAsk, PermissionAllow, PermissionDeny:
 	default:
-		return fmt.Errorf("profile permission %q: must be allow or deny", p.Permission)
+		return fmt.Errorf("profile permission %q: must be ask, allow or deny", p.Permission)
+	}
+	for _, k := range p.AutoAllow {
+		if !slices.Contains(api.ToolKinds, api.ToolKind(k)) {
+			return fmt.Errorf("profile auto_allow kind %q: must be one of %v", k, api.ToolKinds)
+		}
+	}
+	if p.PermissionTimeout < 0 {
+		return fmt.Errorf("profile permission_timeout %s is negative", p.PermissionTimeout)
 	}
 	for k := range p.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -174,6 +215,13 @@ type AgentState struct {
 	// Controller is the client controlling the agent terminal (GET /v1/agent
 	// only; nil when none is attached).
 	Controller *TerminalController `json:"controller,omitempty"`
+	// Commands are the slash commands the agent announced (ACP).
+	Commands []api.AgentCommand `json:"commands,omitempty"`
+	// Modes are the agent's modes and the current one (nil when it offers
+	// none).
+	Modes *api.AgentModes `json:"modes,omitempty"`
+	// PendingPermissions counts the requests waiting for an answer.
+	PendingPermissions int `json:"pending_permissions"`
 }
 
 // TerminalController is the client controlling a terminal: the host, pid and
@@ -187,9 +235,14 @@ type TerminalController struct {
 
 // Message is one conversation message with its whole text so far.
 type Message struct {
-	ID        string    `json:"id"`
-	Role      string    `json:"role"` // user | agent | system
-	Text      string    `json:"text"`
+	ID   string `json:"id"`
+	Role string `json:"role"` // user | agent | system | thought | tool | plan
+	Text string `json:"text"`
+	// ToolCall is a tool entry's call (role tool): every update of the call
+	// is merged into it.
+	ToolCall *api.ToolCall `json:"tool_call,omitempty"`
+	// Plan is a plan entry's plan (role plan): an update replaces it.
+	Plan      *api.Plan `json:"plan,omitempty"`
 	Complete  bool      `json:"complete"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -270,16 +323,64 @@ type (
 		Outcome string `json:"outcome"`
 		Error   string `json:"error,omitempty"`
 	}
-	// PermissionRequestedData is the payload of permission_requested.
-	PermissionRequestedData struct {
-		Title    string `json:"title"`
-		Decision string `json:"decision"` // allow | deny
+	// PermissionData is the payload of permission_requested and
+	// permission_answered (SessionID is left empty: the supervisor fills
+	// it).
+	PermissionData struct {
+		Permission api.Permission `json:"permission"`
+	}
+	// CommandsData is the payload of commands_updated.
+	CommandsData struct {
+		Commands []api.AgentCommand `json:"commands"`
+	}
+	// ModesData is the payload of mode_updated.
+	ModesData struct {
+		Modes api.AgentModes `json:"modes"`
 	}
 	// AgentErrorData is the payload of agent_error.
 	AgentErrorData struct {
 		Message string `json:"message"`
 	}
 )
+
+// AnswerPermissionRequest is the body of POST /v1/agent/permissions/{id}.
+type AnswerPermissionRequest struct {
+	OptionID string `json:"option_id"`
+	// AnsweredBy is who answered (recorded in the permission; "user" when
+	// empty).
+	AnsweredBy string `json:"answered_by,omitempty"`
+}
+
+// SetModeRequest is the body of POST /v1/agent/mode.
+type SetModeRequest struct {
+	ModeID string `json:"mode_id"`
+}
+
+// Terminal owners (TerminalInfo.Owner).
+const (
+	// OwnerAgent: the agent runs the terminal (a command it started, or a
+	// pty agent's own PTY).
+	OwnerAgent = "agent"
+	// OwnerUser: a person's shell.
+	OwnerUser = "user"
+)
+
+// TerminalInfo is one terminal of GET /v1/terminals.
+type TerminalInfo struct {
+	Name     string   `json:"name"`
+	Command  []string `json:"command"`
+	Owner    string   `json:"owner"`
+	Running  bool     `json:"running"`
+	ExitCode *int     `json:"exit_code"`
+	// ReadOnly: people may watch it but not type into it (a command the
+	// agent runs).
+	ReadOnly bool `json:"read_only"`
+}
+
+// TerminalList answers GET /v1/terminals.
+type TerminalList struct {
+	Terminals []TerminalInfo `json:"terminals"`
+}
 
 // ErrorBody is the JSON error envelope: {"error":{"code","message"}}.
 type ErrorBody struct {

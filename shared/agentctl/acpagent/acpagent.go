@@ -1,8 +1,11 @@
 // Package acpagent runs an Agent Client Protocol agent as a child process and
 // drives it over its stdio with github.com/coder/acp-go-sdk: initialize (bounded),
 // session/new or session/load (resume), session/prompt, session/cancel, and
-// session/update notifications turned into callbacks. Permission requests are
-// answered by a fixed policy (allow or deny) and reported.
+// session/update notifications turned into callbacks (text chunks, tool
+// calls, plans, commands, modes), session/set_mode, and the client methods an
+// agent calls: session/request_permission (Config.OnPermission answers),
+// fs/* (Config.FS) and terminal/* (Config.Terminals), advertised in
+// initialize's clientCapabilities only when configured.
 //
 // This package must not import agentctl or anything under supervisor/.
 package acpagent
@@ -26,6 +29,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/nice"
 	"golang.org/x/sys/unix"
 )
@@ -55,7 +59,6 @@ type Config struct {
 	Dir         string   // working directory and ACP cwd
 	Env         []string
 	InitTimeout time.Duration // bound on initialize + session/new|load (default 10s)
-	Permission  string        // allow | deny (default deny)
 	ResumeToken string        // non-empty: session/load this ACP session id
 	Logger      hclog.Logger
 	// Credential, when set, runs the agent as that user and group
@@ -67,8 +70,31 @@ type Config struct {
 
 	// OnUpdate receives message text chunks (kind: agent, user, thought).
 	OnUpdate func(kind, text string)
-	// OnPermission reports a permission request and the decision taken.
-	OnPermission func(title, decision string)
+	// OnToolCall receives every tool_call and tool_call_update.
+	OnToolCall func(u ToolCallUpdate)
+	// OnPlan receives every plan (the whole plan each time).
+	OnPlan func(p api.Plan)
+	// OnCommands receives available_commands_update's commands.
+	OnCommands func(cmds []api.AgentCommand)
+	// OnMode receives current_mode_update's mode id.
+	OnMode func(modeID string)
+	// OnPermission answers a permission request: it returns the option id
+	// chosen, or "" to answer cancelled. It may block until a person
+	// answers; ctx ends when the agent's connection does. Nil answers
+	// every request cancelled.
+	OnPermission func(ctx context.Context, req PermissionRequest) string
+	// FS, when set, serves fs/read_text_file and fs/write_text_file.
+	FS FileSystem
+	// Terminals, when set, serves the terminal/* methods.
+	Terminals Terminals
+}
+
+// PermissionRequest is a session/request_permission as far as it parsed.
+type PermissionRequest struct {
+	// ToolCall is the request's toolCall (an update of the call it asks
+	// about).
+	ToolCall ToolCallUpdate
+	Options  []api.PermissionOption
 }
 
 // Agent is one running ACP agent process with an open ACP session.
@@ -81,6 +107,8 @@ type Agent struct {
 	sessionID  string
 	loadable   bool
 	model      string // reported by session/new or session/load
+	modesMu    sync.Mutex
+	modes      *api.AgentModes // offered by session/new or session/load; nil when none
 	done       chan struct{}
 	exitCode   int
 	stderrTail *tail
@@ -257,7 +285,7 @@ func (a *Agent) handshake(ctx context.Context, openSession bool) error {
 		var err error
 		init, err = a.conn.Initialize(ctx, acp.InitializeRequest{
 			ProtocolVersion:    acp.ProtocolVersionNumber,
-			ClientCapabilities: acp.ClientCapabilities{},
+			ClientCapabilities: acp.ClientCapabilities{Fs: acp.FileSystemCapabilities{ReadTextFile: a.cfg.FS != nil, WriteTextFile: a.cfg.FS != nil}, Terminal: a.cfg.Terminals != nil},
 			ClientInfo:         &acp.Implementation{Name: "paddock-agentctl", Version: "1"},
 		})
 		return err
@@ -278,6 +306,7 @@ func (a *Agent) handshake(ctx context.Context, openSession bool) error {
 			resp, err := a.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: acp.SessionId(a.cfg.ResumeToken), Cwd: a.cfg.Dir, McpServers: []acp.McpServer{}})
 			if err == nil {
 				a.model = currentModel(resp.Models)
+				a.setModes(resp.Modes)
 			}
 			return err
 		})
@@ -287,6 +316,7 @@ func (a *Agent) handshake(ctx context.Context, openSession bool) error {
 		if err == nil {
 			a.sessionID = string(resp.SessionId)
 			a.model = currentModel(resp.Models)
+			a.setModes(resp.Modes)
 		}
 		return err
 	})
@@ -391,6 +421,8 @@ func (a *Agent) Kill() {
 type client struct{ a *Agent }
 
 func (c *client) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	// Reached only by a line updateLine could not decode, which the SDK
+	// then decoded: text chunks are all there is to take from it.
 	u := n.Update
 	cb := c.a.cfg.OnUpdate
 	if cb == nil {
@@ -409,94 +441,146 @@ func (c *client) SessionUpdate(ctx context.Context, n acp.SessionNotification) e
 
 // updateLine is the fast path of session/update notifications, the one
 // notification an agent sends (a streaming agent one per chunk): it decodes
-// only what SessionUpdate uses, in the connection's receive loop, where the
-// SDK would decode the whole message twice through its generic types and
-// hand it to its notification goroutine. Being read in order with every
-// other line, an update is handled before any answer that came after it,
-// as the SDK guarantees. A line it cannot decode goes to the SDK, which
-// does what it always did with it.
+// only what it uses, in the connection's receive loop, where the SDK would
+// decode the whole message twice through its generic types and hand it to
+// its notification goroutine. Being read in order with every other line, an
+// update is handled before any answer or request that came after it, as the
+// SDK guarantees. Text chunks take the short way (one small decode); the
+// agent's other updates (tool calls, plans, commands, modes) are decoded
+// leniently (work.go). A line it cannot decode goes to the SDK, which does
+// what it always did with it.
 func (c *client) updateLine(line []byte) bool {
 	var n struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
 		Params struct {
-			Update struct {
-				SessionUpdate string `json:"sessionUpdate"`
-				Content       *struct {
-					Type string  `json:"type"`
-					Text *string `json:"text"`
-				} `json:"content"`
-			} `json:"update"`
+			Update json.RawMessage `json:"update"`
 		} `json:"params"`
 	}
 	if !bytes.Contains(line, []byte(`"`+acp.ClientMethodSessionUpdate+`"`)) || json.Unmarshal(line, &n) != nil ||
 		n.ID != nil || n.Method != acp.ClientMethodSessionUpdate {
 		return false
 	}
-	cb := c.a.cfg.OnUpdate
-	u := n.Params.Update
-	if cb == nil || u.Content == nil || u.Content.Type != "text" || u.Content.Text == nil {
-		return true // SessionUpdate would ignore it
+	var u struct {
+		SessionUpdate string          `json:"sessionUpdate"`
+		Content       json.RawMessage `json:"content"`
+		CurrentModeID *string         `json:"currentModeId"`
 	}
+	if json.Unmarshal(n.Params.Update, &u) != nil {
+		return false
+	}
+	cfg := &c.a.cfg
 	switch u.SessionUpdate {
-	case "agent_message_chunk":
-		cb(KindAgent, *u.Content.Text)
-	case "user_message_chunk":
-		cb(KindUser, *u.Content.Text)
-	case "agent_thought_chunk":
-		cb(KindThought, *u.Content.Text)
+	case "agent_message_chunk", "user_message_chunk", "agent_thought_chunk":
+		var content struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		}
+		if cfg.OnUpdate == nil || json.Unmarshal(u.Content, &content) != nil || content.Type != "text" || content.Text == nil {
+			return true // not text: nothing to show
+		}
+		kind := KindAgent
+		switch u.SessionUpdate {
+		case "user_message_chunk":
+			kind = KindUser
+		case "agent_thought_chunk":
+			kind = KindThought
+		}
+		cfg.OnUpdate(kind, *content.Text)
+	case "tool_call", "tool_call_update":
+		if cfg.OnToolCall != nil {
+			cfg.OnToolCall(parseToolCall(n.Params.Update, u.SessionUpdate == "tool_call"))
+		}
+	case "plan":
+		if cfg.OnPlan != nil {
+			cfg.OnPlan(parsePlan(n.Params.Update))
+		}
+	case "available_commands_update":
+		if cfg.OnCommands != nil {
+			cfg.OnCommands(parseCommands(n.Params.Update))
+		}
+	case "current_mode_update":
+		if u.CurrentModeID != nil && c.a.setCurrentMode(*u.CurrentModeID) && cfg.OnMode != nil {
+			cfg.OnMode(*u.CurrentModeID)
+		}
 	}
 	return true
 }
 
 func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	decision := "deny"
-	if c.a.cfg.Permission == "allow" {
-		decision = "allow"
+	cancelled := acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}
+	if c.a.cfg.OnPermission == nil {
+		return cancelled, nil
 	}
-	title := ""
-	if p.ToolCall.Title != nil {
-		title = *p.ToolCall.Title
-	}
-	if c.a.cfg.OnPermission != nil {
-		c.a.cfg.OnPermission(title, decision)
+	req := PermissionRequest{Options: make([]api.PermissionOption, 0, len(p.Options))}
+	// The SDK has decoded the request strictly; the tool call goes through
+	// the same lenient reading as a tool_call_update.
+	if raw, err := json.Marshal(p.ToolCall); err == nil {
+		req.ToolCall = parseToolCall(raw, false)
 	}
 	for _, o := range p.Options {
-		allow := o.Kind == acp.PermissionOptionKindAllowOnce || o.Kind == acp.PermissionOptionKindAllowAlways
-		reject := o.Kind == acp.PermissionOptionKindRejectOnce || o.Kind == acp.PermissionOptionKindRejectAlways
-		if (decision == "allow" && allow) || (decision == "deny" && reject) {
-			return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Selected: &acp.RequestPermissionOutcomeSelected{OptionId: o.OptionId}}}, nil
-		}
+		req.Options = append(req.Options, api.PermissionOption{OptionID: string(o.OptionId), Name: o.Name, Kind: string(o.Kind)})
 	}
-	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Cancelled: &acp.RequestPermissionOutcomeCancelled{}}}, nil
+	opt := c.a.cfg.OnPermission(ctx, req)
+	if opt == "" {
+		return cancelled, nil
+	}
+	return acp.RequestPermissionResponse{Outcome: acp.RequestPermissionOutcome{Selected: &acp.RequestPermissionOutcomeSelected{OptionId: acp.PermissionOptionId(opt)}}}, nil
 }
 
-func (c *client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsReadTextFile)
+// setModes records the modes session/new or session/load offered.
+func (a *Agent) setModes(m *acp.SessionModeState) {
+	if m == nil {
+		return
+	}
+	modes := &api.AgentModes{CurrentModeID: string(m.CurrentModeId), Available: []api.AgentMode{}}
+	for _, md := range m.AvailableModes {
+		am := api.AgentMode{ID: string(md.Id), Name: md.Name}
+		if md.Description != nil {
+			am.Description = *md.Description
+		}
+		modes.Available = append(modes.Available, am)
+	}
+	a.modesMu.Lock()
+	a.modes = modes
+	a.modesMu.Unlock()
 }
 
-func (c *client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, acp.NewMethodNotFound(acp.ClientMethodFsWriteTextFile)
+// setCurrentMode records the current mode; false when it did not change.
+func (a *Agent) setCurrentMode(id string) bool {
+	a.modesMu.Lock()
+	defer a.modesMu.Unlock()
+	if a.modes == nil {
+		// An agent that offered no modes announced one: record it alone.
+		a.modes = &api.AgentModes{Available: []api.AgentMode{}}
+	}
+	if a.modes.CurrentModeID == id {
+		return false
+	}
+	a.modes.CurrentModeID = id
+	return true
 }
 
-func (c *client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalCreate)
+// Modes is the agent's modes and the current one (nil when it offers none).
+func (a *Agent) Modes() *api.AgentModes {
+	a.modesMu.Lock()
+	defer a.modesMu.Unlock()
+	if a.modes == nil {
+		return nil
+	}
+	m := *a.modes
+	m.Available = append([]api.AgentMode(nil), a.modes.Available...)
+	return &m
 }
 
-func (c *client) KillTerminal(ctx context.Context, p acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalKill)
-}
-
-func (c *client) TerminalOutput(ctx context.Context, p acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalOutput)
-}
-
-func (c *client) ReleaseTerminal(ctx context.Context, p acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalRelease)
-}
-
-func (c *client) WaitForTerminalExit(ctx context.Context, p acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, acp.NewMethodNotFound(acp.ClientMethodTerminalWaitForExit)
+// SetMode asks the agent to switch the session to modeID
+// (session/set_mode) and records it as current once the agent agreed.
+func (a *Agent) SetMode(ctx context.Context, modeID string) error {
+	if _, err := a.conn.SetSessionMode(ctx, acp.SetSessionModeRequest{SessionId: acp.SessionId(a.sessionID), ModeId: acp.SessionModeId(modeID)}); err != nil {
+		return fmt.Errorf("session/set_mode %s: %w", modeID, err)
+	}
+	a.setCurrentMode(modeID)
+	return nil
 }
 
 // tail keeps the last max bytes written to it.

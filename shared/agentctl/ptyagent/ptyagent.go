@@ -26,6 +26,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/nice"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultHistory is how many bytes of recent output an Agent keeps.
@@ -63,6 +64,7 @@ type Agent struct {
 
 	done     chan struct{}
 	exitCode int
+	signal   string // the signal that ended the program ("" when it exited)
 	wg       sync.WaitGroup
 	onOutput func([]byte)
 }
@@ -135,6 +137,7 @@ func (a *Agent) readLoop() {
 		code = a.cmd.ProcessState.ExitCode()
 		if ws, ok := a.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			code = 128 + int(ws.Signal())
+			a.signal = unix.SignalName(ws.Signal())
 		}
 	}
 	if err != nil && code == -1 {
@@ -207,6 +210,10 @@ func (a *Agent) Done() <-chan struct{} { return a.done }
 
 // ExitCode is valid once Done is closed.
 func (a *Agent) ExitCode() int { <-a.done; return a.exitCode }
+
+// Signal is the name of the signal that ended the program (SIGKILL…), ""
+// when it exited by itself; valid once Done is closed.
+func (a *Agent) Signal() string { <-a.done; return a.signal }
 
 // Interrupt types Ctrl-C.
 func (a *Agent) Interrupt() error {
