@@ -181,11 +181,14 @@ func serve(args []string) int {
 		// Requests carry the agentctl secret; Origin is the supervisor's to check.
 		CheckOrigin: func(*http.Request) bool { return true },
 		External:    map[string]func() (term.External, error){agentctl.AgentTerminalName: func() (term.External, error) { return agentPTY(srv) }},
+		// cmd-N are the commands the agent runs (read-only); the names are
+		// reserved, so no shell takes one before the agent does.
+		ExternalFor: func(name string) func() (term.External, error) { return commandTerminal(srv, name) },
 		OnAttached:  onAttached,
 		Logger:      log.Named("terminals"),
 	})
 	defer terms.Close()
-	opts.Terminals = terminals{terms}
+	opts.Terminals = terminals{Manager: terms, shell: shell.argv}
 	srv, err = agentctl.NewServer(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agentctl serve:", err)
@@ -356,8 +359,51 @@ func host(args []string) int {
 	return 0
 }
 
+// commandTerminal is the External source of the agent's command terminal
+// name (nil when name is not a cmd-N name).
+func commandTerminal(srv *agentctl.Server, name string) func() (term.External, error) {
+	if !strings.HasPrefix(name, agentctl.CommandTerminalPrefix) {
+		return nil
+	}
+	return func() (term.External, error) {
+		if srv == nil {
+			return nil, errors.New("agentctl is starting")
+		}
+		t, ok := srv.CommandTerminal(name)
+		if !ok {
+			return nil, fmt.Errorf("the agent runs no command terminal %q", name)
+		}
+		return t, nil
+	}
+}
+
 // terminals adapts the terminal manager to agentctl.Terminals.
-type terminals struct{ *term.Manager }
+type terminals struct {
+	*term.Manager
+	shell []string // the shells' argv
+}
+
+// ListTerminals implements agentctl.TerminalLister: the shells (and the
+// pty agent's terminal) running now.
+func (t terminals) ListTerminals() []agentctl.TerminalInfo {
+	var out []agentctl.TerminalInfo
+	for _, name := range t.Names() {
+		tm, ok := t.Terminal(name)
+		if !ok {
+			continue
+		}
+		exited, code := tm.Exited()
+		ti := agentctl.TerminalInfo{Name: name, Command: append([]string{}, t.shell...), Owner: agentctl.OwnerUser, Running: !exited}
+		if name == agentctl.AgentTerminalName {
+			ti.Owner, ti.Command = agentctl.OwnerAgent, []string{}
+		}
+		if exited {
+			ti.ExitCode = &code
+		}
+		out = append(out, ti)
+	}
+	return out
+}
 
 // ControllerOf implements agentctl.Terminals.
 func (t terminals) ControllerOf(name string) (agentctl.TerminalController, bool) {

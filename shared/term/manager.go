@@ -82,6 +82,10 @@ type Options struct {
 	// shell; reset is refused while its program runs. The func is called on first
 	// attach and, once the program has exited, on the next attach to pick up a new one.
 	External map[string]func() (External, error)
+	// ExternalFor, when set, is asked about names External lacks: a non-nil
+	// func makes the name an External terminal as if it were in External
+	// (agentctl's command terminals cmd-1, cmd-2, …, which come and go).
+	ExternalFor func(name string) func() (External, error)
 	// Names, when set, lists the only terminal names that may be attached; others get 404.
 	Names []string
 	// HelloTimeout bounds the wait for the client's hello (DefaultHelloTimeout).
@@ -297,7 +301,7 @@ func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
 		t, err := NewTerminal(TerminalConfig{
 			Argv: m.opts.Shell, Dir: m.opts.Dir, Env: m.opts.Env, Credential: m.opts.Credential, Nice: m.opts.Nice,
 			Cols: h.Cols, Rows: h.Rows, ReplayBytes: m.opts.ReplayBytes,
-			External: m.opts.External[c.name],
+			External: m.external(c.name),
 			Logger:   m.log.Named(c.name),
 		})
 		if err != nil {
@@ -338,6 +342,17 @@ func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
 	e.gen++
 	_ = e.term.Resize(h.Cols, h.Rows)
 	return e.term, notice, nil
+}
+
+// external is the External source of the named terminal (nil: a shell).
+func (m *Manager) external(name string) func() (External, error) {
+	if f := m.opts.External[name]; f != nil {
+		return f
+	}
+	if m.opts.ExternalFor != nil {
+		return m.opts.ExternalFor(name)
+	}
+	return nil
 }
 
 // detach releases c's hold on its terminal and starts the idle timer.
