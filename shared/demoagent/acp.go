@@ -13,30 +13,73 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 )
 
+// Session modes the ACP agent offers: in ModePlan a work turn reads its
+// file and stops there.
+const (
+	ModeDefault = "default"
+	ModePlan    = "plan"
+)
+
+// sessionModes is the mode state of a session in mode current.
+func sessionModes(current string) *acp.SessionModeState {
+	return &acp.SessionModeState{
+		CurrentModeId: acp.SessionModeId(current),
+		AvailableModes: []acp.SessionMode{
+			{Id: ModeDefault, Name: "Default", Description: acp.Ptr("work reads, edits and asks to run a command")},
+			{Id: ModePlan, Name: "Plan", Description: acp.Ptr("work only reads: nothing is edited or run")},
+		},
+	}
+}
+
+// Commands are the commands the agent advertises at session/new and
+// session/load (available_commands_update).
+var Commands = []acp.AvailableCommand{
+	{Name: "recall", Description: "List every word you asked me to remember in this conversation"},
+	{Name: "work", Description: "Read FILE, append a line to it, and ask permission to run wc -l on it",
+		Input: &acp.AvailableCommandInput{Unstructured: &acp.UnstructuredCommandInput{Hint: "FILE, a path relative to the session's directory"}}},
+}
+
 // acpAgent implements acp.Agent (and acp.AgentLoader unless NoResume).
 type acpAgent struct {
-	cfg  Config
-	conn *acp.AgentSideConnection
-	out  *lineWriter // the connection's output, shared with sendChunk
+	cfg   Config
+	conn  *acp.AgentSideConnection // read through peer
+	ready chan struct{}            // closed once conn is set
+	out   *lineWriter              // the connection's output, shared with sendChunk
 
-	mu    sync.Mutex
-	convs map[string]*Conversation
-	cwds  map[string]string
+	mu       sync.Mutex
+	caps     acp.ClientCapabilities // from initialize
+	sessions map[string]*acpSession
+}
+
+// acpSession is one open session. conv is used by one turn at a time.
+type acpSession struct {
+	conv  *Conversation
+	store string // the workspace conv is kept in
+	cwd   string // the session's cwd, which work's FILE is relative to
+	mode  string // guarded by acpAgent.mu; a loaded session starts in ModeDefault
 }
 
 // ServeACP runs the demo agent as an ACP agent over r/w until the peer disconnects.
 func ServeACP(ctx context.Context, cfg Config, r io.Reader, w io.Writer, log *slog.Logger) error {
-	a := &acpAgent{cfg: cfg, convs: map[string]*Conversation{}, cwds: map[string]string{}, out: &lineWriter{w: w}}
+	a := &acpAgent{cfg: cfg, sessions: map[string]*acpSession{}, out: &lineWriter{w: w}, ready: make(chan struct{})}
 	conn := acp.NewAgentSideConnection(a, a.out, r)
 	if log != nil {
 		conn.SetLogger(log)
 	}
 	a.conn = conn
+	close(a.ready)
 	select {
 	case <-conn.Done():
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// peer is the connection to the client. The connection reads (and so
+// calls the handlers) as soon as it exists, before ServeACP has it.
+func (a *acpAgent) peer() *acp.AgentSideConnection {
+	<-a.ready
+	return a.conn
 }
 
 func (a *acpAgent) workspace(cwd string) string {
@@ -47,6 +90,9 @@ func (a *acpAgent) workspace(cwd string) string {
 }
 
 func (a *acpAgent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	a.mu.Lock()
+	a.caps = p.ClientCapabilities
+	a.mu.Unlock()
 	return acp.InitializeResponse{
 		ProtocolVersion:   acp.ProtocolVersionNumber,
 		AgentCapabilities: acp.AgentCapabilities{LoadSession: !a.cfg.NoResume},
@@ -65,10 +111,22 @@ func (a *acpAgent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp
 		return acp.NewSessionResponse{}, err
 	}
 	a.mu.Lock()
-	a.convs[c.SessionID] = c
-	a.cwds[c.SessionID] = ws
+	a.sessions[c.SessionID] = &acpSession{conv: c, store: ws, cwd: p.Cwd, mode: ModeDefault}
 	a.mu.Unlock()
-	return acp.NewSessionResponse{SessionId: acp.SessionId(c.SessionID), Models: a.models()}, nil
+	sid := acp.SessionId(c.SessionID)
+	if err := a.sendCommands(ctx, sid); err != nil {
+		return acp.NewSessionResponse{}, err
+	}
+	return acp.NewSessionResponse{SessionId: sid, Models: a.models(), Modes: sessionModes(ModeDefault)}, nil
+}
+
+// sendCommands advertises Commands for session sid.
+func (a *acpAgent) sendCommands(ctx context.Context, sid acp.SessionId) error {
+	u := acp.SessionUpdate{AvailableCommandsUpdate: &acp.SessionAvailableCommandsUpdate{AvailableCommands: Commands}}
+	if err := a.peer().SessionUpdate(ctx, acp.SessionNotification{SessionId: sid, Update: u}); err != nil {
+		return fmt.Errorf("session/update available_commands_update: %w", err)
+	}
+	return nil
 }
 
 func (a *acpAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
@@ -80,21 +138,20 @@ func (a *acpAgent) LoadSession(ctx context.Context, p acp.LoadSessionRequest) (a
 	if err != nil {
 		return acp.LoadSessionResponse{}, acp.NewInvalidParams(map[string]any{"error": err.Error()})
 	}
-	// Replay the conversation, as session/load requires.
+	// Replay the conversation, as session/load requires: text, plans and
+	// each tool call in its last state, under the id it had.
 	for _, e := range c.History {
-		u := acp.UpdateAgentMessageText(e.Text)
-		if e.Role == "user" {
-			u = acp.UpdateUserMessageText(e.Text)
-		}
-		if err := a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
-			return acp.LoadSessionResponse{}, err
+		if err := a.peer().SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: e.Update()}); err != nil {
+			return acp.LoadSessionResponse{}, fmt.Errorf("replay session %s: %w", p.SessionId, err)
 		}
 	}
 	a.mu.Lock()
-	a.convs[c.SessionID] = c
-	a.cwds[c.SessionID] = ws
+	a.sessions[c.SessionID] = &acpSession{conv: c, store: ws, cwd: p.Cwd, mode: ModeDefault}
 	a.mu.Unlock()
-	return acp.LoadSessionResponse{Models: a.models()}, nil
+	if err := a.sendCommands(ctx, p.SessionId); err != nil {
+		return acp.LoadSessionResponse{}, err
+	}
+	return acp.LoadSessionResponse{Models: a.models(), Modes: sessionModes(ModeDefault)}, nil
 }
 
 // models is the model state of every session: one model, the configured one.
@@ -106,11 +163,8 @@ func (a *acpAgent) models() *acp.SessionModelState {
 func (a *acpAgent) Cancel(ctx context.Context, p acp.CancelNotification) error { return nil }
 
 func (a *acpAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
-	a.mu.Lock()
-	c := a.convs[string(p.SessionId)]
-	ws := a.cwds[string(p.SessionId)]
-	a.mu.Unlock()
-	if c == nil {
+	sess := a.session(p.SessionId)
+	if sess == nil {
 		return acp.PromptResponse{}, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("unknown session %s", p.SessionId)})
 	}
 	var parts []string
@@ -119,10 +173,21 @@ func (a *acpAgent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptR
 			parts = append(parts, b.Text.Text)
 		}
 	}
+	text := strings.Join(parts, "\n")
+	if file, ok := workFile(text); ok {
+		stop, err := a.runWork(ctx, p.SessionId, sess, text, file)
+		if err != nil {
+			return acp.PromptResponse{}, err
+		}
+		return acp.PromptResponse{StopReason: stop}, nil
+	}
+	if strings.TrimSpace(text) == "/recall" { // the advertised command
+		text = "recall"
+	}
 	cfg := a.cfg
-	cfg.Workspace = ws
+	cfg.Workspace = sess.store
 	var line []byte
-	err := c.Turn(ctx, cfg, strings.Join(parts, "\n"), func(chunk string) error {
+	err := sess.conv.Turn(ctx, cfg, text, func(chunk string) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -155,8 +220,33 @@ func (a *acpAgent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionC
 	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
 }
 
+// SetSessionMode switches a session to ModeDefault or ModePlan and reports
+// it with a current_mode_update.
 func (a *acpAgent) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	if p.ModeId != ModeDefault && p.ModeId != ModePlan {
+		return acp.SetSessionModeResponse{}, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("unknown mode %q", p.ModeId)})
+	}
+	a.mu.Lock()
+	sess := a.sessions[string(p.SessionId)]
+	if sess != nil {
+		sess.mode = string(p.ModeId)
+	}
+	a.mu.Unlock()
+	if sess == nil {
+		return acp.SetSessionModeResponse{}, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("unknown session %s", p.SessionId)})
+	}
+	u := acp.SessionUpdate{CurrentModeUpdate: &acp.SessionCurrentModeUpdate{CurrentModeId: p.ModeId}}
+	if err := a.peer().SessionUpdate(ctx, acp.SessionNotification{SessionId: p.SessionId, Update: u}); err != nil {
+		return acp.SetSessionModeResponse{}, fmt.Errorf("session/update current_mode_update: %w", err)
+	}
 	return acp.SetSessionModeResponse{}, nil
+}
+
+// session is the open session sid, nil when unknown.
+func (a *acpAgent) session(sid acp.SessionId) *acpSession {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessions[string(sid)]
 }
 
 // lineWriter is the agent's output: the ACP connection writes each message

@@ -14,7 +14,21 @@
 //     turn ends, WORKSPACE/.paddock-demo/stream-times.json holds when each
 //     chunk was handed to the protocol (StreamTimes), so a load test can
 //     measure from each chunk's emission;
+//   - "work FILE" (ACP mode; "/work FILE" too) → the work of a coding agent
+//     on FILE, relative to the session's cwd: a plan, a thought, tool calls
+//     that read FILE and append EditedLine(K) to it through the client's
+//     fs methods (the edit carrying its diff), and a permission request to
+//     run "wc -l FILE" in a client terminal; the reply's last line names
+//     the outcome, e.g. "work done: FILE edited; command allowed
+//     (allow_once)" (see work.go);
 //   - anything else → "turn K: TEXT", K being the prompt's turn number.
+//
+// In ACP mode every session/new and session/load advertises the commands
+// "recall" and "work" (available_commands_update) and offers the modes
+// "default" and "plan" (session/set_mode, answered with a
+// current_mode_update; in "plan" a work turn only reads). session/load
+// replays the history: text, plans, and each tool call in its last state
+// under its id.
 //
 // --no-resume makes it advertise no loadSession (and refuse --resume).
 //
@@ -47,6 +61,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	acp "github.com/coder/acp-go-sdk"
 )
 
 // StoreDir is the workspace-relative directory holding conversations.
@@ -85,10 +101,31 @@ type Conversation struct {
 	History    []Entry  `json:"history"`
 }
 
-// Entry is one message of a conversation's history.
+// Entry is one message of a conversation's history: text (user, agent,
+// thought), a plan, or a tool call in its last state. session/load replays
+// each as the session/update that reports it.
 type Entry struct {
-	Role string `json:"role"` // user | agent
-	Text string `json:"text"`
+	Role     string                     `json:"role"` // user | agent | thought | plan | tool
+	Text     string                     `json:"text"`
+	Plan     []acp.PlanEntry            `json:"plan,omitempty"`      // role plan
+	ToolCall *acp.SessionUpdateToolCall `json:"tool_call,omitempty"` // role tool
+}
+
+// Update is the session/update that replays the entry.
+func (e Entry) Update() acp.SessionUpdate {
+	switch e.Role {
+	case "user":
+		return acp.UpdateUserMessageText(e.Text)
+	case "thought":
+		return acp.UpdateAgentThoughtText(e.Text)
+	case "plan":
+		return acp.UpdatePlan(e.Plan...)
+	case "tool":
+		if e.ToolCall != nil {
+			return acp.SessionUpdate{ToolCall: e.ToolCall}
+		}
+	}
+	return acp.UpdateAgentMessageText(e.Text)
 }
 
 // ErrNoConversation is returned when resuming an unknown session id.
@@ -105,6 +142,9 @@ type Config struct {
 	// Model is the model the ACP agent reports for its sessions (DefaultModel
 	// when empty).
 	Model string
+
+	// cancelGrace replaces permissionCancelGrace when set (tests).
+	cancelGrace time.Duration
 }
 
 // DefaultModel is the model name the demo agent reports.
