@@ -188,6 +188,7 @@ ports {
 server {
   bootstrap_expect = 3
   retry_join       = [%s]
+  cluster_secret   = "another-clusters-node-secret"
 }
 acl {
   token = %q

@@ -5,7 +5,9 @@ package harness
 
 import (
 	"bytes"
+	crand "crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -164,6 +166,12 @@ func Start(o Options) (*Cluster, error) {
 	if o.LogLevel == "" {
 		o.LogLevel = "info"
 	}
+	// Servers that join each other share a node secret of their own
+	// (server.cluster_secret; with acl.token, one is required).
+	serverExtra := o.ServerExtra
+	if o.Size > 1 && !strings.Contains(serverExtra, "cluster_secret") {
+		serverExtra += fmt.Sprintf("\n  cluster_secret = %q", randomSecret())
+	}
 	c := &Cluster{}
 	for i, a := range addrs {
 		var join []string
@@ -192,7 +200,7 @@ server {
 }
 %s
 %s
-`, name, a.ip, o.LogLevel, a.http, a.raft, o.Size, strings.Join(join, ", "), o.ServerExtra, o.Extra, tlsBlock(o.TLSDir, name))
+`, name, a.ip, o.LogLevel, a.http, a.raft, o.Size, strings.Join(join, ", "), serverExtra, o.Extra, tlsBlock(o.TLSDir, name))
 		path := filepath.Join(dir, "config.hcl")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			return nil, err
@@ -352,4 +360,13 @@ func (c *Cluster) Running() []*Node {
 // It is runtimetest.KillProcessesUnder, for the benchmarks' runs.
 func KillProcessesUnder(dirs ...string) {
 	runtimetest.KillProcessesUnder(dirs...)
+}
+
+// randomSecret is a fresh server.cluster_secret.
+func randomSecret() string {
+	b := make([]byte, 24)
+	if _, err := crand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
 }

@@ -40,6 +40,7 @@ func StartHosts(o Options, hosts []HostSpec) (*Cluster, error) {
 			hosts[i].RaftPort = 7481
 		}
 	}
+	secret := randomSecret() // the servers' shared server.cluster_secret
 	c := &Cluster{}
 	for i, h := range hosts {
 		var join []string
@@ -64,10 +65,11 @@ ports {
 server {
   bootstrap_expect = %d
   retry_join       = [%s]
+  cluster_secret   = %q
 }
 %s
 %s
-`, name, h.IP, o.LogLevel, h.HTTPPort, h.RaftPort, len(hosts), strings.Join(join, ", "), o.Extra, h.Extra)
+`, name, h.IP, o.LogLevel, h.HTTPPort, h.RaftPort, len(hosts), strings.Join(join, ", "), secret, o.Extra, h.Extra)
 		path := filepath.Join(dir, "config.hcl")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			return nil, err

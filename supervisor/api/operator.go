@@ -161,6 +161,19 @@ func (s *Server) internalNode(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
+// internalProof answers a node's challenge (cluster/proof.go). It is open:
+// the asking node may not yet know whether this server is one of its own,
+// so it sends no secret, and the answer gives away only who this server is
+// and an HMAC no one can use for another challenge.
+func (s *Server) internalProof(w http.ResponseWriter, r *http.Request) error {
+	challenge := r.URL.Query().Get("challenge")
+	if !cluster.ValidChallenge(challenge) {
+		return badRequest("challenge must be %d hex characters", 64)
+	}
+	writeJSON(w, http.StatusOK, s.cluster.Prove(challenge))
+	return nil
+}
+
 func (s *Server) internalJoin(w http.ResponseWriter, r *http.Request) error {
 	var p cluster.PeerInfo
 	if err := decode(r, &p); err != nil {

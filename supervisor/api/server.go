@@ -61,6 +61,7 @@ type Cluster interface {
 	Restore(r io.Reader) error
 	Join(ctx context.Context, p cluster.PeerInfo) error
 	LocalInfo() cluster.PeerInfo
+	Prove(challenge string) cluster.Proof
 	// ServerHealth is the leader's autopilot view of each server (ok is
 	// false on a follower or before its first round).
 	ServerHealth() (map[string]cluster.ServerHealth, bool)
@@ -239,6 +240,7 @@ func (s *Server) routes() {
 	// Node-to-node routes. A join reaches the leader directly (a node asks
 	// the leader it knows), so none of these is forwarded.
 	s.handle("GET /v1/internal/node", local|node, s.internalNode)
+	s.handle("GET "+cluster.ProofRoute, local|open, s.internalProof)
 	s.handle("POST /v1/internal/join", local|node, s.internalJoin)
 	s.handle("POST /v1/internal/apply", local|node, s.internalApply)
 	s.handle("GET /v1/internal/read-index", local|node, s.internalReadIndex)

@@ -21,9 +21,10 @@ import (
 // least a majority of BootstrapExpect (a removed server comes back with
 // `paddock operator raft add-peer`).
 //
-// Not used: autopilot's promotion of non-voters after a stabilization time.
-// Paddock adds joining servers as voters at once (bootstrap_expect and
-// `operator raft add-peer`), so there is no non-voter to promote.
+// A joining server comes in as a non-voter (join.go): autopilot's default
+// promoter makes it a voter once it is healthy, if the join's own promotion
+// did not. A server that answers only over HTTP (or not at all) never
+// becomes a voter, so it never costs the cluster its quorum.
 
 const (
 	// autopilotInterval is how often the leader probes every server and

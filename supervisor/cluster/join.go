@@ -136,27 +136,6 @@ func (n *Node) bootstrap(peers []PeerInfo) {
 	}
 }
 
-func (n *Node) peerInfo(ctx context.Context, addr string) (PeerInfo, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/internal/node", nil)
-	if err != nil {
-		return PeerInfo{}, err
-	}
-	n.authorize(req)
-	resp, err := n.http.Do(req)
-	if err != nil {
-		return PeerInfo{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return PeerInfo{}, fmt.Errorf("peer %s: %s", addr, resp.Status)
-	}
-	var p PeerInfo
-	err = json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&p)
-	return p, err
-}
-
 func (n *Node) requestJoin(ctx context.Context, addr string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -178,55 +157,112 @@ func (n *Node) requestJoin(ctx context.Context, addr string) error {
 	return nil
 }
 
-// Join adds (or updates) a server: called on the leader for a join request.
+// Join adds (or updates) a server: called on the leader for a join request
+// and for `operator raft add-peer`. Nothing changes before the server has
+// proven, at the HTTP address it names, that it is that server and knows the
+// node secret (verifyPeer); a stale entry under its id or raft address is
+// removed only then, so a join that fails leaves the configuration as it
+// was. A new server comes in as a non-voter and is promoted once it answers
+// over raft: its log has reached the entry that added it (promote, or
+// autopilot's promoter on a later round). A server that can never be
+// reached over raft thus never counts toward the quorum.
 func (n *Node) Join(ctx context.Context, p PeerInfo) error {
 	if p.ID == "" || p.RaftAddr == "" || p.HTTPAddr == "" {
 		return fmt.Errorf("join: id, raft_addr and http_addr are required")
+	}
+	if err := n.verifyPeer(ctx, p); err != nil {
+		return err
 	}
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return fmt.Errorf("join %s: %w", p.ID, err)
 	}
-	member := false
+	var member *raft.Server
 	for _, s := range cf.Configuration().Servers {
 		if s.ID == raft.ServerID(p.ID) && s.Address == raft.ServerAddress(p.RaftAddr) {
-			member = true
+			member = &s
 		} else if s.ID == raft.ServerID(p.ID) || s.Address == raft.ServerAddress(p.RaftAddr) {
 			if err := n.raft.RemoveServer(s.ID, 0, 0).Error(); err != nil {
 				return fmt.Errorf("join %s: remove stale entry: %w", p.ID, err)
 			}
 		}
 	}
-	if !member {
-		if err := n.verifyPeer(ctx, p); err != nil {
-			return err
-		}
-		if err := n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, 0).Error(); err != nil {
+	var added uint64
+	if member == nil {
+		f := n.raft.AddNonvoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, 0)
+		if err := f.Error(); err != nil {
 			return fmt.Errorf("join %s: %w", p.ID, err)
 		}
-		n.log.Info("server joined", "id", p.ID, "raft_addr", p.RaftAddr)
+		added = f.Index()
+		n.log.Info("server joined as a non-voter", "id", p.ID, "raft_addr", p.RaftAddr)
 	}
+	// Registered before its promotion: autopilot's probe finds a server's
+	// HTTP address in the node registry.
 	res, err := n.Apply(ctx, state.CmdRegisterNode, &state.RegisterNodeBody{Node: state.NodeInfo{ID: p.ID, RaftAddr: p.RaftAddr, HTTPAddr: p.HTTPAddr}})
 	if err != nil {
 		return err
 	}
-	return res.Err
+	if res.Err != nil {
+		return res.Err
+	}
+	if member == nil || member.Suffrage != raft.Voter {
+		n.promote(ctx, p, added)
+	}
+	return nil
 }
 
-// AddPeer adds the server answering at httpAddr as a voter: the operator's
-// explicit way to grow a cluster (a new server with retry_join asks the
-// leader itself). Called on the leader.
+// promoteWait bounds how long a join waits for its server to catch up
+// before leaving the promotion to autopilot.
+const promoteWait = 3 * time.Second
+
+// promote makes a joining non-voter a voter once its raft log holds the
+// entry at index (the one that added it; 0: the leader's last index), which
+// proves the server answers over raft at its address as the server it
+// claims to be. When it has not within promoteWait, autopilot promotes it
+// once it is healthy.
+func (n *Node) promote(ctx context.Context, p PeerInfo, index uint64) {
+	if index == 0 {
+		index = n.raft.LastIndex()
+	}
+	ctx, cancel := context.WithTimeout(ctx, promoteWait)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		got, err := n.peerInfo(ctx, p.HTTPAddr)
+		if err == nil && got.ID == p.ID && got.Stats != nil && got.Stats.LastIndex >= index {
+			if err := n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, 0).Error(); err != nil {
+				n.log.Warn("promote a joined server; autopilot will", "id", p.ID, "error", err)
+				return
+			}
+			n.log.Info("server promoted to voter", "id", p.ID, "raft_addr", p.RaftAddr)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			n.log.Info("a joined server has not caught up yet; autopilot promotes it once it is healthy", "id", p.ID)
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// AddPeer adds the server answering at httpAddr: the operator's explicit way
+// to grow a cluster (a new server with retry_join asks the leader itself).
+// Called on the leader. The server must prove it knows the node secret; the
+// secret is never sent to it.
 func (n *Node) AddPeer(ctx context.Context, httpAddr string) (PeerInfo, error) {
 	p, err := n.peerInfo(ctx, httpAddr)
 	if err != nil {
-		return PeerInfo{}, fmt.Errorf("add peer: the server does not answer at %s: %w", httpAddr, err)
+		return PeerInfo{}, fmt.Errorf("add peer: the server does not answer at %s as one of this cluster's servers: %w", httpAddr, err)
 	}
 	return p, n.Join(ctx, PeerInfo{ID: p.ID, RaftAddr: p.RaftAddr, HTTPAddr: p.HTTPAddr})
 }
 
-// verifyPeer checks, before a server becomes a voter, that it answers at its
-// HTTP address as the server it claims to be, with this cluster's node
-// secret. A voter that cannot be reached would cost the cluster its quorum.
+// verifyPeer checks, before anything changes, that the server answers at its
+// HTTP address as the server it claims to be and proves it knows the node
+// secret (peerInfo). A voter that cannot be reached would cost the cluster
+// its quorum; one that does not know the secret is not ours.
 func (n *Node) verifyPeer(ctx context.Context, p PeerInfo) error {
 	httpHost, _, err1 := net.SplitHostPort(p.HTTPAddr)
 	raftHost, _, err2 := net.SplitHostPort(p.RaftAddr)

@@ -1,9 +1,6 @@
 package config
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"net"
 	"os"
 	"strconv"
@@ -33,7 +30,7 @@ const (
 	DefaultReplayBytes   = 256 << 10 // 256KiB
 	DefaultIdleTimeout   = 30 * time.Minute
 	DefaultLeaseTTL      = 10 * time.Second
-	DefaultPermission    = PermissionDeny
+	DefaultPermission    = PermissionAsk
 	// DefaultNodeName is used when os.Hostname fails.
 	DefaultNodeName = "paddock"
 )
@@ -43,6 +40,7 @@ const (
 	ProtocolACP = "acp"
 	ProtocolPTY = "pty"
 
+	PermissionAsk   = "ask"
 	PermissionAllow = "allow"
 	PermissionDeny  = "deny"
 
@@ -247,8 +245,15 @@ type Agent struct {
 	NewArgs []string
 	// ResumeArgs are appended to Command to resume a conversation (templates allowed).
 	ResumeArgs []string
-	// Permission is the answer to ACP permission requests: allow or deny (default deny).
+	// Permission is how ACP permission requests are answered: ask (a
+	// person answers through the API; the default), allow or deny.
 	Permission string
+	// AutoAllow lists the tool kinds (api.ToolKinds) whose requests are
+	// allowed without asking.
+	AutoAllow []string
+	// PermissionTimeout, when set, is how long a request waits for a
+	// person: then its reject option is chosen (zero: it waits forever).
+	PermissionTimeout time.Duration
 	// SupportsSessionResume is nil when not declared (ACP agents are probed).
 	SupportsSessionResume *bool
 	// DefRange is the range of the block header, `agent "name"`.
@@ -303,20 +308,13 @@ func (c *Config) Plugin(name string) *Plugin {
 }
 
 // NodeSecret is the credential nodes present to each other's node-to-node
-// routes: server.cluster_secret when set, else one derived from acl.token
-// (an HMAC, so the user token itself is never accepted there, though whoever
-// holds it can derive this one: set cluster_secret to keep them apart), else
-// "" when the whole API is open.
+// routes: server.cluster_secret ("" when the whole API is open). It is never
+// derived from a user credential: a single server with acl.token and no
+// cluster_secret is given a random one kept in its data dir
+// (server.Start), and servers that join each other must be configured with
+// the same one (Validate).
 func (c *Config) NodeSecret() string {
-	if c.Server.ClusterSecret != "" {
-		return c.Server.ClusterSecret
-	}
-	if c.ACL.Token == "" {
-		return ""
-	}
-	m := hmac.New(sha256.New, []byte(c.ACL.Token))
-	m.Write([]byte("paddock node-to-node secret v1"))
-	return hex.EncodeToString(m.Sum(nil))
+	return c.Server.ClusterSecret
 }
 
 // RaftAddr is BindAddr:Ports.Raft.

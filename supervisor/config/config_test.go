@@ -139,16 +139,26 @@ agent "b" {
   permission              = "allow"
   supports_session_resume = false
 }
+agent "c" {
+  protocol           = "acp"
+  command            = ["z"]
+  permission         = "ASK"
+  auto_allow         = ["read", "search", "think"]
+  permission_timeout = "5m"
+}
 `, func(t *testing.T, c *Config) {
 			a, b := c.Agent("a"), c.Agent("b")
 			if a == nil || b == nil || c.Agent("zz") != nil {
 				t.Fatalf("lookup: %v %v", a, b)
 			}
-			if a.Permission != "deny" || a.SupportsSessionResume != nil || a.NewArgs != nil {
+			if a.Permission != "ask" || a.AutoAllow != nil || a.PermissionTimeout != 0 || a.SupportsSessionResume != nil || a.NewArgs != nil {
 				t.Fatalf("a = %+v", a)
 			}
 			if b.Permission != "allow" || b.SupportsSessionResume == nil || *b.SupportsSessionResume {
 				t.Fatalf("b = %+v", b)
+			}
+			if ag := c.Agent("c"); ag.Permission != "ask" || !reflect.DeepEqual(ag.AutoAllow, []string{"read", "search", "think"}) || ag.PermissionTimeout != 5*time.Minute {
+				t.Fatalf("c = %+v", ag)
 			}
 			if a.DefRange.Filename != "test.hcl" || a.DefRange.Start.Line != 2 {
 				t.Fatalf("a.DefRange = %v", a.DefRange)
@@ -327,7 +337,7 @@ agent "c" {
 		t.Fatalf("agents %v", names)
 	}
 	// The later block replaces the earlier one whole: no new_args, default permission.
-	if ag := c.Agent("a"); ag.Protocol != "acp" || ag.NewArgs != nil || ag.Permission != "deny" || ag.Command[0] != "a2" || ag.DefRange.Filename != b {
+	if ag := c.Agent("a"); ag.Protocol != "acp" || ag.NewArgs != nil || ag.Permission != "ask" || ag.Command[0] != "a2" || ag.DefRange.Filename != b {
 		t.Fatalf("agent a = %+v", ag)
 	}
 
@@ -422,7 +432,10 @@ func TestErrors(t *testing.T) {
 		{"empty command", "agent \"a\" {\n  protocol = \"acp\"\n  command  = []\n}\n", `3:14: Missing command`},
 		{"empty program", "agent \"a\" {\n  protocol = \"acp\"\n  command  = [\"\"]\n}\n", `3:14: Missing command`},
 		{"missing command", "agent \"a\" {\n  protocol = \"acp\"\n}\n", `1:1: Missing command`},
-		{"bad permission", "agent \"a\" {\n  protocol = \"acp\"\n  command = [\"a\"]\n  permission = \"ask\"\n}\n", `4:16: Invalid agent.a.permission`},
+		{"bad permission", "agent \"a\" {\n  protocol = \"acp\"\n  command = [\"a\"]\n  permission = \"maybe\"\n}\n", `4:16: Invalid agent.a.permission`},
+		{"bad auto_allow", "agent \"a\" {\n  protocol = \"acp\"\n  command = [\"a\"]\n  auto_allow = [\"read\", \"sudo\"]\n}\n", `4:25: Invalid tool kind`},
+		{"negative permission_timeout", "agent \"a\" {\n  protocol = \"acp\"\n  command = [\"a\"]\n  permission_timeout = \"-1s\"\n}\n", `4:24: Invalid permission_timeout`},
+		{"number as permission_timeout", "agent \"a\" {\n  protocol = \"acp\"\n  command = [\"a\"]\n  permission_timeout = 30\n}\n", `4:24: Invalid duration`},
 		{"bad agent name", "agent \"a/b\" {\n  protocol = \"acp\"\n  command = [\"a\"]\n}\n", `1:1: Invalid agent name "a/b"`},
 		{"bad plugin name", "plugin \"../x\" {}\n", `1:8: Invalid plugin name "../x"`},
 		{"unknown template", "agent \"a\" {\n  protocol = \"pty\"\n  command = [\"a\"]\n  resume_args = [\"--resume\", \"{{token}}\"]\n}\n", `4:30: Unknown template`},
@@ -597,19 +610,33 @@ func TestDiagErrorWithoutSubject(t *testing.T) {
 	}
 }
 
-// TestNodeSecret: node-to-node routes never take the user token itself.
+// TestNodeSecret: node-to-node routes never take the user token, nor
+// anything derived from it: the node secret is server.cluster_secret (a
+// single server without one is given a random one at start), and servers
+// that join each other with acl.token must be configured with one.
 func TestNodeSecret(t *testing.T) {
 	open := mustParse(t, "")
 	if open.NodeSecret() != "" {
 		t.Fatalf("open API: node secret %q, want none", open.NodeSecret())
 	}
 	withToken := mustParse(t, "acl {\n  token = \"user-token\"\n}\n")
-	derived := withToken.NodeSecret()
-	if derived == "" || derived == "user-token" || derived != mustParse(t, "acl {\n  token = \"user-token\"\n}\n").NodeSecret() {
-		t.Fatalf("derived node secret %q: want a stable value other than the token", derived)
+	if got := withToken.NodeSecret(); got != "" {
+		t.Fatalf("node secret %q derived from the user token; want none until the server makes its own", got)
 	}
 	explicit := mustParse(t, "acl {\n  token = \"user-token\"\n}\nserver {\n  cluster_secret = \"0123456789abcdef-cluster\"\n}\n")
 	if explicit.NodeSecret() != "0123456789abcdef-cluster" {
 		t.Fatalf("cluster_secret not used: %q", explicit.NodeSecret())
+	}
+	for _, src := range []string{
+		"acl {\n  token = \"user-token\"\n}\nserver {\n  bootstrap_expect = 3\n}\n",
+	} {
+		_, err := Parse([]byte(src), "test.hcl")
+		if err == nil || !strings.Contains(err.Error(), "Missing server.cluster_secret") {
+			t.Errorf("a cluster with acl.token and no cluster_secret: %v, want Missing server.cluster_secret", err)
+		}
+	}
+	// Without a user token (an open API) servers may join without one.
+	if _, err := Parse([]byte("server {\n  bootstrap_expect = 3\n}\n"), "test.hcl"); err != nil {
+		t.Errorf("an open cluster: %v", err)
 	}
 }

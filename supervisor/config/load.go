@@ -399,6 +399,8 @@ func (l *loader) agent(b *hcl.Block, seen map[string]bool) {
 			"new_args":                l.strings(&a.NewArgs),
 			"resume_args":             l.strings(&a.ResumeArgs),
 			"permission":              l.lower(&a.Permission),
+			"auto_allow":              l.strings(&a.AutoAllow),
+			"permission_timeout":      l.duration(&a.PermissionTimeout),
 			"supports_session_resume": l.boolPtr(&a.SupportsSessionResume),
 		},
 	})

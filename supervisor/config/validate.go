@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/runtime"
 )
 
@@ -193,6 +194,16 @@ func (v *validator) server(c *Config) {
 			fmt.Sprintf("The cluster secret is %d characters; at least %d are needed.", len(s.ClusterSecret), minClusterSecret),
 			"use a long random string, the same on every server, such as the output of: head -c 32 /dev/urandom | base64")
 	}
+	// With a user token, node-to-node routes need a credential of their
+	// own. A single server makes one (server.Start keeps it in data_dir);
+	// servers that are to join each other must be given the same one.
+	// (A single server with retry_join may still make its own: it then
+	// joins only servers given that secret, and says so at start.)
+	if c.ACL.Token != "" && s.ClusterSecret == "" && s.BootstrapExpect > 1 {
+		v.fail("server.cluster_secret", "Missing server.cluster_secret",
+			"A cluster with acl.token needs a node secret of its own, the same on every server: it is never derived from the user token.",
+			"set server.cluster_secret to a long random string on every server, such as the output of: head -c 32 /dev/urandom | base64")
+	}
 	if s.Nice < -20 || s.Nice > 0 {
 		v.fail("server.nice", "Invalid server.nice",
 			fmt.Sprintf("%d is not a nice value the server can raise itself to.", s.Nice),
@@ -299,7 +310,21 @@ func (v *validator) agent(a *Agent) {
 		v.fail(k, "Missing command", where+" has no command to run.",
 			`add command = ["program", "arg"], such as ["paddock-demo-agent"]; the program is looked up on the executor's PATH`)
 	}
-	v.oneOf(key+".permission", a.Permission, []string{PermissionAllow, PermissionDeny})
+	v.oneOf(key+".permission", a.Permission, []string{PermissionAsk, PermissionAllow, PermissionDeny})
+	kinds := make([]string, len(api.ToolKinds))
+	for i, k := range api.ToolKinds {
+		kinds[i] = string(k)
+	}
+	for i, k := range a.AutoAllow {
+		if !slices.Contains(kinds, k) {
+			v.fail(fmt.Sprintf("%s.auto_allow[%d]", key, i), "Invalid tool kind",
+				fmt.Sprintf("%q is not a tool kind (%s auto_allow).", k, where), "the tool kinds are "+quoteAll(kinds))
+		}
+	}
+	if a.PermissionTimeout < 0 {
+		v.fail(key+".permission_timeout", "Invalid permission_timeout",
+			fmt.Sprintf("%s permission_timeout is negative.", where), `use a positive duration such as "5m", or leave it out to wait for an answer forever`)
+	}
 	for _, list := range []struct {
 		name string
 		args []string

@@ -69,6 +69,11 @@ agent "demo" {
 `, i+1, t.TempDir(), httpPorts[i], raftPort, len(httpPorts), joinList(httpPorts, i), filepath.Join(binDir, "plugins"), t.TempDir())
 	if token != "" {
 		src += fmt.Sprintf("acl {\n  token = %q\n}\n", token)
+		if len(httpPorts) > 1 {
+			// Servers that join each other share a node secret
+			// (required with acl.token; never derived from it).
+			src = strings.Replace(src, "server {\n", "server {\n  cluster_secret = \"test-cluster-node-secret\"\n", 1)
+		}
 	}
 	cfg, err := config.Parse([]byte(src), "test.hcl")
 	if err != nil {

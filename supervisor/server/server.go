@@ -69,6 +69,12 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		pm.Close()
 		return nil, err
 	}
+	made, err := ensureClusterSecret(cfg)
+	if err != nil {
+		pm.Close()
+		return nil, err
+	}
+	warnMadeSecret(cfg, made, log)
 	ln, err := net.Listen("tcp", cfg.HTTPAddr())
 	if err != nil {
 		pm.Close()
