@@ -52,7 +52,9 @@ plugin "remote" {
 agent "demo" {
   protocol   = "acp"             # acp | pty
   command    = ["paddock-demo-agent"]
-  permission = "deny"            # answer to ACP permission requests: allow | deny
+  permission = "ask"             # ask (a person answers) | allow | deny
+  auto_allow = ["read", "search", "think"]   # tool kinds allowed without asking
+  # permission_timeout = "10m"   # then the reject option is chosen
 }
 
 agent "claude-cli" {
