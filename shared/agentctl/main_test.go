@@ -25,6 +25,9 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(workAgentEnv) == "1" { // re-executed as the ACP test agent
+		os.Exit(runWorkAgent())
+	}
 	os.Exit(testMain(m))
 }
 
