@@ -48,7 +48,10 @@ import (
 // readBarrier batches read rounds: concurrent readers share one round, and a
 // reader never joins a round that began before it arrived.
 type readBarrier struct {
-	round func() (uint64, error) // one read round: the read index, or why not
+	// round is one read round: the read index, or why not. It ends early,
+	// with raft.ErrRaftShutdown, once stop is closed.
+	round func(stop <-chan struct{}) (uint64, error)
+	stop  chan struct{} // closed by close
 
 	mu      sync.Mutex
 	running bool       // a round is in flight
@@ -64,8 +67,8 @@ type readRound struct {
 	err   error
 }
 
-func newReadBarrier(round func() (uint64, error)) *readBarrier {
-	return &readBarrier{round: round}
+func newReadBarrier(round func(stop <-chan struct{}) (uint64, error)) *readBarrier {
+	return &readBarrier{round: round, stop: make(chan struct{})}
 }
 
 // await returns the read index of a round that started after the call.
@@ -101,7 +104,7 @@ func (b *readBarrier) await(ctx context.Context) (uint64, error) {
 func (b *readBarrier) run(r *readRound) {
 	defer b.wg.Done()
 	for r != nil {
-		r.index, r.err = b.round()
+		r.index, r.err = b.round(b.stop)
 		close(r.done)
 		b.mu.Lock()
 		r, b.next = b.next, nil
@@ -116,7 +119,10 @@ func (b *readBarrier) run(r *readRound) {
 // has shut down, which ends any verify in flight).
 func (b *readBarrier) close() {
 	b.mu.Lock()
-	b.closed = true
+	if !b.closed {
+		b.closed = true
+		close(b.stop)
+	}
 	b.mu.Unlock()
 	b.wg.Wait()
 }
@@ -130,7 +136,9 @@ const maxStallRetries = 10
 var ErrReadUnconfirmed = errors.New("leadership could not be confirmed for a consistent read")
 
 // readRound is one read round on this node (see the comment at the top).
-func (n *Node) readRound() (uint64, error) {
+// A round run again after a stall waits for the stall's buffered responses
+// to drain, or for stop (the node shuts down).
+func (n *Node) readRound(stop <-chan struct{}) (uint64, error) {
 	for attempt := 0; attempt < maxStallRetries; attempt++ {
 		if n.raft.State() != raft.Leader {
 			return 0, ErrNotLeader
@@ -148,7 +156,13 @@ func (n *Node) readRound() (uint64, error) {
 			return index, nil
 		}
 		n.log.Debug("a stall may have overlapped a read round; running it again", "after", wait)
-		time.Sleep(wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-stop:
+			t.Stop()
+			return 0, fmt.Errorf("read round: %w", raft.ErrRaftShutdown)
+		}
 	}
 	return 0, ErrReadUnconfirmed
 }

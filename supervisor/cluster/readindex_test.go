@@ -23,7 +23,7 @@ func newGatedRounds() *gatedRounds {
 	return &gatedRounds{startCh: make(chan int64, 100), release: make(chan struct{})}
 }
 
-func (g *gatedRounds) round() (uint64, error) {
+func (g *gatedRounds) round(<-chan struct{}) (uint64, error) {
 	n := g.started.Add(1)
 	g.startCh <- n
 	<-g.release
