@@ -511,6 +511,7 @@ func testConfig() *config.Config {
 	c.Agents = []*config.Agent{
 		{Name: "demo", Protocol: "acp", Command: []string{demo, "--chunk-delay", "1ms"}, Permission: "deny"},
 		{Name: "demo-noresume", Protocol: "acp", Command: []string{demo, "--chunk-delay", "1ms", "--no-resume"}, Permission: "deny"},
+		{Name: "demo-ask", Protocol: "acp", Command: []string{demo, "--chunk-delay", "1ms"}, Permission: "ask"},
 	}
 	return c
 }

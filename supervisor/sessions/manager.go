@@ -115,6 +115,8 @@ type execution struct {
 	// stopping is set while a user stop drains the agent, so its exit is not
 	// reported as a failure.
 	stopping bool
+	// facts are the commands and modes the agent announced.
+	facts agentFacts
 }
 
 // New returns a manager; it does nothing until Run is called on the leader.
@@ -338,7 +340,8 @@ const publishRetries = 8
 
 // profile converts a configured agent into agentctl's profile.
 func profile(a *config.Agent) agentctl.Profile {
-	p := agentctl.Profile{Protocol: a.Protocol, Command: a.Command, NewArgs: a.NewArgs, ResumeArgs: a.ResumeArgs, Permission: a.Permission}
+	p := agentctl.Profile{Protocol: a.Protocol, Command: a.Command, NewArgs: a.NewArgs, ResumeArgs: a.ResumeArgs, Permission: a.Permission,
+		AutoAllow: a.AutoAllow, PermissionTimeout: a.PermissionTimeout}
 	if a.SupportsSessionResume != nil {
 		p.SupportsSessionResume = *a.SupportsSessionResume
 	}

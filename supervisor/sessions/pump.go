@@ -164,6 +164,8 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) 
 			if json.Unmarshal(ev.Data, &d) == nil {
 				ended, seen = &d, turnEnded
 			}
+		case agentctl.EventCommandsUpdated, agentctl.EventModeUpdated:
+			p.handle(ctx, ev)
 		}
 	}
 	p.dropRecorded()
@@ -172,7 +174,35 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) 
 		end = p.turnEnd(*ended)
 	}
 	p.flushAnd(ctx, end)
+	// Permission requests are listed rather than read from the events:
+	// agentctl's event log is bounded, and a request may wait for days.
+	p.mirrorPermissions(ctx)
 	return resp.Next, seen
+}
+
+// mirrorPermissions records every permission request of the agent's run
+// that the state does not hold as agentctl does.
+func (p *pumper) mirrorPermissions(ctx context.Context) {
+	list, err := retryTimeouts(ctx, p.e.client.Permissions)
+	if err != nil {
+		p.m.log.Warn("list the agent's permission requests", "session", p.e.sessionID, "error", err)
+		return
+	}
+	for _, perm := range list.Permissions {
+		if rec, ok := p.m.store.Permission(p.e.sessionID, perm.ID); ok && (rec.State != state.PermissionPending || perm.State == state.PermissionPending) &&
+			rec.CreatedAt.Equal(perm.CreatedAt) {
+			continue // recorded, as it is or already ended
+		}
+		p.recordPermission(ctx, perm)
+	}
+}
+
+// recordPermission writes one permission request of the session's agent.
+func (p *pumper) recordPermission(ctx context.Context, perm state.Permission) {
+	perm.SessionID = p.e.sessionID
+	if _, err := p.m.apply(ctx, state.CmdUpsertPermission, &state.UpsertPermissionBody{SessionID: p.e.sessionID, Permission: perm}); err != nil {
+		p.m.log.Warn("record a permission request", "session", p.e.sessionID, "permission", perm.ID, "error", err)
+	}
 }
 
 // isPrompt reports whether an agentctl event adds a prompt: a user message
@@ -304,7 +334,26 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 				_, _ = m.apply(ctx, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: id, ResumeToken: d.ResumeToken})
 			}
 		}
-	case agentctl.EventPermissionRequested, agentctl.EventAgentError, agentctl.EventLeaseExpired:
+	case agentctl.EventPermissionRequested, agentctl.EventPermissionAnswered:
+		var d agentctl.PermissionData
+		if json.Unmarshal(ev.Data, &d) != nil || d.Permission.ID == "" {
+			m.log.Warn("malformed permission event from agentctl", "session", id, "type", ev.Type)
+			return false
+		}
+		// The request's tool call entry is recorded first.
+		p.flush(ctx)
+		p.recordPermission(ctx, d.Permission)
+	case agentctl.EventCommandsUpdated:
+		var d agentctl.CommandsData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			p.e.facts.setCommands(d.Commands)
+		}
+	case agentctl.EventModeUpdated:
+		var d agentctl.ModesData
+		if json.Unmarshal(ev.Data, &d) == nil {
+			p.e.facts.setModes(d.Modes)
+		}
+	case agentctl.EventAgentError, agentctl.EventLeaseExpired:
 		var data map[string]any
 		_ = json.Unmarshal(ev.Data, &data)
 		if data == nil {
@@ -314,6 +363,12 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 		m.publish(ctx, id, state.EventAgentctlError, data)
 	case agentctl.EventAgentStopped:
 		p.flush(ctx)
+		if m.store.PendingPermissions(id) > 0 {
+			// Nobody waits for them any more.
+			if _, err := m.apply(ctx, state.CmdCancelPermissions, &state.CancelPermissionsBody{SessionID: id}); err != nil {
+				m.log.Warn("cancel the permission requests of an agent that exited", "session", id, "error", err)
+			}
+		}
 		var d agentctl.AgentStoppedData
 		_ = json.Unmarshal(ev.Data, &d)
 		m.agentExited(ctx, p.e, d.ExitCode, p.selfFenced)
@@ -434,11 +489,32 @@ func (p *pumper) flushAnd(ctx context.Context, end *state.SetSessionStateBody) {
 // write's text begins msg's (a streamed reply grows at its end), else the
 // whole message.
 func (p *pumper) messageWrite(msg agentctl.Message) (state.Proposal, int) {
+	if whole(msg) {
+		return state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)}, encodedSize(msg)
+	}
 	if prev, ok := p.proposed[msg.ID]; ok && !msg.History && strings.HasPrefix(msg.Text, prev) {
 		return state.Proposal{Type: state.CmdAppendMessage, Body: &state.AppendMessageBody{SessionID: p.e.sessionID, Source: p.source,
 			MessageID: msg.ID, From: len(prev), Text: msg.Text[len(prev):], Complete: msg.Complete}}, len(msg.Text) - len(prev)
 	}
 	return state.Proposal{Type: state.CmdPutMessage, Body: p.messageBody(msg)}, len(msg.Text)
+}
+
+// whole reports whether a message is always written whole: a tool call or
+// a plan (an update replaces the entry; only text grows at its end).
+func whole(msg agentctl.Message) bool {
+	return msg.ToolCall != nil || msg.Plan != nil || msg.Role == string(state.RoleTool) || msg.Role == string(state.RolePlan)
+}
+
+// encodedSize is what a whole write of msg weighs against
+// maxFlushBytesPerSecond: its text and its encoded tool call and plan.
+func encodedSize(msg agentctl.Message) int {
+	n := len(msg.Text)
+	for _, v := range []any{msg.ToolCall, msg.Plan} {
+		if b, err := json.Marshal(v); err == nil && string(b) != "null" {
+			n += len(b)
+		}
+	}
+	return n
 }
 
 // recordWrite notes the outcome of msg's write prop (a message still
@@ -447,7 +523,7 @@ func (p *pumper) messageWrite(msg agentctl.Message) (state.Proposal, int) {
 func (p *pumper) recordWrite(msg agentctl.Message, prop state.Proposal, err error) (rewrite bool) {
 	delete(p.proposed, msg.ID)
 	switch {
-	case err == nil && !msg.Complete && !msg.History:
+	case err == nil && !msg.Complete && !msg.History && !whole(msg):
 		if p.proposed == nil {
 			p.proposed = map[string]string{}
 		}

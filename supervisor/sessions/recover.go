@@ -348,7 +348,7 @@ func (m *Manager) waitLeaseExpiry(ctx context.Context, sessionID string) error {
 // messageBody is the put_message command that records msg.
 func (p *pumper) messageBody(msg agentctl.Message) *state.PutMessageBody {
 	return &state.PutMessageBody{SessionID: p.e.sessionID, Source: p.source, History: msg.History,
-		Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete}}
+		Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete, ToolCall: msg.ToolCall, Plan: msg.Plan}}
 }
 
 // dropRecorded forgets the pending messages the state already holds as

@@ -88,6 +88,10 @@ const (
 	RoleUser   = api.RoleUser
 	RoleAgent  = api.RoleAgent
 	RoleSystem = api.RoleSystem
+	// RoleThought, RoleTool and RolePlan are the agent's work.
+	RoleThought = api.RoleThought
+	RoleTool    = api.RoleTool
+	RolePlan    = api.RolePlan
 )
 
 // Turn outcomes.

@@ -1,0 +1,147 @@
+package sessions
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/demoagent"
+	"github.com/paddockhq/paddock/supervisor/state"
+)
+
+// workSession seeds a live session of the demo agent under permission
+// "ask", with a file notes.txt in its workspace for a "work" turn.
+func (w *world) workSession(id, node string) live {
+	w.t.Helper()
+	ws := workspaceDir(w.t)
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("one\ntwo\n"), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	return w.seedLive(liveOpts{id: id, node: node, agent: "demo-ask", shared: ws})
+}
+
+// pendingPermission waits for the session to have one pending request in
+// the replicated state and returns it.
+func (w *world) pendingPermission(id string) state.Permission {
+	w.t.Helper()
+	waitFor(w.t, 30*time.Second, "a pending permission request in the state", func() bool {
+		return w.r.store.PendingPermissions(id) == 1
+	})
+	for _, p := range w.r.store.Permissions(id) {
+		if p.State == state.PermissionPending {
+			return p
+		}
+	}
+	w.t.Fatal("no pending request listed")
+	return state.Permission{}
+}
+
+// An agent's permission request is replicated while it waits (the session
+// stays RUNNING), its answer through agentctl reaches the agent and is
+// recorded, and the turn's tool calls and plan are written whole, never
+// as text additions.
+func TestAPermissionRequestIsReplicatedAndItsAnswerReachesTheAgent(t *testing.T) {
+	w := newWorld(t, "n1")
+	s := w.workSession("s1", "n1")
+	m := w.leader("n1")
+	continueSession(t, m, s.id)
+	before := len(w.r.proposedTogether())
+	if err := m.Prompt(recoverCtx(t), s.id, "work notes.txt"); err != nil {
+		t.Fatal(err)
+	}
+	p := w.pendingPermission(s.id)
+	if p.Kind != api.ToolExecute || p.SessionID != s.id || len(p.Options) != 2 || p.ToolCallID != demoagent.WorkToolCallID(1, "run") {
+		t.Fatalf("pending request %+v", p)
+	}
+	if st := w.session(s.id).State; st != state.SessionRunning {
+		t.Fatalf("session %s while its agent waits for an answer, want RUNNING", st)
+	}
+	c, err := m.Agentctl(s.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AnswerPermission(recoverCtx(t), p.ID, demoagent.OptionAllowOnce, "user"); err != nil {
+		t.Fatal(err)
+	}
+	w.agentSaid(s.id, "command allowed (allow_once)")
+	waitFor(t, 10*time.Second, "the session to wait for input", func() bool { return w.session(s.id).State == state.SessionWaitingForInput })
+	got, _ := w.r.store.Permission(s.id, p.ID)
+	if got.State != state.PermissionAnswered || got.OptionID != demoagent.OptionAllowOnce || got.AnsweredBy != "user" || got.AnsweredAt == nil {
+		t.Fatalf("the answered request is recorded as %+v", got)
+	}
+	var edit, plan *state.Message
+	for _, msg := range w.r.store.Messages(s.id) {
+		switch {
+		case msg.ToolCall != nil && msg.ToolCall.ID == demoagent.WorkToolCallID(1, "edit"):
+			edit = &msg
+		case msg.Plan != nil:
+			plan = &msg
+		}
+	}
+	if edit == nil || edit.Role != state.RoleTool || edit.ToolCall.Kind != api.ToolEdit || edit.ToolCall.Status != api.ToolCompleted {
+		t.Fatalf("the edit's tool entry: %+v", edit)
+	}
+	diff := false
+	for _, c := range edit.ToolCall.Content {
+		diff = diff || c.Type == api.ContentDiff && c.Path != ""
+	}
+	if !diff || plan == nil || plan.Role != state.RolePlan || len(plan.Plan.Entries) == 0 {
+		t.Fatalf("edit content %+v, plan %+v", edit.ToolCall.Content, plan)
+	}
+	// Tool and plan entries are written whole.
+	whole := map[string]bool{}
+	for _, batch := range w.r.proposedTogether()[before:] {
+		for _, prop := range batch {
+			if b, ok := prop.Body.(*state.PutMessageBody); ok && (b.Message.ToolCall != nil || b.Message.Plan != nil) {
+				whole[b.Message.ID] = true
+			}
+		}
+	}
+	for _, batch := range w.r.proposedTogether()[before:] {
+		for _, prop := range batch {
+			if b, ok := prop.Body.(*state.AppendMessageBody); ok && whole[b.MessageID] {
+				t.Fatalf("a tool or plan entry was written as a text addition: %+v", b)
+			}
+		}
+	}
+	if len(whole) < 2 {
+		t.Fatalf("%d tool or plan entries written, want several", len(whole))
+	}
+}
+
+// A request made while no leader watched is found by the leader that
+// takes the session over (agentctl's list, not only its bounded events),
+// and a stop ends it cancelled.
+func TestAPermissionRequestMadeWithoutALeaderIsFoundAndCancelledByAStop(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.workSession("s1", "n1")
+	if _, err := s.client.Prompt(recoverCtx(t), "work notes.txt"); err != nil {
+		t.Fatal(err)
+	}
+	var pid string
+	waitFor(t, 30*time.Second, "agentctl to hold a pending request", func() bool {
+		list, err := s.client.Permissions(recoverCtx(t))
+		if err != nil || len(list.Permissions) == 0 || list.Permissions[0].State != api.PermissionPending {
+			return false
+		}
+		pid = list.Permissions[0].ID
+		return true
+	})
+	if n := w.r.store.PendingPermissions(s.id); n != 0 {
+		t.Fatalf("%d pending before any leader", n)
+	}
+	m := w.leader("n2")
+	continueSession(t, m, s.id)
+	if p, ok := w.r.store.Permission(s.id, pid); !ok || p.State != state.PermissionPending || p.SessionID != s.id {
+		t.Fatalf("after the take-over: %+v (recorded %v)", p, ok)
+	}
+	if err := m.Stop(recoverCtx(t), s.id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the session to stop", func() bool { return w.session(s.id).State == state.SessionStopped })
+	if p, _ := w.r.store.Permission(s.id, pid); p.State != state.PermissionCancelled || w.r.store.PendingPermissions(s.id) != 0 {
+		t.Fatalf("after the stop: %+v", p)
+	}
+}
