@@ -199,7 +199,9 @@ func (a *workAgent) ask(ctx context.Context, kind string) string {
 	title := "Run make"
 	k := acp.ToolKind(kind)
 	a.update(ctx, acp.StartToolCall("t2", title, acp.WithStartKind(k), acp.WithStartStatus(acp.ToolCallStatusPending)))
-	resp, err := a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{SessionId: "s-1", ToolCall: acp.ToolCallUpdate{ToolCallId: "t2", Title: &title, Kind: &k},
+	// Not cut by the turn's cancellation: the client's answer (cancelled)
+	// is what the test looks for.
+	resp, err := a.conn.RequestPermission(context.WithoutCancel(ctx), acp.RequestPermissionRequest{SessionId: "s-1", ToolCall: acp.ToolCallUpdate{ToolCallId: "t2", Title: &title, Kind: &k},
 		Options: []acp.PermissionOption{{OptionId: "allow", Name: "Allow", Kind: acp.PermissionOptionKindAllowOnce},
 			{OptionId: "reject", Name: "Reject", Kind: acp.PermissionOptionKindRejectOnce}}})
 	if err != nil {

@@ -476,7 +476,10 @@ func (c *client) updateLine(line []byte) bool {
 			Type string  `json:"type"`
 			Text *string `json:"text"`
 		}
-		if cfg.OnUpdate == nil || json.Unmarshal(u.Content, &content) != nil || content.Type != "text" || content.Text == nil {
+		if json.Unmarshal(u.Content, &content) != nil {
+			return false // not even a content block: the SDK's to judge
+		}
+		if cfg.OnUpdate == nil || content.Type != "text" || content.Text == nil {
 			return true // not text: nothing to show
 		}
 		kind := KindAgent
