@@ -227,6 +227,10 @@ func (s *Server) routes() {
 	s.handle("PUT /v1/sessions/{id}/files/content", 0, s.writeFile)
 	s.handle("GET /v1/sessions/{id}/git/status", 0, s.gitStatus)
 	s.handle("GET /v1/sessions/{id}/git/diff", 0, s.gitDiff)
+	s.handle("GET /v1/sessions/{id}/permissions", 0, s.listPermissions)
+	s.handle("POST /v1/sessions/{id}/permissions/{pid}", 0, s.answerPermission)
+	s.handle("POST /v1/sessions/{id}/mode", 0, s.setMode)
+	s.handle("GET /v1/sessions/{id}/terminals", 0, s.listTerminals)
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
 	s.handle("GET /v1/plugins/{name}/schema", 0, s.pluginSchema)
 	// Terminals are served by any node: the executor's address and secret

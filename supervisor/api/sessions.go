@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/sessions"
@@ -175,7 +176,12 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 	}
 	st := s.statusOf(sess)
 	if st.IsAgentRunning {
-		st.Model, st.Controller = s.runningAgentFacts(r.Context(), sess, strOr(st.AgentExecutionID))
+		var facts reportedModel
+		facts, st.Controller = s.runningAgentFacts(r.Context(), sess, strOr(st.AgentExecutionID))
+		st.Model, st.Modes = nonEmpty(facts.model), facts.modes
+		if facts.commands != nil {
+			st.Commands = facts.commands
+		}
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
@@ -185,41 +191,63 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 // the running agent; without an answer its fields are null.
 const agentFactsTimeout = time.Second
 
-// reportedModel is the model an agent execution reported ("" for none).
-type reportedModel struct{ execution, model string }
+// reportedModel is what an agent execution reported of itself: its model
+// ("" for none), and the commands and modes it announced.
+type reportedModel struct {
+	execution, model string
+	commands         []api.AgentCommand
+	modes            *api.AgentModes
+}
+
+// announcedFacts is the session manager's record of what a live agent
+// announced through its events (sessions.Manager.AgentFacts).
+type announcedFacts interface {
+	AgentFacts(sessionID string) (commands []api.AgentCommand, modes *api.AgentModes, ok bool)
+}
 
 // runningAgentFacts gives what only agentctl knows of the running agent: the
-// model it reported, and who controls its terminal (only a pty agent has
-// one). The model is asked once per agent execution; a pty agent's
-// controller is asked every time. Nil for what is unknown.
-func (s *Server) runningAgentFacts(ctx context.Context, sess state.Session, execution string) (*string, *state.Controller) {
+// model it reported and the commands and modes it announced, and who
+// controls its terminal (only a pty agent has one). agentctl is asked once
+// per agent execution (the commands and modes the agent announces later
+// reach the leader's pump, which keeps them); a pty agent's controller is
+// asked every time. Nil for what is unknown.
+func (s *Server) runningAgentFacts(ctx context.Context, sess state.Session, execution string) (reportedModel, *state.Controller) {
 	a := s.cfg.Agent(sess.Agent)
 	pty := a != nil && a.Protocol == config.ProtocolPTY
+	facts := func(r reportedModel) reportedModel {
+		if f, ok := s.sessions.(announcedFacts); ok {
+			if cmds, modes, ok := f.AgentFacts(sess.ID); ok {
+				r.commands, r.modes = cmds, modes
+			}
+		}
+		return r
+	}
 	if m, ok := s.models.Load(sess.ID); ok && !pty && execution != "" && m.(reportedModel).execution == execution {
-		return nonEmpty(m.(reportedModel).model), nil
+		return facts(m.(reportedModel)), nil
 	}
 	if s.sessions == nil {
-		return nil, nil
+		return reportedModel{}, nil
 	}
 	c, err := s.sessions.Agentctl(sess.ID)
 	if err != nil {
-		return nil, nil
+		return reportedModel{}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, agentFactsTimeout)
 	defer cancel()
 	ag, err := c.AgentState(ctx)
 	if err != nil {
-		return nil, nil
+		return reportedModel{}, nil
 	}
+	rep := reportedModel{execution: execution, model: ag.Model, commands: ag.Commands, modes: ag.Modes}
 	if execution != "" {
-		s.models.Store(sess.ID, reportedModel{execution: execution, model: ag.Model})
+		s.models.Store(sess.ID, rep)
 	}
 	var ctl *state.Controller
 	if pty && ag.Controller != nil {
 		c := state.Controller(*ag.Controller)
 		ctl = &c
 	}
-	return nonEmpty(ag.Model), ctl
+	return facts(rep), ctl
 }
 
 func nonEmpty(s string) *string {
@@ -259,6 +287,7 @@ func (s *Server) statusOf(sess state.Session) state.Status {
 			in.NodeUnavailable = node
 		}
 	}
+	in.PendingPermissions = s.store.PendingPermissions(sess.ID)
 	return state.ComputeStatus(in)
 }
 
