@@ -47,6 +47,11 @@ const (
 	AutoResumeAll    = "all"
 	AutoResumeActive = "active"
 	AutoResumeNone   = "none"
+
+	// The values of server.raft_store (supervisor/cluster's StoreBolt and
+	// StoreWAL).
+	RaftStoreBolt = "bolt"
+	RaftStoreWAL  = "wal"
 )
 
 // LogLevels lists the accepted values of log_level, most verbose first.
@@ -148,6 +153,11 @@ type Server struct {
 	// CleanupDeadServers lets the leader remove a server that stopped
 	// answering from the raft configuration (autopilot; default false).
 	CleanupDeadServers bool
+	// RaftStore is where raft keeps its log and stable state in a new
+	// data_dir: RaftStoreBolt or RaftStoreWAL; "" (unset) gives a new
+	// data_dir bolt and keeps the store an existing one has. Set, a
+	// data_dir that holds the other store is refused at start.
+	RaftStore string
 	// Nice is the CPU priority the server raises itself to at start, -20
 	// to 0 (default 0: it keeps the priority it was started with). Below
 	// 0 it runs above its sessions' agentctls, so that many busy sessions

@@ -271,6 +271,7 @@ func (l *loader) section(b *hcl.Block) {
 			"leader_lease_timeout": l.duration(&c.Server.LeaderLeaseTimeout),
 			"cluster_secret":       l.str(&c.Server.ClusterSecret),
 			"cleanup_dead_servers": l.boolean(&c.Server.CleanupDeadServers),
+			"raft_store":           l.lower(&c.Server.RaftStore),
 			"nice":                 l.integer(&c.Server.Nice),
 		}
 	case "acl":

@@ -209,6 +209,11 @@ func (v *validator) server(c *Config) {
 			fmt.Sprintf("%d is not a nice value the server can raise itself to.", s.Nice),
 			"use -20 to 0: a negative value raises the server's CPU priority above its sessions' agentctls, 0 leaves it alone")
 	}
+	if s.RaftStore != "" && s.RaftStore != RaftStoreBolt && s.RaftStore != RaftStoreWAL {
+		v.fail("server.raft_store", "Invalid server.raft_store",
+			fmt.Sprintf("%q is not a raft store.", s.RaftStore),
+			`use "bolt" (raft-boltdb, the default for a new data_dir) or "wal" (hashicorp/raft-wal), or omit raft_store to keep the store the data_dir has`)
+	}
 	if !slices.Contains([]int{1, 3, 5}, s.BootstrapExpect) {
 		v.fail("server.bootstrap_expect", "Invalid server.bootstrap_expect",
 			fmt.Sprintf("%d is not a supported cluster size.", s.BootstrapExpect),
