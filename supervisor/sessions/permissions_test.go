@@ -1,12 +1,15 @@
 package sessions
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -143,5 +146,54 @@ func TestAPermissionRequestMadeWithoutALeaderIsFoundAndCancelledByAStop(t *testi
 	waitFor(t, 30*time.Second, "the session to stop", func() bool { return w.session(s.id).State == state.SessionStopped })
 	if p, _ := w.r.store.Permission(s.id, pid); p.State != state.PermissionCancelled || w.r.store.PendingPermissions(s.id) != 0 {
 		t.Fatalf("after the stop: %+v", p)
+	}
+}
+
+// A cancelled turn ends its pending request cancelled (agentctl answers
+// the agent "cancelled" and publishes the end, which the pump records).
+func TestACancelledTurnCancelsItsPermissionRequest(t *testing.T) {
+	w := newWorld(t, "n1")
+	s := w.workSession("s1", "n1")
+	m := w.leader("n1")
+	continueSession(t, m, s.id)
+	if err := m.Prompt(recoverCtx(t), s.id, "work notes.txt"); err != nil {
+		t.Fatal(err)
+	}
+	p := w.pendingPermission(s.id)
+	if err := m.Cancel(recoverCtx(t), s.id); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the request to be cancelled", func() bool {
+		got, _ := w.r.store.Permission(s.id, p.ID)
+		return got.State == state.PermissionCancelled
+	})
+	waitFor(t, 20*time.Second, "the session to wait for input", func() bool { return w.session(s.id).State == state.SessionWaitingForInput })
+	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCancelled {
+		t.Fatalf("last turn outcome %q, want cancelled", got)
+	}
+}
+
+// A tool call or plan is written whole whatever was written of it before
+// (an update may change anything in it), weighed by its encoded size;
+// text still grows by additions.
+func TestToolAndPlanEntriesAreWrittenWholeAndWeighedByTheirEncodedSize(t *testing.T) {
+	p := &pumper{e: &execution{sessionID: "s1"}, source: "boot", proposed: map[string]string{"m1": "ab", "m2": "", "m3": "x"}}
+	call := &api.ToolCall{ID: "c1", Title: "Edit", Kind: api.ToolEdit, Status: api.ToolInProgress,
+		Content: []api.ToolContent{{Type: api.ContentDiff, Path: "a.txt", NewText: strings.Repeat("z", 500)}}}
+	encoded, _ := json.Marshal(call)
+	prop, n := p.messageWrite(agentctl.Message{ID: "m2", Role: string(state.RoleTool), ToolCall: call})
+	if b, ok := prop.Body.(*state.PutMessageBody); prop.Type != state.CmdPutMessage || !ok || b.Message.ToolCall != call || n != len(encoded) {
+		t.Fatalf("tool call write %d %+v weighing %d, want a whole put weighing %d", prop.Type, prop.Body, n, len(encoded))
+	}
+	plan := &api.Plan{Entries: []api.PlanEntry{{Content: "x", Priority: "high", Status: "pending"}}}
+	if prop, _ := p.messageWrite(agentctl.Message{ID: "m3", Role: string(state.RolePlan), Text: "xy", Plan: plan}); prop.Type != state.CmdPutMessage {
+		t.Fatalf("a plan whose text grew is written as %d, want a whole put", prop.Type)
+	}
+	if prop, n := p.messageWrite(agentctl.Message{ID: "m1", Role: string(state.RoleThought), Text: "abcd"}); prop.Type != state.CmdAppendMessage || n != 2 {
+		t.Fatalf("a thought's growth is written as %d weighing %d, want an addition of 2 bytes", prop.Type, n)
+	}
+	p.recordWrite(agentctl.Message{ID: "m2", Role: string(state.RoleTool), ToolCall: call}, prop, nil)
+	if _, ok := p.proposed["m2"]; ok {
+		t.Fatal("a tool call's write is remembered for text additions")
 	}
 }
