@@ -102,8 +102,33 @@ export interface Status {
   is_resumable: boolean; needs_resume: boolean; resume_reason: string | null;
   resume_message: string | null; error_message?: string | null;
   node: string | null; worktree_path: string | null; worktree_branch: string | null;
+  // The agent's work (absent from a node that predates it).
+  pending_permissions?: number; commands?: AgentCommand[] | null; modes?: AgentModes | null;
 }
-export interface Message { id: string; role: string; text: string; complete: boolean; created_at: string; updated_at: string }
+export interface Message {
+  id: string; role: string; text: string; complete: boolean; created_at: string; updated_at: string;
+  tool_call?: ToolCall | null; plan?: Plan | null;
+}
+export interface ToolLocation { path: string; line?: number | null }
+export interface ToolContent {
+  type: string; text?: string; path?: string; old_text?: string | null; new_text?: string; terminal?: string;
+}
+export interface ToolCall {
+  id: string; title: string; kind: string; status: string;
+  locations: ToolLocation[] | null; content: ToolContent[] | null; raw_input?: unknown; raw_output?: unknown;
+}
+export interface PlanEntry { content: string; priority: string; status: string }
+export interface Plan { entries: PlanEntry[] | null }
+export interface PermissionOption { option_id: string; name: string; kind: string }
+export interface Permission {
+  id: string; session_id: string; tool_call_id: string; title: string; kind: string;
+  options: PermissionOption[] | null; state: string; option_id: string; answered_by: string;
+  created_at: string; answered_at: string | null;
+}
+export interface AgentCommand { name: string; description: string; input_hint?: string }
+export interface AgentMode { id: string; name: string; description?: string }
+export interface AgentModes { current_mode_id: string; available: AgentMode[] | null }
+export interface TerminalInfo { name: string; command: string[] | null; owner: string; running: boolean; exit_code: number | null; read_only: boolean }
 export interface Event { type: string; session_id: string; task_id: string; index: number; data: Record<string, any> }
 export interface Agent { name: string; protocol: string; supports_session_resume?: boolean }
 export interface FileEntry { name: string; path: string; type: string; size: number; mode: string; mod_time: string }

@@ -1,11 +1,14 @@
 // A session's page, following the resumption design: status header, resume
 // banner and error badge, transcript streamed live, prompt box, and the
 // workspace (terminals, files, git), disabled while the executor starts.
-import { Agent, api, ApiError, Event, Message, Session, Status } from "./api";
+import { Agent, AgentCommand, AgentModes, api, ApiError, Event, Message, Permission, Session, Status } from "./api";
 import { badge, h, replace } from "./dom";
 import { EventStream } from "./events";
+import { markdown } from "./markdown";
 import { navigate } from "./nav";
 import { TerminalPanel } from "./terminal";
+import { setPendingCount } from "./title";
+import { keepOpen, permissionView, planList, thought, toolCard, WorkLinks } from "./work";
 import { FilesPanel, GitPanel } from "./workspace";
 
 const autoResumeKey = "paddock.autoResume";
@@ -23,13 +26,14 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   let onEvent = (ev: Event) => { early.push(ev); };
   let onReconnect = () => {};
   const events = new EventStream({ session_id: id }, (ev) => onEvent(ev), () => onReconnect());
-  let session: Session, agents: Agent[], initial: Message[], firstStatus: Status;
+  let session: Session, agents: Agent[], initial: Message[], firstStatus: Status, firstPerms: Permission[] | null;
   try {
-    [session, agents, initial, firstStatus] = await Promise.all([
+    [session, agents, initial, firstStatus, firstPerms] = await Promise.all([
       api<Session>("GET", path),
       api<{ agents: Agent[] }>("GET", "/v1/agents").then((r) => r.agents, () => [] as Agent[]),
       api<{ messages: Message[] }>("GET", `${path}/messages`).then((r) => r.messages),
       api<Status>("GET", `${path}/status`),
+      readPermissions(path),
     ]);
   } catch (err) {
     events.close();
@@ -46,11 +50,24 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   const stopButton = h("button", { type: "button", class: "secondary", hidden: true }, "Stop session");
   const error = h("p", { class: "error", "aria-live": "polite" });
   const transcript = h("ol", { class: "messages", "aria-label": "Messages" });
-  const prompt = h("textarea", { id: "prompt", name: "prompt", rows: 3 });
+  const prompt = h("textarea", { id: "prompt", name: "prompt", rows: 3, "aria-autocomplete": "list", "aria-controls": "prompt-commands" });
   const send = h("button", { type: "submit" }, "Send");
   const cancel = h("button", { type: "button" }, "Cancel turn");
+  // The agent's slash commands, offered while the prompt is "/WORD", and its
+  // modes (a select that switches them).
+  const commandList = h("ul", { id: "prompt-commands", class: "commands", role: "listbox", "aria-label": "Commands", hidden: true });
+  const modeSelect = h("select", { id: "mode", name: "mode" });
+  const modeBox = h("span", { class: "mode", hidden: true }, h("label", { for: "mode" }, "Mode"), " ", modeSelect);
   const form = h("form", { class: "prompt", "aria-label": "Prompt the agent" },
-    h("label", { for: "prompt" }, "Prompt"), prompt, h("div", { class: "row" }, send, cancel));
+    h("label", { for: "prompt" }, "Prompt"), prompt, commandList, h("div", { class: "row" }, send, cancel, modeBox));
+  // The agent's permission requests: pending ones as cards with the
+  // agent's options, ended ones as a line with the outcome.
+  const permList = h("ol", { class: "permissions", "aria-label": "Permission requests", hidden: true });
+  const approvalBadge = h("span", { class: "badge needs-approval", hidden: true }, "Needs approval");
+  const perms = new Map<string, Permission>();
+  let permsKnown = firstPerms !== null;
+  let commands: AgentCommand[] = [];
+  let worktree = firstStatus.worktree_path ?? "";
   const autoResume = h("input", { type: "checkbox", id: "auto-resume", checked: localStorage.getItem(autoResumeKey) === "1" });
   const messages = new Map<string, HTMLElement>();
   let autoResumed = false;
@@ -99,12 +116,12 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     }
   }
 
-  function terminalTab(name: string, label: string): void {
+  function terminalTab(name: string, label: string, readOnly = false): void {
     let term: TerminalPanel | null = null;
     const slot = h("div", { class: "term-slot" });
     addTab(name, label, slot, (focus) => {
       if (!term) {
-        term = new TerminalPanel(id, name);
+        term = new TerminalPanel(id, name, readOnly);
         replace(slot, term.el);
         term.start();
       }
@@ -159,18 +176,163 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   });
   newSessionButton.addEventListener("click", newSession);
 
+  // Links out of the transcript: a tool call's files open in the Files
+  // panel, its terminal (a command the agent runs, read-only) in a tab.
+  const links: WorkLinks = {
+    relPath,
+    openFile: (p, line) => {
+      select("files", true);
+      void files.openPath(relPath(p), line);
+    },
+    openTerminal: (name) => {
+      if (!name) return;
+      if (!tabs.some((t) => t.name === name)) terminalTab(name, name, name.startsWith("cmd-"));
+      select(name, true);
+    },
+  };
+
+  /** relPath is a path of the agent's (absolute, in its workspace) as the
+   * file API names it: relative to the workspace. */
+  function relPath(p: string): string {
+    const root = worktree.replace(/\/+$/, "");
+    if (root && p.startsWith(root + "/")) return p.slice(root.length + 1);
+    if (root && p === root) return "";
+    return p;
+  }
+
+  function messageBody(m: Message): (Node | null)[] {
+    switch (m.role) {
+      case "tool":
+        if (m.tool_call) return [toolCard(m, m.tool_call, links)];
+        break;
+      case "plan":
+        if (m.plan) return [planList(m.plan)];
+        break;
+      case "thought":
+        return [thought(m)];
+      case "agent":
+        return [h("span", { class: "role" }, m.role), markdown(m.text)];
+    }
+    return [h("span", { class: "role" }, m.role), h("div", { class: "text" }, m.text)];
+  }
+
   function showMessage(m: Message): void {
-    const el = h("li", { class: `msg ${m.role}${m.complete ? "" : " streaming"}`, "data-message": m.id },
-      h("span", { class: "role" }, m.role), h("div", { class: "text" }, m.text));
+    const el = h("li", { class: `msg ${m.role}${m.complete ? "" : " streaming"}`, "data-message": m.id }, ...messageBody(m));
     const old = messages.get(m.id);
-    if (old) old.replaceWith(el); else transcript.append(el);
+    if (old) {
+      keepOpen(old, el);
+      old.replaceWith(el);
+    } else {
+      transcript.append(el);
+    }
     messages.set(m.id, el);
     el.scrollIntoView({ block: "nearest" });
+  }
+
+  function showPermissions(): void {
+    const all = [...perms.values()].sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+    // A card being answered keeps its element (and the focus on it).
+    const views = all.map((p) => {
+      const old = permList.querySelector<HTMLElement>(`[data-permission="${CSS.escape(p.id)}"]`);
+      if (old && old.dataset.state === p.state) return old;
+      const el = permissionView(p, answer);
+      el.dataset.state = p.state;
+      return el;
+    });
+    replace(permList, ...views);
+    permList.hidden = all.length === 0;
+    const pending = all.filter((p) => p.state === "pending").length;
+    approvalBadge.hidden = pending === 0;
+    approvalBadge.textContent = pending > 1 ? `Needs approval (${pending})` : "Needs approval";
+    setPendingCount(pending);
+    for (const el of permList.querySelectorAll<HTMLElement>(".permission.pending")) el.scrollIntoView({ block: "nearest" });
+  }
+
+  function upsertPermission(p: Permission): void {
+    const old = perms.get(p.id);
+    // A request never goes back to pending: an older copy does not win.
+    if (old && old.state !== "pending" && p.state === "pending") return;
+    perms.set(p.id, p);
+    showPermissions();
+  }
+
+  async function loadPermissions(): Promise<void> {
+    const list = await readPermissions(path);
+    if (list === null) return;
+    permsKnown = true;
+    perms.clear();
+    for (const p of list) perms.set(p.id, p);
+    showPermissions();
+  }
+
+  function answer(p: Permission, optionID: string, buttons: HTMLButtonElement[]): void {
+    for (const b of buttons) b.disabled = true;
+    error.textContent = "";
+    api<Permission>("POST", `${path}/permissions/${encodeURIComponent(p.id)}`, { option_id: optionID })
+      .then((answered) => upsertPermission(answered))
+      .catch((err) => {
+        error.textContent = err instanceof ApiError ? err.message : String(err);
+        for (const b of buttons) b.disabled = false;
+        // Answered elsewhere meanwhile (409), or gone: show what is so.
+        void loadPermissions().catch(() => {});
+      });
+  }
+
+  // The commands offered while the prompt is "/WORD".
+  let activeCommand = -1;
+  function matchingCommands(): AgentCommand[] {
+    const m = prompt.value.match(/^\/(\S*)$/);
+    if (!m || commands.length === 0) return [];
+    return commands.filter((c) => c.name.startsWith(m[1]));
+  }
+  function showCommands(): void {
+    const list = matchingCommands();
+    if (activeCommand >= list.length) activeCommand = list.length - 1;
+    replace(commandList, ...list.map((c, i) => {
+      const li = h("li", { role: "option", id: `prompt-command-${i}`, "aria-selected": String(i === activeCommand), "data-command": c.name },
+        h("code", {}, `/${c.name}`), c.input_hint ? h("span", { class: "muted" }, ` ${c.input_hint}`) : null,
+        c.description ? h("span", { class: "muted" }, ` — ${c.description}`) : null);
+      li.addEventListener("mousedown", (e) => { e.preventDefault(); pickCommand(c); });
+      return li;
+    }));
+    commandList.hidden = list.length === 0;
+    if (activeCommand >= 0 && list.length > 0) prompt.setAttribute("aria-activedescendant", `prompt-command-${activeCommand}`);
+    else prompt.removeAttribute("aria-activedescendant");
+  }
+  function pickCommand(c: AgentCommand): void {
+    prompt.value = `/${c.name} `;
+    activeCommand = -1;
+    showCommands();
+    prompt.focus();
+    prompt.setSelectionRange(prompt.value.length, prompt.value.length);
+  }
+
+  // The modes: the select follows the status unless it is being changed.
+  let modesKey = "";
+  let modeBusy = false;
+  function showModes(modes: AgentModes | null | undefined): void {
+    const avail = modes?.available ?? [];
+    modeBox.hidden = avail.length === 0;
+    const key = JSON.stringify(modes ?? null);
+    if (key === modesKey || modeBusy) return;
+    modesKey = key;
+    replace(modeSelect, ...avail.map((m) => h("option", { value: m.id, title: m.description ?? "" }, m.name || m.id)));
+    if (modes) modeSelect.value = modes.current_mode_id;
   }
 
   async function loadStatus(known?: [Status, Session]): Promise<void> {
     const [st, s] = known ?? await Promise.all([api<Status>("GET", `${path}/status`), api<Session>("GET", path)]);
     session = s;
+    if (st.worktree_path) worktree = st.worktree_path;
+    commands = st.commands ?? [];
+    if (document.activeElement === prompt) showCommands();
+    showModes(st.modes);
+    // The list of requests was read before, or events were missed: the
+    // status says how many wait; when the list disagrees it is read again.
+    const pendingHere = [...perms.values()].filter((p) => p.state === "pending").length;
+    if (st.pending_permissions !== undefined && (st.pending_permissions !== pendingHere || !permsKnown)) {
+      void loadPermissions().catch(() => {});
+    }
     let exError = "";
     if (st.executor_status === "error" && s.executor_id) {
       try { exError = (await api<{ error_message?: string }>("GET", `/v1/executors/${encodeURIComponent(s.executor_id)}`)).error_message ?? ""; } catch { /* gone */ }
@@ -246,35 +408,84 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     await act(async () => { await api("POST", `${path}/prompt`, { text }); prompt.value = ""; })();
   });
   prompt.addEventListener("keydown", (e) => {
+    const list = commandList.hidden ? [] : matchingCommands();
+    if (list.length > 0 && (e.key === "ArrowDown" || e.key === "ArrowUp")) {
+      e.preventDefault();
+      activeCommand = (activeCommand + (e.key === "ArrowDown" ? 1 : list.length - 1 + (activeCommand < 0 ? 1 : 0))) % list.length;
+      showCommands();
+      return;
+    }
+    if (list.length > 0 && (e.key === "Tab" || (e.key === "Enter" && activeCommand >= 0)) && !e.shiftKey) {
+      e.preventDefault();
+      pickCommand(list[Math.max(0, activeCommand)]);
+      return;
+    }
+    if (e.key === "Escape" && !commandList.hidden) {
+      commandList.hidden = true;
+      return;
+    }
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); form.requestSubmit(); }
+  });
+  prompt.addEventListener("input", () => { activeCommand = -1; showCommands(); });
+  prompt.addEventListener("blur", () => { commandList.hidden = true; });
+  modeSelect.addEventListener("change", async () => {
+    const want = modeSelect.value;
+    modeBusy = true;
+    error.textContent = "";
+    try {
+      const modes = await api<AgentModes>("POST", `${path}/mode`, { mode_id: want });
+      modeBusy = false;
+      modesKey = "";
+      showModes(modes);
+    } catch (err) {
+      modeBusy = false;
+      error.textContent = err instanceof ApiError ? err.message : String(err);
+      modesKey = "";
+      refresh();
+    }
   });
   cancel.addEventListener("click", act(() => api("POST", `${path}/cancel`)));
 
   setReady(false, "Loading…");
   replace(root,
     h("nav", {}, h("a", { href: "/ui/" }, "Tasks"), " / ", h("a", { href: `/ui/tasks/${session.task_id}` }, "Task")),
-    h("h1", {}, "Session ", h("code", {}, id.slice(0, 8))),
+    h("h1", {}, "Session ", h("code", {}, id.slice(0, 8)), " ", approvalBadge),
     header, banner, alert,
     h("div", { class: "actions" }, resumeButton, newSessionButton, stopButton,
       h("label", { for: "auto-resume", class: "toggle" }, autoResume, " Auto-resume")),
     error,
     h("div", { class: "panes" },
-      h("section", { class: "chat", "aria-label": "Conversation" }, transcript, form),
+      h("section", { class: "chat", "aria-label": "Conversation" }, transcript, permList, form),
       workspace));
 
   onEvent = (ev) => {
     if (ev.type === "session.message.added" || ev.type === "session.message.updated") {
       showMessage(ev.data.message as Message);
+    } else if (ev.type === "session.permission.requested" || ev.type === "session.permission.answered") {
+      if (ev.data.permission) upsertPermission(ev.data.permission as Permission);
     } else {
       if (ev.type === "session.agentctl_starting" || (ev.type === "session.state_changed" && ev.data.to === "STARTING")) showStarting();
       refresh();
     }
   };
-  onReconnect = refresh;
+  onReconnect = () => { refresh(); void loadPermissions().catch(() => {}); };
   for (const m of initial) showMessage(m);
+  for (const p of firstPerms ?? []) perms.set(p.id, p);
+  showPermissions();
   for (const ev of early.splice(0)) onEvent(ev);
   // A User Timing mark (the benchmark reads it): the transcript is shown.
   performance.mark("paddock:transcript-ready");
   await loadStatus([firstStatus, session]);
-  return () => { window.clearTimeout(pending); events.close(); for (const t of tabs) t.dispose(); };
+  return () => { window.clearTimeout(pending); events.close(); for (const t of tabs) t.dispose(); setPendingCount(0); };
+}
+
+/** readPermissions reads a session's permission requests; null from a node
+ * that has no such route. */
+async function readPermissions(path: string): Promise<Permission[] | null> {
+  try {
+    return (await api<{ permissions: Permission[] | null }>("GET", `${path}/permissions`)).permissions ?? [];
+  } catch (err) {
+    if (err instanceof ApiError && (err.status === 404 || err.status === 405)) return null;
+    throw err;
+  }
 }

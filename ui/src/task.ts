@@ -1,8 +1,10 @@
 // A task's page: its sessions with live state badges, and "New session".
 import { Agent, api, ApiError, Session, Task } from "./api";
+import { Approvals } from "./approvals";
 import { badge, h, replace, when } from "./dom";
 import { EventStream } from "./events";
 import { navigate } from "./nav";
+import { setPendingCount } from "./title";
 
 interface Plugin { name: string; healthy?: boolean }
 
@@ -22,13 +24,25 @@ export async function taskPage(root: HTMLElement, id: string): Promise<() => voi
     h("button", { type: "submit" }, "New session"));
   const stateBadge = h("span", {}, badge(task.state));
 
+  // Sessions whose agent waits for a person's answer say so.
+  let shown: Session[] = [];
+  const approvals = new Approvals(id, () => {
+    show();
+    setPendingCount(approvals.total());
+  });
+  function show(): void {
+    replace(list, ...shown.map((s) => h("li", { "data-session": s.id },
+      h("a", { href: `/ui/sessions/${s.id}` }, `${s.agent} · ${s.runtime}`), " ", badge(s.state),
+      approvals.count(s.id) > 0 ? h("span", { class: "badge needs-approval" }, "Needs approval") : null,
+      h("code", {}, s.id.slice(0, 8)), h("time", {}, when(s.created_at)))));
+    if (shown.length === 0) list.append(h("li", { class: "empty" }, "No sessions yet."));
+  }
+
   async function load(): Promise<void> {
     const { sessions } = await api<{ sessions: Session[] }>("GET", `/v1/sessions?task_id=${encodeURIComponent(id)}`);
     sessions.sort((a, b) => b.created_at.localeCompare(a.created_at));
-    replace(list, ...sessions.map((s) => h("li", { "data-session": s.id },
-      h("a", { href: `/ui/sessions/${s.id}` }, `${s.agent} · ${s.runtime}`), " ", badge(s.state),
-      h("code", {}, s.id.slice(0, 8)), h("time", {}, when(s.created_at)))));
-    if (sessions.length === 0) list.append(h("li", { class: "empty" }, "No sessions yet."));
+    shown = sessions;
+    show();
     const t = await api<Task>("GET", `/v1/tasks/${encodeURIComponent(id)}`);
     replace(stateBadge, badge(t.state));
   }
@@ -56,8 +70,10 @@ export async function taskPage(root: HTMLElement, id: string): Promise<() => voi
     pending = window.setTimeout(() => { load().catch((e) => { error.textContent = String(e.message); }); }, 100);
   };
   const events = new EventStream({ task_id: id }, (ev) => {
+    approvals.onEvent(ev);
     if (ev.type === "session.state_changed" || ev.type.startsWith("session.agentctl_")) refresh();
-  }, refresh);
+  }, () => { refresh(); void approvals.load().catch(() => {}); });
   await load();
-  return () => { window.clearTimeout(pending); events.close(); };
+  void approvals.load().catch(() => {});
+  return () => { window.clearTimeout(pending); events.close(); approvals.close(); setPendingCount(0); };
 }

@@ -1,8 +1,11 @@
 // The task list: create, open and close tasks.
 import { api, ApiError, Task } from "./api";
+import { Approvals } from "./approvals";
 import { badge, h, replace, when } from "./dom";
+import { EventStream } from "./events";
+import { setPendingCount } from "./title";
 
-export async function tasksPage(root: HTMLElement): Promise<void> {
+export async function tasksPage(root: HTMLElement): Promise<() => void> {
   const list = h("ul", { class: "tasks", "aria-label": "Tasks" });
   const error = h("p", { class: "error", "aria-live": "polite" });
   const title = h("input", { id: "task-title", name: "title", required: true });
@@ -12,11 +15,22 @@ export async function tasksPage(root: HTMLElement): Promise<void> {
     h("label", { for: "task-path" }, "Workspace path"), path,
     h("button", { type: "submit" }, "Create task"));
 
+  // Tasks whose sessions wait for a person's answer say so.
+  let shown: Task[] = [];
+  const approvals = new Approvals(null, () => {
+    show();
+    setPendingCount(approvals.total());
+  });
+  function show(): void {
+    replace(list, ...shown.map(row));
+    if (shown.length === 0) list.append(h("li", { class: "empty" }, "No tasks yet."));
+  }
+
   async function load(): Promise<void> {
     const { tasks } = await api<{ tasks: Task[] }>("GET", "/v1/tasks");
     tasks.sort((a, b) => b.created_at.localeCompare(a.created_at));
-    replace(list, ...tasks.map(row));
-    if (tasks.length === 0) list.append(h("li", { class: "empty" }, "No tasks yet."));
+    shown = tasks;
+    show();
   }
 
   function row(t: Task): HTMLElement {
@@ -28,6 +42,7 @@ export async function tasksPage(root: HTMLElement): Promise<void> {
     }, "Close");
     return h("li", { "data-task": t.id },
       h("a", { href: `/ui/tasks/${t.id}` }, t.title), " ", badge(t.state),
+      approvals.taskCount(t.id) > 0 ? h("span", { class: "badge needs-approval" }, "Needs approval") : null,
       t.workspace?.path ? h("code", {}, t.workspace.path) : null,
       h("time", {}, when(t.created_at)), close);
   }
@@ -49,4 +64,9 @@ export async function tasksPage(root: HTMLElement): Promise<void> {
 
   replace(root, h("h1", {}, "Tasks"), form, error, list);
   await load();
+  // Every session's events pass here; only their permission requests and
+  // states are looked at (Approvals reads a status per change).
+  const events = new EventStream({}, (ev) => approvals.onEvent(ev), () => void approvals.load().catch(() => {}));
+  void approvals.load().catch(() => {});
+  return () => { events.close(); approvals.close(); setPendingCount(0); };
 }

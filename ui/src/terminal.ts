@@ -35,16 +35,21 @@ export class TerminalPanel {
   private observer: ResizeObserver;
   private enc = new TextEncoder();
 
-  constructor(private sessionID: string, private name = "shell") {
+  /** A readOnly terminal (a command the agent runs) is watched, not typed
+   * into: it sends no input and cannot be reset. */
+  constructor(private sessionID: string, private name = "shell", private readOnly = false) {
     this.notice = h("p", { class: "term-notice", "aria-live": "polite" });
     this.screen = h("div", { class: "term-screen" });
-    const reset = h("button", { type: "button", onclick: () => this.reset() }, "Reset terminal");
+    const reset = readOnly ? null : h("button", { type: "button", onclick: () => this.reset() }, "Reset terminal");
     // The first shell is "Terminal"; others carry their name.
     const label = name === "shell" ? "Terminal" : `Terminal ${name}`;
     this.el = h("section", { class: "terminal", role: "region", "aria-label": label },
-      h("div", { class: "term-bar" }, h("span", { class: "term-name" }, name), this.notice, reset),
+      h("div", { class: "term-bar" }, h("span", { class: "term-name" }, name),
+        readOnly ? h("span", { class: "badge read-only", title: "The agent runs this command; people watch it" }, "read-only") : null,
+        this.notice, reset),
       this.screen);
-    this.term = new Terminal({ convertEol: false, cursorBlink: true, scrollback: 5000, fontSize: 13 });
+    if (readOnly) this.el.dataset.readOnly = "true";
+    this.term = new Terminal({ convertEol: false, cursorBlink: !readOnly, disableStdin: readOnly, scrollback: 5000, fontSize: 13 });
     this.term.loadAddon(this.fit);
     this.term.onData((d) => this.input(this.enc.encode(d)));
     this.term.onBinary((d) => this.input(Uint8Array.from(d, (c) => c.charCodeAt(0) & 0xff)));
@@ -112,7 +117,7 @@ export class TerminalPanel {
             if (msg.pid) this.el.dataset.pid = String(msg.pid);
             break;
           case "exited":
-            this.setNotice(`Shell exited (code ${msg.code})`);
+            this.setNotice(`${this.readOnly ? "Command" : "Shell"} exited (code ${msg.code})`);
             break;
           case "taken_over":
             takenOver = true;
@@ -189,7 +194,7 @@ export class TerminalPanel {
   /** input sends typed bytes. While the connection is being opened they
    * wait for it (at most maxEarlyInput); with no connection they are dropped. */
   private input(b: Uint8Array): void {
-    if (!this.ws) return;
+    if (!this.ws || this.readOnly) return;
     const f = new Uint8Array(b.length + 1);
     f[0] = 0x00;
     f.set(b, 1);

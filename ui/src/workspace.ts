@@ -69,8 +69,15 @@ export class FilesPanel {
     return h("li", { role: "none" }, open);
   }
 
-  private async open(e: FileEntry): Promise<void> {
-    replace(this.viewerName, e.path);
+  /** openPath shows a file of the workspace by its path (a tool call's
+   * location); line, when given, is named beside it. */
+  openPath(path: string, line?: number): Promise<void> {
+    this.show();
+    return this.open({ path, name: path.split("/").pop() ?? path }, line);
+  }
+
+  private async open(e: Pick<FileEntry, "path" | "name">, line?: number): Promise<void> {
+    replace(this.viewerName, line ? `${e.path}:${line}` : e.path);
     replace(this.viewer, "Loading…");
     try {
       const b = await apiBytes(`${this.base}/files/content?path=${encodeURIComponent(e.path)}`);
