@@ -18,11 +18,11 @@
 //	GET  /v1/capabilities            {"supports_session_resume":bool|null,"supports_workspace_only":true}
 //	POST /v1/probe {"profile"}       same; ACP: runs initialize (loadSession); pty: the profile's declaration
 //	GET  /v1/agent                   AgentState {"status":none|starting|waiting_for_input|running|exited|error, "resume_token", "exit_code", ...}
-//	POST /v1/agent/start (F)         {"profile":{protocol,command,new_args,resume_args,permission,supports_session_resume,env},"resume_token"?} → 200 AgentState
+//	POST /v1/agent/start (F)         {"profile":{protocol,command,new_args,resume_args,permission:ask|allow|deny,auto_allow,permission_timeout(ns),supports_session_resume,env},"resume_token"?} → 200 AgentState
 //	POST /v1/agent/prompt (F)        {"text"} → 202 {"message_id","turn"}; 409 while a turn runs
 //	POST /v1/agent/cancel (F)        → 202; the turn ends with outcome "cancelled"
 //	POST /v1/agent/stop (F)          → 200 {"exit_code"} after the agent exited
-//	GET  /v1/messages                {"messages":[{"id","role":"user|agent|system","text","complete","created_at","updated_at"}]}
+//	GET  /v1/messages                {"messages":[{"id","role":"user|agent|system|thought|tool|plan","text","tool_call"?,"plan"?,"complete","created_at","updated_at"}]}
 //	GET  /v1/events?since=N&wait=25s long poll → {"nonce","events":[{"seq","type","time","data"}],"next"}
 //	     (&compact=true leaves out message updates a later one in the answer supersedes;
 //	     &gather=100ms holds an answer of chunks of unfinished messages until 100 ms after the
@@ -34,12 +34,27 @@
 //	GET  /v1/git/diff?staged=        {"diff"}; 409 when not a git repository
 //	POST /v1/fencing (F)             presents the token → {"fencing_token": highest}
 //	GET  /v1/terminals/{name}        Options.Terminals (shared/term); 404 when not configured
+//	GET  /v1/terminals               {"terminals":[{"name","command","owner":"agent|user","running","exit_code","read_only"}]}
+//	GET  /v1/agent/permissions       api.Permissions: every request of the current agent run, oldest first
+//	POST /v1/agent/permissions/{id} (F) {"option_id","answered_by"?} → 200 api.Permission; 400 option not offered,
+//	     404 unknown, 409 not pending
+//	POST /v1/agent/mode (F)          {"mode_id"} → 200 AgentState (session/set_mode); 400 unknown mode, 409 no agent
 //
 // Event types: agent_started {pid,protocol,resume_token,resumed},
 // agent_stopped {exit_code}, message_added / message_updated {message},
 // turn_finished {turn,outcome:end_turn|cancelled|error,error?},
-// permission_requested {title,decision}, agent_error {message}. Seq restarts
-// at 1 with every boot (a new nonce).
+// permission_requested / permission_answered {permission} (answered, by a
+// person or "policy", timed_out or cancelled; a request the policy answers
+// has only permission_answered), commands_updated {commands},
+// mode_updated {modes}, agent_error {message}. Seq restarts at 1 with every
+// boot (a new nonce).
+//
+// An ACP agent's work is in the transcript: roles thought (streamed like
+// agent), tool (Message.ToolCall; one entry per toolCallId that updates
+// merge into) and plan (Message.Plan; one per turn, replaced by updates).
+// agentctl advertises fs.readTextFile/writeTextFile (the workspace, confined
+// as the file API) and terminal (commands run as the read-only terminals
+// cmd-1, cmd-2, …; see agentterms.go).
 //
 // Paths are workspace-relative; "..", absolute paths and symlinks out are 400.
 // Resume tokens must match ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ (else 400);
