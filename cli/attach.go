@@ -46,20 +46,19 @@ var attachCommand = command{
 	path:    "attach",
 	args:    "SESSION [-name shell]",
 	summary: "attach to a session's terminal (ctrl-] detaches; ctrl-] r resets it)",
-	flags:   attachFlags,
-	run:     runAttach,
+	bind:    withFlags(attachFlags, runAttach),
 	id:      idSession,
 }
 
-func attachFlags(fs *flag.FlagSet) any {
+func attachFlags(fs *flag.FlagSet) *string {
 	return fs.String("name", "shell", "terminal name (\"agent\" is a pty agent's own terminal)")
 }
 
-func runAttach(e *env, fl any, pos []string) error {
+func runAttach(e *env, nameFlag *string, pos []string) error {
 	if err := exactArgs(pos, "SESSION"); err != nil {
 		return err
 	}
-	name := *fl.(*string)
+	name := *nameFlag
 	// The terminal route answers a missing session only at the WebSocket
 	// upgrade: expand an id prefix first.
 	id, err := e.resolveID(idSession, pos[0])

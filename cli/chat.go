@@ -22,7 +22,7 @@ var chatCommand = command{
 	path:    "chat",
 	args:    "SESSION",
 	summary: "talk with a session's ACP agent line by line (ctrl-c cancels the running turn, ctrl-d leaves)",
-	run:     runChat,
+	bind:    noFlags(runChat),
 	id:      idSession,
 }
 
@@ -39,7 +39,7 @@ const (
 // comes, so a turn whose end event was missed still ends.
 const chatPollEvery = time.Second
 
-func runChat(e *env, _ any, pos []string) error {
+func runChat(e *env, pos []string) error {
 	if err := exactArgs(pos, "SESSION"); err != nil {
 		return err
 	}

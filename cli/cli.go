@@ -52,11 +52,30 @@ type command struct {
 	path    string // words after "paddock", e.g. "session list"
 	args    string // usage after the path, e.g. "[-task ID] [-state S]"
 	summary string
-	flags   func(fs *flag.FlagSet) any
-	run     func(e *env, fl any, pos []string) error
+	// bind defines the command's own flags on fs and returns its run
+	// function, which reads them (noFlags and withFlags make one).
+	bind func(fs *flag.FlagSet) runFunc
 	// id is the kind of id the first argument is (idSession, idTask), so a
 	// unique prefix of it is expanded before run; "" when it takes none.
 	id string
+}
+
+// runFunc runs a command with its positional arguments, its flags parsed.
+type runFunc func(e *env, pos []string) error
+
+// noFlags is the bind of a command that has no flags of its own.
+func noFlags(run runFunc) func(*flag.FlagSet) runFunc {
+	return func(*flag.FlagSet) runFunc { return run }
+}
+
+// withFlags is the bind of a command with flags of its own: define adds
+// them to the flag set and returns where they are parsed into (a pointer or
+// a struct of pointers), and run reads them from there, typed.
+func withFlags[T any](define func(fs *flag.FlagSet) T, run func(e *env, flags T, pos []string) error) func(*flag.FlagSet) runFunc {
+	return func(fs *flag.FlagSet) runFunc {
+		flags := define(fs)
+		return func(e *env, pos []string) error { return run(e, flags, pos) }
+	}
 }
 
 func (c *command) usage() string {
@@ -186,10 +205,7 @@ func (e *env) runCommand(cmd *command, args []string) int {
 	fs := flag.NewFlagSet(cmd.path, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	registerGlobals(fs, &e.g)
-	var fl any
-	if cmd.flags != nil {
-		fl = cmd.flags(fs)
-	}
+	run := cmd.bind(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -200,7 +216,7 @@ func (e *env) runCommand(cmd *command, args []string) int {
 		}
 		return e.fail(&usageError{msg: err.Error(), usage: cmd.usage()})
 	}
-	err = cmd.run(e, fl, pos)
+	err = run(e, pos)
 	if cmd.id != "" && len(pos) > 0 && len(pos[0]) >= minPrefix && client.IsCode(err, "not_found") {
 		// Not an id: maybe a unique prefix of one. Nothing was done for a
 		// missing id, so the command runs again with the whole id.
@@ -210,7 +226,7 @@ func (e *env) runCommand(cmd *command, args []string) int {
 			err = rerr
 		case full != pos[0]:
 			pos[0] = full
-			err = cmd.run(e, fl, pos)
+			err = run(e, pos)
 		}
 	}
 	if err != nil {

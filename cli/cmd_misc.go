@@ -13,7 +13,7 @@ import (
 
 // Listings of the cluster's runtime plugins, executors and agent profiles.
 
-func runPluginList(e *env, _ any, pos []string) error {
+func runPluginList(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -33,15 +33,15 @@ func runPluginList(e *env, _ any, pos []string) error {
 	})
 }
 
-func executorListFlags(fs *flag.FlagSet) any {
+func executorListFlags(fs *flag.FlagSet) *string {
 	return fs.String("session", "", "only executors of this session")
 }
 
-func runExecutorList(e *env, fl any, pos []string) error {
+func runExecutorList(e *env, sessionID *string, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	session, err := e.resolveID(idSession, *fl.(*string))
+	session, err := e.resolveID(idSession, *sessionID)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func runExecutorList(e *env, fl any, pos []string) error {
 	})
 }
 
-func runAgentList(e *env, _ any, pos []string) error {
+func runAgentList(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}

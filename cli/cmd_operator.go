@@ -17,7 +17,7 @@ import (
 // snapshotTimeout bounds a snapshot save or restore.
 const snapshotTimeout = 10 * time.Minute
 
-func runStatus(e *env, _ any, pos []string) error {
+func runStatus(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func peerTable(e *env, peers []client.Peer) error {
 	return table(e.stdout, []string{"ID", "ADDRESS", "SUFFRAGE", "LEADER", "HEALTH", "LAST CONTACT"}, rows)
 }
 
-func runListPeers(e *env, _ any, pos []string) error {
+func runListPeers(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func runListPeers(e *env, _ any, pos []string) error {
 	}, func(peers []client.Peer) error { return peerTable(e, peers) })
 }
 
-func runAddPeer(e *env, _ any, pos []string) error {
+func runAddPeer(e *env, pos []string) error {
 	if err := exactArgs(pos, "server address"); err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func runAddPeer(e *env, _ any, pos []string) error {
 	})
 }
 
-func runRemovePeer(e *env, _ any, pos []string) error {
+func runRemovePeer(e *env, pos []string) error {
 	if err := exactArgs(pos, "peer ID"); err != nil {
 		return err
 	}
@@ -91,15 +91,15 @@ func runRemovePeer(e *env, _ any, pos []string) error {
 	})
 }
 
-func transferFlags(fs *flag.FlagSet) any {
+func transferFlags(fs *flag.FlagSet) *string {
 	return fs.String("id", "", "the voter to hand leadership to (default: any)")
 }
 
-func runTransferLeadership(e *env, fl any, pos []string) error {
+func runTransferLeadership(e *env, id *string, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	target := *fl.(*string)
+	target := *id
 	return show(e, func(c *client.Client, o []client.CallOption) (string, error) {
 		return c.TransferLeadership(e.ctx(), target, o...)
 	}, func(leader string) error {
@@ -108,7 +108,7 @@ func runTransferLeadership(e *env, fl any, pos []string) error {
 	})
 }
 
-func runSnapshotSave(e *env, _ any, pos []string) error {
+func runSnapshotSave(e *env, pos []string) error {
 	if err := exactArgs(pos, "FILE"); err != nil {
 		return err
 	}
@@ -143,7 +143,7 @@ func runSnapshotSave(e *env, _ any, pos []string) error {
 	return nil
 }
 
-func runSnapshotRestore(e *env, _ any, pos []string) error {
+func runSnapshotRestore(e *env, pos []string) error {
 	if err := exactArgs(pos, "FILE"); err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ type sessionCreateOpts struct {
 	wait                 waitOpts
 }
 
-func sessionCreateFlags(fs *flag.FlagSet) any {
+func sessionCreateFlags(fs *flag.FlagSet) *sessionCreateOpts {
 	o := &sessionCreateOpts{
 		task:    fs.String("task", "", "task ID (required)"),
 		agent:   fs.String("agent", "", "agent profile name (required)"),
@@ -47,8 +47,7 @@ func sessionCreateFlags(fs *flag.FlagSet) any {
 	return o
 }
 
-func runSessionCreate(e *env, fl any, pos []string) error {
-	o := fl.(*sessionCreateOpts)
+func runSessionCreate(e *env, o *sessionCreateOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -111,15 +110,14 @@ func (e *env) finishWait(c *client.Client, id string, timeout time.Duration, v v
 
 type sessionListOpts struct{ task, state *string }
 
-func sessionListFlags(fs *flag.FlagSet) any {
+func sessionListFlags(fs *flag.FlagSet) *sessionListOpts {
 	return &sessionListOpts{
 		task:  fs.String("task", "", "only sessions of this task"),
 		state: fs.String("state", "", "only sessions in this state (e.g. RUNNING)"),
 	}
 }
 
-func runSessionList(e *env, fl any, pos []string) error {
-	o := fl.(*sessionListOpts)
+func runSessionList(e *env, o *sessionListOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -181,7 +179,7 @@ func firstLineOf(s string, n int) string {
 	return l
 }
 
-func runSessionStatus(e *env, _ any, pos []string) error {
+func runSessionStatus(e *env, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
@@ -233,12 +231,11 @@ type deleteOpts struct {
 	force *bool
 }
 
-func deleteFlags(fs *flag.FlagSet) any {
+func deleteFlags(fs *flag.FlagSet) *deleteOpts {
 	return &deleteOpts{waitOpts: addWaitFlags(fs, lifecycleTimeout, "the session's state"), force: fs.Bool("force", false, forceHelp)}
 }
 
-func runSessionResume(e *env, fl any, pos []string) error {
-	o := fl.(*waitOpts)
+func runSessionResume(e *env, o *waitOpts, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
@@ -277,8 +274,7 @@ func runSessionResume(e *env, fl any, pos []string) error {
 	return e.finishWait(c, id, *o.timeout, untilReady("resume"))
 }
 
-func runSessionStop(e *env, fl any, pos []string) error {
-	o := fl.(*waitOpts)
+func runSessionStop(e *env, o *waitOpts, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
@@ -317,8 +313,7 @@ func runSessionStop(e *env, fl any, pos []string) error {
 	return nil
 }
 
-func runSessionDelete(e *env, fl any, pos []string) error {
-	d := fl.(*deleteOpts)
+func runSessionDelete(e *env, d *deleteOpts, pos []string) error {
 	o := &d.waitOpts
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err

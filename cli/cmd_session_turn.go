@@ -24,7 +24,7 @@ type promptOpts struct {
 	wait waitOpts
 }
 
-func promptFlags(fs *flag.FlagSet) any {
+func promptFlags(fs *flag.FlagSet) *promptOpts {
 	return &promptOpts{
 		file: fs.String("file", "", "read the prompt from file F"),
 		wait: addWaitFlags(fs, turnTimeout, "the turn to end"),
@@ -55,8 +55,7 @@ func promptText(pos []string, file string) (string, error) {
 	return strings.Join(pos[1:], " "), nil
 }
 
-func runSessionPrompt(e *env, fl any, pos []string) error {
-	o := fl.(*promptOpts)
+func runSessionPrompt(e *env, o *promptOpts, pos []string) error {
 	if len(pos) == 0 {
 		return &usageError{msg: "missing session ID and prompt text"}
 	}
@@ -104,11 +103,11 @@ func runSessionPrompt(e *env, fl any, pos []string) error {
 	return err
 }
 
-func runSessionMessages(e *env, fl any, pos []string) error {
+func runSessionMessages(e *env, follow *bool, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
-	if *fl.(*bool) {
+	if *follow {
 		c, err := e.client()
 		if err != nil {
 			return err

@@ -15,7 +15,7 @@ import (
 
 type taskCreateOpts struct{ title, workspace, branch *string }
 
-func taskCreateFlags(fs *flag.FlagSet) any {
+func taskCreateFlags(fs *flag.FlagSet) *taskCreateOpts {
 	return &taskCreateOpts{
 		title:     fs.String("title", "", "task title (required)"),
 		workspace: fs.String("workspace", "", "workspace directory or repository path; the runtime refuses one outside its root (standalone's task_workspace_root, docker's workspace_root)"),
@@ -23,8 +23,7 @@ func taskCreateFlags(fs *flag.FlagSet) any {
 	}
 }
 
-func runTaskCreate(e *env, fl any, pos []string) error {
-	o := fl.(*taskCreateOpts)
+func runTaskCreate(e *env, o *taskCreateOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -48,7 +47,7 @@ func runTaskCreate(e *env, fl any, pos []string) error {
 	})
 }
 
-func runTaskList(e *env, _ any, pos []string) error {
+func runTaskList(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -68,7 +67,7 @@ func runTaskList(e *env, _ any, pos []string) error {
 	})
 }
 
-func runTaskClose(e *env, _ any, pos []string) error {
+func runTaskClose(e *env, pos []string) error {
 	if err := exactArgs(pos, "task ID"); err != nil {
 		return err
 	}
@@ -95,7 +94,7 @@ func runTaskClose(e *env, _ any, pos []string) error {
 	})
 }
 
-func runTaskReopen(e *env, _ any, pos []string) error {
+func runTaskReopen(e *env, pos []string) error {
 	if err := exactArgs(pos, "task ID"); err != nil {
 		return err
 	}
@@ -110,7 +109,7 @@ func runTaskReopen(e *env, _ any, pos []string) error {
 // forceHelp is what -force of a delete does.
 const forceHelp = "delete even while a session's node does not answer: the session is COMPLETED now, and its executor and workspace are removed when the node answers again"
 
-func forceFlags(fs *flag.FlagSet) any { return fs.Bool("force", false, forceHelp) }
+func forceFlags(fs *flag.FlagSet) *bool { return fs.Bool("force", false, forceHelp) }
 
 // forceOption is client.Force when force is set.
 func forceOption(force bool) []client.CallOption {
@@ -120,11 +119,11 @@ func forceOption(force bool) []client.CallOption {
 	return nil
 }
 
-func runTaskDelete(e *env, fl any, pos []string) error {
+func runTaskDelete(e *env, forceFlag *bool, pos []string) error {
 	if err := exactArgs(pos, "task ID"); err != nil {
 		return err
 	}
-	force := *fl.(*bool)
+	force := *forceFlag
 	// Each session's agent is stopped and its executor destroyed first.
 	ctx, cancel := contextWithTimeout(e, lifecycleTimeout)
 	defer cancel()

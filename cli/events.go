@@ -17,7 +17,7 @@ import (
 
 type eventsOpts struct{ task, session *string }
 
-func eventsFlags(fs *flag.FlagSet) any {
+func eventsFlags(fs *flag.FlagSet) *eventsOpts {
 	return &eventsOpts{
 		task:    fs.String("task", "", "only events of this task"),
 		session: fs.String("session", "", "only events of this session"),
@@ -26,8 +26,7 @@ func eventsFlags(fs *flag.FlagSet) any {
 
 // runEvents streams events until interrupted, reconnecting after the last
 // event it printed when the stream drops.
-func runEvents(e *env, fl any, pos []string) error {
-	o := fl.(*eventsOpts)
+func runEvents(e *env, o *eventsOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -129,7 +128,7 @@ func sortedKeys(m map[string]any) []string {
 	return sortedTrueKeys(keys)
 }
 
-func followFlags(fs *flag.FlagSet) any {
+func followFlags(fs *flag.FlagSet) *bool {
 	return fs.Bool("f", false, "follow: print new messages as they come, until interrupted")
 }
 

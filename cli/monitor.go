@@ -19,8 +19,7 @@ var monitorCommand = command{
 	path:    "monitor",
 	args:    "[-log-level LEVEL] [-log-json]",
 	summary: "stream the logs of the node you ask, at any level, until interrupted",
-	flags:   monitorFlags,
-	run:     runMonitor,
+	bind:    withFlags(monitorFlags, runMonitor),
 }
 
 type monitorOpts struct {
@@ -28,7 +27,7 @@ type monitorOpts struct {
 	json  *bool
 }
 
-func monitorFlags(fs *flag.FlagSet) any {
+func monitorFlags(fs *flag.FlagSet) *monitorOpts {
 	return &monitorOpts{
 		level: fs.String("log-level", "info", "most verbose level shown: trace, debug, info, warn or error"),
 		json:  fs.Bool("log-json", false, "JSON log lines"),
@@ -39,8 +38,7 @@ var monitorLevels = []string{"trace", "debug", "info", "warn", "error"}
 
 // runMonitor copies the node's log stream to stdout until interrupted or
 // the node goes away (then it says so and fails).
-func runMonitor(e *env, fl any, pos []string) error {
-	o := fl.(*monitorOpts)
+func runMonitor(e *env, o *monitorOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}

@@ -13,10 +13,10 @@ var pluginSchemaCommand = command{
 	path:    "plugin schema",
 	args:    "NAME",
 	summary: "print a runtime plugin's config schema with descriptions",
-	run:     runPluginSchema,
+	bind:    noFlags(runPluginSchema),
 }
 
-func runPluginSchema(e *env, _ any, pos []string) error {
+func runPluginSchema(e *env, pos []string) error {
 	if err := exactArgs(pos, "NAME"); err != nil {
 		return err
 	}

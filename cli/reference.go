@@ -25,9 +25,7 @@ func reference(w io.Writer) {
 			fmt.Fprintf(w, "The %s id may be a unique prefix of 4 or more characters.\n", c.id)
 		}
 		fs := flag.NewFlagSet(c.path, flag.ContinueOnError)
-		if c.flags != nil {
-			c.flags(fs)
-		}
+		c.bind(fs)
 		var rows []string
 		fs.VisitAll(func(f *flag.Flag) {
 			if globalFlagNames[f.Name] {

@@ -30,8 +30,7 @@ var resumeCommand = command{
 	path:    "resume",
 	args:    "[-task ID] [-all]",
 	summary: "pick a session of this workspace to resume and attach to (interactive)",
-	flags:   resumeFlags,
-	run:     runResumePicker,
+	bind:    withFlags(resumeFlags, runResumePicker),
 }
 
 type resumeOpts struct {
@@ -39,7 +38,7 @@ type resumeOpts struct {
 	all  *bool
 }
 
-func resumeFlags(fs *flag.FlagSet) any {
+func resumeFlags(fs *flag.FlagSet) *resumeOpts {
 	return &resumeOpts{
 		task: fs.String("task", "", "only the sessions of this task"),
 		all:  fs.Bool("all", false, "every session, whatever its workspace"),
@@ -65,8 +64,7 @@ type pickerScope struct {
 	dirs   []string // workspace paths that count as "here"
 }
 
-func runResumePicker(e *env, fl any, pos []string) error {
-	o := fl.(*resumeOpts)
+func runResumePicker(e *env, o *resumeOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}

@@ -26,16 +26,14 @@ var tlsCACreateCommand = command{
 	path:    "tls ca create",
 	args:    "[-days N] [-dir DIR]",
 	summary: "create the cluster's certificate authority (" + caCertFile + ", " + caKeyFile + ")",
-	flags:   tlsCACreateFlags,
-	run:     runTLSCACreate,
+	bind:    withFlags(tlsCACreateFlags, runTLSCACreate),
 }
 
 var tlsCertCreateCommand = command{
 	path:    "tls cert create",
 	args:    "-server -node NAME | -client [-ca FILE] [-key FILE] [-days N] [-additional-dnsname N]… [-additional-ipaddress IP]… [-dir DIR]",
 	summary: "create a server certificate for node NAME, or a client certificate, signed by the CA",
-	flags:   tlsCertCreateFlags,
-	run:     runTLSCertCreate,
+	bind:    withFlags(tlsCertCreateFlags, runTLSCertCreate),
 }
 
 type tlsCAOpts struct {
@@ -43,15 +41,14 @@ type tlsCAOpts struct {
 	dir  *string
 }
 
-func tlsCACreateFlags(fs *flag.FlagSet) any {
+func tlsCACreateFlags(fs *flag.FlagSet) *tlsCAOpts {
 	return &tlsCAOpts{
 		days: fs.Int("days", certs.DefaultCADays, "days the CA is valid"),
 		dir:  fs.String("dir", ".", "directory to write the files in"),
 	}
 }
 
-func runTLSCACreate(e *env, fl any, pos []string) error {
-	o := fl.(*tlsCAOpts)
+func runTLSCACreate(e *env, o *tlsCAOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -84,7 +81,7 @@ func (l *listFlag) Set(s string) error {
 	return nil
 }
 
-func tlsCertCreateFlags(fs *flag.FlagSet) any {
+func tlsCertCreateFlags(fs *flag.FlagSet) *tlsCertOpts {
 	o := &tlsCertOpts{
 		server:   fs.Bool("server", false, "create a server certificate (for -node)"),
 		client:   fs.Bool("client", false, "create a client certificate"),
@@ -101,8 +98,7 @@ func tlsCertCreateFlags(fs *flag.FlagSet) any {
 	return o
 }
 
-func runTLSCertCreate(e *env, fl any, pos []string) error {
-	o := fl.(*tlsCertOpts)
+func runTLSCertCreate(e *env, o *tlsCertOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}

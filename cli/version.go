@@ -37,7 +37,7 @@ func buildInfo() (version, commit, goVersion string) {
 	return orDefault(version, "unknown"), commit, goVersion
 }
 
-func runVersion(e *env, _ any, pos []string) error {
+func runVersion(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func completionWords() map[string][]string {
 	return m
 }
 
-func runCompletion(e *env, _ any, pos []string) error {
+func runCompletion(e *env, pos []string) error {
 	if err := exactArgs(pos, "shell (bash, zsh or fish)"); err != nil {
 		return err
 	}

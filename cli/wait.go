@@ -42,7 +42,7 @@ func addWaitFlags(fs *flag.FlagSet, timeout time.Duration, what string) waitOpts
 	}
 }
 
-func waitFlags(fs *flag.FlagSet) any {
+func waitFlags(fs *flag.FlagSet) *waitOpts {
 	o := addWaitFlags(fs, lifecycleTimeout, "the session's state")
 	return &o
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/paddockhq/paddock/client"
 )
 
-func runSessionCancel(e *env, _ any, pos []string) error {
+func runSessionCancel(e *env, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
@@ -20,7 +20,7 @@ func runSessionCancel(e *env, _ any, pos []string) error {
 	})
 }
 
-func runSessionFiles(e *env, _ any, pos []string) error {
+func runSessionFiles(e *env, pos []string) error {
 	switch {
 	case len(pos) == 0:
 		return &usageError{msg: "missing session ID"}
@@ -54,7 +54,7 @@ func runSessionFiles(e *env, _ any, pos []string) error {
 	})
 }
 
-func runSessionCat(e *env, _ any, pos []string) error {
+func runSessionCat(e *env, pos []string) error {
 	if err := exactArgs(pos, "session ID", "PATH"); err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func runSessionCat(e *env, _ any, pos []string) error {
 	return err
 }
 
-func runSessionDiff(e *env, _ any, pos []string) error {
+func runSessionDiff(e *env, pos []string) error {
 	if err := exactArgs(pos, "session ID"); err != nil {
 		return err
 	}
