@@ -24,19 +24,21 @@ const logCacheSize = 1024
 // first to let go of the raft store before it is refused.
 const lockWait = 2 * time.Second
 
-// The raft store kinds, as logged at start.
+// The raft store kinds, as server.raft_store names them and as logged at
+// start.
 const (
-	// storeWAL is hashicorp/raft-wal in raft/wal: segment files appended
-	// with one fsync per batch. New data dirs get it.
-	storeWAL = "wal"
-	// storeBolt is raft-boltdb/v2 in raft/raft.db: a B-tree, two fsyncs per
-	// commit. Data dirs written before the WAL keep it.
-	storeBolt = "bolt"
+	// StoreBolt is raft-boltdb/v2 in raft/raft.db: a B-tree, two fsyncs per
+	// commit. A new data dir gets it unless server.raft_store says "wal".
+	StoreBolt = "bolt"
+	// StoreWAL is hashicorp/raft-wal in raft/wal: segment files appended
+	// with one fsync per batch. A new data dir gets it with
+	// server.raft_store = "wal".
+	StoreWAL = "wal"
 )
 
 // raftStores is where raft keeps its log and its stable state (term, vote).
 type raftStores struct {
-	// kind is storeWAL or storeBolt.
+	// kind is StoreWAL or StoreBolt.
 	kind string
 	// logs is the log store raft uses: the store behind an in-memory cache
 	// of the latest entries (hashicorp/raft reads every entry it replicates
@@ -48,22 +50,69 @@ type raftStores struct {
 	close func() error
 }
 
-// openRaftStores opens the raft store under raftDir. A raftDir that holds a
-// bolt store (raft.db, written before Paddock used a WAL) keeps it;
-// otherwise the log and stable state live in the write-ahead log in
-// raftDir/wal. Either is locked: a second server on the same data_dir is
-// refused after lockWait.
-func openRaftStores(raftDir string, log hclog.Logger) (*raftStores, error) {
-	boltPath := filepath.Join(raftDir, "raft.db")
-	_, err := os.Stat(boltPath)
-	switch {
-	case err == nil:
-		return openBoltStores(boltPath, log)
-	case errors.Is(err, fs.ErrNotExist):
-		return openWALStores(filepath.Join(raftDir, "wal"), log)
+// openRaftStores opens the raft store under raftDir. want is
+// server.raft_store: "" (unset), StoreBolt or StoreWAL.
+//
+// A raftDir that already holds a store keeps it: raft.db is a bolt store,
+// a non-empty wal directory a write-ahead log. Unset, that store is opened;
+// set to the other kind, the start is refused with ErrDataDir (a data dir
+// never switches stores silently: its log would be left behind). A raftDir
+// with no store gets want, bolt when unset. Either store is locked: a second
+// server on the same data_dir is refused after lockWait.
+func openRaftStores(raftDir, want string, log hclog.Logger) (*raftStores, error) {
+	switch want {
+	case "", StoreBolt, StoreWAL:
 	default:
-		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
+		return nil, fmt.Errorf("%w: unknown raft store %q (use %q or %q)", ErrDataDir, want, StoreBolt, StoreWAL)
 	}
+	found, path, err := existingStore(raftDir)
+	if err != nil {
+		return nil, err
+	}
+	kind := want
+	switch {
+	case found != "" && want != "" && found != want:
+		return nil, fmt.Errorf("%w: server.raft_store is %q but %s holds a %s raft store; a data_dir keeps the store it was created with: "+
+			"set server.raft_store = %q (or leave it unset), or move this server to the %s store through a fresh data_dir "+
+			"(paddock operator snapshot save, start with raft_store = %q on an empty data_dir, paddock operator snapshot restore; "+
+			"in a cluster, remove the server, start it on an empty data_dir and let it catch up)",
+			ErrDataDir, want, path, found, found, want, want)
+	case found != "":
+		kind = found
+	case kind == "":
+		kind = StoreBolt
+	}
+	if kind == StoreWAL {
+		return openWALStores(filepath.Join(raftDir, "wal"), log)
+	}
+	return openBoltStores(filepath.Join(raftDir, "raft.db"), log)
+}
+
+// existingStore says which store raftDir holds ("" for none) and its path:
+// raft.db for bolt, a wal directory with anything in it for the WAL. Both
+// at once is refused: which one holds the log cannot be told.
+func existingStore(raftDir string) (kind, path string, err error) {
+	boltPath, walDir := filepath.Join(raftDir, "raft.db"), filepath.Join(raftDir, "wal")
+	_, err = os.Stat(boltPath)
+	hasBolt := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	entries, err := os.ReadDir(walDir)
+	hasWAL := err == nil && len(entries) > 0
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("%w: %v", ErrDataDir, err)
+	}
+	switch {
+	case hasBolt && hasWAL:
+		return "", "", fmt.Errorf("%w: %s holds both a bolt raft store (%s) and a write-ahead log (%s); only one can be this server's log: "+
+			"move the one it does not use out of the way (or start on a fresh data_dir and restore a snapshot)", ErrDataDir, raftDir, boltPath, walDir)
+	case hasBolt:
+		return StoreBolt, boltPath, nil
+	case hasWAL:
+		return StoreWAL, walDir, nil
+	}
+	return "", "", nil
 }
 
 func openBoltStores(path string, log hclog.Logger) (*raftStores, error) {
@@ -80,8 +129,8 @@ func openBoltStores(path string, log hclog.Logger) (*raftStores, error) {
 		bolt.Close()
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
-	log.Info("raft log store", "store", storeBolt, "path", path)
-	return &raftStores{kind: storeBolt, logs: cached, stable: bolt, path: path, close: bolt.Close}, nil
+	log.Info("raft log store", "store", StoreBolt, "path", path)
+	return &raftStores{kind: StoreBolt, logs: cached, stable: bolt, path: path, close: bolt.Close}, nil
 }
 
 func openWALStores(dir string, log hclog.Logger) (*raftStores, error) {
@@ -103,13 +152,13 @@ func openWALStores(dir string, log hclog.Logger) (*raftStores, error) {
 		unlock()
 		return nil, fmt.Errorf("raft log cache: %w", err)
 	}
-	log.Info("raft log store", "store", storeWAL, "path", dir)
+	log.Info("raft log store", "store", StoreWAL, "path", dir)
 	closeAll := func() error {
 		err := w.Close()
 		unlock()
 		return err
 	}
-	return &raftStores{kind: storeWAL, logs: cached, stable: w, path: dir, close: closeAll}, nil
+	return &raftStores{kind: StoreWAL, logs: cached, stable: w, path: dir, close: closeAll}, nil
 }
 
 // lockDir takes an exclusive lock on the directory dir for this process

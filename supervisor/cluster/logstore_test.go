@@ -18,56 +18,133 @@ import (
 
 // What the stores took is there after a reopen (behind the cache, on disk),
 // and a second opener of the same data_dir is refused while the first
-// holds it: for the write-ahead log a new raft dir gets, and for the bolt
-// store a raft dir written before the WAL keeps.
+// holds it: for each store a new raft dir can be given (server.raft_store),
+// reopened with raft_store unset as well as set to it.
 func TestRaftStoresKeepWhatTheyTookAndAreLocked(t *testing.T) {
+	for _, kind := range []string{StoreBolt, StoreWAL} {
+		for _, reopenWith := range []string{kind, ""} {
+			t.Run(fmt.Sprintf("%s reopened with raft_store %q", kind, reopenWith), func(t *testing.T) {
+				dir := t.TempDir()
+				s, err := openRaftStores(dir, kind, hclog.NewNullLogger())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.kind != kind {
+					t.Fatalf("store kind %q, want %q", s.kind, kind)
+				}
+				storeEntries(t, s, 1, 3, 1)
+				if err := s.stable.SetUint64([]byte("CurrentTerm"), 7); err != nil {
+					t.Fatal(err)
+				}
+				if s.bytes() <= 0 {
+					t.Fatalf("store size %d bytes", s.bytes())
+				}
+				if _, err := openRaftStores(dir, reopenWith, hclog.NewNullLogger()); !errors.Is(err, ErrDataDir) {
+					t.Fatalf("second open of a data_dir in use: %v, want ErrDataDir", err)
+				}
+				if err := s.close(); err != nil {
+					t.Fatal(err)
+				}
+				s, err = openRaftStores(dir, reopenWith, hclog.NewNullLogger())
+				if err != nil {
+					t.Fatalf("reopen after close: %v", err)
+				}
+				defer s.close()
+				if s.kind != kind {
+					t.Fatalf("store kind after reopen %q, want %q", s.kind, kind)
+				}
+				checkEntries(t, s, 1, 3, 1)
+				if term, err := s.stable.GetUint64([]byte("CurrentTerm")); err != nil || term != 7 {
+					t.Fatalf("term after reopen: %d, %v", term, err)
+				}
+			})
+		}
+	}
+}
+
+// server.raft_store chooses the store of a new data_dir (bolt when unset);
+// a data_dir that holds a store keeps it, and raft_store set to the other
+// store is refused with ErrDataDir, naming the store found, its path and
+// what to do, without touching the data_dir.
+func TestRaftStoreChoice(t *testing.T) {
+	bolt := func(t *testing.T, dir string) {
+		b, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+	}
+	walDir := func(t *testing.T, dir string) {
+		s, err := openWALStores(filepath.Join(dir, "wal"), hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		storeEntries(t, s, 1, 2, 1)
+		s.close()
+	}
+	none := func(*testing.T, string) {}
 	for _, tc := range []struct {
-		kind    string
-		prepare func(t *testing.T, dir string)
+		name     string
+		existing func(t *testing.T, dir string)
+		set      string
+		want     string   // the store opened; "" for a refusal
+		errWords []string // in the refusal
 	}{
-		{storeWAL, func(*testing.T, string) {}},
-		{storeBolt, func(t *testing.T, dir string) {
-			b, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
-			if err != nil {
+		{"new data_dir, raft_store unset: bolt", none, "", StoreBolt, nil},
+		{"new data_dir, raft_store bolt: bolt", none, StoreBolt, StoreBolt, nil},
+		{"new data_dir, raft_store wal: wal", none, StoreWAL, StoreWAL, nil},
+		{"new data_dir with an empty wal dir, raft_store unset: bolt", func(t *testing.T, dir string) {
+			if err := os.Mkdir(filepath.Join(dir, "wal"), 0o700); err != nil {
 				t.Fatal(err)
 			}
-			b.Close()
-		}},
+		}, "", StoreBolt, nil},
+		{"bolt data_dir, raft_store unset: keeps bolt", bolt, "", StoreBolt, nil},
+		{"bolt data_dir, raft_store bolt: bolt", bolt, StoreBolt, StoreBolt, nil},
+		{"bolt data_dir, raft_store wal: refused", bolt, StoreWAL, "",
+			[]string{`server.raft_store is "wal"`, "holds a bolt raft store", "raft.db", `set server.raft_store = "bolt"`, "snapshot save", "snapshot restore"}},
+		{"wal data_dir, raft_store unset: keeps wal", walDir, "", StoreWAL, nil},
+		{"wal data_dir, raft_store wal: wal", walDir, StoreWAL, StoreWAL, nil},
+		{"wal data_dir, raft_store bolt: refused", walDir, StoreBolt, "",
+			[]string{`server.raft_store is "bolt"`, "holds a wal raft store", "/wal", `set server.raft_store = "wal"`, "snapshot save", "snapshot restore"}},
+		{"both stores: refused", func(t *testing.T, dir string) { bolt(t, dir); walDir(t, dir) }, "", "",
+			[]string{"holds both a bolt raft store", "raft.db", "write-ahead log"}},
+		{"unknown raft_store: refused", none, "sqlite", "", []string{`unknown raft store "sqlite"`}},
 	} {
-		t.Run(tc.kind, func(t *testing.T) {
+		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			tc.prepare(t, dir)
-			s, err := openRaftStores(dir, hclog.NewNullLogger())
+			tc.existing(t, dir)
+			before := snapshotDir(t, dir)
+			s, err := openRaftStores(dir, tc.set, hclog.NewNullLogger())
+			if tc.want == "" {
+				if err == nil {
+					s.close()
+					t.Fatalf("opened a %s store, want a refusal", s.kind)
+				}
+				if !errors.Is(err, ErrDataDir) {
+					t.Fatalf("error %v does not wrap ErrDataDir", err)
+				}
+				for _, w := range tc.errWords {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not say %q", err, w)
+					}
+				}
+				if tc.set != "sqlite" && !strings.Contains(err.Error(), dir) {
+					t.Errorf("error %q does not name the path %s", err, dir)
+				}
+				if after := snapshotDir(t, dir); after != before {
+					t.Fatalf("data_dir changed by a refused open:\n%s\nvs\n%s", before, after)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
-			}
-			if s.kind != tc.kind {
-				t.Fatalf("store kind %q, want %q", s.kind, tc.kind)
-			}
-			storeEntries(t, s, 1, 3, 1)
-			if err := s.stable.SetUint64([]byte("CurrentTerm"), 7); err != nil {
-				t.Fatal(err)
-			}
-			if s.bytes() <= 0 {
-				t.Fatalf("store size %d bytes", s.bytes())
-			}
-			if _, err := openRaftStores(dir, hclog.NewNullLogger()); !errors.Is(err, ErrDataDir) {
-				t.Fatalf("second open of a data_dir in use: %v, want ErrDataDir", err)
-			}
-			if err := s.close(); err != nil {
-				t.Fatal(err)
-			}
-			s, err = openRaftStores(dir, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatalf("reopen after close: %v", err)
 			}
 			defer s.close()
-			if s.kind != tc.kind {
-				t.Fatalf("store kind after reopen %q, want %q", s.kind, tc.kind)
+			if s.kind != tc.want {
+				t.Fatalf("opened a %s store, want %s", s.kind, tc.want)
 			}
-			checkEntries(t, s, 1, 3, 1)
-			if term, err := s.stable.GetUint64([]byte("CurrentTerm")); err != nil || term != 7 {
-				t.Fatalf("term after reopen: %d, %v", term, err)
+			if kind, path, err := existingStore(dir); kind != tc.want || err != nil {
+				t.Errorf("after opening a %s store the data_dir holds %q (%s, %v)", tc.want, kind, path, err)
 			}
 		})
 	}
@@ -104,12 +181,12 @@ func TestRaftLogWithATruncatedTailOpensAfterAKill(t *testing.T) {
 		t.Fatalf("helper said %q", line)
 	}
 
-	s, err := openRaftStores(dir, hclog.NewNullLogger())
+	s, err := openRaftStores(dir, "", hclog.NewNullLogger())
 	if err != nil {
 		t.Fatalf("open after the kill: %v", err)
 	}
 	defer s.close()
-	if s.kind != storeWAL {
+	if s.kind != StoreWAL {
 		t.Fatalf("store kind %q", s.kind)
 	}
 	if got, err := s.logs.LastIndex(); err != nil || got != last {
@@ -131,7 +208,7 @@ func TestRaftLogTruncateHelper(t *testing.T) {
 	if dir == "" {
 		t.Skip("helper process only")
 	}
-	s, err := openRaftStores(dir, hclog.NewNullLogger())
+	s, err := openRaftStores(dir, StoreWAL, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

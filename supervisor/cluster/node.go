@@ -56,6 +56,10 @@ type Config struct {
 	// CleanupDeadServers lets the leader's autopilot remove a server that
 	// stopped answering from the raft configuration (autopilot.go).
 	CleanupDeadServers bool
+	// RaftStore is server.raft_store: StoreBolt or StoreWAL for a new
+	// data_dir, which one that already holds a store must match; "" keeps
+	// the store a data_dir has and gives a new one bolt (logstore.go).
+	RaftStore string
 	// QuietSnapshotAfter and QuietSnapshotEntries set when a server takes
 	// a snapshot because writes went quiet (snapshot.go; defaults 2 s and
 	// 1,024 entries).
@@ -127,7 +131,7 @@ func New(cfg Config, store *state.Store) (*Node, error) {
 	if err := os.MkdirAll(raftDir, 0o700); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
 	}
-	stores, err := openRaftStores(raftDir, n.log)
+	stores, err := openRaftStores(raftDir, cfg.RaftStore, n.log)
 	if err != nil {
 		return nil, err
 	}
@@ -406,9 +410,12 @@ func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
 // Raft exposes the raft node for status and operator endpoints.
 func (n *Node) Raft() *raft.Raft { return n.raft }
 
-// LogStoreBytes is the size on disk of this node's raft log store (the
-// write-ahead log's files, or raft.db in a data_dir that keeps bolt).
+// LogStoreBytes is the size on disk of this node's raft log store (raft.db
+// for bolt, the write-ahead log's files for the WAL).
 func (n *Node) LogStoreBytes() int64 { return n.stores.bytes() }
+
+// RaftStore is the raft store this node opened: StoreBolt or StoreWAL.
+func (n *Node) RaftStore() string { return n.stores.kind }
 
 // NewKey returns a fresh idempotency key.
 func NewKey() string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/cluster"
+	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -34,11 +35,24 @@ func TestFollowerWritesAreForwardedAndReplicated(t *testing.T) {
 	}
 }
 
+// TestLeaderChangeKeepsAcknowledgedWrites runs on each raft store
+// (server.raft_store).
 func TestLeaderChangeKeepsAcknowledgedWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestCluster(t, 3, "")
+	for _, store := range []string{config.RaftStoreBolt, config.RaftStoreWAL} {
+		t.Run(store, func(t *testing.T) { leaderChangeKeepsAcknowledgedWrites(t, store) })
+	}
+}
+
+func leaderChangeKeepsAcknowledgedWrites(t *testing.T, store string) {
+	c := newTestClusterWith(t, 3, "", func(_ int, cfg *config.Config) { cfg.Server.RaftStore = store })
+	for i := range c.servers {
+		if got := c.servers[i].Node.RaftStore(); got != store {
+			t.Fatalf("server %d opened a %s raft store, want %s", i, got, store)
+		}
+	}
 	var ids []string
 	for i := 0; i < 20; i++ {
 		task, err := c.client(i%3).CreateTask(ctx(t), client.CreateTaskRequest{Title: "before"})

@@ -101,6 +101,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 		TLS:                tlsFiles,
 		LeaderWait:         leaderWait,
 		CleanupDeadServers: cfg.Server.CleanupDeadServers,
+		RaftStore:          cfg.Server.RaftStore,
 		Logger:             log.Named("cluster"),
 	}, state.NewStore())
 	if err != nil {
@@ -128,7 +129,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	s.Nodes.OnUp(s.Recovery.RecoverNode)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(s.Recovery.Collectors()...)
-	registry.MustRegister(telemetry.RaftLog(node.Raft(), node.LogStoreBytes)...)
+	registry.MustRegister(telemetry.RaftLog(node.Raft(), node.RaftStore(), node.LogStoreBytes)...)
 	registry.MustRegister(telemetry.BuildInfo(""))
 	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Nodes: s.Nodes, Config: cfg, Logger: log.Named("api"),
 		LeaderWait: leaderWait, Registry: registry, Gatherers: gatherers, LogSinks: logSinks(log), TLS: tlsFiles})

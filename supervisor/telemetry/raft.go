@@ -168,8 +168,9 @@ func Raft() (prometheus.Gatherer, error) {
 
 // RaftLog returns gauges of the raft log's size: entries since the last
 // snapshot (what a restart replays and what the next snapshot compacts)
-// and the bytes of the log store on disk, as storeBytes reports them.
-func RaftLog(r *raft.Raft, storeBytes func() int64) []prometheus.Collector {
+// and the bytes of the log store on disk, as storeBytes reports them,
+// labelled with the store ("bolt" or "wal", server.raft_store).
+func RaftLog(r *raft.Raft, store string, storeBytes func() int64) []prometheus.Collector {
 	stat := func(key string) float64 {
 		n, _ := strconv.ParseUint(r.Stats()[key], 10, 64)
 		return float64(n)
@@ -187,7 +188,8 @@ func RaftLog(r *raft.Raft, storeBytes func() int64) []prometheus.Collector {
 				return float64(last - snap)
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_log_store_bytes",
-			Help: "Size of this node's raft log store on disk in bytes (its write-ahead log's preallocated segments, or raft.db in a data_dir that keeps bolt)."},
+			Help:        "Size of this node's raft log store on disk in bytes (raft.db for bolt, the write-ahead log's preallocated segments for wal), labelled with the store.",
+			ConstLabels: prometheus.Labels{"store": store}},
 			func() float64 { return float64(storeBytes()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paddock_raft_last_log_index", Help: "Index of the last entry in this node's raft log."},
 			func() float64 { return stat("last_log_index") }),
