@@ -17,6 +17,14 @@ import (
 // is pending, and returns the session and the request.
 func workSessionOn(t *testing.T, c *testCluster, cl *client.Client, i int) (string, api.Permission) {
 	t.Helper()
+	waitFor(t, 15*time.Second, "every server to be registered", func() bool {
+		for _, srv := range c.servers {
+			if srv != nil && len(srv.Node.Store().Nodes()) < len(c.servers) {
+				return false
+			}
+		}
+		return true
+	})
 	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "work"})
 	if err != nil {
 		t.Fatal(err)
