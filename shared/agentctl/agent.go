@@ -49,6 +49,9 @@ type driver interface {
 
 // manager owns the agent of one session, its messages and its events.
 type manager struct {
+	// watched is closed when the running agent's watch has recorded its
+	// exit (m.mu; replaced at every start).
+	watched     chan struct{}
 	log         hclog.Logger
 	workspace   string
 	sessionID   string
@@ -304,15 +307,18 @@ func (m *manager) start(ctx context.Context, req StartRequest) (AgentState, erro
 	d := m.drv
 	m.journalStart(d.pid())
 	m.events.publish(EventAgentStarted, AgentStartedData{PID: d.pid(), Protocol: req.Profile.Protocol, ResumeToken: m.token, Resumed: req.ResumeToken != ""})
+	watched := make(chan struct{})
+	m.watched = watched
 	m.mu.Unlock()
 	m.wg.Add(1)
-	go m.watch(d)
+	go m.watch(d, watched)
 	return m.state(), nil
 }
 
 // watch reports the agent's exit.
-func (m *manager) watch(d driver) {
+func (m *manager) watch(d driver, watched chan struct{}) {
 	defer m.wg.Done()
+	defer close(watched)
 	<-d.done()
 	code := d.exitCode()
 	m.journalStop(d.pid(), code)
@@ -542,7 +548,7 @@ func (m *manager) cancel(ctx context.Context) error {
 // stop ends the agent and waits for it to exit.
 func (m *manager) stop() (int, error) {
 	m.mu.Lock()
-	d := m.drv
+	d, watched := m.drv, m.watched
 	if d != nil {
 		m.cancelPermissions()
 	}
@@ -551,16 +557,9 @@ func (m *manager) stop() (int, error) {
 		return 0, ErrNoAgent
 	}
 	code := d.stop(5 * time.Second)
-	// watch publishes agent_stopped; wait for it to have run
-	for i := 0; i < 200; i++ {
-		m.mu.Lock()
-		gone := m.drv != d
-		m.mu.Unlock()
-		if gone {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// watch publishes agent_stopped: answer once it has, so a caller that
+	// reads the events next finds it there.
+	<-watched
 	return code, nil
 }
 

@@ -405,14 +405,7 @@ func (h *Host) Delete(ctx context.Context, sessionID string) error {
 	}
 	if h.healthy(ctx, inst) {
 		_ = syscall.Kill(inst.PID, syscall.SIGTERM)
-		deadline := time.Now().Add(10 * time.Second)
-		for syscall.Kill(inst.PID, 0) == nil && time.Now().Before(deadline) {
-			if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", inst.PID)); err == nil && isZombie(st) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if syscall.Kill(inst.PID, 0) == nil {
+		if !waitExited(inst.PID, 10*time.Second) {
 			_ = syscall.Kill(inst.PID, syscall.SIGKILL)
 		}
 	}
@@ -421,16 +414,6 @@ func (h *Host) Delete(ctx context.Context, sessionID string) error {
 	err := h.saveLocked()
 	h.mu.Unlock()
 	return err
-}
-
-func isZombie(stat []byte) bool {
-	// /proc/PID/stat: "pid (comm) S ..." — the state follows the last ')'.
-	for i := len(stat) - 1; i >= 0; i-- {
-		if stat[i] == ')' {
-			return i+2 < len(stat) && stat[i+2] == 'Z'
-		}
-	}
-	return false
 }
 
 func validInstanceSecret(s string) bool {

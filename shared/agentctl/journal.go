@@ -218,11 +218,8 @@ func endLeftovers(stateDir string, wait time.Duration, log hclog.Logger) error {
 	}
 	deadline := time.Now().Add(wait)
 	for _, pid := range left {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("an earlier agent of this session (pid %d) still runs %s after SIGKILL", pid, wait)
-			}
-			time.Sleep(5 * time.Millisecond) // polling a process's exit: no event to wait on for a non-child
+		if !waitExited(pid, time.Until(deadline)) {
+			return fmt.Errorf("an earlier agent of this session (pid %d) still runs %s after SIGKILL", pid, wait)
 		}
 	}
 	return nil
