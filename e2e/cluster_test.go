@@ -106,7 +106,8 @@ func TestRunConfigAnswersStatus(t *testing.T) {
 	if !strings.Contains(string(out), "Leader") {
 		t.Fatalf("paddock status output:\n%s", out)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "data", "raft", "wal", "wal-meta.db")); err != nil {
+	// A new data_dir with server.raft_store unset gets bolt's raft.db.
+	if _, err := os.Stat(filepath.Join(dir, "data", "raft", "raft.db")); err != nil {
 		t.Fatalf("data not under ./data: %v", err)
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 )
@@ -27,11 +25,15 @@ import (
 // the new leader's. Killed with SIGKILL right after, the node must start
 // again from that log and catch up. (raft-wal before v0.4.1 left the
 // truncated segment without its index, and the node panicked on restart.)
+// The servers run the WAL (server.raft_store = "wal"), where that bug was.
 func TestNodeWhoseLogTailWasReplacedRestartsAfterAKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process cluster")
 	}
-	c := startCluster(t, 3, true, "")
+	c := startClusterWith(t, harness.Options{Size: 3, SeparateIPs: true, ServerExtra: `  raft_store = "wal"`})
+	for _, n := range c.Nodes {
+		waitFor(t, 20*time.Second, n.Name+" to open the WAL", func() bool { return strings.Contains(n.Log(), "store=wal") })
+	}
 	old := leaderOf(t, c)
 	cleared := strings.Count(old.Log(), "clearing log suffix")
 	newLeader := replaceUncommittedTail(t, old, without(c.Nodes, old))
@@ -147,17 +149,26 @@ func raftGauge(n *harness.Node, name string) (float64, error) {
 	return 0, fmt.Errorf("%s has no %s", n.Name, name)
 }
 
-// A server whose data_dir holds a bolt raft.db (written by a build that
-// kept raft in bolt) keeps bolt, in a cluster whose other servers run the
-// write-ahead log; moved as OPERATIONS.md says (stopped, removed, its
-// data_dir/raft deleted, started), it joins again on the write-ahead log
-// and catches up. The test gives node3 its bolt store the same way: it
-// replaces node3's raft state with an empty raft.db.
-func TestServerKeepsABoltLogAndMovesToTheWAL(t *testing.T) {
+// A data_dir keeps the raft store it was created with. In a cluster on
+// the default store (bolt, server.raft_store unset), node3 restarted with
+// raft_store = "wal" is refused: it exits naming the store it found, its
+// path and what to do, and leaves its data_dir alone; with raft_store unset
+// again it starts on bolt and catches up. Moved as OPERATIONS.md says
+// (stopped, removed, its data_dir/raft deleted, started with raft_store =
+// "wal"), it joins again on the WAL and catches up; started again with
+// raft_store unset it keeps the WAL, and with raft_store = "bolt" it is
+// refused.
+func TestADataDirKeepsItsRaftStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process cluster")
 	}
 	c := startCluster(t, 3, true, "")
+	for _, n := range c.Nodes {
+		waitFor(t, 20*time.Second, n.Name+" to open its raft log", func() bool { return strings.Contains(n.Log(), "raft log store") })
+		if _, err := os.Stat(filepath.Join(n.Dir, "data", "raft", "raft.db")); err != nil {
+			t.Fatalf("%s on a new data_dir with raft_store unset has no bolt raft.db: %v", n.Name, err)
+		}
+	}
 	// node2 leads and node3 moves: node3's retry_join names node1 first, a
 	// follower, which cannot add a server (the join must go to the leader).
 	leader, moved := c.Nodes[1], c.Nodes[2]
@@ -168,50 +179,120 @@ func TestServerKeepsABoltLogAndMovesToTheWAL(t *testing.T) {
 		waitFor(t, 20*time.Second, leader.Name+" to lead", func() bool { return leaderOf(t, c) == leader })
 	}
 	raftDir := filepath.Join(moved.Dir, "data", "raft")
-	for i, store := range []string{"bolt", "wal"} {
-		// Stopped and removed first: a voter must never forget its log.
+
+	// restart runs moved again with raft_store set to store ("" unset)
+	// and waits until it opens want, or, with want "", is refused.
+	restart := func(store, want string) {
+		t.Helper()
 		moved.Kill()
-		if err := apiClient(t, leader).RemovePeer(testCtx(t), moved.Name); err != nil {
-			t.Fatalf("remove %s: %v", moved.Name, err)
-		}
-		if err := os.RemoveAll(raftDir); err != nil {
-			t.Fatal(err)
-		}
-		if store == "bolt" {
-			if err := os.MkdirAll(raftDir, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			b, err := raftboltdb.NewBoltStore(filepath.Join(raftDir, "raft.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Close()
-		}
-		opened := strings.Count(moved.Log(), "store="+store)
+		setRaftStore(t, moved, store)
+		opened, refused := strings.Count(moved.Log(), "store="+want), strings.Count(moved.Log(), "server.raft_store is")
 		if err := moved.Start(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, fmt.Sprintf("%s to open its raft log in %s", moved.Name, store), func() bool {
-			return strings.Count(moved.Log(), "store="+store) > opened
-		})
-		waitFor(t, 30*time.Second, moved.Name+" to be a voter again", func() bool {
-			peers, err := apiClient(t, leader).RaftPeers(testCtx(t))
-			if err != nil {
-				return false
+		if want == "" {
+			waitFor(t, 20*time.Second, fmt.Sprintf("%s with raft_store %q to be refused", moved.Name, store), func() bool {
+				return !moved.Running()
+			})
+			if strings.Count(moved.Log(), "server.raft_store is") == refused {
+				t.Fatalf("%s exited without saying why:\n%s", moved.Name, moved.Log())
 			}
-			for _, p := range peers {
-				if p.ID == moved.Name && p.Suffrage == "Voter" {
-					return true
-				}
-			}
-			return false
+			return
+		}
+		waitFor(t, 20*time.Second, fmt.Sprintf("%s to open its raft log in %s", moved.Name, want), func() bool {
+			return strings.Count(moved.Log(), "store="+want) > opened
 		})
-		if _, err := apiClient(t, leader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: fmt.Sprintf("on-%s-%d", store, i)}); err != nil {
+		if !moved.Running() {
+			t.Fatalf("%s exited:\n%s", moved.Name, moved.Log())
+		}
+	}
+	write := func(title string) {
+		t.Helper()
+		if _, err := apiClient(t, leader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: title}); err != nil {
 			t.Fatal(err)
 		}
 		caughtUp(t, moved, leader)
 	}
-	if _, err := os.Stat(filepath.Join(raftDir, "raft.db")); err == nil {
+	refusal := func(found, path, set string) {
+		t.Helper()
+		// The line of the last refusal, as the server logged it (hclog
+		// quotes the error).
+		log := moved.Log()
+		log = log[strings.LastIndex(log[:strings.LastIndex(log, "server.raft_store is")], "\n")+1:]
+		log = strings.ReplaceAll(log, `\"`, `"`)
+		for _, w := range []string{fmt.Sprintf("server.raft_store is %q", set), "holds a " + found + " raft store", path,
+			fmt.Sprintf("set server.raft_store = %q", found), "snapshot save", "snapshot restore", "unusable data_dir"} {
+			if !strings.Contains(log, w) {
+				t.Errorf("%s's refusal does not say %q:\n%s", moved.Name, w, log)
+			}
+		}
+	}
+
+	boltFile := filepath.Join(raftDir, "raft.db")
+	before, _ := os.ReadFile(boltFile)
+	restart("wal", "")
+	refusal("bolt", boltFile, "wal")
+	if entries, err := os.ReadDir(filepath.Join(raftDir, "wal")); err == nil && len(entries) > 0 {
+		t.Errorf("the refused start left a write-ahead log in %s", raftDir)
+	}
+	if after, _ := os.ReadFile(boltFile); string(after) != string(before) {
+		t.Errorf("the refused start changed %s", boltFile)
+	}
+	restart("", "bolt")
+	write("on-bolt")
+
+	// Stopped and removed first: a voter must never forget its log.
+	moved.Kill()
+	if err := apiClient(t, leader).RemovePeer(testCtx(t), moved.Name); err != nil {
+		t.Fatalf("remove %s: %v", moved.Name, err)
+	}
+	if err := os.RemoveAll(raftDir); err != nil {
+		t.Fatal(err)
+	}
+	restart("wal", "wal")
+	waitFor(t, 30*time.Second, moved.Name+" to be a voter again", func() bool {
+		peers, err := apiClient(t, leader).RaftPeers(testCtx(t))
+		if err != nil {
+			return false
+		}
+		for _, p := range peers {
+			if p.ID == moved.Name && p.Suffrage == "Voter" {
+				return true
+			}
+		}
+		return false
+	})
+	write("on-wal")
+	if _, err := os.Stat(boltFile); err == nil {
 		t.Errorf("%s still has a raft.db after its move", moved.Name)
+	}
+
+	restart("", "wal")
+	write("on-wal-unset")
+	restart("bolt", "")
+	refusal("wal", filepath.Join(raftDir, "wal"), "bolt")
+	restart("wal", "wal")
+	write("on-wal-again")
+}
+
+// setRaftStore sets server.raft_store in n's config file ("": unset).
+func setRaftStore(t *testing.T, n *harness.Node, store string) {
+	t.Helper()
+	b, err := os.ReadFile(n.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "raft_store") {
+			continue
+		}
+		lines = append(lines, line)
+		if store != "" && strings.TrimSpace(line) == "server {" {
+			lines = append(lines, fmt.Sprintf("  raft_store = %q", store))
+		}
+	}
+	if err := os.WriteFile(n.Config, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
