@@ -11,16 +11,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // Node is one `paddock server` process.
@@ -79,68 +77,9 @@ func FreePort(ip string) (int, error) {
 	return ports[0], nil
 }
 
-// FreePorts returns n distinct ports that were free on ip a moment ago.
-// They are picked below the kernel's ephemeral range
-// (net.ipv4.ip_local_port_range), where outgoing connections and listeners
-// on port 0 take theirs, so the machine's other work (a parallel test's
-// agentctls and clients) does not take one between the pick and the
-// server's bind; where there is no room below it, they are the kernel's.
-// Each is held open until all are picked: ports asked for one at a time
-// may be the same one twice (a node then got one port for both its HTTP
-// API and raft, and refused its config).
-func FreePorts(ip string, n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var held []net.Listener
-	defer func() {
-		for _, ln := range held {
-			ln.Close()
-		}
-	}()
-	hold := func(port int) error {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err != nil {
-			return err
-		}
-		held = append(held, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-		return nil
-	}
-	lo, hi := belowEphemeral()
-	if span := hi - lo; span >= 16*n {
-		start := rand.IntN(span)
-		for i := 0; i < span && len(ports) < n; i++ {
-			_ = hold(lo + (start+i)%span) // a port in use is skipped
-		}
-		if len(ports) == n {
-			return ports, nil
-		}
-	}
-	for len(ports) < n {
-		if err := hold(0); err != nil {
-			return nil, err
-		}
-	}
-	return ports, nil
-}
-
-// belowEphemeral is the range of ports [lo, hi) FreePorts picks from: from
-// 20000 up to the kernel's first ephemeral port; empty when the range
-// cannot be read.
-func belowEphemeral() (lo, hi int) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 0, 0
-	}
-	f := strings.Fields(string(b))
-	if len(f) != 2 {
-		return 0, 0
-	}
-	first, err := strconv.Atoi(f[0])
-	if err != nil || first <= 20000 {
-		return 0, 0
-	}
-	return 20000, first
-}
+// FreePorts returns n distinct ports that were free on ip a moment ago
+// (testkit.FreePorts).
+func FreePorts(ip string, n int) ([]int, error) { return testkit.FreePorts(ip, n) }
 
 // Start writes configs and starts every node.
 func Start(o Options) (*Cluster, error) {

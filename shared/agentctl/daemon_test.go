@@ -16,6 +16,7 @@ import (
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/nice"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 func TestFencingRejectsLowerTokenAcrossRestart(t *testing.T) {
@@ -392,7 +393,7 @@ func TestHostInstancesSurviveHostRestart(t *testing.T) {
 	if err := hc.DeleteInstance(ctx(t), "sess-a"); err != nil {
 		t.Fatalf("delete a: %v", err)
 	}
-	waitFor(t, "instance a to exit", 10*time.Second, func() bool { return syscall.Kill(a.PID, 0) != nil })
+	testkit.WaitFor(t, 10*time.Second, "instance a to exit", testkit.Cond(func() bool { return syscall.Kill(a.PID, 0) != nil }))
 
 	// Restart the host daemon on the same root.
 	_ = cmd.Process.Signal(syscall.SIGTERM)

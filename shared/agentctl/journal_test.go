@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // TestExecutionJournal runs two agent executions under rising tokens and
@@ -31,10 +32,10 @@ func TestExecutionJournal(t *testing.T) {
 	}
 	var entries []agentctl.JournalEntry
 	var err error
-	waitFor(t, "four journal entries", 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "four journal entries", testkit.Cond(func() bool {
 		entries, err = agentctl.ReadJournal(filepath.Join(stateDir, agentctl.JournalFile))
 		return err == nil && len(entries) == 4
-	})
+	}))
 	want := []struct {
 		event string
 		token uint64

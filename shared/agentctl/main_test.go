@@ -123,18 +123,6 @@ func ctx(t testing.TB) context.Context {
 	return c
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // eventWatcher follows the event stream from a position.
 type eventWatcher struct {
 	c    *agentctl.Client

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/nice"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // With -nice the agent, ACP or PTY, runs at that nice value in a session
@@ -43,10 +44,10 @@ func TestAgentsRunAtTheNiceValue(t *testing.T) {
 			// test's, which may have none (init's session, on a fresh CI
 			// machine).
 			if _, ok, _ := nice.GroupOf(st.PID); ok {
-				waitFor(t, "the agent's scheduling group at its nice value", 5*time.Second, func() bool {
+				testkit.WaitFor(t, 5*time.Second, "the agent's scheduling group at its nice value", testkit.Cond(func() bool {
 					n, _, _ := nice.GroupOf(st.PID)
 					return n == want
-				})
+				}))
 			}
 			if ownGroup, groups, _ := nice.GroupOf(os.Getpid()); groups {
 				if n, _, _ := nice.GroupOf(srv.info.PID); n != ownGroup {

@@ -14,6 +14,7 @@ import (
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // workProfile runs the test binary as the ACP test agent (workagent_test.go).
@@ -493,7 +494,7 @@ func TestAgentTerminals(t *testing.T) {
 	if _, err := c.StopAgent(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "cmd-4 to end", 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "cmd-4 to end", testkit.Cond(func() bool {
 		list, err := c.Terminals(ctx(t))
 		if err != nil {
 			t.Fatal(err)
@@ -505,5 +506,5 @@ func TestAgentTerminals(t *testing.T) {
 		}
 		t.Fatal("cmd-4 is no longer listed")
 		return false
-	})
+	}))
 }

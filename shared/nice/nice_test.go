@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // threadNices returns the nice value of every thread of this process.
@@ -57,11 +57,11 @@ func startShell(t *testing.T, dir string, attr *syscall.SysProcAttr) (*exec.Cmd,
 func pidIn(t *testing.T, dir, name string) int {
 	t.Helper()
 	var pid int
-	runtimetest.WaitFor(t, 10*time.Second, "the shell's "+name+" sleep", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the shell's "+name+" sleep", testkit.Cond(func() bool {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return pid > 0
-	})
+	}))
 	return pid
 }
 
@@ -99,12 +99,13 @@ func TestLowerSetsTheChildsSessionAndGroup(t *testing.T) {
 	if _, childGroups, err := GroupOf(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	} else if childGroups {
-		// The change may wait out the kernel's rate limit (without
-		// CAP_SYS_ADMIN).
-		runtimetest.WaitFor(t, 5*time.Second, "the child's scheduling group at its nice value", func() bool {
-			n, _, _ := GroupOf(cmd.Process.Pid)
-			return n == want
-		})
+		testkit.
+			// The change may wait out the kernel's rate limit (without
+			// CAP_SYS_ADMIN).
+			WaitFor(t, 5*time.Second, "the child's scheduling group at its nice value", testkit.Cond(func() bool {
+				n, _, _ := GroupOf(cmd.Process.Pid)
+				return n == want
+			}))
 	}
 	if groups {
 		if n, _, _ := GroupOf(os.Getpid()); n != ownGroup {
@@ -213,20 +214,21 @@ func TestRaiseHelper(t *testing.T) {
 			<-release
 		}()
 	}
-	runtimetest.WaitFor(t, 10*time.Second, "a thread started after Raise", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a thread started after Raise", testkit.Cond(func() bool {
 		for tid := range threadNices(t) {
 			if _, old := before[tid]; !old {
 				return true
 			}
 		}
 		return false
-	})
+	}))
 	if group {
-		// Past the kernel's rate limit the group follows within a second.
-		runtimetest.WaitFor(t, 5*time.Second, "the scheduling group at the nice value", func() bool {
-			g, _, _ := GroupOf(os.Getpid())
-			return g == n
-		})
+		testkit.
+			// Past the kernel's rate limit the group follows within a second.
+			WaitFor(t, 5*time.Second, "the scheduling group at the nice value", testkit.Cond(func() bool {
+				g, _, _ := GroupOf(os.Getpid())
+				return g == n
+			}))
 	}
 	for tid, nv := range threadNices(t) {
 		age := "new"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // testClient is a paddock.terminal.v1 client that records everything it receives.
@@ -166,14 +167,14 @@ func (c *testClient) position() int64 {
 
 func (c *testClient) waitOutput(s string) {
 	c.t.Helper()
-	waitFor(c.t, 10*time.Second, "output "+s, func() bool { return strings.Contains(c.output(), s) })
+	testkit.WaitFor(c.t, 10*time.Second, "output "+s, testkit.Cond(func() bool { return strings.Contains(c.output(), s) }))
 }
 
 // waitMsg waits for the first not yet consumed message of type typ and consumes it.
 func (c *testClient) waitMsg(typ string) Message {
 	c.t.Helper()
 	var got Message
-	waitFor(c.t, 10*time.Second, "message "+typ, func() bool {
+	testkit.WaitFor(c.t, 10*time.Second, "message "+typ, testkit.Cond(func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		for i, m := range c.msgs {
@@ -184,7 +185,7 @@ func (c *testClient) waitMsg(typ string) Message {
 			}
 		}
 		return false
-	})
+	}))
 	return got
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // agentPTY adapts a real ptyagent.Agent (agentctl's pty agent) to External.
@@ -49,10 +50,10 @@ func TestExternalAgentTerminal(t *testing.T) {
 	slot := &agentSlot{}
 	a := slot.start(t)
 	_, _ = a.Write([]byte("echo BEFORE-ATTACH\r"))
-	waitFor(t, 5*time.Second, "agent output", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "agent output", testkit.Cond(func() bool {
 		h, _ := a.History()
 		return strings.Count(string(h), "BEFORE-ATTACH") >= 2
-	})
+	}))
 	m, srv := newTestServer(t, Options{External: map[string]func() (External, error){"agent": slot.get}})
 
 	c, at := attach(t, srv, "agent", Hello{Cols: 91, Rows: 31})
@@ -75,7 +76,7 @@ func TestExternalAgentTerminal(t *testing.T) {
 	c.waitClosed()
 	_, _ = a.Write([]byte("echo WHILE-AWAY\r"))
 	at1, _ := m.Terminal("agent")
-	waitFor(t, 5*time.Second, "output while away", func() bool { return strings.Count(ringText(at1.Ring()), "WHILE-AWAY") >= 2 })
+	testkit.WaitFor(t, 5*time.Second, "output while away", testkit.Cond(func() bool { return strings.Count(ringText(at1.Ring()), "WHILE-AWAY") >= 2 }))
 	c2, at2 := attach(t, srv, "agent", Hello{Epoch: at.Epoch, Offset: &pos})
 	if at2.Replay != ReplayDelta || at2.Epoch != at.Epoch {
 		t.Fatalf("reattach %+v", at2)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 var pidRE = regexp.MustCompile(`PID(\d+):`)
@@ -24,14 +25,14 @@ func (c *testClient) shellPid() int {
 	before := len(pidRE.FindAllString(c.output(), -1))
 	c.input("echo \"PID$$:\"\r")
 	var pid int
-	waitFor(c.t, 10*time.Second, "echo $$", func() bool {
+	testkit.WaitFor(c.t, 10*time.Second, "echo $$", testkit.Cond(func() bool {
 		all := pidRE.FindAllStringSubmatch(c.output(), -1)
 		if len(all) <= before {
 			return false
 		}
 		pid, _ = strconv.Atoi(all[len(all)-1][1])
 		return true
-	})
+	}))
 	return pid
 }
 
@@ -119,7 +120,7 @@ func TestResetGivesNewShellAndEpoch(t *testing.T) {
 	if rd.Epoch == a.Epoch || rd.Epoch == "" {
 		t.Fatalf("reset epoch %q, old %q", rd.Epoch, a.Epoch)
 	}
-	waitFor(t, 5*time.Second, "old shell gone", func() bool { return !alive(pid) })
+	testkit.WaitFor(t, 5*time.Second, "old shell gone", testkit.Cond(func() bool { return !alive(pid) }))
 	if p := c.shellPid(); p == pid || p != rd.Pid {
 		t.Fatalf("after reset $$ = %d (old %d, announced %d)", p, pid, rd.Pid)
 	}
@@ -174,10 +175,10 @@ func TestControllerIsTheAttachedClient(t *testing.T) {
 		t.Fatalf("after an anonymous takeover: %+v %v", got, ok)
 	}
 	_ = c2.ws.Close()
-	waitFor(t, 10*time.Second, "the controller to go", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the controller to go", testkit.Cond(func() bool {
 		_, ok := m.Controller("shell")
 		return !ok
-	})
+	}))
 }
 
 func TestSecondClientTakesOver(t *testing.T) {
@@ -207,8 +208,8 @@ func TestIdleTimeoutEndsTerminal(t *testing.T) {
 	}
 	_ = c.ws.Close()
 	c.waitClosed()
-	waitFor(t, 5*time.Second, "terminal ended", func() bool { _, ok := m.Terminal("shell"); return !ok })
-	waitFor(t, 5*time.Second, "shell killed", func() bool { return !alive(a.Pid) })
+	testkit.WaitFor(t, 5*time.Second, "terminal ended", testkit.Cond(func() bool { _, ok := m.Terminal("shell"); return !ok }))
+	testkit.WaitFor(t, 5*time.Second, "shell killed", testkit.Cond(func() bool { return !alive(a.Pid) }))
 	// The next attach starts a new shell.
 	_, a2 := attach(t, srv, "shell", Hello{})
 	if a2.Pid == a.Pid || a2.Epoch == a.Epoch {
@@ -226,13 +227,13 @@ func TestNoClientFloodKeepsRingBoundedAndShellRunning(t *testing.T) {
 	c.waitClosed()
 	term, _ := m.Terminal("shell")
 	ring := term.Ring()
-	waitFor(t, 60*time.Second, "flood done with nobody attached", func() bool { return ring.Next() > 20_000_000 && ringHas(ring, "DONE2") })
+	testkit.WaitFor(t, 60*time.Second, "flood done with nobody attached", testkit.Cond(func() bool { return ring.Next() > 20_000_000 && ringHas(ring, "DONE2") }))
 	if ring.Next()-ring.Oldest() != ringBytes || ring.Size() != ringBytes {
 		t.Fatalf("ring holds %d bytes, size %d", ring.Next()-ring.Oldest(), ring.Size())
 	}
 	c2, a2 := attach(t, srv, "shell", Hello{})
 	c2.waitOutput("DONE2")
-	waitFor(t, 5*time.Second, "replay", func() bool { return c2.position() == a2.Offset })
+	testkit.WaitFor(t, 5*time.Second, "replay", testkit.Cond(func() bool { return c2.position() == a2.Offset }))
 	c2.mu.Lock()
 	got := c2.streamLen
 	c2.mu.Unlock()
@@ -256,8 +257,9 @@ func TestCreditFlowControl(t *testing.T) {
 	c.sendJSON(Ack{Offset: c.position()})
 	acked := c.position()
 	c.input("while :; do echo flooding-the-terminal-with-lines; done\r")
-	// Without further acks the server stops at the window.
-	waitFor(t, 10*time.Second, "window filled", func() bool { return c.position() >= acked+window-MaxChunk })
+	testkit.
+		// Without further acks the server stops at the window.
+		WaitFor(t, 10*time.Second, "window filled", testkit.Cond(func() bool { return c.position() >= acked+window-MaxChunk }))
 	pos := c.position()
 	time.Sleep(300 * time.Millisecond) // give an unbounded sender time to overrun
 	if got := c.position(); got > acked+window {
@@ -270,7 +272,7 @@ func TestCreditFlowControl(t *testing.T) {
 		// again after the ack could already be a full window past the ack.
 		p := c.position()
 		c.sendJSON(Ack{Offset: p})
-		waitFor(t, 10*time.Second, "more output after ack", func() bool { return c.position() > p })
+		testkit.WaitFor(t, 10*time.Second, "more output after ack", testkit.Cond(func() bool { return c.position() > p }))
 	}
 	// An acking client gets frames of at most a quarter of its window (MaxChunk at
 	// least), so several stay in flight while its acks travel.
@@ -422,7 +424,7 @@ func TestManagerCloseEndsEverything(t *testing.T) {
 	if code := c.waitClosed(); code != CloseTerminalGone && code != -1 && code != websocket.CloseAbnormalClosure {
 		t.Logf("close code %d", code)
 	}
-	waitFor(t, 5*time.Second, "shell killed", func() bool { return !alive(a.Pid) })
+	testkit.WaitFor(t, 5*time.Second, "shell killed", testkit.Cond(func() bool { return !alive(a.Pid) }))
 	d := websocket.Dialer{Subprotocols: []string{Subprotocol}}
 	if _, resp, err := d.Dial(wsURL(srv, "shell"), nil); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("attach after Close: %v %v", err, resp)
@@ -453,7 +455,7 @@ func TestOnAttachedCountsConnectedTerminals(t *testing.T) {
 		t.Fatalf("heard %v after two attaches and a takeover, want [1 2]", got)
 	}
 	_ = taker.ws.Close()
-	waitFor(t, 10*time.Second, "the count to drop", func() bool { return slices.Equal(heard(), []int{1, 2, 1}) })
+	testkit.WaitFor(t, 10*time.Second, "the count to drop", testkit.Cond(func() bool { return slices.Equal(heard(), []int{1, 2, 1}) }))
 	_ = a.ws.Close()
-	waitFor(t, 10*time.Second, "no terminal attached", func() bool { return slices.Equal(heard(), []int{1, 2, 1, 0}) })
+	testkit.WaitFor(t, 10*time.Second, "no terminal attached", testkit.Cond(func() bool { return slices.Equal(heard(), []int{1, 2, 1, 0}) }))
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/vt"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // emu is a real VT emulator (charmbracelet/x/vt) that counts the bytes it answers with,
@@ -136,10 +137,10 @@ func recordVim(t *testing.T, vim string) []byte {
 			return bytes.Contains(buf[:n], []byte(s))
 		}
 	}
-	waitFor(t, 10*time.Second, "vim shows the file", contains("existing line"))
+	testkit.WaitFor(t, 10*time.Second, "vim shows the file", testkit.Cond(contains("existing line")))
 	waitQuiet(t, ring)
 	_, _ = term.Write([]byte("ggOtyped in vim: 世界 🎉 done\x1b"))
-	waitFor(t, 10*time.Second, "vim shows the typed text", contains("done"))
+	testkit.WaitFor(t, 10*time.Second, "vim shows the typed text", testkit.Cond(contains("done")))
 	waitQuiet(t, ring)
 	_, _ = term.Write([]byte("10Gdd:set number\r"))
 	waitQuiet(t, ring)
@@ -167,12 +168,12 @@ func checkFullScreen(t *testing.T, name string, v []byte) {
 func waitQuiet(t *testing.T, r *Ring) {
 	t.Helper()
 	last, since := r.Next(), time.Now()
-	waitFor(t, 10*time.Second, "output to settle", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "output to settle", testkit.Cond(func() bool {
 		if n := r.Next(); n != last {
 			last, since = n, time.Now()
 		}
 		return time.Since(since) > 300*time.Millisecond
-	})
+	}))
 }
 
 // TestReplayScreenEqualsFullStream feeds recorded streams through rings of random sizes

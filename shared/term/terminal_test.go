@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/paddockhq/paddock/shared/nice"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 func newShell(t *testing.T) *Terminal {
@@ -34,17 +35,17 @@ func TestTerminalLifecycle(t *testing.T) {
 	if _, err := term.Write([]byte("stty size; sleep 1000 & echo \"BG$!:\"\r")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "stty size", func() bool { return ringHas(term.Ring(), "30 90") })
+	testkit.WaitFor(t, 5*time.Second, "stty size", testkit.Cond(func() bool { return ringHas(term.Ring(), "30 90") }))
 	var bg int
 	bgRE := regexp.MustCompile(`BG(\d+):`)
-	waitFor(t, 5*time.Second, "background job", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "background job", testkit.Cond(func() bool {
 		m := bgRE.FindStringSubmatch(ringText(term.Ring()))
 		if m == nil {
 			return false
 		}
 		bg, _ = strconv.Atoi(m[1])
 		return true
-	})
+	}))
 	if err := term.Resize(100, 40); err != nil {
 		t.Fatal(err)
 	}
@@ -57,12 +58,12 @@ func TestTerminalLifecycle(t *testing.T) {
 	if term.Pid() == pid || term.Epoch() == epoch || term.Ring().Next() > 4096 {
 		t.Fatalf("reset kept pid %d / epoch / ring", pid)
 	}
-	waitFor(t, 5*time.Second, "old shell and its job killed", func() bool { return !alive(pid) && !alive(bg) })
+	testkit.WaitFor(t, 5*time.Second, "old shell and its job killed", testkit.Cond(func() bool { return !alive(pid) && !alive(bg) }))
 	_, _ = term.Write([]byte("stty size\r"))
-	waitFor(t, 5*time.Second, "size kept across reset", func() bool { return ringHas(term.Ring(), "40 100") })
+	testkit.WaitFor(t, 5*time.Second, "size kept across reset", testkit.Cond(func() bool { return ringHas(term.Ring(), "40 100") }))
 
 	_, _ = term.Write([]byte("exit 7\r"))
-	waitFor(t, 5*time.Second, "exit detected", func() bool { ex, _ := term.Exited(); return ex })
+	testkit.WaitFor(t, 5*time.Second, "exit detected", testkit.Cond(func() bool { ex, _ := term.Exited(); return ex }))
 	if _, code := term.Exited(); code != 7 {
 		t.Fatalf("exit code %d", code)
 	}
@@ -132,7 +133,7 @@ func TestTerminalPTYIsPollable(t *testing.T) {
 		t.Fatal("pty master is blocking after resize")
 	}
 	_, _ = term.Write([]byte("stty size\r"))
-	waitFor(t, 5*time.Second, "new size", func() bool { return ringHas(term.Ring(), "41 101") })
+	testkit.WaitFor(t, 5*time.Second, "new size", testkit.Cond(func() bool { return ringHas(term.Ring(), "41 101") }))
 	if err := term.Reset(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +141,7 @@ func TestTerminalPTYIsPollable(t *testing.T) {
 		t.Fatal("pty master is blocking after reset")
 	}
 	_, _ = term.Write([]byte("echo RESET$((1+1))\r"))
-	waitFor(t, 5*time.Second, "output after reset", func() bool { return ringHas(term.Ring(), "RESET2") })
+	testkit.WaitFor(t, 5*time.Second, "output after reset", testkit.Cond(func() bool { return ringHas(term.Ring(), "RESET2") }))
 }
 
 // A terminal with Nice runs its shell at that nice value (agentctl's
@@ -158,7 +159,7 @@ func TestTerminalShellRunsAtItsNiceValue(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = term.Close() })
 	var child int
-	waitFor(t, 5*time.Second, "the shell's child", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the shell's child", testkit.Cond(func() bool {
 		buf := make([]byte, term.Ring().Size())
 		n, _ := term.Ring().ReadAt(buf, term.Ring().Oldest())
 		_, after, ok := strings.Cut(string(buf[:n]), "child=")
@@ -167,7 +168,7 @@ func TestTerminalShellRunsAtItsNiceValue(t *testing.T) {
 		}
 		child, _ = strconv.Atoi(strings.TrimSpace(strings.SplitN(after, "\n", 2)[0]))
 		return child > 0
-	})
+	}))
 	for _, pid := range []int{term.Pid(), child} {
 		if got, err := nice.Of(pid); err != nil || got != want {
 			t.Fatalf("pid %d runs at nice %d (%v), want %d", pid, got, err, want)
@@ -175,10 +176,10 @@ func TestTerminalShellRunsAtItsNiceValue(t *testing.T) {
 	}
 	// The shell leads its own session: its scheduling group is lowered too.
 	if _, ok, _ := nice.GroupOf(term.Pid()); ok {
-		waitFor(t, 5*time.Second, "the shell's scheduling group at its nice value", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "the shell's scheduling group at its nice value", testkit.Cond(func() bool {
 			n, _, _ := nice.GroupOf(term.Pid())
 			return n == want
-		})
+		}))
 	}
 }
 
@@ -194,5 +195,5 @@ func TestTerminalRunsAsCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = term.Close() })
-	waitFor(t, 5*time.Second, "the shell's uid", func() bool { return ringHas(term.Ring(), "uid=65534:65534") })
+	testkit.WaitFor(t, 5*time.Second, "the shell's uid", testkit.Cond(func() bool { return ringHas(term.Ring(), "uid=65534:65534") }))
 }

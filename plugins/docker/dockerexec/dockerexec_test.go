@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 func TestConformance(t *testing.T) {
@@ -152,7 +153,7 @@ printf 'demo> '; exec sleep 600`
 			b, _ := os.ReadFile(filepath.Join(resp.WorkspacePath, name))
 			return strings.TrimSpace(string(b))
 		}
-		runtimetest.WaitFor(t, 10*time.Second, "the agent's probes", func() bool { return read("environ.rc") != "" })
+		testkit.WaitFor(t, 10*time.Second, "the agent's probes", testkit.Cond(func() bool { return read("environ.rc") != "" }))
 		if got := read("uid"); got != "65534" {
 			t.Errorf("agent runs as uid %q in the container, want 65534", got)
 		}
@@ -503,10 +504,10 @@ func TestEngineRestart(t *testing.T) {
 	}
 	engine.Start()
 	var got runtime.LaunchResponse
-	runtimetest.WaitFor(t, time.Minute, "Recover to succeed once the engine is back", func() bool {
+	testkit.WaitFor(t, time.Minute, "Recover to succeed once the engine is back", testkit.Cond(func() bool {
 		got, err = r2.Recover(ctxT(t, time.Minute), resp.Handle, req.AgentctlSecret)
 		return err == nil
-	})
+	}))
 	if got.ContainerID != resp.ContainerID {
 		t.Errorf("container changed across the engine restart: %s → %s", resp.ContainerID, got.ContainerID)
 	}

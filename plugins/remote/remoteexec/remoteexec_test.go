@@ -29,6 +29,7 @@ import (
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // hostIP is the loopback address the agentctl host daemons of these tests
@@ -100,7 +101,7 @@ func (h *agentHost) start() {
 	}
 	h.cmd, h.done = cmd, make(chan struct{})
 	go func(done chan struct{}) { _ = cmd.Wait(); close(done) }(h.done)
-	runtimetest.WaitFor(t, 10*time.Second, "agentctl host health", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "agentctl host health", testkit.Cond(func() bool {
 		select {
 		case <-h.done:
 			t.Fatalf("agentctl host exited at start; log:\n%s", h.log())
@@ -119,7 +120,7 @@ func (h *agentHost) start() {
 		}
 		hc := agentctl.NewPinnedHostClient(h.url, h.secret, h.fingerprint, time.Second)
 		return hc.Health(context.Background()) == nil
-	})
+	}))
 }
 
 // kill stops the host daemon (its instances keep running, detached).
@@ -276,9 +277,10 @@ func makeUnreachable(t *testing.T, h *agentHost, pid int) {
 		t.Fatalf("SIGSTOP instance: %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	// SIGSTOP takes effect asynchronously: wait until the kernel reports
-	// every thread of the process stopped.
-	runtimetest.WaitFor(t, 10*time.Second, "the instance to be stopped", func() bool { return allStopped(pid) })
+	testkit.
+		// SIGSTOP takes effect asynchronously: wait until the kernel reports
+		// every thread of the process stopped.
+		WaitFor(t, 10*time.Second, "the instance to be stopped", testkit.Cond(func() bool { return allStopped(pid) }))
 	h.kill()
 }
 
@@ -330,9 +332,9 @@ func TestRecoverWhenHostComesBackWithinBackoff(t *testing.T) {
 		resp, err := r.Recover(context.Background(), launched.Handle, req.AgentctlSecret)
 		done <- result{resp, err}
 	}()
-	runtimetest.WaitFor(t, 20*time.Second, "two failed recover attempts", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "two failed recover attempts", testkit.Cond(func() bool {
 		return strings.Count(logs.String(), "recover attempt failed") >= 2
-	})
+	}))
 	select {
 	case res := <-done:
 		t.Fatalf("Recover returned while the host was unreachable: %+v %v", res.resp, res.err)

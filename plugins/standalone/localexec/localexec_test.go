@@ -24,6 +24,7 @@ import (
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/conformance"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 var bins runtimetest.Binaries
@@ -126,7 +127,7 @@ func TestRecoverRestartsDeadAgentctlAndKeepsWorkspace(t *testing.T) {
 	if err := killGroup(resp.PID); err != nil {
 		t.Fatal(err)
 	}
-	runtimetest.WaitFor(t, 10*time.Second, "agentctl to die", func() bool { return !agentctlproc.Alive(resp.PID) })
+	testkit.WaitFor(t, 10*time.Second, "agentctl to die", testkit.Cond(func() bool { return !agentctlproc.Alive(resp.PID) }))
 	if ins, err := c.Inspect(ctx, resp.Handle); err != nil || ins.State != runtime.StateExited {
 		t.Fatalf("Inspect after kill = %+v, %v; want exited", ins, err)
 	}
@@ -278,7 +279,7 @@ func TestTerminalSettingsReachAgentctlAndSurviveRecover(t *testing.T) {
 	if err := killGroup(resp.PID); err != nil {
 		t.Fatal(err)
 	}
-	runtimetest.WaitFor(t, 10*time.Second, "agentctl to die", func() bool { return !agentctlproc.Alive(resp.PID) })
+	testkit.WaitFor(t, 10*time.Second, "agentctl to die", testkit.Cond(func() bool { return !agentctlproc.Alive(resp.PID) }))
 	rec, err := c.Recover(ctx, resp.Handle, "sec")
 	if err != nil {
 		t.Fatal(err)
@@ -411,7 +412,7 @@ printf 'demo> '; exec sleep 600`, stateDir, resp.PID)
 		b, _ := os.ReadFile(filepath.Join(resp.WorkspacePath, name))
 		return strings.TrimSpace(string(b))
 	}
-	runtimetest.WaitFor(t, 10*time.Second, "the agent's probes", func() bool { return read("environ.rc") != "" })
+	testkit.WaitFor(t, 10*time.Second, "the agent's probes", testkit.Cond(func() bool { return read("environ.rc") != "" }))
 	if got := read("uid"); got != strconv.Itoa(nobody.UID) {
 		t.Fatalf("agent runs as uid %q, want %d", got, nobody.UID)
 	}
@@ -473,10 +474,10 @@ func TestSessionsRunBelowTheServersPriority(t *testing.T) {
 			t.Fatal(err)
 		}
 		if g, ok, _ := nice.GroupOf(st.PID); ok {
-			runtimetest.WaitFor(t, 5*time.Second, "the agent's scheduling group at its nice value", func() bool {
+			testkit.WaitFor(t, 5*time.Second, "the agent's scheduling group at its nice value", testkit.Cond(func() bool {
 				g, _, _ = nice.GroupOf(st.PID)
 				return g == n
-			})
+			}))
 		}
 		return resp, n
 	}
@@ -558,9 +559,9 @@ func TestAgentctlsShareOneSchedulingGroup(t *testing.T) {
 	if err := syscall.Kill(-pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	runtimetest.WaitFor(t, 10*time.Second, "the killed agentctl to be gone", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the killed agentctl to be gone", testkit.Cond(func() bool {
 		return syscall.Kill(pids[0], 0) != nil || isZombie(pids[0])
-	})
+	}))
 	if err := syscall.Kill(pids[1], 0); err != nil || isZombie(pids[1]) {
 		t.Fatalf("the other agentctl %d went with the first's process group: %v", pids[1], err)
 	}

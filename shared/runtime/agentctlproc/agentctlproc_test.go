@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 func TestReadInfoRejectsMalformed(t *testing.T) {
@@ -171,15 +172,16 @@ func TestIsSessionAgentctlProcess(t *testing.T) {
 				_ = cmd.Wait()
 			}
 		})
-		// Until the child has exec'd, its command line is the test binary's.
-		waitUntil(t, "the running process to be recognised", func() bool { return IsSessionAgentctl(pid, "s1") })
+		testkit.
+			// Until the child has exec'd, its command line is the test binary's.
+			WaitFor(t, 10*time.Second, "the running process to be recognised", testkit.Cond(func() bool { return IsSessionAgentctl(pid, "s1") }))
 		if IsSessionAgentctl(pid, "s2") {
 			t.Fatalf("pad %d: taken for another session's agentctl", pad)
 		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, "the process to be a zombie", func() bool { return !Alive(pid) })
+		testkit.WaitFor(t, 10*time.Second, "the process to be a zombie", testkit.Cond(func() bool { return !Alive(pid) }))
 		if IsSessionAgentctl(pid, "s1") {
 			t.Fatalf("pad %d: zombie taken for a live agentctl", pad)
 		}
@@ -205,17 +207,6 @@ func TestReadProc(t *testing.T) {
 	}
 	if _, err := readProc(os.Getpid(), "no-such-file", nil); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v, want ErrNotExist", err)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // Plugin returns the plugin binary name: $PADDOCK_BIN/plugins/name when that
@@ -95,16 +96,12 @@ func Git(t testing.TB, dir string, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// WaitFor polls cond until it holds, failing the test after timeout.
+// WaitFor polls cond until it holds, failing the test after timeout: the
+// conformance kit's form of testkit.WaitFor, for plugin authors' tests
+// (whose conditions give no reason).
 func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
-	}
+	testkit.WaitFor(t, timeout, what, testkit.Cond(cond))
 }
 
 // Load starts the plugin binary as a real go-plugin subprocess (killed when

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // TestCleanupProcessesEndsADetachedAgentctl starts a real agentctl the way
@@ -56,11 +57,11 @@ func TestCleanupProcessesEndsADetachedAgentctl(t *testing.T) {
 		done := make(chan struct{})
 		go func() { _ = sh.Wait(); close(done) }()
 		shellDone = done
-		runtimetest.WaitFor(t, 10*time.Second, "agentctl, the shell and the shell's child in / listed", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "agentctl, the shell and the shell's child in / listed", testkit.Cond(func() bool {
 			under := runtimetest.ProcessesUnder(dir)
 			return slices.Contains(under, p.Info.PID) && slices.Contains(under, sh.Process.Pid) &&
 				slices.ContainsFunc(under, func(pid int) bool { return cwd(pid) == "/" })
-		})
+		}))
 	})
 	if t.Failed() {
 		return
@@ -100,9 +101,9 @@ func TestProcessesUnderTakesOnlyItsDirectory(t *testing.T) {
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 		pids[d] = cmd.Process.Pid
 	}
-	runtimetest.WaitFor(t, 10*time.Second, "both sleepers", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "both sleepers", testkit.Cond(func() bool {
 		return cwd(pids[mine]) == mine && cwd(pids[sibling]) == sibling
-	})
+	}))
 	got := runtimetest.ProcessesUnder(mine)
 	if !slices.Contains(got, pids[mine]) || slices.Contains(got, pids[sibling]) {
 		t.Errorf("ProcessesUnder(%s) = %v; want %d and not %d (in %s)", mine, got, pids[mine], pids[sibling], sibling)
