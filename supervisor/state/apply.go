@@ -39,6 +39,11 @@ func sessionEvent(s *Session, typ string, idx uint64, data map[string]any) Event
 	return Event{Type: typ, SessionID: s.ID, TaskID: s.TaskID, Index: idx, Data: data}
 }
 
+// CmdRegisterNode records a server's addresses (RegisterNodeBody).
+const CmdRegisterNode CommandType = 1
+
+func init() { register(CmdRegisterNode, newBody[RegisterNodeBody], applyRegisterNode) }
+
 func applyRegisterNode(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*RegisterNodeBody)
 	if b.Node.ID == "" {
@@ -47,6 +52,11 @@ func applyRegisterNode(d *data, _ uint64, _ time.Time, body any) ([]Event, uint6
 	d.Nodes[b.Node.ID] = b.Node
 	return nil, 0, nil
 }
+
+// CmdCreateTask creates a task (CreateTaskBody).
+const CmdCreateTask CommandType = 2
+
+func init() { register(CmdCreateTask, newBody[CreateTaskBody], applyCreateTask) }
 
 func applyCreateTask(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
 	t := body.(*CreateTaskBody).Task
@@ -61,6 +71,11 @@ func applyCreateTask(d *data, _ uint64, now time.Time, body any) ([]Event, uint6
 	d.Tasks[t.ID] = &t
 	return nil, 0, nil
 }
+
+// CmdSetTaskState closes or reopens a task (SetTaskStateBody).
+const CmdSetTaskState CommandType = 3
+
+func init() { register(CmdSetTaskState, newBody[SetTaskStateBody], applySetTaskState) }
 
 func applySetTaskState(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*SetTaskStateBody)
@@ -86,11 +101,10 @@ func applySetTaskState(d *data, _ uint64, now time.Time, body any) ([]Event, uin
 	return nil, 0, nil
 }
 
-func init() {
-	dispatch[CmdDeleteTask] = applyDeleteTask
-	dispatch[CmdRecoverExecutors] = applyRecoverExecutors
-	dispatch[CmdAppendMessage] = applyAppendMessage
-}
+// CmdDeleteTask removes a task whose sessions have all ended (DeleteTaskBody).
+const CmdDeleteTask CommandType = 16
+
+func init() { register(CmdDeleteTask, newBody[DeleteTaskBody], applyDeleteTask) }
 
 // applyDeleteTask removes a task and its sessions, which must all have
 // ended (COMPLETED): the caller stops and deletes them first, so a session
@@ -131,6 +145,11 @@ func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64,
 	return nil, 0, nil
 }
 
+// CmdCreateSession creates a session (CreateSessionBody).
+const CmdCreateSession CommandType = 4
+
+func init() { register(CmdCreateSession, newBody[CreateSessionBody], applyCreateSession) }
+
 func applyCreateSession(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*CreateSessionBody)
 	s := b.Session
@@ -155,6 +174,11 @@ func applyCreateSession(d *data, idx uint64, now time.Time, body any) ([]Event, 
 	}
 	return []Event{sessionEvent(&s, EventStateChanged, idx, map[string]any{"from": "", "to": string(SessionCreated)})}, 0, nil
 }
+
+// CmdSetSessionState moves a session to a state (SetSessionStateBody).
+const CmdSetSessionState CommandType = 5
+
+func init() { register(CmdSetSessionState, newBody[SetSessionStateBody], applySetSessionState) }
 
 func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*SetSessionStateBody)
@@ -274,6 +298,13 @@ func (d *data) setSessionState(s *Session, st SessionState) {
 	}
 }
 
+// CmdRequestStop records that a session's stop was answered (see
+// Session.StopRequested; RequestStopBody). An older node may skip it: it
+// loses only the finishing of a stop cut off by a leader change.
+const CmdRequestStop CommandType = IgnoreUnknownFlag | 19
+
+func init() { register(CmdRequestStop, newBody[RequestStopBody], applyRequestStop) }
+
 func applyRequestStop(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*RequestStopBody)
 	s, ok := d.Sessions[b.SessionID]
@@ -286,6 +317,11 @@ func applyRequestStop(d *data, _ uint64, now time.Time, body any) ([]Event, uint
 	s.StopRequested, s.UpdatedAt = true, now
 	return nil, 0, nil
 }
+
+// CmdSetResumeToken stores a session's resume token (SetResumeTokenBody).
+const CmdSetResumeToken CommandType = 6
+
+func init() { register(CmdSetResumeToken, newBody[SetResumeTokenBody], applySetResumeToken) }
 
 func applySetResumeToken(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*SetResumeTokenBody)
@@ -301,6 +337,11 @@ func applySetResumeToken(d *data, _ uint64, now time.Time, body any) ([]Event, u
 	s.HasResumeToken, s.UpdatedAt = b.ResumeToken != "", now
 	return nil, 0, nil
 }
+
+// CmdPutExecutor inserts or replaces an executor row (PutExecutorBody).
+const CmdPutExecutor CommandType = 7
+
+func init() { register(CmdPutExecutor, newBody[PutExecutorBody], applyPutExecutor) }
 
 func applyPutExecutor(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*PutExecutorBody)
@@ -320,6 +361,11 @@ func applyPutExecutor(d *data, _ uint64, now time.Time, body any) ([]Event, uint
 	s.ExecutorID, s.UpdatedAt = e.ID, now
 	return nil, 0, nil
 }
+
+// CmdSetExecutorState updates an executor's status (SetExecutorStateBody).
+const CmdSetExecutorState CommandType = 8
+
+func init() { register(CmdSetExecutorState, newBody[SetExecutorStateBody], applySetExecutorState) }
 
 func applySetExecutorState(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*SetExecutorStateBody)
@@ -346,6 +392,11 @@ func applySetExecutorState(d *data, _ uint64, now time.Time, body any) ([]Event,
 	e.LastSeenAt = now
 	return nil, 0, nil
 }
+
+// CmdPutMessage inserts or updates a message of a session (PutMessageBody).
+const CmdPutMessage CommandType = 9
+
+func init() { register(CmdPutMessage, newBody[PutMessageBody], applyPutMessage) }
 
 func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*PutMessageBody)
@@ -385,6 +436,11 @@ func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uin
 	return []Event{sessionEvent(s, typ, idx, map[string]any{"message": *m})}, 0, nil
 }
 
+// CmdClaimLease claims a session's lease (ClaimLeaseBody).
+const CmdClaimLease CommandType = 10
+
+func init() { register(CmdClaimLease, newBody[ClaimLeaseBody], applyClaimLease) }
+
 // applyClaimLease grants a session's lease. The fencing token is the raft
 // index of the grant, so it strictly increases across leaders. The holder is
 // an executor plus a nonce (the agentctl boot nonce, or a per-launch nonce
@@ -409,6 +465,11 @@ func applyClaimLease(d *data, idx uint64, now time.Time, body any) ([]Event, uin
 	return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, idx, nil
 }
 
+// CmdSetLeaseNonce records a lease holder's boot nonce (SetLeaseNonceBody).
+const CmdSetLeaseNonce CommandType = 15
+
+func init() { register(CmdSetLeaseNonce, newBody[SetLeaseNonceBody], applySetLeaseNonce) }
+
 func applySetLeaseNonce(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*SetLeaseNonceBody)
 	l, ok := d.Leases[b.SessionID]
@@ -422,9 +483,19 @@ func applySetLeaseNonce(d *data, idx uint64, _ time.Time, body any) ([]Event, ui
 	return nil, l.FencingToken, nil
 }
 
+// CmdReleaseLease releases a lease (ReleaseLeaseBody).
+const CmdReleaseLease CommandType = 11
+
+func init() { register(CmdReleaseLease, newBody[ReleaseLeaseBody], applyReleaseLease) }
+
 func applyReleaseLease(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
 	return endLease(d, idx, body.(*ReleaseLeaseBody), LeaseReleased)
 }
+
+// CmdReclaimLease reclaims (expires) a dead holder's lease (ReleaseLeaseBody).
+const CmdReclaimLease CommandType = 12
+
+func init() { register(CmdReclaimLease, newBody[ReleaseLeaseBody], applyReclaimLease) }
 
 func applyReclaimLease(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
 	return endLease(d, idx, body.(*ReleaseLeaseBody), LeaseExpired)
@@ -451,6 +522,11 @@ func endLease(d *data, idx uint64, b *ReleaseLeaseBody, to LeaseState) ([]Event,
 	return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, l.FencingToken, nil
 }
 
+// CmdDeleteSession ends a session for good (DeleteSessionBody).
+const CmdDeleteSession CommandType = 13
+
+func init() { register(CmdDeleteSession, newBody[DeleteSessionBody], applyDeleteSession) }
+
 func applyDeleteSession(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*DeleteSessionBody)
 	s, ok := d.Sessions[b.SessionID]
@@ -471,6 +547,11 @@ func applyDeleteSession(d *data, idx uint64, now time.Time, body any) ([]Event, 
 	return append(events, d.cancelPermissions(s, idx, now)...), 0, nil
 }
 
+// CmdPublishEvent records a session event (PublishEventBody).
+const CmdPublishEvent CommandType = 14
+
+func init() { register(CmdPublishEvent, newBody[PublishEventBody], applyPublishEvent) }
+
 func applyPublishEvent(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*PublishEventBody)
 	s, ok := d.Sessions[b.SessionID]
@@ -479,6 +560,12 @@ func applyPublishEvent(d *data, idx uint64, _ time.Time, body any) ([]Event, uin
 	}
 	return []Event{sessionEvent(s, b.Type, idx, b.Data)}, 0, nil
 }
+
+// CmdRecoverExecutors records many sessions' recoveries in one entry
+// (RecoverExecutorsBody).
+const CmdRecoverExecutors CommandType = 17
+
+func init() { register(CmdRecoverExecutors, newBody[RecoverExecutorsBody], applyRecoverExecutors) }
 
 // applyRecoverExecutors checks every item against its session's lease
 // first, then applies them all: all or nothing.

@@ -13,41 +13,45 @@ type CommandType uint8
 // IgnoreUnknownFlag marks a command type that nodes may skip when unknown.
 const IgnoreUnknownFlag CommandType = 0x80
 
-// Command types. Values are persisted in the raft log: never renumber.
-const (
-	CmdRegisterNode     CommandType = 1
-	CmdCreateTask       CommandType = 2
-	CmdSetTaskState     CommandType = 3
-	CmdCreateSession    CommandType = 4
-	CmdSetSessionState  CommandType = 5
-	CmdSetResumeToken   CommandType = 6
-	CmdPutExecutor      CommandType = 7
-	CmdSetExecutorState CommandType = 8
-	CmdPutMessage       CommandType = 9
-	CmdClaimLease       CommandType = 10
-	CmdReleaseLease     CommandType = 11
-	CmdReclaimLease     CommandType = 12
-	CmdDeleteSession    CommandType = 13
-	CmdPublishEvent     CommandType = 14
-	CmdSetLeaseNonce    CommandType = 15
-	CmdDeleteTask       CommandType = 16
-	// CmdRecoverExecutors records many sessions' recoveries in one entry.
-	CmdRecoverExecutors CommandType = 17
-	// CmdAppendMessage adds to the text of a message agentctl streams.
-	CmdAppendMessage CommandType = 18
-	// CmdRequestStop records that a session's stop was answered (see
-	// Session.StopRequested). An older node may skip it: it loses only
-	// the finishing of a stop cut off by a leader change.
-	CmdRequestStop CommandType = IgnoreUnknownFlag | 19
-	// CmdUpsertPermission records one permission request of a session's
-	// agent (permissions.go). An older node may skip it: it loses only the
-	// replicated copy of the requests, which the leader's pump writes again
-	// from agentctl.
-	CmdUpsertPermission CommandType = IgnoreUnknownFlag | 20
-	// CmdCancelPermissions ends every pending permission request of a
-	// session as cancelled (its agent exited or was stopped).
-	CmdCancelPermissions CommandType = IgnoreUnknownFlag | 21
-)
+// Each command is declared once, beside the function that applies it: its
+// CommandType constant (the type byte, persisted in the raft log: never
+// renumber or reuse a number; IgnoreUnknownFlag is set in the constant of a
+// command older nodes may skip) and one register call naming its body type
+// and its apply function. TestCommandTypesAreFrozen lists the numbers taken.
+
+// command is one registered command type: the body its entries decode into
+// and the function that applies them.
+type command struct {
+	newBody func() any // a fresh *...Body to decode into
+	apply   applyFunc
+}
+
+// registry holds the registered commands, by type byte.
+type registry [256]*command
+
+// commands is every command this build knows, filled by the register calls
+// in the package's init functions.
+var commands registry
+
+// register declares command type t: entries of type t decode into
+// newBody() and are applied by apply. It panics on a type registered
+// twice, so two commands can never share a number.
+func register(t CommandType, newBody func() any, apply applyFunc) {
+	commands.register(t, newBody, apply)
+}
+
+func (r *registry) register(t CommandType, newBody func() any, apply applyFunc) {
+	if newBody == nil || apply == nil {
+		panic(fmt.Sprintf("state: command type %d registered without a body or an apply function", t))
+	}
+	if r[t] != nil {
+		panic(fmt.Sprintf("state: command type %d registered twice", t))
+	}
+	r[t] = &command{newBody: newBody, apply: apply}
+}
+
+// newBody is the body constructor of a command whose body is a *T.
+func newBody[T any]() any { return new(T) }
 
 // Proposal is a command to commit, before the cluster gives it a key and
 // a time (cluster.Node.LeaderApplyAll commits several in one go).
@@ -308,47 +312,8 @@ type NodeInfo struct {
 
 // bodyFor returns a fresh body value for a command type, or nil if unknown.
 func bodyFor(t CommandType) any {
-	switch t {
-	case CmdRegisterNode:
-		return &RegisterNodeBody{}
-	case CmdCreateTask:
-		return &CreateTaskBody{}
-	case CmdSetTaskState:
-		return &SetTaskStateBody{}
-	case CmdCreateSession:
-		return &CreateSessionBody{}
-	case CmdSetSessionState:
-		return &SetSessionStateBody{}
-	case CmdSetResumeToken:
-		return &SetResumeTokenBody{}
-	case CmdPutExecutor:
-		return &PutExecutorBody{}
-	case CmdSetExecutorState:
-		return &SetExecutorStateBody{}
-	case CmdPutMessage:
-		return &PutMessageBody{}
-	case CmdClaimLease:
-		return &ClaimLeaseBody{}
-	case CmdReleaseLease, CmdReclaimLease:
-		return &ReleaseLeaseBody{}
-	case CmdDeleteSession:
-		return &DeleteSessionBody{}
-	case CmdPublishEvent:
-		return &PublishEventBody{}
-	case CmdSetLeaseNonce:
-		return &SetLeaseNonceBody{}
-	case CmdDeleteTask:
-		return &DeleteTaskBody{}
-	case CmdRecoverExecutors:
-		return &RecoverExecutorsBody{}
-	case CmdAppendMessage:
-		return &AppendMessageBody{}
-	case CmdRequestStop:
-		return &RequestStopBody{}
-	case CmdUpsertPermission:
-		return &UpsertPermissionBody{}
-	case CmdCancelPermissions:
-		return &CancelPermissionsBody{}
+	if c := commands[t]; c != nil {
+		return c.newBody()
 	}
 	return nil
 }

@@ -24,26 +24,6 @@ func NewFSM(store *Store) *FSM {
 // publish and, for lease claims, the fencing token.
 type applyFunc func(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error)
 
-// dispatch is the table of command handlers, registered once.
-var dispatch = map[CommandType]applyFunc{
-	CmdRegisterNode:     applyRegisterNode,
-	CmdCreateTask:       applyCreateTask,
-	CmdSetTaskState:     applySetTaskState,
-	CmdCreateSession:    applyCreateSession,
-	CmdSetSessionState:  applySetSessionState,
-	CmdSetResumeToken:   applySetResumeToken,
-	CmdPutExecutor:      applyPutExecutor,
-	CmdSetExecutorState: applySetExecutorState,
-	CmdPutMessage:       applyPutMessage,
-	CmdClaimLease:       applyClaimLease,
-	CmdReleaseLease:     applyReleaseLease,
-	CmdReclaimLease:     applyReclaimLease,
-	CmdDeleteSession:    applyDeleteSession,
-	CmdPublishEvent:     applyPublishEvent,
-	CmdSetLeaseNonce:    applySetLeaseNonce,
-	CmdRequestStop:      applyRequestStop,
-}
-
 // Apply implements raft.FSM. A log entry that cannot be decoded panics: state
 // must never silently diverge between nodes.
 func (f *FSM) Apply(l *raft.Log) any {
@@ -97,7 +77,7 @@ func (d *data) applyLocked(idx uint64, cmd Command, known bool, events *[]Event)
 			return o.result(true)
 		}
 	}
-	evs, token, applyErr := dispatch[cmd.Type](d, idx, cmd.Now, cmd.Body)
+	evs, token, applyErr := commands[cmd.Type].apply(d, idx, cmd.Now, cmd.Body)
 	*events = append(*events, evs...)
 	if cmd.Key != "" {
 		d.remember(cmd.Key, outcome{Index: idx, Token: token, Code: codeOf(applyErr), Msg: errText(applyErr)})

@@ -33,13 +33,16 @@ type CancelPermissionsBody struct {
 	SessionID string `json:"session_id"`
 }
 
-func init() {
-	dispatch[CmdUpsertPermission] = applyUpsertPermission
-	dispatch[CmdCancelPermissions] = applyCancelPermissions
-}
-
 // permissionStates are the states a recorded request may be in.
 var permissionStates = []PermissionState{PermissionPending, PermissionAnswered, PermissionCancelled, PermissionTimedOut}
+
+// CmdUpsertPermission records one permission request of a session's agent
+// (UpsertPermissionBody). An older node may skip it: it loses only the
+// replicated copy of the requests, which the leader's pump writes again
+// from agentctl.
+const CmdUpsertPermission CommandType = IgnoreUnknownFlag | 20
+
+func init() { register(CmdUpsertPermission, newBody[UpsertPermissionBody], applyUpsertPermission) }
 
 func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*UpsertPermissionBody)
@@ -94,6 +97,13 @@ func requestEvent(p *Permission) string {
 	}
 	return EventPermissionRequested
 }
+
+// CmdCancelPermissions ends every pending permission request of a session
+// as cancelled: its agent exited or was stopped (CancelPermissionsBody).
+// An older node may skip it.
+const CmdCancelPermissions CommandType = IgnoreUnknownFlag | 21
+
+func init() { register(CmdCancelPermissions, newBody[CancelPermissionsBody], applyCancelPermissions) }
 
 func applyCancelPermissions(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
 	b := body.(*CancelPermissionsBody)

@@ -130,6 +130,12 @@ func putSourcedMessage(d *data, s *Session, b *PutMessageBody, idx uint64, now t
 	return []Event{d.appendMessage(s, m, idx)}
 }
 
+// CmdAppendMessage adds to the text of a message agentctl streams
+// (AppendMessageBody).
+const CmdAppendMessage CommandType = 18
+
+func init() { register(CmdAppendMessage, newBody[AppendMessageBody], applyAppendMessage) }
+
 // applyAppendMessage records the text a streamed message added (see
 // AppendMessageBody).
 func applyAppendMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
