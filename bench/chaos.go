@@ -39,7 +39,7 @@ func ChaosSuite(ctx context.Context, env Env) ([]Result, error) {
 	// resume replays) short. Leader faults run at about 10–15 a minute on
 	// the shared 2-core machine, agentctl kills at about 120.
 	o := chaos.Options{Bin: env.Bin, Faults: 1000, MinLeaderFaults: 50, Sessions: 8, PromptsPerSession: 25,
-		MaxDuration: 9*time.Minute + 30*time.Second, Out: ChaosFile, Logf: env.Logf}
+		MaxDuration: 9*time.Minute + 30*time.Second, Out: ChaosFile, Logf: env.Logf, RaftStore: env.ChaosRaftStore}
 	if env.Quick {
 		// ≤ 90 s even when sessions are lost: 40 s of faults, 15+7.5+11 s
 		// for the end of the run, about 10 s of setup.
@@ -59,6 +59,11 @@ func ChaosSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err == nil && len(out) > 0 {
 		out[0].Goal = fmt.Sprintf("≥ %d", o.Faults)
 		out[0] = Verdict(out[0], res.Faults >= o.Faults)
+		store := env.ChaosRaftStore
+		if store == "" {
+			store = "bolt (the default)"
+		}
+		out[0].Note += fmt.Sprintf(" Servers' raft store: %s.", store)
 		out[0].Note += fmt.Sprintf(" Aimed at %d faults (≥ %d of them leader faults) within %s; injected %v in %.0f s (%.0f faults/min; partitions=%v), %d sessions (%d of them added for sessions that stayed unusable)."+
 			" Checked: %d executions, %d lease changes, %d of %d accepted prompts answered (%d lost their turn to their agent's end), %d of %d sessions answered the final recall; run took %.0f s in all.",
 			o.Faults, o.MinLeaderFaults, o.MaxDuration, res.ByKind, res.FaultSeconds, res.FaultsPerMinute, res.Partitions, res.Sessions, res.SessionsAdded,

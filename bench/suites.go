@@ -17,7 +17,10 @@ type Env struct {
 	// Profiles is where suites save CPU profiles of the servers they
 	// measure (empty: none are taken).
 	Profiles string
-	Logf     func(format string, args ...any)
+	// ChaosRaftStore is the chaos suite's server.raft_store ("bolt",
+	// "wal"; "": unset, the default store).
+	ChaosRaftStore string
+	Logf           func(format string, args ...any)
 }
 
 const areaCluster = "Cluster: reads, writes and failover (side by side with etcd)"
@@ -27,7 +30,9 @@ const areaCluster = "Cluster: reads, writes and failover (side by side with etcd
 // and leader failover (kill -9 until a write
 // succeeds), side by side with a 3-node etcd cluster doing the same work in
 // the same run: trials alternate Paddock, etcd, Paddock, … so that load from
-// other users of the machine hits both alike.
+// other users of the machine hits both alike. The cluster runs the default
+// raft store (bolt); the writes also run on a second cluster with
+// raft_store = "wal", alternating with the others (the _wal results).
 func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	dir, err := os.MkdirTemp(env.Dir, "cluster-")
 	if err != nil {
@@ -66,16 +71,7 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	// Every trial goes to the node that leads when it starts: a leader
 	// change under load (the machine is shared) would otherwise make the
 	// rest of the trials go through a follower's forwarding.
-	lead := func(what string) *harness.Node {
-		if l, err := leader.Leads(); err == nil && l {
-			return leader
-		}
-		if l, err := c.Leader(30 * time.Second); err == nil {
-			env.Logf("%s: the leader changed from %s to %s", what, leader.Name, l.Name)
-			leader = l
-		}
-		return leader
-	}
+	lead := leaderTracker(env, c, &leader)
 	etcdURL := ""
 	if ec != nil {
 		etcdURL = etcdLeader.Client
@@ -86,9 +82,19 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	}
 	timing := fmt.Sprintf("Paddock raft: heartbeat_timeout = election_timeout = 300ms, leader_lease_timeout 150ms (defaults); etcd: --election-timeout %d --heartbeat-interval %d", etcdElectionMS, etcdHeartbeatMS)
 	out := reads
+	// The same writes to a second cluster whose servers keep raft's log in
+	// the WAL (server.raft_store = "wal"), in the same run, trials
+	// alternating bolt, WAL, etcd: the names without a suffix are the
+	// default store (bolt), as before; the _wal ones compare with them.
+	// The WAL cluster runs only for the writes.
+	wal, err := startStoreCluster(env, dir, "wal")
+	if err != nil {
+		return out, fmt.Errorf("the WAL cluster: %w", err)
+	}
+	defer wal.c.Stop()
 	for _, clients := range []int{1, 64} {
-		var rates, lats, peerRates, peerLats []float64
-		errs, peerErrs := 0, 0
+		var rates, lats, peerRates, peerLats, walRates, walLats []float64
+		errs, peerErrs, walErrs := 0, 0, 0
 		// One unmeasured trial first, profiled: it warms the path and shows
 		// where a write's time goes at this concurrency.
 		wait := cpuProfile(env, lead("writes"), fmt.Sprintf("cluster-writes-c%d-leader", clients), d)
@@ -100,7 +106,8 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 				profiled = "; the leader's CPU in an unmeasured trial before them: " + top
 			}
 		}
-		breakdown := ""
+		RunWrites(ctx, clients, d, PaddockWriter(wal.lead("writes (wal)").URL())) // warms the WAL cluster likewise, unprofiled
+		breakdown, walBreakdown := "", ""
 		for t := 0; t < trials; t++ {
 			l := lead("writes")
 			load := RunWrites(ctx, clients, d, PaddockWriter(l.URL()))
@@ -110,6 +117,14 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 			if t == trials-1 {
 				breakdown = raftBreakdown(raftTimings(l), raftTimings(surviving(c, l)))
 			}
+			wl := wal.lead("writes (wal)")
+			load = RunWrites(ctx, clients, d, PaddockWriter(wl.URL()))
+			walRates = append(walRates, load.Rate)
+			walLats = append(walLats, load.Latencies...)
+			walErrs += load.Errors
+			if t == trials-1 {
+				walBreakdown = raftBreakdown(raftTimings(wl), raftTimings(surviving(wal.c, wl)))
+			}
 			if ec != nil {
 				load := RunWrites(ctx, clients, d, EtcdWriter(etcdLeader.Client))
 				peerRates = append(peerRates, load.Rate)
@@ -117,21 +132,29 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 				peerErrs += load.Errors
 			}
 		}
-		env.Logf("writes c%d: paddock %.0f/s (%d errors), etcd %.0f/s (%d errors)", clients, Percentile(rates, 50), errs, Percentile(peerRates, 50), peerErrs)
+		env.Logf("writes c%d: paddock bolt %.0f/s (%d errors), paddock wal %.0f/s (%d errors), etcd %.0f/s (%d errors)", clients,
+			Percentile(rates, 50), errs, Percentile(walRates, 50), walErrs, Percentile(peerRates, 50), peerErrs)
 		rate := Summary(Result{Name: fmt.Sprintf("writes_per_s_c%d", clients), Area: areaCluster, Unit: "writes/s",
-			Note: fmt.Sprintf("closed loop, %d client(s), each POST /v1/tasks (~30-byte record) to the leader over HTTP/1.1 keep-alive; etcd: POST /v3/kv/put of the same record through its JSON gateway to its leader; 3 processes each on one host, fsync on; %d×%s trials alternating; %d/%d errors%s", clients, trials, d, errs, peerErrs, profiled)}, rates, true)
+			Note: fmt.Sprintf("raft_store = bolt (the default; _wal below: the WAL); closed loop, %d client(s), each POST /v1/tasks (~30-byte record) to the leader over HTTP/1.1 keep-alive; etcd: POST /v3/kv/put of the same record through its JSON gateway to its leader; 3 processes each on one host, fsync on; %d×%s trials alternating bolt, WAL, etcd; %d/%d errors%s", clients, trials, d, errs, peerErrs, profiled)}, rates, true)
 		if clients == 64 {
 			rate.Goal = "≥ 5000"
 			rate = Verdict(rate, rate.P50 >= 5000)
 		}
 		lat := Summary(Result{Name: fmt.Sprintf("write_latency_ms_c%d", clients), Area: areaCluster, Unit: "ms",
-			Note: "per-write latency over every write of the trials" + breakdown}, lats, false)
+			Note: "raft_store = bolt (the default); per-write latency over every write of the trials" + breakdown}, lats, false)
 		if len(peerRates) > 0 {
 			rate = withPeer(rate, Percentile(peerRates, 50), false)
 			lat = withPeer(lat, Percentile(peerLats, 50), true)
 		}
-		out = append(out, rate, lat)
+		walRate := Summary(Result{Name: fmt.Sprintf("writes_per_s_c%d_wal", clients), Area: areaCluster, Unit: "writes/s",
+			Note: fmt.Sprintf("as writes_per_s_c%d on a second 3-server cluster with raft_store = \"wal\" (hashicorp/raft-wal), its trials alternating with the bolt cluster's and etcd's in the same run; %d errors", clients, walErrs)}, walRates, true)
+		walLat := Summary(Result{Name: fmt.Sprintf("write_latency_ms_c%d_wal", clients), Area: areaCluster, Unit: "ms",
+			Note: "raft_store = \"wal\"; per-write latency over every write of its trials" + walBreakdown}, walLats, false)
+		walRate = withStorePeer(walRate, rate.P50, false)
+		walLat = withStorePeer(walLat, lat.P50, true)
+		out = append(out, rate, lat, walRate, walLat)
 	}
+	wal.c.Stop()
 	var times, peerTimes, elect, peerElect []float64
 	for k := 0; k < kills; k++ {
 		ts, err := Failover(ctx, c, 1, func(n *harness.Node) Writer { return PaddockWriter(n.URL()) })
@@ -164,6 +187,64 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 	out = append(out, el)
 	out = append(out, fo)
 	return out, nil
+}
+
+// withStorePeer fills the comparison of a _wal result with the same result
+// on the default store: ratio is WAL/bolt of the p50s.
+func withStorePeer(r Result, boltP50 float64, lowerBetter bool) Result {
+	r.Peer, r.PeerP50 = "bolt", boltP50
+	if boltP50 > 0 {
+		r.Ratio = r.P50 / boltP50
+	}
+	dir := "higher"
+	if lowerBetter {
+		dir = "lower"
+	}
+	r.Note += fmt.Sprintf(" (peer: the same trials on raft_store = bolt; ratio WAL/bolt; %s is better)", dir)
+	return r
+}
+
+// trackedCluster is a cluster and the node that last led it.
+type trackedCluster struct {
+	c      *harness.Cluster
+	leader *harness.Node
+	lead   func(what string) *harness.Node
+}
+
+// startStoreCluster starts a 3-server cluster like ClusterSuite's whose
+// servers are given server.raft_store = store, and waits for its leader.
+func startStoreCluster(env Env, dir, store string) (*trackedCluster, error) {
+	sub, err := os.MkdirTemp(dir, store+"-")
+	if err != nil {
+		return nil, err
+	}
+	c, err := harness.Start(harness.Options{Bin: env.Bin, Dir: sub, Size: 3, LogLevel: "warn", Extra: "enable_debug = true",
+		ServerExtra: fmt.Sprintf("  raft_store = %q", store)})
+	if err != nil {
+		return nil, err
+	}
+	t := &trackedCluster{c: c}
+	if t.leader, err = c.Leader(30 * time.Second); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	t.lead = leaderTracker(env, c, &t.leader)
+	return t, nil
+}
+
+// leaderTracker returns what finds the node that leads c now: *leader if
+// it still leads, else the new leader, which it keeps in *leader.
+func leaderTracker(env Env, c *harness.Cluster, leader **harness.Node) func(what string) *harness.Node {
+	return func(what string) *harness.Node {
+		if l, err := (*leader).Leads(); err == nil && l {
+			return *leader
+		}
+		if l, err := c.Leader(30 * time.Second); err == nil {
+			env.Logf("%s: the leader changed from %s to %s", what, (*leader).Name, l.Name)
+			*leader = l
+		}
+		return *leader
+	}
 }
 
 // withPeer fills the etcd comparison: ratio is Paddock/etcd of the p50s

@@ -140,6 +140,9 @@ type Options struct {
 	// prompts still open half of it, the final recall three quarters
 	// (default 60 s).
 	FinalBound time.Duration
+	// RaftStore is the servers' server.raft_store: "bolt", "wal" or ""
+	// (unset: the default store, bolt, on their new data_dirs).
+	RaftStore string
 	// Out, when set, receives {"faults":N,"violations":M,...} as JSON.
 	Out string
 	// Logf, when set, receives progress lines.
@@ -493,6 +496,10 @@ agent "demo" {
 	plugin := func(listen string) string {
 		return fmt.Sprintf("plugin \"standalone\" {\n  config {\n    workspace_root = %q\n    listen = %q\n  }\n}\n", r.root, listen)
 	}
+	serverExtra := ""
+	if o.RaftStore != "" {
+		serverExtra = fmt.Sprintf("  raft_store = %q", o.RaftStore)
+	}
 	usePart := o.Partitions == "on"
 	if o.Partitions == "auto" {
 		_, err := netns.IPPath()
@@ -510,14 +517,14 @@ agent "demo" {
 		for i, h := range nw.Hosts {
 			hosts = append(hosts, harness.HostSpec{IP: h.IP, Wrap: nw.Wrapper(i), Extra: plugin(h.IP + ":0")})
 		}
-		c, err := harness.StartHosts(harness.Options{Bin: o.Bin, Dir: o.Dir, Extra: common}, hosts)
+		c, err := harness.StartHosts(harness.Options{Bin: o.Bin, Dir: o.Dir, Extra: common, ServerExtra: serverExtra}, hosts)
 		if err != nil {
 			_ = nw.Close()
 			return fmt.Errorf("start cluster: %w", err)
 		}
 		r.c = c
 	} else {
-		c, err := harness.Start(harness.Options{Bin: o.Bin, Dir: o.Dir, Size: 3, SeparateIPs: true, Extra: common + plugin("127.0.0.1:0")})
+		c, err := harness.Start(harness.Options{Bin: o.Bin, Dir: o.Dir, Size: 3, SeparateIPs: true, Extra: common + plugin("127.0.0.1:0"), ServerExtra: serverExtra})
 		if err != nil {
 			return fmt.Errorf("start cluster: %w", err)
 		}

@@ -24,7 +24,8 @@ type HostSpec struct {
 }
 
 // StartHosts writes one config per host (each joining the others) and
-// starts the nodes; Options.Size and SeparateIPs are ignored.
+// starts the nodes; Options.Size and SeparateIPs are ignored (ServerExtra
+// goes into every server block, as with Start).
 func StartHosts(o Options, hosts []HostSpec) (*Cluster, error) {
 	if len(hosts) == 0 {
 		return nil, errors.New("harness: no hosts")
@@ -66,10 +67,11 @@ server {
   bootstrap_expect = %d
   retry_join       = [%s]
   cluster_secret   = %q
+%s
 }
 %s
 %s
-`, name, h.IP, o.LogLevel, h.HTTPPort, h.RaftPort, len(hosts), strings.Join(join, ", "), secret, o.Extra, h.Extra)
+`, name, h.IP, o.LogLevel, h.HTTPPort, h.RaftPort, len(hosts), strings.Join(join, ", "), secret, o.ServerExtra, o.Extra, h.Extra)
 		path := filepath.Join(dir, "config.hcl")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			return nil, err

@@ -55,8 +55,13 @@ func run(args []string) int {
 	jsonOut := fs.String("json", "bench/results.json", "JSON results")
 	only := fs.String("only", "", "comma-separated suites to run (default all)")
 	profiles := fs.String("profiles", "bench/tmp/profiles", "directory for the CPU profiles suites take (empty: none)")
+	chaosStore := fs.String("chaos-raft-store", "", `server.raft_store of the chaos suite's servers: "bolt" or "wal" (default: unset, bolt)`)
 	keep := fs.Bool("keep", false, "keep the scratch directory (the servers' logs, the sessions' workspaces) and print where it is")
 	if err := fs.Parse(args); err != nil {
+		return 1
+	}
+	if *chaosStore != "" && *chaosStore != "bolt" && *chaosStore != "wal" {
+		fmt.Fprintf(os.Stderr, "bench: -chaos-raft-store %q: use bolt or wal\n", *chaosStore)
 		return 1
 	}
 	bin := os.Getenv("PADDOCK_BIN")
@@ -76,7 +81,7 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	env := bench.Env{Bin: bin, Quick: *quick, Dir: scratch, Profiles: *profiles, Logf: func(f string, a ...any) {
+	env := bench.Env{Bin: bin, Quick: *quick, Dir: scratch, Profiles: *profiles, ChaosRaftStore: *chaosStore, Logf: func(f string, a ...any) {
 		fmt.Fprintf(os.Stderr, "%s  "+f+"\n", append([]any{time.Now().Format("15:04:05")}, a...)...)
 	}}
 	report := bench.NewReport(*quick)
