@@ -153,7 +153,10 @@ func (w *workTurn) run() (acp.StopReason, error) {
 	}
 
 	old, err := w.readFile()
+	created := errors.Is(err, errNewFile)
 	switch {
+	case created:
+		err = nil
 	case errors.Is(err, errNotCapable):
 		return w.end("work: the client offers no fs/read_text_file, so " + w.file + " was left alone")
 	case w.cancelled():
@@ -168,7 +171,7 @@ func (w *workTurn) run() (acp.StopReason, error) {
 		return w.end(fmt.Sprintf("plan mode: %s read (%d lines); switch to the default mode to edit it and run wc -l", w.file, lineCount(old)))
 	}
 
-	err = w.editFile(old)
+	err = w.editFile(old, created)
 	switch {
 	case errors.Is(err, errNotCapable):
 		return w.end("work: the client offers no fs/write_text_file, so " + w.file + " was read but not edited")
@@ -183,6 +186,13 @@ func (w *workTurn) run() (acp.StopReason, error) {
 	return w.command()
 }
 
+// codeResourceNotFound is ACP's JSON-RPC error code for a file that does
+// not exist (fs/read_text_file of a new file).
+const codeResourceNotFound = -32002
+
+// errNewFile: FILE does not exist yet, so work creates it.
+var errNewFile = errors.New("the file does not exist yet")
+
 // readFile is the read tool call: FILE's content through fs/read_text_file.
 func (w *workTurn) readFile() (string, error) {
 	if !w.caps.Fs.ReadTextFile {
@@ -194,6 +204,12 @@ func (w *workTurn) readFile() (string, error) {
 		return "", err
 	}
 	resp, err := w.a.peer().ReadTextFile(w.ctx, acp.ReadTextFileRequest{SessionId: w.sid, Path: w.path})
+	var re *acp.RequestError
+	if errors.As(err, &re) && re.Code == codeResourceNotFound {
+		// No such file yet: the edit creates it.
+		return "", errors.Join(errNewFile, w.updateTool(id, acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock(w.file + " does not exist yet: the edit creates it"))})))
+	}
 	if err != nil {
 		return "", w.failTool(id, fmt.Errorf("fs/read_text_file %s: %w", w.path, err))
 	}
@@ -202,8 +218,9 @@ func (w *workTurn) readFile() (string, error) {
 }
 
 // editFile is the edit tool call: FILE with EditedLine appended, through
-// fs/write_text_file, the diff in the call's content.
-func (w *workTurn) editFile(old string) error {
+// fs/write_text_file, the diff in the call's content (with no old text
+// when created: the file is new).
+func (w *workTurn) editFile(old string, created bool) error {
 	if !w.caps.Fs.WriteTextFile {
 		return errNotCapable
 	}
@@ -221,8 +238,12 @@ func (w *workTurn) editFile(old string) error {
 	if _, err := w.a.peer().WriteTextFile(w.ctx, acp.WriteTextFileRequest{SessionId: w.sid, Path: w.path, Content: edited}); err != nil {
 		return w.failTool(id, fmt.Errorf("fs/write_text_file %s: %w", w.path, err))
 	}
+	diff := acp.ToolDiffContent(w.path, edited, old)
+	if created {
+		diff = acp.ToolDiffContent(w.path, edited)
+	}
 	return w.updateTool(id, acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
-		acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolDiffContent(w.path, edited, old)}))
+		acp.WithUpdateContent([]acp.ToolCallContent{diff}))
 }
 
 // command is the execute tool call: it asks permission to run wc -l FILE,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -57,6 +58,9 @@ func (c *testClient) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest
 		return acp.ReadTextFileResponse{}, err
 	}
 	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) { // as agentctl answers: ACP's resource not found
+		return acp.ReadTextFileResponse{}, &acp.RequestError{Code: codeResourceNotFound, Message: "Resource not found"}
+	}
 	if err != nil {
 		return acp.ReadTextFileResponse{}, acp.NewInternalError(map[string]any{"error": err.Error()})
 	}
@@ -404,6 +408,34 @@ func TestWorkRejectedDoesNotRunTheCommand(t *testing.T) {
 	}
 	if len(r.client.released) != 0 {
 		t.Fatalf("a terminal was created: %v", r.client.released)
+	}
+}
+
+// work on a file that does not exist creates it: the read says so, the
+// edit's diff has no old text.
+func TestWorkCreatesAMissingFile(t *testing.T) {
+	r := newRig(t, allCaps, answerWith(OptionRejectOnce))
+	sid := r.newSession().SessionId
+	r.client.takeUpdates()
+	if stop := r.prompt(sid, "work new.txt"); stop != acp.StopReasonEndTurn {
+		t.Fatalf("stop reason %s", stop)
+	}
+	b, err := os.ReadFile(filepath.Join(r.dir, "new.txt"))
+	if err != nil || string(b) != EditedLine(1)+"\n" {
+		t.Fatalf("new.txt: %q, %v", b, err)
+	}
+	var diff *acp.ToolCallContentDiff
+	for _, u := range r.client.takeUpdates() {
+		if tc := u.ToolCallUpdate; tc != nil && string(tc.ToolCallId) == WorkToolCallID(1, "edit") {
+			for _, c := range tc.Content {
+				if c.Diff != nil {
+					diff = c.Diff
+				}
+			}
+		}
+	}
+	if diff == nil || diff.OldText != nil || diff.NewText != EditedLine(1)+"\n" {
+		t.Fatalf("the edit's diff: %+v, want no old text (a new file)", diff)
 	}
 }
 

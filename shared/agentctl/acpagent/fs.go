@@ -3,6 +3,7 @@ package acpagent
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -18,13 +19,21 @@ type FileSystem interface {
 	WriteTextFile(path, content string) error
 }
 
+// codeResourceNotFound is ACP's JSON-RPC error code for a resource that
+// does not exist (its ErrorCode "resource not found").
+const codeResourceNotFound = -32002
+
 // requestError turns an error of a FileSystem or Terminals into the
-// JSON-RPC error the agent gets: invalid params (the path or id it sent is
-// what is wrong), unless it is one already.
+// JSON-RPC error the agent gets: resource not found for a file that does
+// not exist (an agent then knows it is to create it), else invalid params
+// (the path or id it sent is what is wrong), unless it is one already.
 func requestError(err error) error {
 	var re *acp.RequestError
 	if errors.As(err, &re) {
 		return re
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return &acp.RequestError{Code: codeResourceNotFound, Message: "Resource not found", Data: map[string]any{"error": err.Error()}}
 	}
 	return acp.NewInvalidParams(map[string]any{"error": err.Error()})
 }
