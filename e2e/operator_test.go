@@ -92,7 +92,7 @@ agent "demo" {
 	if ws := execs[0].WorkspacePath; !strings.HasPrefix(ws, filepath.Join(etc, "data", "ws")+string(filepath.Separator)) {
 		t.Errorf("workspace %s is not under the config file's data/ws", ws)
 	}
-	if _, err := os.Stat(filepath.Join(etc, "data", "raft", "wal", "wal-meta.db")); err != nil {
+	if _, err := os.Stat(filepath.Join(etc, "data", "raft", "raft.db")); err != nil { // bolt: raft_store unset
 		t.Errorf("raft log not beside the config file: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(cwd, "data")); !os.IsNotExist(err) {
