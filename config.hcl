@@ -45,11 +45,14 @@ plugin "standalone" {
   }
 }
 
-# The offline demo agent, speaking ACP on stdio; permission requests are denied.
+# The offline demo agent, speaking ACP on stdio. Its permission requests wait
+# for a person (paddock session approve|deny, the web page, or chat); reads and
+# searches are allowed without asking.
 agent "demo" {
   protocol   = "acp"
   command    = ["paddock-demo-agent"]
-  permission = "deny"
+  permission = "ask"
+  auto_allow = ["read", "search", "think"]
 }
 
 # The demo agent as a terminal program (pty protocol): a new conversation gets

@@ -31,7 +31,7 @@ plugin "standalone" {
 agent "demo" {
   protocol   = "acp"
   command    = ["paddock-demo-agent"]
-  permission = "deny"
+  permission = "ask"
 }
 
 agent "demo-tty" {
