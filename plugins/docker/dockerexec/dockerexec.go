@@ -14,9 +14,7 @@
 package dockerexec
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -134,57 +132,6 @@ func (r *Runtime) Capabilities(context.Context) (runtime.Capabilities, error) {
 	cfg, _ := r.Config()
 	local := cfg.nodeLocal()
 	return runtime.Capabilities{SupportsWorkspaceOnly: true, SurvivesSupervisorRestart: true, NodeLocal: local}, nil
-}
-
-// handle is what the host stores for an executor. It never holds the secret.
-type handle struct {
-	V           int    `json:"v"`
-	ContainerID string `json:"container_id"`
-	SessionID   string `json:"session_id"`
-	ExecutorID  string `json:"executor_id,omitempty"`
-	Cluster     string `json:"cluster,omitempty"`
-	URL         string `json:"url"`
-	Nonce       string `json:"nonce"`
-	PID         int    `json:"pid"`
-	// Fingerprint is agentctl's certificate fingerprint when it serves TLS.
-	Fingerprint string `json:"fingerprint,omitempty"`
-	workspace.Layout
-}
-
-const handleVersion = 1
-
-// decodeHandle decodes and checks a handle; anything unusable is ErrNotFound.
-func decodeHandle(b []byte, root string) (handle, error) {
-	var h handle
-	if len(b) == 0 {
-		return h, fmt.Errorf("handle is empty: %w", runtime.ErrInvalidRequest)
-	}
-	if err := json.Unmarshal(b, &h); err != nil {
-		return h, fmt.Errorf("decode handle: %v: %w", err, runtime.ErrNotFound)
-	}
-	if h.V != handleVersion || !runtime.ValidID(h.SessionID) || !validContainerID(h.ContainerID) {
-		return h, fmt.Errorf("handle is not a docker executor handle: %w", runtime.ErrNotFound)
-	}
-	return h, h.Layout.Check(root, h.SessionID)
-}
-
-func validContainerID(id string) bool {
-	if len(id) < 12 || len(id) > 64 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-func (h handle) response() runtime.LaunchResponse {
-	b, _ := json.Marshal(h)
-	resp := runtime.LaunchResponse{Handle: b, AgentctlURL: h.URL, PID: h.PID, Nonce: h.Nonce, ContainerID: h.ContainerID, AgentctlFingerprint: h.Fingerprint}
-	h.Layout.Response(&resp)
-	return resp
 }
 
 // executor returns the configuration in force, its engine client and the
@@ -509,36 +456,6 @@ func hostPort(host, port string) string {
 		return "[" + host + "]:" + port
 	}
 	return host + ":" + port
-}
-
-// logsTail returns the last lines of a container's output for messages.
-func (r *Runtime) logsTail(cli *client.Client, id string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	rc, err := cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: "8"})
-	if err != nil {
-		return "(no logs: " + err.Error() + ")"
-	}
-	defer rc.Close()
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(ioLimit(rc, 8192))
-	return strings.TrimSpace(demux(buf.Bytes()))
-}
-
-// demux strips the engine's 8-byte stream frame headers from a non-tty log.
-func demux(b []byte) string {
-	var out strings.Builder
-	for len(b) >= 8 && (b[0] == 1 || b[0] == 2) && b[1] == 0 && b[2] == 0 && b[3] == 0 {
-		n := int(b[4])<<24 | int(b[5])<<16 | int(b[6])<<8 | int(b[7])
-		b = b[8:]
-		if n > len(b) {
-			n = len(b)
-		}
-		out.Write(b[:n])
-		b = b[n:]
-	}
-	out.Write(b)
-	return out.String()
 }
 
 // removeContainer force-removes a container with a fresh bounded context
