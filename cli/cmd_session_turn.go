@@ -114,7 +114,7 @@ func runSessionMessages(e *env, follow *bool, pos []string) error {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 		defer stop()
-		err = followMessages(ctx, e, c, pos[0], map[string]bool{})
+		err = followMessages(ctx, e, c, pos[0], map[string]string{})
 		if errors.Is(err, errSessionEnded) {
 			fmt.Fprintf(e.stdout, "Session %s was deleted\n", pos[0])
 			return nil
@@ -136,7 +136,8 @@ func runSessionMessages(e *env, follow *bool, pos []string) error {
 }
 
 // printMessage prints one message of a conversation, its role first and its
-// lines indented under it (or its JSON line with -json).
+// lines indented under it, a tool call as one line, a plan as a checklist
+// and a thought dim and indented (or its JSON line with -json).
 func (e *env) printMessage(m api.Message) {
 	if e.g.json {
 		if b, err := json.Marshal(m); err == nil {
@@ -144,10 +145,20 @@ func (e *env) printMessage(m api.Message) {
 		}
 		return
 	}
+	if isWorkEntry(m) {
+		for _, l := range workLines(m) {
+			fmt.Fprintln(e.stdout, l)
+		}
+		return
+	}
 	// Agent and user text: controls go as in tables, lines and tabs stay.
 	text := noControls(strings.TrimRight(m.Text, "\n"), "\n\t")
 	if !m.Complete {
 		text += " …"
+	}
+	if m.Role == api.RoleThought {
+		fmt.Fprintln(e.stdout, thoughtText(text, isTerminal(e.stdout)))
+		return
 	}
 	prefix := "[" + cell(string(m.Role)) + "] "
 	lines := strings.Split(text, "\n")

@@ -133,8 +133,10 @@ func followFlags(fs *flag.FlagSet) *bool {
 }
 
 // followMessages prints each message of a session once it is complete, as
-// turns happen, until ctx ends or the session is deleted.
-func followMessages(ctx context.Context, e *env, c *client.Client, id string, printed map[string]bool) error {
+// turns happen, until ctx ends or the session is deleted; a tool call or
+// plan is printed again when it changes. printed maps a message id to the
+// entryKey it was printed with.
+func followMessages(ctx context.Context, e *env, c *client.Client, id string, printed map[string]string) error {
 	st, err := c.Status(ctx, client.Stale())
 	if err != nil {
 		return err
@@ -145,8 +147,8 @@ func followMessages(ctx context.Context, e *env, c *client.Client, id string, pr
 			return err
 		}
 		for _, m := range msgs {
-			if m.Complete && !printed[m.ID] {
-				printed[m.ID] = true
+			if key := entryKey(m); m.Complete && printed[m.ID] != key {
+				printed[m.ID] = key
 				e.printMessage(m)
 			}
 		}
@@ -158,7 +160,7 @@ func followMessages(ctx context.Context, e *env, c *client.Client, id string, pr
 	return followEvents(ctx, c, client.EventFilter{SessionID: id}, st.AppliedIndex, func(ev api.Event) error {
 		switch ev.Type {
 		case api.EventMessageAdded, api.EventMessageUpdated:
-			if m, ok := eventMessage(ev); ok && m.Complete && !printed[m.ID] {
+			if m, ok := eventMessage(ev); ok && m.Complete && printed[m.ID] != entryKey(m) {
 				return flush()
 			}
 		case api.EventStateChanged:

@@ -208,27 +208,51 @@ var errTurnTimeout = errors.New("turn still running")
 // index taken before it too, so the turn's start is in it. With no stream
 // (nil) it polls the session and prints the reply once the turn is over.
 func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, stream *client.EventStream) error {
-	printed := map[string]int{} // message id → runes printed
-	var order []string
+	printed := map[string]int{}  // message id → runes printed
+	shown := map[string]string{} // tool or plan entry id → entryKey printed
+	dim := isTerminal(e.stdout)
 	inTurn, lineOpen := false, false
 	show := func(m api.Message) {
 		if m.Role == api.RoleUser {
 			return
 		}
+		if isWorkEntry(m) {
+			// Whole, and again as a new line when it changes.
+			printed[m.ID] = 0
+			if key := entryKey(m); shown[m.ID] != key {
+				shown[m.ID] = key
+				if lineOpen {
+					fmt.Fprintln(e.stdout)
+					lineOpen = false
+				}
+				fmt.Fprintln(e.stdout, key)
+			}
+			return
+		}
 		text := []rune(noControls(m.Text, "\n\t"))
 		n, seen := printed[m.ID]
 		if !seen {
-			order = append(order, m.ID)
 			if lineOpen {
 				fmt.Fprintln(e.stdout)
 				lineOpen = false
 			}
-			if m.Role != api.RoleAgent {
+			switch m.Role {
+			case api.RoleAgent:
+			case api.RoleThought:
+				fmt.Fprint(e.stdout, thoughtText("", dim))
+			default:
 				fmt.Fprintf(e.stdout, "[%s] ", cell(string(m.Role)))
 			}
 		}
 		if n < len(text) {
-			fmt.Fprint(e.stdout, string(text[n:]))
+			chunk := string(text[n:])
+			if m.Role == api.RoleThought {
+				chunk = strings.ReplaceAll(chunk, "\n", "\n"+strings.Repeat(" ", len(thoughtPrefix)))
+				if dim {
+					chunk = dimOn + chunk + dimOff
+				}
+			}
+			fmt.Fprint(e.stdout, chunk)
 			lineOpen = !strings.HasSuffix(string(text), "\n")
 			printed[m.ID] = len(text)
 		}
