@@ -21,7 +21,7 @@ import (
 var chatCommand = command{
 	path:    "chat",
 	args:    "SESSION",
-	summary: "talk with a session's ACP agent line by line (ctrl-c cancels the running turn, ctrl-d leaves)",
+	summary: "talk with a session's ACP agent line by line, answering its permission requests (ctrl-c cancels the running turn, ctrl-d leaves; /help lists the agent's commands)",
 	bind:    noFlags(runChat),
 	id:      idSession,
 }
@@ -64,7 +64,8 @@ func runChat(e *env, pos []string) error {
 	ch := &chat{
 		e: e, c: c, id: s.ID, agent: s.Agent, in: os.Stdin, out: e.stdout,
 		tty:     xterm.IsTerminal(int(os.Stdin.Fd())),
-		printed: map[string]int{}, echo: map[string]int{},
+		dim:     isTerminal(e.stdout),
+		printed: map[string]int{}, echo: map[string]int{}, shown: map[string]string{}, answered: map[string]bool{},
 	}
 	return ch.run()
 }
@@ -80,6 +81,7 @@ type chat struct {
 	in    io.Reader
 	out   io.Writer
 	tty   bool // stdin is a terminal: ctrl-d leaves at once, pastes are bracketed
+	dim   bool // stdout is a terminal: thoughts are faint
 
 	printed  map[string]int // message id → runes shown
 	echo     map[string]int // prompts sent from here whose user message is not seen yet
@@ -88,6 +90,11 @@ type chat struct {
 	marker   bool           // the prompt marker is showing
 	queue    []string       // prompts typed while a turn ran
 	resend   string         // an interrupted turn's prompt, sent again only if the user says so
+
+	shown    map[string]string // tool or plan entry id → the entryKey shown
+	pending  []api.Permission  // permission requests waiting for an answer, oldest first
+	asked    string            // the pending request whose question was printed last
+	answered map[string]bool   // requests answered from here
 }
 
 func (ch *chat) run() error {
@@ -122,6 +129,7 @@ func (ch *chat) run() error {
 	ch.closeLine()
 	ch.running = sess.State == api.SessionRunning
 	ch.stateNotice(sess)
+	ch.loadPermissions(ctx)
 	if last := lastUserText(msgs); sess.LastTurnOutcome == api.TurnInterrupted && !ch.running && last != "" {
 		// Never sent again by itself: the agent may have acted on it.
 		ch.resend = last
@@ -162,10 +170,20 @@ func (ch *chat) run() error {
 		if !ch.running && eof {
 			return ch.leave()
 		}
-		if !ch.running && !ch.marker && ch.tty {
-			ch.closeLine()
-			fmt.Fprint(ch.out, "> ")
-			ch.marker = true
+		if len(ch.pending) > 0 && ch.asked != ch.pending[0].ID {
+			ch.ask(ch.pending[0])
+		}
+		if !ch.marker && ch.tty {
+			switch {
+			case len(ch.pending) > 0:
+				ch.closeLine()
+				fmt.Fprintf(ch.out, "answer 1-%d> ", len(ch.pending[0].Options))
+				ch.marker = true
+			case !ch.running:
+				ch.closeLine()
+				fmt.Fprint(ch.out, "> ")
+				ch.marker = true
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -177,6 +195,10 @@ func (ch *chat) run() error {
 			case !ok:
 				eof = true // piped: the queued prompts are answered first
 				prompts = nil
+			case len(ch.pending) > 0:
+				// The agent waits for this answer: the line is one, never a prompt.
+				ch.marker = false
+				ch.answer(ctx, p)
 			case ch.resend != "":
 				ch.marker = false
 				if again := ch.resend; isYes(p) {
@@ -186,12 +208,17 @@ func (ch *chat) run() error {
 					ch.resend = ""
 					ch.notice("not sent again")
 				}
-			case ch.running:
-				ch.queue = append(ch.queue, p)
-				ch.notice("queued: it is sent when the running turn ends")
 			default:
 				ch.marker = false
-				ch.send(ctx, p, true)
+				text, isPrompt := ch.slash(ctx, p)
+				switch {
+				case !isPrompt:
+				case ch.running:
+					ch.queue = append(ch.queue, text)
+					ch.notice("queued: it is sent when the running turn ends")
+				default:
+					ch.send(ctx, text, true)
+				}
 			}
 		case <-interrupts:
 			ch.interrupt(ctx)
@@ -327,6 +354,10 @@ func (ch *chat) event(ctx context.Context, ev api.Event) {
 		if m, ok := eventMessage(ev); ok {
 			ch.show(m)
 		}
+	case api.EventPermissionRequested, api.EventPermissionAnswered:
+		if p, ok := eventPermission(ev); ok {
+			ch.permission(p)
+		}
 	case api.EventStateChanged:
 		to, _ := ev.Data["to"].(string)
 		from, _ := ev.Data["from"].(string)
@@ -379,6 +410,7 @@ func (ch *chat) resync(ctx context.Context) {
 	for _, m := range msgs {
 		ch.show(m)
 	}
+	ch.loadPermissions(ctx)
 }
 
 // stateNotice says when the session cannot take prompts.
@@ -396,8 +428,17 @@ func (ch *chat) stateNotice(s *api.Session) {
 
 // show prints the part of a message not shown yet: the user's prompts as
 // "> text" (except those typed here, which the terminal echoed), the
-// agent's text as it streams, system messages tagged.
+// agent's text and thoughts as they stream, system messages tagged, and a
+// tool call or plan whole, again on a new line whenever it changes.
 func (ch *chat) show(m api.Message) {
+	if isWorkEntry(m) {
+		if key := entryKey(m); ch.shown[m.ID] != key {
+			ch.shown[m.ID] = key
+			ch.closeLine()
+			fmt.Fprintln(ch.out, key)
+		}
+		return
+	}
 	text := []rune(noControls(m.Text, "\n\t"))
 	n, seen := ch.printed[m.ID]
 	if !seen && m.Role == api.RoleUser && ch.echo[m.Text] > 0 {
@@ -418,15 +459,24 @@ func (ch *chat) show(m api.Message) {
 		case api.RoleUser:
 			fmt.Fprint(ch.out, "> ")
 		case api.RoleAgent:
+		case api.RoleThought:
+			fmt.Fprint(ch.out, thoughtText("", ch.dim))
 		default:
 			fmt.Fprintf(ch.out, "[%s] ", cell(string(m.Role)))
 		}
 	}
 	rest := string(text[n:])
-	if m.Role == api.RoleUser {
-		rest = strings.ReplaceAll(rest, "\n", "\n  ")
+	out := rest
+	switch m.Role {
+	case api.RoleUser:
+		out = strings.ReplaceAll(rest, "\n", "\n  ")
+	case api.RoleThought:
+		out = strings.ReplaceAll(rest, "\n", "\n"+strings.Repeat(" ", len(thoughtPrefix)))
+		if ch.dim {
+			out = dimOn + out + dimOff
+		}
 	}
-	fmt.Fprint(ch.out, rest)
+	fmt.Fprint(ch.out, out)
 	ch.lineOpen = !strings.HasSuffix(rest, "\n")
 	ch.printed[m.ID] = len(text)
 	if m.Complete {

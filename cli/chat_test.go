@@ -1,9 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/client"
 )
 
 // A prompt is a line, or a bracketed paste with the rest of the line it
@@ -35,5 +40,174 @@ func TestReadPrompts(t *testing.T) {
 				t.Errorf("prompts %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// newTestChat is a chat of session s1 against the fake API, printing into
+// out as a piped (not terminal) chat does.
+func newTestChat(t *testing.T, addr string, out *bytes.Buffer) *chat {
+	t.Helper()
+	c, err := client.New(addr, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &chat{c: c, id: "s1", out: out,
+		printed: map[string]int{}, echo: map[string]int{}, shown: map[string]string{}, answered: map[string]bool{}}
+}
+
+func posts(f *fakeAPI) []recorded {
+	var out []recorded
+	for _, r := range f.requests() {
+		if r.method == "POST" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// A pending permission request is asked with its options numbered; a line
+// that names no option sends nothing and asks again; a number answers it
+// and the next request is asked; one answered elsewhere or cancelled stops
+// being asked, and the chat says how it ended.
+func TestChatAsksPendingPermissionsInline(t *testing.T) {
+	f, addr := permissionsFake(t)
+	var out bytes.Buffer
+	ch := newTestChat(t, addr, &out)
+	ctx := context.Background()
+	ch.loadPermissions(ctx)
+	if len(ch.pending) != 2 || ch.pending[0].ID != "p2222222-pending" {
+		t.Fatalf("pending %+v, want the two pending requests oldest first", ch.pending)
+	}
+	ch.ask(ch.pending[0])
+	assertInOrder(t, out.String(), []string{"[permission] the agent asks: Run: wc -l notes.txt (execute)\n",
+		"  1) Allow once  2) Always allow  3) Reject\n"})
+
+	out.Reset()
+	ch.answer(ctx, "maybe")
+	if len(posts(f)) != 0 || !strings.Contains(out.String(), "type a number from 1 to 3 or an option's name") || ch.asked != "" {
+		t.Fatalf("an answer naming no option: posts %v, asked %q, output %q", posts(f), ch.asked, out.String())
+	}
+
+	out.Reset()
+	ch.answer(ctx, "1")
+	if p := posts(f); len(p) != 1 || p[0].path != "/v1/sessions/s1/permissions/p2222222-pending" || !jsonEqual(p[0].body, `{"option_id":"allow-1"}`) {
+		t.Fatalf("answer sent: %+v", p)
+	}
+	if !strings.Contains(out.String(), "[paddock] answered: Allow once (allow_once)") || len(ch.pending) != 1 {
+		t.Fatalf("after answering: pending %d, output %q", len(ch.pending), out.String())
+	}
+
+	// Its answered event, and a reload, change nothing.
+	out.Reset()
+	ch.permission(api.Permission{ID: "p2222222-pending", State: api.PermissionAnswered, OptionID: "allow-1", AnsweredBy: "user"})
+	ch.loadPermissions(ctx)
+	if out.Len() != 0 || len(ch.pending) != 1 {
+		t.Fatalf("an answer given here was reported again: %q (pending %d)", out.String(), len(ch.pending))
+	}
+
+	// The next one is answered by name; then one ends elsewhere.
+	ch.answer(ctx, "never")
+	if p := posts(f); len(p) != 2 || !jsonEqual(p[1].body, `{"option_id":"never"}`) {
+		t.Fatalf("answer by name: %+v", p)
+	}
+	out.Reset()
+	ch.permission(api.Permission{ID: "p9", Title: "Run: make", State: api.PermissionPending, Options: []api.PermissionOption{{OptionID: "a", Name: "Allow", Kind: api.OptionAllowOnce}}})
+	ch.permission(api.Permission{ID: "p9", Title: "Run: make", State: api.PermissionAnswered, OptionID: "a", AnsweredBy: "user",
+		Options: []api.PermissionOption{{OptionID: "a", Name: "Allow", Kind: api.OptionAllowOnce}}})
+	ch.permission(api.Permission{ID: "p10", Title: "Run: rm", State: api.PermissionPending})
+	ch.permission(api.Permission{ID: "p10", Title: "Run: rm", State: api.PermissionCancelled})
+	assertInOrder(t, out.String(), []string{`permission request "Run: make" was answered by user: Allow (allow_once)`, `permission request "Run: rm" was cancelled`})
+	if len(ch.pending) != 0 {
+		t.Fatalf("pending %+v, want none", ch.pending)
+	}
+}
+
+// A typed answer is an option's number, name, id or kind.
+func TestChooseOption(t *testing.T) {
+	p := api.Permission{Options: []api.PermissionOption{
+		{OptionID: "allow-1", Name: "Allow once", Kind: api.OptionAllowOnce},
+		{OptionID: "reject-1", Name: "Reject", Kind: api.OptionRejectOnce},
+	}}
+	for answer, want := range map[string]string{"1": "allow-1", " 2 ": "reject-1", "reject": "reject-1", "Allow Once": "allow-1",
+		"allow-1": "allow-1", "reject_once": "reject-1", "0": "", "3": "", "": "", "yes": ""} {
+		o, ok := chooseOption(p, answer)
+		if ok != (want != "") || o.OptionID != want {
+			t.Errorf("answer %q: %q %v, want %q", answer, o.OptionID, ok, want)
+		}
+	}
+}
+
+// A tool call is one line, printed again (a new line, never redrawn) when
+// its status or diff changes; a plan is a checklist; a thought streams
+// under its prefix.
+func TestChatShowsTheAgentsWork(t *testing.T) {
+	var out bytes.Buffer
+	ch := newTestChat(t, "http://127.0.0.1:1", &out)
+	old := "one\n"
+	tool := func(status api.ToolCallStatus, newText string) api.Message {
+		return api.Message{ID: "m-tool", Role: api.RoleTool, Complete: true, ToolCall: &api.ToolCall{ID: "work-1-edit", Title: "Edit notes.txt",
+			Kind: api.ToolEdit, Status: status, Content: []api.ToolContent{{Type: api.ContentDiff, Path: "notes.txt", OldText: &old, NewText: newText}}}}
+	}
+	ch.show(api.Message{ID: "m-th", Role: api.RoleThought, Text: "reading the", Complete: false})
+	ch.show(api.Message{ID: "m-th", Role: api.RoleThought, Text: "reading the file\nfirst", Complete: true})
+	ch.show(api.Message{ID: "m-plan", Role: api.RolePlan, Complete: true, Plan: &api.Plan{Entries: []api.PlanEntry{{Content: "Read", Status: "completed"}, {Content: "Edit", Status: "in_progress"}}}})
+	ch.show(tool(api.ToolPending, "one\n"))
+	ch.show(tool(api.ToolPending, "one\n"))
+	ch.show(tool(api.ToolInProgress, "one\n"))
+	ch.show(tool(api.ToolCompleted, "one\ntwo\n"))
+	want := "  thought: reading the file\n" +
+		"           first\n" +
+		"[plan] [x] Read\n" +
+		"       [~] Edit\n" +
+		"[tool] edit Edit notes.txt — pending (+0 −0 lines)\n" +
+		"[tool] edit Edit notes.txt — in_progress (+0 −0 lines)\n" +
+		"[tool] edit Edit notes.txt — completed (+1 −0 lines)\n"
+	if out.String() != want {
+		t.Errorf("chat printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// /help lists the agent's commands and the chat's own; "/NAME INPUT" of an
+// agent command is a prompt, of an unknown one is refused; /mode lists the
+// modes or switches to one named by its id or name.
+func TestChatSlashCommands(t *testing.T) {
+	f, addr := startFake(t)
+	f.routes["GET /v1/sessions/s1/status"] = route{200, strings.Replace(resumableStatus, `"worktree_branch":null}`,
+		`"worktree_branch":null,"pending_permissions":0,"commands":[{"name":"recall","description":"Say what you asked me to remember"},{"name":"work","description":"Read FILE and edit it","input_hint":"FILE"}],`+
+			`"modes":{"current_mode_id":"default","available":[{"id":"default","name":"Default"},{"id":"plan","name":"Plan","description":"only reads"}]}}`, 1)}
+	f.routes["POST /v1/sessions/s1/mode"] = route{200, `{"current_mode_id":"plan","available":[{"id":"default","name":"Default"},{"id":"plan","name":"Plan"}]}`}
+	var out bytes.Buffer
+	ch := newTestChat(t, addr, &out)
+	ctx := context.Background()
+
+	if _, ok := ch.slash(ctx, "/help"); ok {
+		t.Fatal("/help was sent as a prompt")
+	}
+	assertInOrder(t, out.String(), []string{"the agent's commands", "/recall", "Say what you asked me to remember", "/work FILE", "Read FILE and edit it", "/help", "/mode"})
+
+	if text, ok := ch.slash(ctx, "/work notes.txt"); !ok || text != "/work notes.txt" {
+		t.Fatalf("/work notes.txt: %q %v, want it sent as typed", text, ok)
+	}
+	if text, ok := ch.slash(ctx, "plain words"); !ok || text != "plain words" {
+		t.Fatalf("a plain line: %q %v", text, ok)
+	}
+	out.Reset()
+	if _, ok := ch.slash(ctx, "/nope x"); ok || !strings.Contains(out.String(), "the agent has no command /nope") {
+		t.Fatalf("/nope: sent %v, output %q", ok, out.String())
+	}
+
+	out.Reset()
+	ch.slash(ctx, "/mode")
+	assertInOrder(t, out.String(), []string{"* default", "Default", "  plan", "Plan", "only reads"})
+	if len(posts(f)) != 0 {
+		t.Fatalf("/mode alone changed something: %+v", posts(f))
+	}
+	out.Reset()
+	ch.slash(ctx, "/mode Plan")
+	if p := posts(f); len(p) != 1 || p[0].path != "/v1/sessions/s1/mode" || !jsonEqual(p[0].body, `{"mode_id":"plan"}`) {
+		t.Fatalf("/mode Plan sent %+v", p)
+	}
+	if !strings.Contains(out.String(), "[paddock] mode: Plan (plan)") {
+		t.Fatalf("/mode Plan said %q", out.String())
 	}
 }
