@@ -18,6 +18,7 @@ import (
 // The state of a picker row, in words.
 const (
 	wordLive            = "live"
+	wordNeedsApproval   = "needs approval" // live, and its agent waits for a permission answer
 	wordResumable       = "resumable"
 	wordNotResumable    = "not resumable"
 	wordError           = "error"
@@ -37,7 +38,7 @@ type pickRow struct {
 	Protocol     string // the agent profile's protocol ("pty", "acp"), "" when unknown
 	State        api.SessionState
 	LastActivity time.Time
-	Word         string // live, resumable, not resumable, error, node unavailable
+	Word         string // live, needs approval, resumable, not resumable, error, node unavailable
 	Outcome      string // the last turn's outcome, "" before any
 	Running      bool   // the agent runs: select attaches at once
 	NeedsResume  bool   // select resumes before attaching
@@ -100,6 +101,7 @@ var (
 	pickErrStyle      = lipgloss.NewStyle().Foreground(lipgloss.Color("9"))
 	pickWordStyles    = map[string]lipgloss.Style{
 		wordLive:            lipgloss.NewStyle().Foreground(lipgloss.Color("10")),
+		wordNeedsApproval:   lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("13")),
 		wordResumable:       lipgloss.NewStyle().Foreground(lipgloss.Color("14")),
 		wordError:           lipgloss.NewStyle().Foreground(lipgloss.Color("9")),
 		wordNodeUnavailable: lipgloss.NewStyle().Foreground(lipgloss.Color("11")),

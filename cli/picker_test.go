@@ -352,6 +352,7 @@ func TestClassify(t *testing.T) {
 		selectable  bool
 	}{
 		{"live", sess("a", "demo", api.SessionWaitingForInput), &api.Status{State: api.SessionWaitingForInput, IsAgentRunning: true, IsResumable: true, Model: str("demo-1")}, "", nil, wordLive, "", true},
+		{"needs approval", sess("a", "demo", api.SessionRunning), &api.Status{State: api.SessionRunning, IsAgentRunning: true, IsResumable: true, PendingPermissions: 2}, "", nil, wordNeedsApproval, "", true},
 		{"resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, IsResumable: true, NeedsResume: true, ResumeReason: str(api.ReasonAgentNotRunning)}, "", nil, wordResumable, "", true},
 		{"error but resumable", sess("a", "demo", api.SessionError), &api.Status{State: api.SessionError, IsResumable: true, NeedsResume: true}, "", nil, wordError, "", true},
 		{"not resumable", sess("a", "demo", api.SessionStopped), &api.Status{State: api.SessionStopped, ResumeReason: str(api.ReasonNotResumable), ResumeMessage: str("This agent cannot resume previous sessions. Create a new session.")}, "", nil, wordNotResumable, "not resumable: This agent cannot resume", false},
@@ -385,4 +386,16 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A session whose agent waits for a permission answer says so on its row
+// and, highlighted, how many requests wait.
+func TestPickerRowSaysNeedsApproval(t *testing.T) {
+	st := &api.Status{State: api.SessionRunning, IsAgentRunning: true, IsResumable: true, PendingPermissions: 1}
+	s := api.Session{ID: "s-asks-0005", TaskID: "t9", Agent: "demo", State: api.SessionRunning, LastActivityAt: pickerNow}
+	rows := append(pickerRows(), classify(s, "approve me", st, map[string]client.Agent{"demo": {Name: "demo", Protocol: "acp"}}, "", nil))
+	p := newPicker(rows, (&fakeSource{}).source(), func() time.Time { return pickerNow })
+	p.Update(tea.WindowSizeMsg{Width: 110, Height: 30})
+	assertInOrder(t, screen(p), []string{"approve me", "needs approval", "s-asks-0005",
+		"Session s-asks-0005", "The agent waits for an answer to 1 permission request: select it to answer."})
 }

@@ -330,6 +330,8 @@ func classify(s api.Session, title string, st *api.Status, agents map[string]cli
 	switch {
 	case reason == api.ReasonNodeUnavailable:
 		r.Word = wordNodeUnavailable
+	case st.PendingPermissions > 0:
+		r.Word = wordNeedsApproval
 	case st.IsAgentRunning:
 		r.Word = wordLive
 	case st.State == api.SessionCreated || st.State == api.SessionStarting:
@@ -345,6 +347,19 @@ func classify(s api.Session, title string, st *api.Status, agents map[string]cli
 		r.Detail = firstOf(r.Detail, msg)
 	} else if msg != "" && msg != r.Detail {
 		r.Detail += " — " + msg
+	}
+	if r.Word == wordNeedsApproval {
+		n := st.PendingPermissions
+		asks := fmt.Sprintf("The agent waits for an answer to %d permission request", n)
+		if n > 1 {
+			asks += "s"
+		}
+		asks += ": select it to answer."
+		if r.Detail == "" {
+			r.Detail = asks
+		} else {
+			r.Detail += " — " + asks
+		}
 	}
 	switch {
 	case self != "" && s.ID == self:
