@@ -5,7 +5,8 @@
 // browser fetch anything by itself).
 import MarkdownIt from "markdown-it";
 
-const md = new MarkdownIt({ html: false, linkify: true, typographer: false, breaks: false });
+// breaks: a line break the agent wrote is one on the page.
+const md = new MarkdownIt({ html: false, linkify: true, typographer: false, breaks: true });
 
 const defaultLinkOpen = md.renderer.rules.link_open ?? ((tokens, idx, options, _env, self) => self.renderToken(tokens, idx, options));
 md.renderer.rules.link_open = (tokens, idx, options, env, self) => {

@@ -67,7 +67,11 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   const perms = new Map<string, Permission>();
   let permsKnown = firstPerms !== null;
   let commands: AgentCommand[] = [];
-  let worktree = firstStatus.worktree_path ?? "";
+  // The workspace's directory as the agent names it (absolute): a tool
+  // call's paths are shown and opened relative to it.
+  let workspaceRoot = firstStatus.worktree_path ?? "";
+  let rootOf = "";
+  const entries = new Map<string, Message>();
   const autoResume = h("input", { type: "checkbox", id: "auto-resume", checked: localStorage.getItem(autoResumeKey) === "1" });
   const messages = new Map<string, HTMLElement>();
   let autoResumed = false;
@@ -194,7 +198,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   /** relPath is a path of the agent's (absolute, in its workspace) as the
    * file API names it: relative to the workspace. */
   function relPath(p: string): string {
-    const root = worktree.replace(/\/+$/, "");
+    const root = workspaceRoot.replace(/\/+$/, "");
     if (root && p.startsWith(root + "/")) return p.slice(root.length + 1);
     if (root && p === root) return "";
     return p;
@@ -203,7 +207,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   function messageBody(m: Message): (Node | null)[] {
     switch (m.role) {
       case "tool":
-        if (m.tool_call) return [toolCard(m, m.tool_call, links)];
+        if (m.tool_call) return [toolCard(m, m.tool_call, links, toolPerms(m.tool_call.id))];
         break;
       case "plan":
         if (m.plan) return [planList(m.plan)];
@@ -216,7 +220,43 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     return [h("span", { class: "role" }, m.role), h("div", { class: "text" }, m.text)];
   }
 
-  function showMessage(m: Message): void {
+  /** learnWorkspace reads the directory of the session's executor once per
+   * executor; tool calls already shown are shown again with it. */
+  async function learnWorkspace(executorID: string | undefined): Promise<void> {
+    if (!executorID || executorID === rootOf) return;
+    rootOf = executorID;
+    let root = "";
+    try {
+      root = (await api<{ workspace_path?: string }>("GET", `/v1/executors/${encodeURIComponent(executorID)}`)).workspace_path ?? "";
+    } catch { /* gone: keep what is known */ }
+    if (!root || root === workspaceRoot) return;
+    workspaceRoot = root;
+    for (const m of entries.values()) if (m.role === "tool") showMessage(m, false);
+  }
+
+  function toolPerms(toolCallID: string): Permission[] {
+    return sortedPerms().filter((p) => p.tool_call_id === toolCallID);
+  }
+
+  function sortedPerms(): Permission[] {
+    return [...perms.values()].sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+  }
+
+  /** toolShown is whether a tool call has its card in the transcript. */
+  function toolShown(toolCallID: string): boolean {
+    for (const m of entries.values()) if (m.tool_call?.id === toolCallID) return true;
+    return false;
+  }
+
+  // The transcript follows its end while the reader is there; it scrolls
+  // itself only (never the page).
+  function atEnd(el: HTMLElement): boolean {
+    return el.scrollHeight - el.scrollTop - el.clientHeight < 48;
+  }
+
+  function showMessage(m: Message, follow = true): void {
+    entries.set(m.id, m);
+    const end = atEnd(transcript);
     const el = h("li", { class: `msg ${m.role}${m.complete ? "" : " streaming"}`, "data-message": m.id }, ...messageBody(m));
     const old = messages.get(m.id);
     if (old) {
@@ -226,13 +266,17 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
       transcript.append(el);
     }
     messages.set(m.id, el);
-    el.scrollIntoView({ block: "nearest" });
+    if (follow && end) transcript.scrollTop = transcript.scrollHeight;
+    if (!old && m.tool_call && [...perms.values()].some((p) => p.tool_call_id === m.tool_call!.id)) showPermissions();
   }
 
   function showPermissions(): void {
-    const all = [...perms.values()].sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id));
+    const all = sortedPerms();
+    // Pending requests are cards here; an ended one is a line on its tool
+    // call's card, or here when the transcript has no such card.
+    const here = all.filter((p) => p.state === "pending" || !toolShown(p.tool_call_id));
     // A card being answered keeps its element (and the focus on it).
-    const views = all.map((p) => {
+    const views = here.map((p) => {
       const old = permList.querySelector<HTMLElement>(`[data-permission="${CSS.escape(p.id)}"]`);
       if (old && old.dataset.state === p.state) return old;
       const el = permissionView(p, answer);
@@ -240,12 +284,17 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
       return el;
     });
     replace(permList, ...views);
-    permList.hidden = all.length === 0;
+    permList.hidden = here.length === 0;
     const pending = all.filter((p) => p.state === "pending").length;
     approvalBadge.hidden = pending === 0;
     approvalBadge.textContent = pending > 1 ? `Needs approval (${pending})` : "Needs approval";
     setPendingCount(pending);
-    for (const el of permList.querySelectorAll<HTMLElement>(".permission.pending")) el.scrollIntoView({ block: "nearest" });
+    permList.scrollTop = permList.scrollHeight;
+  }
+
+  /** showToolsOf shows again the tool cards of these tool calls. */
+  function showToolsOf(ids: Set<string>): void {
+    for (const m of entries.values()) if (m.tool_call && ids.has(m.tool_call.id)) showMessage(m, false);
   }
 
   function upsertPermission(p: Permission): void {
@@ -254,15 +303,18 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     if (old && old.state !== "pending" && p.state === "pending") return;
     perms.set(p.id, p);
     showPermissions();
+    showToolsOf(new Set([p.tool_call_id]));
   }
 
   async function loadPermissions(): Promise<void> {
     const list = await readPermissions(path);
     if (list === null) return;
     permsKnown = true;
+    const ids = new Set([...perms.values(), ...list].map((p) => p.tool_call_id));
     perms.clear();
     for (const p of list) perms.set(p.id, p);
     showPermissions();
+    showToolsOf(ids);
   }
 
   function answer(p: Permission, optionID: string, buttons: HTMLButtonElement[]): void {
@@ -323,7 +375,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   async function loadStatus(known?: [Status, Session]): Promise<void> {
     const [st, s] = known ?? await Promise.all([api<Status>("GET", `${path}/status`), api<Session>("GET", path)]);
     session = s;
-    if (st.worktree_path) worktree = st.worktree_path;
+    void learnWorkspace(s.executor_id);
     commands = st.commands ?? [];
     if (document.activeElement === prompt) showCommands();
     showModes(st.modes);
@@ -469,8 +521,9 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     }
   };
   onReconnect = () => { refresh(); void loadPermissions().catch(() => {}); };
-  for (const m of initial) showMessage(m);
+  await learnWorkspace(session.executor_id);
   for (const p of firstPerms ?? []) perms.set(p.id, p);
+  for (const m of initial) showMessage(m);
   showPermissions();
   for (const ev of early.splice(0)) onEvent(ev);
   // A User Timing mark (the benchmark reads it): the transcript is shown.

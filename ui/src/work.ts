@@ -66,7 +66,7 @@ export function diffView(c: ToolContent, links: WorkLinks, key: string): HTMLEle
 }
 
 /** toolCard is a tool call entry. */
-export function toolCard(m: Message, tc: ToolCall, links: WorkLinks): HTMLElement {
+export function toolCard(m: Message, tc: ToolCall, links: WorkLinks, perms: Permission[] = []): HTMLElement {
   const status = tc.status || "pending";
   const parts: Child[] = [];
   const locs = tc.locations ?? [];
@@ -101,6 +101,13 @@ export function toolCard(m: Message, tc: ToolCall, links: WorkLinks): HTMLElemen
   });
   if (tc.raw_input !== undefined && tc.raw_input !== null) {
     parts.push(folded("Input", `${tc.id}-input`, false, h("pre", { class: "tool-text" }, JSON.stringify(tc.raw_input, null, 2))));
+  }
+  // The permission requests of the call: waiting (the card near the prompt
+  // answers it), or how they ended.
+  for (const p of perms) {
+    parts.push(p.state === "pending"
+      ? h("p", { class: "perm-note pending" }, h("span", { class: "badge needs-approval" }, "Needs approval"), " Waiting for your answer below.")
+      : h("p", { class: `perm-note state-${p.state}` }, "Permission ", permissionOutcome(p)));
   }
   const title = tc.title || tc.id;
   return h("div", { class: "tool-card", "data-tool-call": tc.id, "data-status": status, role: "group", "aria-label": `Tool call: ${title}` },
@@ -164,10 +171,16 @@ export function permissionView(p: Permission, answer: (p: Permission, optionID: 
         h("strong", { id: titleID }, title)),
       h("div", { class: "perm-options" }, ...buttons));
   }
+  return h("li", { class: `permission ended state-${p.state}`, "data-permission": p.id },
+    h("span", { class: `badge kind kind-${p.kind || "other"}` }, p.kind || "other"), " ",
+    h("span", {}, title), " — ", permissionOutcome(p));
+}
+
+/** permissionOutcome says how a request ended: "answered: Allow once
+ * (allow_once) by user", "timed out: Reject (reject_once)", "cancelled". */
+export function permissionOutcome(p: Permission): HTMLElement {
   const opt = (p.options ?? []).find((o) => o.option_id === p.option_id);
   const outcome = p.state === "cancelled" ? "cancelled"
     : `${stateText[p.state] ?? p.state}: ${opt ? `${opt.name} (${p.option_id})` : p.option_id}${p.answered_by ? ` by ${p.answered_by}` : ""}`;
-  return h("li", { class: `permission ended state-${p.state}`, "data-permission": p.id },
-    h("span", { class: `badge kind kind-${p.kind || "other"}` }, p.kind || "other"), " ",
-    h("span", {}, title), " — ", h("span", { class: "perm-outcome" }, outcome));
+  return h("span", { class: "perm-outcome" }, outcome);
 }
