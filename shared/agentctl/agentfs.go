@@ -1,7 +1,9 @@
 package agentctl
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -54,6 +56,11 @@ func (f agentFS) ReadTextFile(p string) (string, error) {
 		return "", err
 	}
 	b, err := f.ws.ReadFile(r)
+	if errors.Is(err, workspace.ErrNotFound) {
+		// The agent is told "resource not found" (acpagent), so it knows
+		// to create the file rather than that it asked for a wrong path.
+		return "", fmt.Errorf("read %s: %w", p, fs.ErrNotExist)
+	}
 	if err != nil {
 		return "", fmt.Errorf("read %s: %w", p, err)
 	}
