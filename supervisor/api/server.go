@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -577,7 +578,10 @@ func decode(r *http.Request, v any) error {
 	return decodeStrict(buf.Bytes(), v)
 }
 
-// decodeStrict is decode's encoding/json reading of a body.
+// decodeStrict is decode's encoding/json reading of a body, stricter than
+// encoding/json: besides unknown fields and trailing data, a key given twice
+// in an object and a key that names a field only when case is ignored are
+// refused (checkKeys).
 func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -587,8 +591,12 @@ func decodeStrict(body []byte, v any) error {
 		}
 		return badRequest("invalid JSON body: %v", err)
 	}
-	if dec.More() {
+	// Only whitespace may follow (dec.More would let a stray '}' or ']' by).
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("invalid JSON body: unexpected data after the object")
+	}
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
+		return badRequest("invalid JSON body: key %v", err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -374,5 +375,31 @@ func TestEachNodeKeepsItsOwnSessionLimit(t *testing.T) {
 	}
 	if all, err := cl.ListSessions(ctx(t), task.ID, ""); err != nil || len(all) != 3 {
 		t.Fatalf("sessions %d, %v; the refused create must record nothing", len(all), err)
+	}
+}
+
+// TestStrictJSONRefusesDuplicateAndMiscasedKeys: {"title":"a","title":"b"}
+// created a task titled "b" and {"Title":"x"} one titled "x"; both are now a
+// 400 naming the key, and nothing is created.
+func TestStrictJSONRefusesDuplicateAndMiscasedKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t, 1, testToken)
+	base := "http://" + c.servers[0].HTTPAddr()
+	for _, tc := range []struct{ body, key string }{
+		{`{"title":"a","title":"b"}`, `"title"`},
+		{`{"Title":"x"}`, `"Title"`},
+		{`{"title":"x","workspace":{"path":"/tmp","Path":"/etc"}}`, `"workspace.Path"`},
+	} {
+		status, code, body := rawCall(t, "POST", base+"/v1/tasks", testToken, tc.body, nil)
+		var e struct{ Error struct{ Message string } }
+		_ = json.Unmarshal(body, &e)
+		if status != http.StatusBadRequest || code != "bad_request" || !strings.Contains(e.Error.Message, tc.key) {
+			t.Errorf("%s: %d %q (%s), want 400 bad_request naming %s", tc.body, status, code, truncate(body), tc.key)
+		}
+	}
+	if tasks, err := c.client(0).ListTasks(ctx(t)); err != nil || len(tasks) != 0 {
+		t.Fatalf("tasks after the refused bodies: %v (%v), want none", tasks, err)
 	}
 }
