@@ -127,6 +127,10 @@ type Options struct {
 	// over HTTPS with its certificate, and node-to-node routes require a
 	// server certificate of the cluster's CA.
 	TLS *certs.TLS
+	// BodyTimeout bounds reading an authenticated request's body (default
+	// 30s); BigBodyTimeout does for snapshot restores and other bigBody
+	// routes (default 10m).
+	BodyTimeout, BigBodyTimeout time.Duration
 }
 
 // Server is the HTTP handler of one node.
@@ -148,6 +152,10 @@ type Server struct {
 	rate       *rateLimit   // limits.max_request_rate (nil: no cap)
 	sockets    *socketCount // limits.max_websockets
 	models     sync.Map     // session id → reportedModel of its running agent
+
+	// Options.BodyTimeout and BigBodyTimeout.
+	bodyTimeout    time.Duration
+	bigBodyTimeout time.Duration
 }
 
 // Forwarding headers: the hop count bounds forwarding loops.
@@ -178,8 +186,15 @@ func New(opts Options) *Server {
 	if opts.LeaderWait == 0 {
 		opts.LeaderWait = 5 * time.Second
 	}
+	if opts.BodyTimeout == 0 {
+		opts.BodyTimeout = defaultBodyTimeout
+	}
+	if opts.BigBodyTimeout == 0 {
+		opts.BigBodyTimeout = defaultBigBodyTimeout
+	}
 	s := &Server{cluster: opts.Cluster, sessions: opts.Sessions, plugins: opts.Plugins, nodes: opts.Nodes, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
 		mux: http.NewServeMux(), registry: opts.Registry, logSinks: opts.LogSinks, leaderWait: opts.LeaderWait,
+		bodyTimeout: opts.BodyTimeout, bigBodyTimeout: opts.BigBodyTimeout,
 		tls: opts.TLS}
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	if opts.TLS != nil {
@@ -261,6 +276,7 @@ func (s *Server) routes() {
 		s.debugRoutes()
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		bodyOf(r).refused(w)
 		writeError(w, errorf(http.StatusNotFound, CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 }
@@ -287,13 +303,19 @@ func (s *Server) handle(pattern string, flags int, h handlerFunc) {
 		defer func() {
 			s.metrics.observe(pattern, rec.status, time.Since(start))
 		}()
-		if err := s.serve(rec, r, flags, h); err != nil {
+		body := bodyOf(r) // before serve puts its own reader over it
+		if err := s.serve(rec, r, flags, body, h); err != nil {
+			body.refused(rec)
 			writeError(rec, err)
 		}
 	})
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, h handlerFunc) error {
+// serve runs a request through the middleware to its handler. Everything
+// before the handler reads only the headers: a request is refused before a
+// byte of its body is read, and its body is read under a deadline only once
+// it has authenticated.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, body *requestBody, h handlerFunc) error {
 	if flags&uncounted == 0 {
 		if err := s.checkRate(w, r, flags); err != nil {
 			return err
@@ -313,6 +335,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, h hand
 			return s.errTooManySockets()
 		}
 		defer s.sockets.release() // socket handlers return when the socket ends
+	} else if flags&bigBody != 0 {
+		body.setDeadline(s.bigBodyTimeout)
+	} else {
+		body.setDeadline(s.bodyTimeout)
 	}
 	if !safeMethod(r.Method) && !s.checkOrigin(r) {
 		return errorf(http.StatusForbidden, CodeForbidden, "origin %q may not write to this API; add it to api.allowed_origins to allow it", r.Header.Get("Origin"))
@@ -464,11 +490,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) error {
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds api.max_body (%d bytes)", tooBig.Limit)
-		}
-		return badRequest("read request body: %v", err)
+		return bodyError("request body", err)
 	}
 	deadline := time.Now().Add(s.leaderWait)
 	for {
@@ -549,7 +571,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
 		}
 	}()
+	body := trackBody(w, r)
 	if err := s.checkHost(r); err != nil {
+		body.refused(w)
 		writeError(w, err)
 		return
 	}
@@ -566,11 +590,7 @@ func decode(r *http.Request, v any) error {
 	buf := bodyBuffer()
 	defer releaseBodyBuffer(buf)
 	if _, err := buf.ReadFrom(r.Body); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds api.max_body (%d bytes)", tooBig.Limit)
-		}
-		return badRequest("read request body: %v", err)
+		return bodyError("request body", err)
 	}
 	if c, ok := v.(compactRequest); ok && c.decodeCompact(buf.Bytes()) {
 		return nil

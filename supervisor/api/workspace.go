@@ -61,7 +61,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
-		return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "file body: %v", err)
+		return bodyError("file body", err)
 	}
 	path := r.URL.Query().Get("path")
 	if err := c.WriteFile(r.Context(), path, data); err != nil {

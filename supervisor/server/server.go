@@ -133,7 +133,7 @@ func Start(cfg *config.Config, log hclog.Logger) (*Server, error) {
 	registry.MustRegister(telemetry.BuildInfo(""))
 	s.API = api.New(api.Options{Cluster: node, Sessions: s.Sessions, Plugins: pm, Nodes: s.Nodes, Config: cfg, Logger: log.Named("api"),
 		LeaderWait: leaderWait, Registry: registry, Gatherers: gatherers, LogSinks: logSinks(log), TLS: tlsFiles})
-	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+	s.http = &http.Server{Handler: s.API, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: log.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
 	if cfg.ACL.Token == "" {
 		log.Warn("acl.token is not set: the HTTP API is open to anyone who can reach " + ln.Addr().String())
 	}
