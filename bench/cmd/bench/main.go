@@ -26,6 +26,7 @@ type suite struct {
 var suites = []suite{
 	{"cluster", bench.ClusterSuite},
 	{"sessions", bench.SessionsSuite},
+	{"agentwork", bench.AgentWorkSuite},
 	{"terminal", bench.TerminalSuite},
 	{"tls", bench.TLSSuite},
 	{"ui", bench.UISuite},
