@@ -367,6 +367,9 @@ func (m *manager) startACP(ctx context.Context, req StartRequest) error {
 	m.acp = a
 	if md := a.Modes(); md != nil {
 		m.modes = md
+		// Published like a later mode change: a supervisor that follows
+		// the events (not only GET /v1/agent) learns the modes offered.
+		m.events.publish(EventModeUpdated, ModesData{Modes: *md})
 	}
 	m.token = a.SessionID()
 	m.resumable = a.SupportsLoad()
