@@ -245,3 +245,104 @@ func TestChatAsksBeforeResendingAnInterruptedTurn(t *testing.T) {
 	x.keys("ask", "C-d")
 	x.waitScreen("ask", "EXIT=0")
 }
+
+// TestChatAnswersAPermissionInline runs `paddock chat` in tmux with the demo
+// agent's "work notes.txt": the agent edits notes.txt through fs/*, shows
+// its plan and tool calls (the edit with its diff size), and asks to run
+// wc -l; the chat asks inline with the options numbered, a line that names
+// no option is not sent as a prompt, and "1" answers allow_once, after
+// which the agent runs the command in a terminal and its last line names
+// the option. While the request waits, `session permissions` lists it and
+// the picker says "needs approval".
+func TestChatAnswersAPermissionInline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	x := newTmux(t)
+	cfg := standaloneConfig(t) + `
+agent "demo-ask" {
+  protocol   = "acp"
+  command    = ["paddock-demo-agent"]
+  permission = "ask"
+}
+`
+	c := startCluster(t, 1, false, cfg)
+	node := leaderOf(t, c)
+	cl := apiClient(t, node)
+	task, err := cl.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "approve work"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cl.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo-ask", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.ID
+	waitState(t, cl, id, api.SessionWaitingForInput)
+	if err := cl.WriteFile(testCtx(t), id, "notes.txt", strings.NewReader("one\ntwo\n")); err != nil {
+		t.Fatal(err)
+	}
+
+	paddock := filepath.Join(binDir, "paddock")
+	x.start("work", t.TempDir(), "trap true INT; "+paddock+" chat "+id, "PADDOCK_ADDR="+node.URL(), "TERM=xterm-256color")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the chat window:\n%s", x.run("capture-pane", "-p", "-S", "-100", "-t", "work"))
+		}
+	})
+	x.waitScreen("work", "Chat with session "+id)
+	x.keys("work", "-l", "work notes.txt")
+	x.keys("work", "Enter")
+	x.waitScreen("work", "[plan] ", "[tool] edit Edit notes.txt — completed (+1 −0 lines)",
+		"[permission] the agent asks: Run: wc -l notes.txt (execute)", "1) Allow once  2) Reject", "answer 1-2>")
+
+	// While it waits: RUNNING, listed pending, and the picker says so.
+	if got, err := cl.GetSession(testCtx(t), id); err != nil || got.State != api.SessionRunning {
+		t.Fatalf("while the request waits the session is %+v %v, want RUNNING", got, err)
+	}
+	r := cliRunner{t: t, addr: node.URL()}
+	if code, out, errOut := r.run("session", "permissions", id); code != 0 || !strings.Contains(out, "Run: wc -l notes.txt") || !strings.Contains(out, "pending") {
+		t.Fatalf("session permissions: exit %d: %s%s", code, out, errOut)
+	}
+	if code, out, _ := r.run("resume", "-task", task.ID); code != 2 || !strings.Contains(out, "needs approval") {
+		t.Fatalf("resume without a terminal: exit %d:\n%s", code, out)
+	}
+
+	// A line that names no option is not a prompt; "1" answers.
+	x.keys("work", "-l", "hello there")
+	x.keys("work", "Enter")
+	x.waitScreen("work", "the agent waits for an answer: type a number from 1 to 2")
+	x.keys("work", "-l", "1")
+	x.keys("work", "Enter")
+	x.waitScreen("work", "[paddock] answered: Allow once (allow_once)",
+		"[tool] execute Run: wc -l notes.txt — completed", "terminal cmd-1",
+		"work done: notes.txt edited; command allowed (allow_once)")
+	waitTurnEnd(t, cl, id, 1)
+
+	msgs, err := cl.Messages(testCtx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, m := range msgs {
+		if m.Role == api.RoleAgent {
+			last = m.Text
+		}
+		if m.Role == api.RoleUser && strings.Contains(m.Text, "hello there") {
+			t.Errorf("the line typed while the request waited was sent as a prompt: %q", m.Text)
+		}
+	}
+	if lines := strings.Split(strings.TrimSpace(last), "\n"); !strings.Contains(lines[len(lines)-1], "allow_once") {
+		t.Errorf("the agent's last line %q does not name allow_once", lines[len(lines)-1])
+	}
+	perms, err := cl.Permissions(testCtx(t), id)
+	if err != nil || len(perms) != 1 || perms[0].State != api.PermissionAnswered || perms[0].OptionID != "allow_once" || perms[0].AnsweredBy != "user" {
+		t.Fatalf("permissions after the answer: %+v %v", perms, err)
+	}
+	if b, err := cl.ReadFile(testCtx(t), id, "notes.txt"); err != nil || !strings.Contains(string(b), "edited by paddock-demo-agent (turn 1)") {
+		t.Fatalf("notes.txt after the turn: %q %v", b, err)
+	}
+
+	x.keys("work", "C-d")
+	x.waitScreen("work", "Left the chat", "EXIT=0")
+}
