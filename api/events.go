@@ -19,4 +19,7 @@ const (
 	EventMessageAdded     = "session.message.added"
 	EventMessageUpdated   = "session.message.updated"
 	EventLeaseChanged     = "session.lease_changed"
+	// EventMetaChanged: a session was renamed or (un)pinned; data
+	// {"name","pinned"} holds both as they are now.
+	EventMetaChanged = "session.meta_changed"
 )

@@ -94,7 +94,15 @@ type Session struct {
 	// before the stop is answered, so a leader that takes over in between
 	// finishes the stop instead of continuing the session; any move to
 	// STOPPED, ERROR or COMPLETED clears it.
-	StopRequested  bool      `json:"stop_requested,omitempty"`
+	StopRequested bool `json:"stop_requested,omitempty"`
+	// Name is what a person named the session (POST
+	// /v1/sessions/{id}/rename): at most 200 characters, no control
+	// characters; "" for none.
+	Name string `json:"name"`
+	// Pinned sessions come first in paged lists and searches (POST
+	// /v1/sessions/{id}/pin). Neither a rename nor a pin is activity:
+	// they leave LastActivityAt as it is.
+	Pinned         bool      `json:"pinned"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
 	LastActivityAt time.Time `json:"last_activity_at"`

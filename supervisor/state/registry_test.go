@@ -42,6 +42,7 @@ var frozenCommands = []struct {
 	{"CmdRequestStop", CmdRequestStop, 0x80 | 19, &RequestStopBody{}},
 	{"CmdUpsertPermission", CmdUpsertPermission, 0x80 | 20, &UpsertPermissionBody{}},
 	{"CmdCancelPermissions", CmdCancelPermissions, 0x80 | 21, &CancelPermissionsBody{}},
+	{"CmdSetSessionMeta", CmdSetSessionMeta, 0x80 | 22, &SetSessionMetaBody{}},
 }
 
 // Every CommandType constant declared in the package is a registered
