@@ -163,10 +163,13 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		}
 	}
 	ex.Nonce, ex.Status, ex.ErrorMessage = health.Nonce, state.ExecutorReady, ""
-	if !b.claimed && sess.State == state.SessionStopped {
+	if !b.claimed && (sess.State == state.SessionStopped || m.errorStays(b)) {
 		// A stopped session keeps its agentctl for workspace access: it is
-		// reattached, and nothing is claimed or started.
-		return OutcomeWorkspace, m.putExecutor(ctx, ex, b.recorded)
+		// reattached, and nothing is claimed or started. So does a session
+		// in ERROR that this recovery does not resume: its error stays as
+		// recorded (a restart records nothing new for it), and the row's
+		// last_seen_at says its agentctl was found.
+		return OutcomeWorkspace, m.putExecutor(ctx, ex, b.recorded, true)
 	}
 	m.askAgentEarly(ctx, b, health)
 	ready := map[string]any{"executor_id": ex.ID, "agentctl_url": ex.AgentctlURL,
@@ -204,7 +207,7 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		ex.ResumeProbed = caps.SupportsSessionResume != nil
 		ready["supports_session_resume"], ready["supports_workspace_only"] = ex.SupportsSessionResume, ex.SupportsWorkspaceOnly
 	}
-	if err := m.putExecutor(ctx, ex, b.recorded); err != nil {
+	if err := m.putExecutor(ctx, ex, b.recorded, !b.claimed); err != nil {
 		return OutcomeSkipped, err
 	}
 	// Workspace access (shell, files) is on from here, agent or not.
@@ -222,9 +225,10 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 func (m *Manager) recordBatched(ctx, lctx context.Context, b *bringUp, ex state.Executor, ready map[string]any) (bool, error) {
 	item := state.RecoveredExecutor{SessionID: b.sess.ID, ExecutorID: ex.ID, FencingToken: b.token, Nonce: ex.Nonce,
 		Events: []state.RecoveredEvent{{Type: state.EventAgentctlStarting, Data: startingData(b.recorded)}, {Type: state.EventAgentctlReady, Data: ready}}}
-	if !reflect.DeepEqual(ex, b.recorded) {
-		item.Executor = state.NewPutExecutor(ex)
-	}
+	// The row is always in the item, changed or not: it refreshes the
+	// executor's last_seen_at (its agentctl was found alive), in the same
+	// command as the events.
+	item.Executor = state.NewPutExecutor(ex)
 	err := m.recordRecovered(ctx, lctx, item)
 	if err != nil && (Retryable(err) || ctx.Err() != nil) {
 		return false, err
@@ -267,9 +271,11 @@ func (m *Manager) holdLease(ctx context.Context, b *bringUp, nonce string) error
 	return nil
 }
 
-// putExecutor records ex unless it is the row as recorded.
-func (m *Manager) putExecutor(ctx context.Context, ex, recorded state.Executor) error {
-	if reflect.DeepEqual(ex, recorded) {
+// putExecutor records ex unless it is the row as recorded; with refresh
+// (a recovery found the executor's agentctl alive) it records it anyway,
+// which sets its last_seen_at.
+func (m *Manager) putExecutor(ctx context.Context, ex, recorded state.Executor, refresh bool) error {
+	if !refresh && reflect.DeepEqual(ex, recorded) {
 		return nil
 	}
 	_, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(ex))
@@ -306,6 +312,9 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		if sess.State == state.SessionRunning {
 			m.publish(ctx, sess.ID, state.EventAgentctlError, m.cutTurn(ctx, b.client))
 		}
+		// The agent is gone: whether it can resume is asked again.
+		ex = m.reprobe(ctx, sess, ex, b.client)
+		b.ex = ex
 		if !b.autoResume && ex.SupportsSessionResume && sess.HasResumeToken {
 			return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, "the agent stopped while the supervisor was away; resume the session to continue")
 		}
@@ -544,4 +553,53 @@ func (m *Manager) settleRecovered(ctx context.Context, id string, client *agentc
 	if err := m.move(ctx, id, want, sess.State); err != nil {
 		m.log.Warn("recovered session state", "session", id, "error", err)
 	}
+}
+
+// errorStays reports whether a recovery leaves a session in ERROR as it is
+// recorded: no auto_resume for it, and no lease held (so no agent runs
+// under one: agentctl stops an agent whose lease is not renewed). Such a
+// session's agentctl is reattached for the workspace only; claiming a
+// lease and recording its error again on every restart would add an
+// agentctl_error event (and move its timestamps) with nothing changed.
+func (m *Manager) errorStays(b *bringUp) bool {
+	if b.sess.State != state.SessionError || b.autoResume || b.plan != planRecover {
+		return false
+	}
+	l, ok := m.store.Lease(b.sess.ID)
+	return !ok || l.State != state.LeaseHeld
+}
+
+// reprobe asks a recovered agentctl's probe whether the session's agent
+// resumes sessions, and records its answer in the executor row when it
+// differs from the one recorded (at launch, or by an earlier recovery):
+// the agent may have been upgraded or reconfigured since, and the resume
+// that follows (or the not_resumable it records) goes by the agent as it
+// is now. It is asked only when the agent is gone (a probe runs the agent
+// once to read its capabilities, so a recovery that continues a live agent
+// keeps that agent's recorded answer: it is the same process). A probe that
+// fails leaves the recorded answer.
+func (m *Manager) reprobe(ctx context.Context, sess state.Session, ex state.Executor, c *agentctl.Client) state.Executor {
+	agentCfg := m.cfg.Agent(sess.Agent)
+	if agentCfg == nil {
+		return ex
+	}
+	caps, err := c.Probe(ctx, profile(agentCfg))
+	if err != nil {
+		m.log.Warn("probe the agent again on recovery; keeping the recorded answer", "session", sess.ID, "error", err)
+		return ex
+	}
+	probed := ex
+	probed.SupportsWorkspaceOnly = caps.SupportsWorkspaceOnly
+	probed.SupportsSessionResume = caps.SupportsSessionResume != nil && *caps.SupportsSessionResume
+	probed.ResumeProbed = caps.SupportsSessionResume != nil
+	if reflect.DeepEqual(probed, ex) {
+		return ex
+	}
+	if _, err := m.apply(ctx, state.CmdPutExecutor, state.NewPutExecutor(probed)); err != nil {
+		m.log.Warn("record the agent's probe", "session", sess.ID, "error", err)
+		return ex
+	}
+	m.log.Info("the agent's probe changed since it was recorded", "session", sess.ID,
+		"supports_session_resume", probed.SupportsSessionResume, "was", ex.SupportsSessionResume)
+	return probed
 }

@@ -61,6 +61,15 @@ func (m *Manager) record(ctx context.Context, sess state.Session, f failure) {
 		m.log.Info("session operation interrupted", "session", sess.ID, "error", msg)
 		return
 	}
+	if cur, ok := m.store.Session(sess.ID); ok && cur.State == state.SessionError && cur.StateReason == f.Reason && cur.ErrorMessage == msg &&
+		(f.Executor == "" || m.executorFailed(f.Executor, msg)) {
+		// Recorded already, as it is (a recovery on a restart found the
+		// same failure): no second agentctl_error event, no state write.
+		// Only the lease is ended as the failure says.
+		m.log.Info("session failure recorded already", "session", sess.ID, "reason", f.Reason)
+		m.endFailedLease(ctx, sess.ID, f)
+		return
+	}
 	m.log.Warn("session failed", "session", sess.ID, "reason", f.Reason, "error", msg, "keep_lease", f.KeepLease)
 	if f.Executor != "" {
 		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: f.Executor, Status: state.ExecutorError, ErrorMessage: msg}); err != nil {
@@ -70,13 +79,25 @@ func (m *Manager) record(ctx context.Context, sess state.Session, f failure) {
 	m.publish(ctx, sess.ID, state.EventAgentctlError, map[string]any{"message": msg, "reason": f.Reason})
 	// An agent that is not running ends its lease, so a resume gets a
 	// strictly higher token.
-	switch f.lease() {
-	case leaseReleased:
-		m.endLease(ctx, sess.ID, false)
-	case leaseReclaimed:
-		m.endLease(ctx, sess.ID, true)
-	}
-	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sess.ID, State: state.SessionError, ErrorMessage: msg, Reason: f.Reason}); err != nil {
+	m.endFailedLease(ctx, sess.ID, f)
+	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sess.ID, State: state.SessionError, ErrorMessage: msg, Reason: f.Reason, NotActivity: notActivity(ctx)}); err != nil {
 		m.log.Warn("record session error", "session", sess.ID, "error", err)
 	}
+}
+
+// endFailedLease ends the session's lease as failure f says.
+func (m *Manager) endFailedLease(ctx context.Context, sessionID string, f failure) {
+	switch f.lease() {
+	case leaseReleased:
+		m.endLease(ctx, sessionID, false)
+	case leaseReclaimed:
+		m.endLease(ctx, sessionID, true)
+	}
+}
+
+// executorFailed reports whether the executor's row records the failure
+// msg already.
+func (m *Manager) executorFailed(id, msg string) bool {
+	ex, ok := m.store.Executor(id)
+	return ok && ex.Status == state.ExecutorError && ex.ErrorMessage == msg
 }

@@ -306,8 +306,26 @@ func applyBackoff(attempt int) time.Duration {
 // (optional) makes it a compare-and-set. A state with a message or a reason
 // (ERROR, STOPPED) is written with its SetSessionStateBody.
 func (m *Manager) move(ctx context.Context, id string, to state.SessionState, from ...state.SessionState) error {
-	_, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: to, From: from})
+	_, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: to, From: from, NotActivity: notActivity(ctx)})
 	return err
+}
+
+// quietKey marks a context whose session state changes are not the
+// session's activity.
+type quietKey struct{}
+
+// withoutActivity marks ctx so that the state changes made under it leave
+// the session's last_activity_at as it is: a recovery's (a restart or a
+// failover is nobody's activity). The pump of a recovered session runs
+// under the leader's context, so what its agent does still counts.
+func withoutActivity(ctx context.Context) context.Context {
+	return context.WithValue(ctx, quietKey{}, true)
+}
+
+// notActivity reports whether ctx was marked withoutActivity.
+func notActivity(ctx context.Context) bool {
+	quiet, _ := ctx.Value(quietKey{}).(bool)
+	return quiet
 }
 
 // publish records a session event that is not a state change. A publish

@@ -42,7 +42,11 @@ const runtimeRetries = 8
 // transient reason with nothing recorded against the session: the caller
 // tries again under the same leadership (every step is safe to repeat).
 // A failure that was recorded returns its outcome and no error.
+//
+// A recovery is nobody's activity: the state changes it makes leave the
+// session's last_activity_at as it is (withoutActivity).
 func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool) (Outcome, error) {
+	ctx = withoutActivity(ctx)
 	lctx, err := m.leaderCtx(ctx)
 	if err != nil {
 		return OutcomeSkipped, err

@@ -40,8 +40,8 @@ func TestRecoverContinuesALiveAgent(t *testing.T) {
 	if got := w.session(s.id); got.State != state.SessionWaitingForInput || got.StateReason != "" {
 		t.Errorf("session %s (%q), want WAITING_FOR_INPUT", got.State, got.StateReason)
 	}
-	if got := w.executor(s.executorID); !reflect.DeepEqual(got, s.executor) {
-		t.Errorf("executor row rewritten:\n got %+v\nwant %+v", got, s.executor)
+	if got := w.executor(s.executorID); !reflect.DeepEqual(seenNow(got, s.executor), s.executor) {
+		t.Errorf("executor row changed (beyond last_seen_at):\n got %+v\nwant %+v", got, s.executor)
 	}
 	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token || l.HolderNonce != s.nonce {
 		t.Errorf("lease %+v, want held with token %d by nonce %s", l, s.token, s.nonce)
@@ -287,9 +287,9 @@ func TestRecoverGivesWorkspaceWhenTheAgentCannotResume(t *testing.T) {
 	}{
 		{name: "not resumable", opts: liveOpts{agent: "demo-noresume"}, autoResume: true, reason: state.ReasonNotResumable},
 		{name: "no resume token", opts: liveOpts{noToken: true}, autoResume: true, reason: state.ReasonMissingResumeToken},
-		// A row with no probe answer says nothing of resume: the missing
-		// token decides (it was taken for an agent that cannot resume).
-		{name: "never probed, no resume token", opts: liveOpts{agent: "demo-noresume", noToken: true, unprobed: true}, autoResume: true, reason: state.ReasonMissingResumeToken},
+		// A row with no probe answer says nothing of resume: the recovery
+		// asks the agent again, and its answer decides.
+		{name: "never probed, no resume token", opts: liveOpts{agent: "demo-noresume", noToken: true, unprobed: true}, autoResume: true, reason: state.ReasonNotResumable},
 		{name: "auto-resume off", autoResume: false, reason: state.ReasonAgentNotRunning},
 	}
 	for _, tc := range cases {

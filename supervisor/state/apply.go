@@ -194,7 +194,10 @@ func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event
 	}
 	from := s.State
 	d.setSessionState(s, b.State)
-	s.UpdatedAt, s.LastActivityAt = now, now
+	s.UpdatedAt = now
+	if !b.NotActivity {
+		s.LastActivityAt = now
+	}
 	switch b.State {
 	case SessionError, SessionStopped:
 		s.ErrorMessage, s.StateReason = b.ErrorMessage, b.Reason

@@ -165,6 +165,9 @@ type SetSessionStateBody struct {
 	// was interrupted, and the FSM records it so.
 	TurnOutcome TurnOutcome `json:"turn_outcome,omitempty"`
 	TurnError   string      `json:"turn_error,omitempty"`
+	// NotActivity: the change is not the session's activity (a recovery
+	// on a restart or failover moved it), so last_activity_at stays.
+	NotActivity bool `json:"not_activity,omitempty"`
 }
 
 // SetResumeTokenBody stores the agent's conversation id for a session.
