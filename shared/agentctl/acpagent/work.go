@@ -1,6 +1,7 @@
 package acpagent
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -94,10 +95,12 @@ func fields(raw json.RawMessage) map[string]json.RawMessage {
 	return m
 }
 
-// str decodes a string field; ok is false when absent or not a string.
+// str decodes a string field; ok is false when absent or not a string
+// (null included: ACP's optional fields may come as null, which says
+// nothing, as absent does).
 func str(m map[string]json.RawMessage, key string) (string, bool) {
 	raw, ok := m[key]
-	if !ok {
+	if !ok || isNull(raw) {
 		return "", false
 	}
 	var s string
@@ -105,6 +108,11 @@ func str(m map[string]json.RawMessage, key string) (string, bool) {
 		return "", false
 	}
 	return s, true
+}
+
+// isNull reports whether a field's JSON is null.
+func isNull(raw json.RawMessage) bool {
+	return string(bytes.TrimSpace(raw)) == "null"
 }
 
 // idField reads an identifier that should be a string but may come as a
@@ -154,7 +162,7 @@ func parseToolCall(raw json.RawMessage, create bool) ToolCallUpdate {
 			u.Status = &st
 		}
 	}
-	if raw, ok := m["locations"]; ok {
+	if raw, ok := m["locations"]; ok && !isNull(raw) {
 		var items []json.RawMessage
 		if json.Unmarshal(raw, &items) == nil {
 			u.HasLocations = true
@@ -166,7 +174,7 @@ func parseToolCall(raw json.RawMessage, create bool) ToolCallUpdate {
 			}
 		}
 	}
-	if raw, ok := m["content"]; ok {
+	if raw, ok := m["content"]; ok && !isNull(raw) {
 		var items []json.RawMessage
 		if json.Unmarshal(raw, &items) == nil {
 			u.HasContent = true
