@@ -247,6 +247,8 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{id}/permissions/{pid}", 0, s.answerPermission)
 	s.handle("POST /v1/sessions/{id}/mode", 0, s.setMode)
 	s.handle("GET /v1/sessions/{id}/terminals", 0, s.listTerminals)
+	s.handle("POST /v1/sessions/{id}/rename", 0, s.renameSession)
+	s.handle("POST /v1/sessions/{id}/pin", 0, s.pinSession)
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
 	s.handle("GET /v1/plugins/{name}/schema", 0, s.pluginSchema)
 	// Terminals are served by any node: the executor's address and secret

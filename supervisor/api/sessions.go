@@ -132,6 +132,17 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 			return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", f.TaskID)
 		}
 	}
+	summary, err := summaryParam(q)
+	if err != nil {
+		return err
+	}
+	if paged(q) { // a page always carries the summaries
+		return s.searchSessions(w, r, f)
+	}
+	if summary {
+		writeJSON(w, http.StatusOK, map[string]any{"sessions": s.store.SessionItems(f)})
+		return nil
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"sessions": s.store.Sessions(f)})
 	return nil
 }
