@@ -184,6 +184,17 @@ func optionOfKind(p api.Permission, kinds ...string) (api.PermissionOption, erro
 		shortID(p.ID), oneLineText(p.Title), strings.Join(kinds, " or "), orDefault(strings.Join(offered, ", "), "none"))
 }
 
+// permissionHint is the line `session prompt` prints when the agent asks
+// for a permission mid-turn: what it asks and the commands that answer.
+func permissionHint(p api.Permission, sessionID string) string {
+	offered := make([]string, 0, len(p.Options))
+	for _, o := range p.Options {
+		offered = append(offered, optionLabel(o))
+	}
+	return fmt.Sprintf("[permission] the agent asks: %s (%s; offers %s) — answer with \"paddock session approve %s\" or \"paddock session deny %s\"",
+		orDefault(oneLineText(p.Title), p.ToolCallID), cell(string(p.Kind)), orDefault(strings.Join(offered, ", "), "no options"), sessionID, sessionID)
+}
+
 // optionLabel is an option as people read it: "Allow once (allow_once)",
 // its name and its kind.
 func optionLabel(o api.PermissionOption) string {

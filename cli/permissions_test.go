@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // Permission requests of session s1: one answered by a person, one by the
@@ -209,5 +211,16 @@ func TestSessionMessagesShowTheAgentsWork(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b") {
 		t.Errorf("escape sequences in output that is not a terminal: %q", out)
+	}
+}
+
+// session prompt's line for a request names it and the commands that
+// answer it.
+func TestPermissionHint(t *testing.T) {
+	p := api.Permission{ID: "p1", Title: "Run: wc -l notes.txt", Kind: api.ToolExecute, Options: []api.PermissionOption{
+		{OptionID: "allow_once", Name: "Allow once", Kind: api.OptionAllowOnce}, {OptionID: "reject_once", Name: "Reject", Kind: api.OptionRejectOnce}}}
+	want := `[permission] the agent asks: Run: wc -l notes.txt (execute; offers Allow once (allow_once), Reject (reject_once)) — answer with "paddock session approve s1" or "paddock session deny s1"`
+	if got := permissionHint(p, "s1"); got != want {
+		t.Errorf("hint %q\nwant %q", got, want)
 	}
 }

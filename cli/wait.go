@@ -335,6 +335,14 @@ func (e *env) streamTurn(ctx context.Context, c *client.Client, id string, strea
 				if m, ok := eventMessage(ev); ok && inTurn {
 					show(m)
 				}
+			case api.EventPermissionRequested:
+				if p, ok := eventPermission(ev); ok && inTurn && p.State == api.PermissionPending {
+					if lineOpen {
+						fmt.Fprintln(e.stdout)
+						lineOpen = false
+					}
+					fmt.Fprintln(e.stdout, permissionHint(p, id))
+				}
 			}
 		case <-tick.C:
 			if events != nil && inTurn {
