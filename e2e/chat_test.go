@@ -343,6 +343,55 @@ agent "demo-ask" {
 		t.Fatalf("notes.txt after the turn: %q %v", b, err)
 	}
 
+	// The agent's slash commands and modes: /help lists them, /mode plan
+	// switches, and /work of the agent is a prompt it runs in that mode.
+	x.keys("work", "-l", "/help")
+	x.keys("work", "Enter")
+	x.waitScreen("work", "the agent's commands", "/recall", "/work", "the chat's own: /help")
+	x.keys("work", "-l", "/mode plan")
+	x.keys("work", "Enter")
+	x.waitScreen("work", "[paddock] mode: Plan (plan)")
+	if st, err := cl.SessionStatus(testCtx(t), id); err != nil || st.Modes == nil || st.Modes.CurrentModeID != "plan" {
+		t.Fatalf("status modes after /mode plan: %+v %v", st, err)
+	}
+	x.keys("work", "-l", "/work notes.txt")
+	x.keys("work", "Enter")
+	x.waitScreen("work", "plan mode: notes.txt read (3 lines)")
+	waitTurnEnd(t, cl, id, 2)
+	x.keys("work", "-l", "/mode default")
+	x.keys("work", "Enter")
+	x.waitScreen("work", "[paddock] mode: Default (default)")
 	x.keys("work", "C-d")
 	x.waitScreen("work", "Left the chat", "EXIT=0")
+
+	// session prompt says what the agent asks and how to answer; session
+	// deny answers it with reject_once.
+	var out lockedBuffer
+	cmd := r.cmd("session", "prompt", id, "work notes.txt")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitFor(t, 60*time.Second, "session prompt to show the request", func() bool {
+		return strings.Contains(out.String(), `answer with "paddock session approve `+id)
+	})
+	if code, o, e := r.run("session", "deny", id[:8]); code != 0 || !strings.Contains(o, "Denied permission request") || !strings.Contains(o, "Reject (reject_once)") {
+		t.Fatalf("session deny: exit %d: %s%s", code, o, e)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("session prompt: %v:\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("session prompt did not return after the answer:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "command rejected (reject_once)") || !strings.Contains(out.String(), "[tool] edit Edit notes.txt") {
+		t.Fatalf("session prompt printed:\n%s", out.String())
+	}
+	if code, o, e := r.run("session", "approve", id); code != 1 || !strings.Contains(e, "has no pending permission request") {
+		t.Fatalf("session approve with nothing pending: exit %d: %s%s", code, o, e)
+	}
 }
