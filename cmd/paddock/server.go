@@ -68,6 +68,10 @@ func runServer(args []string) int {
 		log.Error("cannot start server", "error", err)
 		return 1
 	}
+	if *dev {
+		// The data dir goes at exit: the agentctls go first.
+		srv.DestroyExecutorsAtExit()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := srv.Wait(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,6 +43,9 @@ type Server struct {
 	listener net.Listener
 	http     *http.Server
 	done     chan error
+	// destroyAtExit: Shutdown destroys this node's executors first
+	// (DestroyExecutorsAtExit).
+	destroyAtExit atomic.Bool
 }
 
 // Start opens the data dir, starts raft and serves the HTTP API. The HTTP
@@ -194,6 +198,9 @@ func (s *Server) Shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.http.Shutdown(ctx)
+	if s.destroyAtExit.Load() {
+		s.destroyExecutors(context.Background())
+	}
 	err := s.Node.Shutdown()
 	// Plugin processes stop with the server; the executors they launched
 	// are detached and keep running for the next start to recover.
