@@ -332,6 +332,20 @@ func TestAgentWorkWithTheDemoAgent(t *testing.T) {
 	if st, err := cl.SessionStatus(testCtx(t), s.ID); err != nil || st.PendingPermissions != 0 {
 		t.Fatalf("status after the answer: %+v %v", st, err)
 	}
+	// The command ran in a named terminal of the session, the agent's.
+	terms, err := cl.Terminals(testCtx(t), s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var term *client.Terminal
+	for i := range terms {
+		if terms[i].Name == run.Content[0].Terminal {
+			term = &terms[i]
+		}
+	}
+	if term == nil || term.Owner != "agent" || strings.Join(term.Command, " ") != "wc -l notes.txt" || term.Running || term.ExitCode == nil || *term.ExitCode != 0 {
+		t.Fatalf("terminals %+v, want %s: the agent's wc -l notes.txt, exited 0", terms, run.Content[0].Terminal)
+	}
 	data, err := cl.ReadFile(testCtx(t), s.ID, "notes.txt")
 	if err != nil || string(data) != "first line\nsecond line\n"+demoagent.EditedLine(1)+"\n" {
 		t.Fatalf("notes.txt after turn 1: %q %v", data, err)
