@@ -34,14 +34,15 @@ const (
 	MaxSearchQueryLen = 200
 	// DefaultSearchScan bounds the transcript bytes one search compares.
 	DefaultSearchScan = 32 << 20
-	// searchChunk is how many transcript bytes are compared under one
-	// hold of the read lock.
-	searchChunk = 1 << 20
 	// summaryLineLen and snippetLen bound first_prompt/last_reply and
 	// match, in characters.
 	summaryLineLen = 120
 	snippetLen     = 160
 )
+
+// searchChunk is how many transcript bytes are compared under one hold
+// of the read lock (a variable for tests).
+var searchChunk = 1 << 20
 
 // SearchKey is where a session sorts in a paged list: pinned sessions
 // first, then the most recent last_activity_at, then the id.

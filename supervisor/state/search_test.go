@@ -249,6 +249,63 @@ func TestSnippet(t *testing.T) {
 
 func encodeRaw(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
 
+// A search that lets the read lock go between chunks of its work runs
+// beside applies (go test -race): sessions written meanwhile are passed
+// over or listed as they are, never torn, and pages still list each
+// session that does not move once.
+func TestSearchBesideApplies(t *testing.T) {
+	defer func(n int) { searchChunk = n }(searchChunk)
+	searchChunk = 1 // let go after every session
+	h := newHarness(t)
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "x"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t2", Title: "busy"}})
+	for i := range 40 {
+		id := fmt.Sprintf("s%02d", i)
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: id, TaskID: "t1"}})
+		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: Message{ID: "m1", Role: RoleUser, Text: "find the needle " + id}})
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "busy" + id, TaskID: "t2"}})
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for n := 0; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprintf("busys%02d", n%40)
+			h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: Message{ID: "m1", Role: RoleAgent, Text: fmt.Sprint("needle ", n)}})
+			h.mustApply(CmdSetSessionMeta, &SetSessionMetaBody{SessionID: fmt.Sprintf("s%02d", n%40), Name: ptrTo(fmt.Sprint("n", n))})
+		}
+	}()
+	for range 5 {
+		seen := map[string]int{}
+		var after *SearchKey
+		for {
+			res := h.store.SearchSessions(SearchQuery{Text: "needle", After: after, Limit: 7})
+			for _, it := range res.Items {
+				if !strings.Contains(it.Match, "needle") {
+					t.Errorf("%s matched %q", it.ID, it.Match)
+				}
+				seen[it.ID]++
+			}
+			if res.Next == nil {
+				break
+			}
+			after = res.Next
+		}
+		for i := range 40 {
+			if id := fmt.Sprintf("s%02d", i); seen[id] != 1 {
+				t.Errorf("%s listed %d times", id, seen[id])
+			}
+		}
+	}
+	close(stop)
+	<-done
+}
+
 // BenchmarkSearchTranscripts searches 1,000 sessions of 50 messages (20 MB
 // of text) for a word none holds: every transcript is compared.
 func BenchmarkSearchTranscripts(b *testing.B) {
