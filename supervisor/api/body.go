@@ -38,14 +38,19 @@ type requestBody struct {
 	eof   bool      // the body has been read to its end
 }
 
-// trackBody wraps r's body (nil when it has none).
-func trackBody(w http.ResponseWriter, r *http.Request) *requestBody {
+// trackBody returns r with its body wrapped, and the wrapper (nil when r has
+// no body). The wrapper goes on a copy of r: net/http ends a connection by
+// what the Body of its own request records (a body closed early gets a
+// graceful close rather than a reset that can lose the answer), so that Body
+// must stay its own.
+func trackBody(w http.ResponseWriter, r *http.Request) (*http.Request, *requestBody) {
 	if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
-		return nil
+		return r, nil
 	}
 	b := &requestBody{ReadCloser: r.Body, rc: http.NewResponseController(w), http1: r.ProtoMajor == 1}
+	r = r.WithContext(r.Context())
 	r.Body = b
-	return b
+	return r, b
 }
 
 // bodyOf is the requestBody trackBody put on r, or nil.

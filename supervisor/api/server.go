@@ -573,7 +573,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorf(http.StatusInternalServerError, CodeInternal, "internal error"))
 		}
 	}()
-	body := trackBody(w, r)
+	r, body := trackBody(w, r)
 	if err := s.checkHost(r); err != nil {
 		body.refused(w)
 		writeError(w, err)
