@@ -42,9 +42,31 @@ type globals struct {
 
 // env is the state of one invocation.
 type env struct {
+	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
 	g      globals
+
+	// stdinBytes is stdin once read: a command run again with an expanded
+	// id prefix reads the same text (stdin can be read once).
+	stdinBytes []byte
+	stdinRead  bool
+}
+
+// readStdin returns all of stdin, reading it on the first call only.
+func (e *env) readStdin() ([]byte, error) {
+	if !e.stdinRead {
+		in := e.stdin
+		if in == nil {
+			in = os.Stdin
+		}
+		b, err := io.ReadAll(in)
+		if err != nil {
+			return nil, err
+		}
+		e.stdinBytes, e.stdinRead = b, true
+	}
+	return e.stdinBytes, nil
 }
 
 // command is one leaf subcommand.
@@ -100,7 +122,11 @@ func (u *usageError) Error() string {
 }
 
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	e := &env{stdout: stdout, stderr: stderr}
+	return runWithStdin(args, os.Stdin, stdout, stderr, getenv)
+}
+
+func runWithStdin(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	e.g.address = getenv(EnvAddress)
 	if e.g.address == "" {
 		e.g.address = client.DefaultAddress

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -33,7 +32,7 @@ func promptFlags(fs *flag.FlagSet) *promptOpts {
 
 // promptText is the prompt of `session prompt`: the words after the id, all
 // of stdin for "-", or the file of -file.
-func promptText(pos []string, file string) (string, error) {
+func promptText(e *env, pos []string, file string) (string, error) {
 	switch {
 	case file != "" && len(pos) > 1:
 		return "", &usageError{msg: "give the prompt as text or with -file, not both"}
@@ -44,7 +43,7 @@ func promptText(pos []string, file string) (string, error) {
 		}
 		return string(b), nil
 	case len(pos) == 2 && pos[1] == "-":
-		b, err := io.ReadAll(os.Stdin)
+		b, err := e.readStdin()
 		if err != nil {
 			return "", fmt.Errorf("read prompt from stdin: %w", err)
 		}
@@ -60,7 +59,7 @@ func runSessionPrompt(e *env, o *promptOpts, pos []string) error {
 		return &usageError{msg: "missing session ID and prompt text"}
 	}
 	id := pos[0]
-	text, err := promptText(pos, *o.file)
+	text, err := promptText(e, pos, *o.file)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"testing"
@@ -177,3 +178,31 @@ func TestTaskCloseReopenDeleteCommands(t *testing.T) {
 }
 
 func writeFile(path, text string) error { return os.WriteFile(path, []byte(text), 0o600) }
+
+// TestPromptFromStdinWithAnIDPrefix: "session prompt PREFIX -" sends stdin
+// as the prompt of the session the prefix names; the run again with the
+// whole id must not read stdin a second time (it was empty then).
+func TestPromptFromStdinWithAnIDPrefix(t *testing.T) {
+	f, addr := startFake(t)
+	const id = "5e55a11f-0000-4000-8000-000000000001"
+	f.routes["GET /v1/sessions"] = route{200, `{"sessions":[{"id":"` + id + `","task_id":"t1","state":"WAITING_FOR_INPUT"}]}`}
+	f.routes["POST /v1/sessions/"+id+"/prompt"] = route{202, `{"accepted":true}`}
+	var out, errb bytes.Buffer
+	env := map[string]string{EnvAddress: addr, EnvToken: "tok"}
+	code := runWithStdin([]string{"session", "prompt", id[:8], "-", "-detach"}, strings.NewReader("from\nstdin\n"), &out, &errb, func(k string) string { return env[k] })
+	if code != 0 || errb.String() != "" {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "Prompt sent to session "+id) {
+		t.Errorf("stdout %q", out.String())
+	}
+	var sent []string
+	for _, r := range f.requests() {
+		if r.method == "POST" && r.path == "/v1/sessions/"+id+"/prompt" {
+			sent = append(sent, r.path+" "+r.body)
+		}
+	}
+	if len(sent) != 1 || !jsonEqual(strings.SplitN(sent[0], " ", 2)[1], `{"text":"from\nstdin\n"}`) {
+		t.Errorf("prompts sent: %q", sent)
+	}
+}
