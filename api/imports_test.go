@@ -9,14 +9,15 @@ import (
 // TestImportsOnlyStandardLibrary backs the package comment: the wire types
 // link nothing but the standard library, so any Go program can use them.
 func TestImportsOnlyStandardLibrary(t *testing.T) {
-	const self = "github.com/paddockhq/paddock/api"
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", self).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list -deps: %v\n%s", err, out)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		if dep != self {
-			t.Errorf("package api depends on %s; it may import only the standard library", dep)
+	for _, self := range []string{"github.com/paddockhq/paddock/api", "github.com/paddockhq/paddock/api/termproto"} {
+		out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", self).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps: %v\n%s", err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep != self {
+				t.Errorf("package %s depends on %s; it may import only the standard library", self, dep)
+			}
 		}
 	}
 }

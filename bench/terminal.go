@@ -21,9 +21,9 @@ import (
 	"github.com/creack/pty"
 	"github.com/gorilla/websocket"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -83,7 +83,7 @@ func (d *directPTY) Close() {
 // wsTerm is a paddock.terminal.v1 client.
 type wsTerm struct {
 	ws       *websocket.Conn
-	attached term.Attached
+	attached termproto.Attached
 	wmu      sync.Mutex
 	done     chan struct{}
 	exited   chan struct{} // closed when the server says the shell exited
@@ -101,13 +101,13 @@ func (t *wsTerm) String() string {
 
 // dialTerm connects, sends hello and waits for attached; output frames go
 // to sink (first is called once with the time of the first output frame).
-func dialTerm(url string, hdr http.Header, hello term.Hello, sink outputSink) (*wsTerm, error) {
+func dialTerm(url string, hdr http.Header, hello termproto.Hello, sink outputSink) (*wsTerm, error) {
 	return dialTermTLS(url, hdr, hello, sink, nil)
 }
 
 // dialTermTLS is dialTerm for a wss:// url whose server tc verifies.
-func dialTermTLS(url string, hdr http.Header, hello term.Hello, sink outputSink, tc *tls.Config) (*wsTerm, error) {
-	d := websocket.Dialer{Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, TLSClientConfig: tc}
+func dialTermTLS(url string, hdr http.Header, hello termproto.Hello, sink outputSink, tc *tls.Config) (*wsTerm, error) {
+	d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}, HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, TLSClientConfig: tc}
 	ws, resp, err := d.Dial(url, hdr)
 	if err != nil {
 		if resp != nil {
@@ -118,7 +118,7 @@ func dialTermTLS(url string, hdr http.Header, hello term.Hello, sink outputSink,
 	if hello.Cols == 0 {
 		hello.Cols, hello.Rows = 80, 24
 	}
-	b, _ := term.EncodeMessage(hello)
+	b, _ := termproto.EncodeMessage(hello)
 	if err := ws.WriteMessage(websocket.TextMessage, b); err != nil {
 		ws.Close()
 		return nil, fmt.Errorf("hello: %w", err)
@@ -134,16 +134,16 @@ func dialTermTLS(url string, hdr http.Header, hello term.Hello, sink outputSink,
 		if typ != websocket.TextMessage {
 			continue
 		}
-		m, err := term.DecodeServerMessage(b)
+		m, err := termproto.DecodeServerMessage(b)
 		if err != nil {
 			ws.Close()
 			return nil, fmt.Errorf("server message %s: %w", b, err)
 		}
-		if a, ok := m.(term.Attached); ok {
+		if a, ok := m.(termproto.Attached); ok {
 			t.attached = a
 			break
 		}
-		if e, ok := m.(term.Error); ok {
+		if e, ok := m.(termproto.Error); ok {
 			ws.Close()
 			return nil, fmt.Errorf("terminal error %s: %s", e.Code, e.Message)
 		}
@@ -153,7 +153,7 @@ func dialTermTLS(url string, hdr http.Header, hello term.Hello, sink outputSink,
 		defer close(t.done)
 		// One reused buffer: the client costs the shared CPU no allocation per frame
 		// (ReadMessage would grow a fresh slice for every 64 KiB frame).
-		buf := make([]byte, term.MaxFrameBytes)
+		buf := make([]byte, termproto.MaxFrameBytes)
 		for {
 			typ, r, err := ws.NextReader()
 			if err != nil {
@@ -164,8 +164,8 @@ func dialTermTLS(url string, hdr http.Header, hello term.Hello, sink outputSink,
 				return
 			}
 			if typ != websocket.BinaryMessage {
-				if m, err := term.DecodeServerMessage(buf[:n]); err == nil {
-					if _, ok := m.(term.Exited); ok {
+				if m, err := termproto.DecodeServerMessage(buf[:n]); err == nil {
+					if _, ok := m.(termproto.Exited); ok {
 						t.exitOnce.Do(func() { close(t.exited) })
 					}
 				}
@@ -174,7 +174,7 @@ func dialTermTLS(url string, hdr http.Header, hello term.Hello, sink outputSink,
 				t.mu.Unlock()
 				continue
 			}
-			if f, err := term.DecodeFrame(buf[:n]); err == nil && f.Type == term.FrameOutput {
+			if f, err := termproto.DecodeFrame(buf[:n]); err == nil && f.Type == termproto.FrameOutput {
 				sink(f.Data)
 			}
 		}
@@ -203,7 +203,7 @@ func readMessage(r io.Reader, buf []byte) (int, error) {
 func (t *wsTerm) Input(b []byte) error {
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
-	return t.ws.WriteMessage(websocket.BinaryMessage, term.EncodeInput(b))
+	return t.ws.WriteMessage(websocket.BinaryMessage, termproto.EncodeInput(b))
 }
 
 func (t *wsTerm) Close() {
@@ -322,9 +322,9 @@ func (p *termPaths) open(path, name string, sink outputSink) (termStream, error)
 	case "direct":
 		return startDirect(p.dir, sink)
 	case "agentctl":
-		return dialTerm(p.agentctlURL+name, p.agentctlHdr, term.Hello{}, sink)
+		return dialTerm(p.agentctlURL+name, p.agentctlHdr, termproto.Hello{}, sink)
 	default:
-		return dialTermTLS(p.supervisorWS(name), nil, term.Hello{}, sink, p.supervisorTLS)
+		return dialTermTLS(p.supervisorWS(name), nil, termproto.Hello{}, sink, p.supervisorTLS)
 	}
 }
 
@@ -704,7 +704,7 @@ func reconnectReplay(p *termPaths, n int) ([]float64, error) {
 		first := make(chan struct{})
 		var once sync.Once
 		t0 := time.Now()
-		c, err := dialTerm(p.supervisorWS("replay"), nil, term.Hello{}, func([]byte) { once.Do(func() { close(first) }) })
+		c, err := dialTerm(p.supervisorWS("replay"), nil, termproto.Hello{}, func([]byte) { once.Do(func() { close(first) }) })
 		if err != nil {
 			return out, err
 		}

@@ -20,8 +20,8 @@ import (
 	"github.com/gorilla/websocket"
 	xterm "golang.org/x/term"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 )
 
 // detachKey is ctrl-]: it ends `paddock attach` and leaves the shell running.
@@ -136,7 +136,7 @@ func (a *attacher) notice(format string, args ...any) {
 func (a *attacher) size() (int, int) {
 	if a.fd >= 0 {
 		if c, r, err := xterm.GetSize(a.fd); err == nil && c > 0 && r > 0 {
-			return min(c, term.MaxSize), min(r, term.MaxSize)
+			return min(c, termproto.MaxSize), min(r, termproto.MaxSize)
 		}
 	}
 	return 80, 24
@@ -326,7 +326,7 @@ const maxPendingInput = 64 << 10
 // session runs one connection: it returns errDetached, a permanentError, errConnected
 // when an attached connection dropped, or the dial error.
 func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-chan struct{}, winch <-chan os.Signal) error {
-	d := websocket.Dialer{Proxy: nil, HandshakeTimeout: attachDialTimeout, Subprotocols: []string{term.Subprotocol}, ReadBufferSize: 64 << 10, TLSClientConfig: a.tls}
+	d := websocket.Dialer{Proxy: nil, HandshakeTimeout: attachDialTimeout, Subprotocols: []string{termproto.Subprotocol}, ReadBufferSize: 64 << 10, TLSClientConfig: a.tls}
 	hdr := http.Header{}
 	if a.token != "" {
 		hdr.Set("Authorization", "Bearer "+a.token)
@@ -345,16 +345,16 @@ func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-ch
 		return fmt.Errorf("dial %s: %w", a.url, err)
 	}
 	defer ws.Close()
-	ws.SetReadLimit(term.MaxFrameBytes + 64)
+	ws.SetReadLimit(termproto.MaxFrameBytes + 64)
 
 	cols, rows := a.size()
 	me := self()
-	h := term.Hello{Cols: cols, Rows: rows, Client: &me}
+	h := termproto.Hello{Cols: cols, Rows: rows, Client: &me}
 	if a.hasPos {
 		pos := a.pos
 		h.Epoch, h.Offset = a.epoch, &pos
 	}
-	hello, _ := term.EncodeMessage(h)
+	hello, _ := termproto.EncodeMessage(h)
 	if err := ws.WriteMessage(websocket.TextMessage, hello); err != nil {
 		return fmt.Errorf("send hello: %w", err)
 	}
@@ -376,8 +376,8 @@ func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-ch
 func (a *attacher) writeLoop(ws *websocket.Conn, input <-chan []byte, detach <-chan struct{}, winch <-chan os.Signal, acks <-chan int64, done <-chan struct{}) error {
 	ping := time.NewTicker(attachPingEvery)
 	defer ping.Stop()
-	send := func(m term.Message) error {
-		b, _ := term.EncodeMessage(m)
+	send := func(m termproto.Message) error {
+		b, _ := termproto.EncodeMessage(m)
 		return ws.WriteMessage(websocket.TextMessage, b)
 	}
 	for {
@@ -386,29 +386,29 @@ func (a *attacher) writeLoop(ws *websocket.Conn, input <-chan []byte, detach <-c
 		case <-done:
 			return nil
 		case p := <-input:
-			err = ws.WriteMessage(websocket.BinaryMessage, term.EncodeInput(p))
+			err = ws.WriteMessage(websocket.BinaryMessage, termproto.EncodeInput(p))
 		case <-detach:
 			_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "detached"), time.Now().Add(time.Second))
 			_ = ws.Close()
 			return errUserDetached
 		case <-winch:
 			c, r := a.size()
-			err = send(term.Resize{Cols: c, Rows: r})
+			err = send(termproto.Resize{Cols: c, Rows: r})
 		case <-a.resets:
-			err = send(term.Reset{})
+			err = send(termproto.Reset{})
 		case <-a.attached:
 			// A reconnect: the notices printed over the program's screen, so
 			// it is made to redraw by a window size change and back.
 			c, r := a.size()
-			if r > term.MinSize {
-				if err = send(term.Resize{Cols: c, Rows: r - 1}); err == nil {
-					err = send(term.Resize{Cols: c, Rows: r})
+			if r > termproto.MinSize {
+				if err = send(termproto.Resize{Cols: c, Rows: r - 1}); err == nil {
+					err = send(termproto.Resize{Cols: c, Rows: r})
 				}
 			}
 		case off := <-acks:
-			err = send(term.Ack{Offset: off})
+			err = send(termproto.Ack{Offset: off})
 		case <-ping.C:
-			err = send(term.Ping{})
+			err = send(termproto.Ping{})
 		}
 		if err != nil {
 			_ = ws.Close() // unblocks the reader
@@ -427,7 +427,7 @@ func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
 			return a.closed(err, attached)
 		}
 		if typ == websocket.BinaryMessage {
-			f, err := term.DecodeFrame(b)
+			f, err := termproto.DecodeFrame(b)
 			if err != nil {
 				continue // not ours to die on
 			}
@@ -435,7 +435,7 @@ func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
 				return &permanentError{msg: fmt.Sprintf("write output: %v", err)}
 			}
 			switch f.Type {
-			case term.FrameOutput:
+			case termproto.FrameOutput:
 				a.pos, a.hasPos = f.Offset+int64(len(f.Data)), a.epoch != ""
 				select { // credit flow control: the latest position wins
 				case acks <- a.pos:
@@ -446,7 +446,7 @@ func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
 					}
 					acks <- a.pos
 				}
-			case term.FrameOutOfBand:
+			case termproto.FrameOutOfBand:
 				if a.pending != "" {
 					a.notice("%s", a.pending)
 					a.pending = ""
@@ -454,12 +454,12 @@ func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
 			}
 			continue
 		}
-		msg, err := term.DecodeServerMessage(b)
+		msg, err := termproto.DecodeServerMessage(b)
 		if err != nil {
 			continue
 		}
 		switch m := msg.(type) {
-		case term.Attached:
+		case termproto.Attached:
 			attached = true
 			a.epoch, a.pos, a.hasPos = m.Epoch, m.Offset, true
 			if a.dropped {
@@ -470,17 +470,17 @@ func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
 				default:
 				}
 			}
-		case term.ResetDone:
+		case termproto.ResetDone:
 			a.epoch, a.pos = m.Epoch, 0
 			a.pending = "the terminal was reset: a new shell started"
-		case term.Exited:
+		case termproto.Exited:
 			a.notice("the shell exited with code %d; the next attach starts a new one", m.Code)
 			return errDetached
-		case term.TakenOver:
+		case termproto.TakenOver:
 			a.notice("another client took over this terminal")
 			return errDetached
-		case term.Error:
-			if m.Code == term.CodeUnauth {
+		case termproto.Error:
+			if m.Code == termproto.CodeUnauth {
 				return &permanentError{msg: "attach refused: " + m.Message}
 			}
 			a.notice("error: %s", m.Message)
@@ -493,12 +493,12 @@ func (a *attacher) closed(err error, attached bool) error {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) {
 		switch ce.Code {
-		case term.CloseTakenOver:
+		case termproto.CloseTakenOver:
 			a.notice("another client took over this terminal")
 			return errDetached
-		case term.CloseUnauthorized, term.CloseBadHello:
+		case termproto.CloseUnauthorized, termproto.CloseBadHello:
 			return &permanentError{msg: fmt.Sprintf("attach refused: %s (close %d)", ce.Text, ce.Code)}
-		case term.CloseTerminalGone:
+		case termproto.CloseTerminalGone:
 			a.hasPos = false // a fresh terminal next time
 		}
 	}

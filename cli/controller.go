@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/paddockhq/paddock/api"
-	"github.com/paddockhq/paddock/shared/term"
+	"github.com/paddockhq/paddock/api/termproto"
 )
 
 // envControllerNonce carries this process's controller nonce across the
@@ -18,9 +18,9 @@ import (
 const envControllerNonce = "PADDOCK_CONTROLLER_NONCE"
 
 // self is this process as a terminal controller, made once.
-var self = sync.OnceValue(func() term.ClientID {
+var self = sync.OnceValue(func() termproto.ClientID {
 	host, _ := os.Hostname()
-	id := term.ClientID{Host: host, PID: os.Getpid(), Nonce: os.Getenv(envControllerNonce)}
+	id := termproto.ClientID{Host: host, PID: os.Getpid(), Nonce: os.Getenv(envControllerNonce)}
 	if !validNonce(id.Nonce) {
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 )
 
 // TestSessionOverAgentctlTLS: with the standalone runtime's agentctl_tls,
@@ -39,7 +39,7 @@ func TestSessionOverAgentctlTLS(t *testing.T) {
 	if b, err := api.ReadFile(testCtx(t), sid, "tls.txt"); err != nil || string(b) != "pinned" {
 		t.Fatalf("read back %q %v", b, err)
 	}
-	c, _ := termAttach(t, node, sid, "shell", term.Hello{})
+	c, _ := termAttach(t, node, sid, "shell", termproto.Hello{})
 	c.Input("echo over-$((6*7))\r")
 	c.WaitOutput("over-42")
 }

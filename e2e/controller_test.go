@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 )
 
 // TestAgentTerminalControllerInStatus: the status object names the client
@@ -35,8 +35,8 @@ func TestAgentTerminalControllerInStatus(t *testing.T) {
 	}
 
 	before := time.Now().Add(-time.Second)
-	id := term.ClientID{Host: "laptop", PID: 4242, Nonce: "n-1"}
-	conn, _ := termAttach(t, node, sid, "agent", term.Hello{Client: &id})
+	id := termproto.ClientID{Host: "laptop", PID: 4242, Nonce: "n-1"}
+	conn, _ := termAttach(t, node, sid, "agent", termproto.Hello{Client: &id})
 	var got *api.Controller
 	waitFor(t, 15*time.Second, "the status to name the controller", func() bool {
 		got = controller()
@@ -49,7 +49,7 @@ func TestAgentTerminalControllerInStatus(t *testing.T) {
 	waitFor(t, 15*time.Second, "the controller to go after the detach", func() bool { return controller() == nil })
 
 	// The shell terminal is not the agent's: attaching it names no controller.
-	sh, _ := termAttach(t, node, sid, "shell", term.Hello{Client: &id})
+	sh, _ := termAttach(t, node, sid, "shell", termproto.Hello{Client: &id})
 	sh.Marker()
 	if ctl := controller(); ctl != nil {
 		t.Fatalf("a shell attach made a controller: %+v", ctl)
@@ -91,15 +91,15 @@ func TestAgentTerminalControllerInStatus(t *testing.T) {
 	waitFor(t, 15*time.Second, "the controller to go after paddock attach left", func() bool { return controller() == nil })
 
 	// A malformed identity is refused, and nobody becomes the controller.
-	bad, resp, err := termDial(t, termURL(node, sid, "agent"), authHeader(), term.Hello{Client: &term.ClientID{Host: "evil\x1b[2J", PID: 1, Nonce: "x"}})
+	bad, resp, err := termDial(t, termURL(node, sid, "agent"), authHeader(), termproto.Hello{Client: &termproto.ClientID{Host: "evil\x1b[2J", PID: 1, Nonce: "x"}})
 	if err != nil {
 		t.Fatalf("dial: %v (%v)", err, resp)
 	}
-	if e := bad.WaitMsg("error").(term.Error); e.Code != term.CodeBadRequest {
+	if e := bad.WaitMsg("error").(termproto.Error); e.Code != termproto.CodeBadRequest {
 		t.Fatalf("bad identity answered %+v", e)
 	}
-	if code := bad.WaitClosed(); code != term.CloseBadHello {
-		t.Fatalf("bad identity closed with %d, want %d", code, term.CloseBadHello)
+	if code := bad.WaitClosed(); code != termproto.CloseBadHello {
+		t.Fatalf("bad identity closed with %d, want %d", code, termproto.CloseBadHello)
 	}
 	if ctl := controller(); ctl != nil {
 		t.Fatalf("a refused hello made a controller: %+v", ctl)

@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/plugins/docker/enginetest"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -191,7 +191,7 @@ func dockerExecutor(t *testing.T, api *client.Client, sessionID string) state.Ex
 // shellAttach attaches to the session's shell over the supervisor (no ACL).
 func shellAttach(t *testing.T, n *harness.Node, sessionID string) *termtest.Client {
 	t.Helper()
-	c, resp, err := termDial(t, termURL(n, sessionID, "shell"), nil, term.Hello{Cols: 200, Rows: 50})
+	c, resp, err := termDial(t, termURL(n, sessionID, "shell"), nil, termproto.Hello{Cols: 200, Rows: 50})
 	if err != nil {
 		t.Fatalf("attach to the shell of %s via %s: %v (%v)", sessionID, n.Name, err, resp)
 	}

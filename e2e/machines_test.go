@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -201,7 +201,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 
 	// A session on a follower works through the leader: terminal (relayed
 	// by the leader's node to the follower's agentctl) and files.
-	tc, _ := termAttach(t, leader, onFollower.id, "shell", term.Hello{})
+	tc, _ := termAttach(t, leader, onFollower.id, "shell", termproto.Hello{})
 	tc.Input("echo \"on $((1+1)) machines\"\r")
 	tc.WaitOutput("on 2 machines")
 	tc.Close()

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -189,7 +189,7 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	rPID, nPID := agentctlPID(t, api, resumable.id), agentctlPID(t, api, nonResumable.id)
 
 	// A terminal attached through the leader, with a shell that has state.
-	tc, att := termAttach(t, leader, sessions[3].id, "shell", term.Hello{})
+	tc, att := termAttach(t, leader, sessions[3].id, "shell", termproto.Hello{})
 	tc.Input("export X=kept42\r")
 	pid := tc.ShellPid()
 	// A background job prints once the test lets it (after the client has
@@ -217,8 +217,8 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 		_, err := os.Stat(goFile)
 		return errors.Is(err, os.ErrNotExist)
 	})
-	tc2, att2 := termAttach(t, newLeader, sessions[3].id, "shell", term.Hello{Epoch: att.Epoch, Offset: &pos})
-	if att2.Epoch != att.Epoch || att2.Replay != term.ReplayDelta {
+	tc2, att2 := termAttach(t, newLeader, sessions[3].id, "shell", termproto.Hello{Epoch: att.Epoch, Offset: &pos})
+	if att2.Epoch != att.Epoch || att2.Replay != termproto.ReplayDelta {
 		t.Fatalf("reattach: epoch %s replay %s, want the same epoch and a delta", att2.Epoch, att2.Replay)
 	}
 	tc2.WaitOutput("DURING42")

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -66,7 +66,7 @@ func termURL(n *harness.Node, session, name string) string {
 }
 
 // termDial opens a terminal WebSocket with the given headers and sends hello.
-func termDial(t *testing.T, url string, hdr http.Header, hello term.Hello) (*termtest.Client, *http.Response, error) {
+func termDial(t *testing.T, url string, hdr http.Header, hello termproto.Hello) (*termtest.Client, *http.Response, error) {
 	t.Helper()
 	c, resp, err := termtest.Dial(t, url, hdr, termtest.Hello(t, hello))
 	if err != nil {
@@ -79,19 +79,19 @@ func termDial(t *testing.T, url string, hdr http.Header, hello term.Hello) (*ter
 func authHeader() http.Header { return http.Header{"Authorization": {"Bearer " + termToken}} }
 
 // termAttach dials with the token header and waits for attached.
-func termAttach(t *testing.T, n *harness.Node, session, name string, hello term.Hello) (*termtest.Client, term.Attached) {
+func termAttach(t *testing.T, n *harness.Node, session, name string, hello termproto.Hello) (*termtest.Client, termproto.Attached) {
 	t.Helper()
 	c, resp, err := termDial(t, termURL(n, session, name), authHeader(), hello)
 	if err != nil {
 		t.Fatalf("attach %s/%s: %v (%v)", session, name, err, resp)
 	}
-	return c, c.WaitMsg("attached").(term.Attached)
+	return c, c.WaitMsg("attached").(termproto.Attached)
 }
 
 func TestTerminalOverSupervisor(t *testing.T) {
 	node, sid := termCluster(t, "demo")
 
-	c, a := termAttach(t, node, sid, "shell", term.Hello{})
+	c, a := termAttach(t, node, sid, "shell", termproto.Hello{})
 	mark := c.Marker()
 	pid := c.ShellPid()
 	if pid != a.Pid {
@@ -104,8 +104,8 @@ func TestTerminalOverSupervisor(t *testing.T) {
 	pos := c.Position()
 	_ = c.Close()
 	c.WaitClosed()
-	c2, a2 := termAttach(t, node, sid, "shell", term.Hello{Epoch: a.Epoch, Offset: &pos})
-	if a2.Epoch != a.Epoch || (a2.Replay != term.ReplayDelta && a2.Replay != term.ReplayNone) {
+	c2, a2 := termAttach(t, node, sid, "shell", termproto.Hello{Epoch: a.Epoch, Offset: &pos})
+	if a2.Epoch != a.Epoch || (a2.Replay != termproto.ReplayDelta && a2.Replay != termproto.ReplayNone) {
 		t.Fatalf("reattach %+v", a2)
 	}
 	if p := c2.ShellPid(); p != pid {
@@ -118,22 +118,22 @@ func TestTerminalOverSupervisor(t *testing.T) {
 	c2.WaitClosed()
 
 	// A fresh screen gets the marker replayed.
-	c3, a3 := termAttach(t, node, sid, "shell", term.Hello{})
-	if a3.Replay != term.ReplayFull {
+	c3, a3 := termAttach(t, node, sid, "shell", termproto.Hello{})
+	if a3.Replay != termproto.ReplayFull {
 		t.Fatalf("fresh attach %+v", a3)
 	}
 	c3.WaitOutput(mark)
 
 	// Two clients: the first is taken over with close 4001.
-	c4, _ := termAttach(t, node, sid, "shell", term.Hello{})
+	c4, _ := termAttach(t, node, sid, "shell", termproto.Hello{})
 	c3.WaitMsg("taken_over")
-	if code := c3.WaitClosed(); code != term.CloseTakenOver {
+	if code := c3.WaitClosed(); code != termproto.CloseTakenOver {
 		t.Fatalf("takeover close code %d", code)
 	}
 
 	// Reset: a new pid and a new epoch.
-	c4.Send(term.Reset{})
-	rd := c4.WaitMsg("reset").(term.ResetDone)
+	c4.Send(termproto.Reset{})
+	rd := c4.WaitMsg("reset").(termproto.ResetDone)
 	if rd.Epoch == a.Epoch {
 		t.Fatal("reset kept the epoch")
 	}
@@ -143,12 +143,12 @@ func TestTerminalOverSupervisor(t *testing.T) {
 
 	// exit: the next attach starts a fresh shell and says so.
 	c4.Input("exit 6\r")
-	if ex := c4.WaitMsg("exited").(term.Exited); ex.Code != 6 {
+	if ex := c4.WaitMsg("exited").(termproto.Exited); ex.Code != 6 {
 		t.Fatalf("exit code %d", ex.Code)
 	}
 	_ = c4.Close()
 	c4.WaitClosed()
-	c5, a5 := termAttach(t, node, sid, "shell", term.Hello{})
+	c5, a5 := termAttach(t, node, sid, "shell", termproto.Hello{})
 	if a5.Notice == "" || a5.Pid == rd.Pid {
 		t.Fatalf("attach after exit %+v", a5)
 	}
@@ -161,30 +161,30 @@ func TestTerminalAuthAndOrigin(t *testing.T) {
 	url := termURL(node, sid, "shell")
 
 	// A wrong header token: 401 before the upgrade.
-	_, resp, err := termDial(t, url, http.Header{"Authorization": {"Bearer wrong"}}, term.Hello{})
+	_, resp, err := termDial(t, url, http.Header{"Authorization": {"Bearer wrong"}}, termproto.Hello{})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("wrong token: %v %v", err, resp)
 	}
 	// A foreign Origin: 403 before the upgrade, even with the right token.
 	hdr := authHeader()
 	hdr.Set("Origin", "http://evil.local")
-	_, resp, err = termDial(t, url, hdr, term.Hello{})
+	_, resp, err = termDial(t, url, hdr, termproto.Hello{})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("foreign origin: %v %v", err, resp)
 	}
 	// A browser (allowed origin, no header): the token goes in the hello.
 	browser := http.Header{"Origin": {termOrigin}}
-	bad, _, err := termDial(t, url, browser, term.Hello{Token: "wrong"})
+	bad, _, err := termDial(t, url, browser, termproto.Hello{Token: "wrong"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := bad.WaitMsg("error").(term.Error); e.Code != term.CodeUnauth {
+	if e := bad.WaitMsg("error").(termproto.Error); e.Code != termproto.CodeUnauth {
 		t.Fatalf("wrong hello token: %+v", e)
 	}
-	if code := bad.WaitClosed(); code != term.CloseUnauthorized {
+	if code := bad.WaitClosed(); code != termproto.CloseUnauthorized {
 		t.Fatalf("wrong hello token close %d", code)
 	}
-	good, _, err := termDial(t, url, browser, term.Hello{Token: termToken})
+	good, _, err := termDial(t, url, browser, termproto.Hello{Token: termToken})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func TestTerminalAuthAndOrigin(t *testing.T) {
 	good.Marker()
 
 	// An unknown session: 404 before the upgrade.
-	_, resp, err = termDial(t, termURL(node, "no-such-session", "shell"), authHeader(), term.Hello{})
+	_, resp, err = termDial(t, termURL(node, "no-such-session", "shell"), authHeader(), termproto.Hello{})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("unknown session: %v %v", err, resp)
 	}
@@ -200,17 +200,17 @@ func TestTerminalAuthAndOrigin(t *testing.T) {
 
 func TestAgentTerminalOfPtyAgent(t *testing.T) {
 	node, sid := termCluster(t, "demo-tty")
-	c, a := termAttach(t, node, sid, "agent", term.Hello{})
-	if a.Pid == 0 || a.Replay != term.ReplayFull {
+	c, a := termAttach(t, node, sid, "agent", termproto.Hello{})
+	if a.Pid == 0 || a.Replay != termproto.ReplayFull {
 		t.Fatalf("agent attach %+v", a)
 	}
 	c.WaitOutput("demo> ") // the agent's own screen, from before the attach
-	c.Send(term.Reset{})
-	if e := c.WaitMsg("error").(term.Error); !strings.Contains(e.Message, "cannot be reset") {
+	c.Send(termproto.Reset{})
+	if e := c.WaitMsg("error").(termproto.Error); !strings.Contains(e.Message, "cannot be reset") {
 		t.Fatalf("reset of the agent terminal: %+v", e)
 	}
 	// The session's shell is a separate terminal.
-	sh, sa := termAttach(t, node, sid, "shell", term.Hello{})
+	sh, sa := termAttach(t, node, sid, "shell", termproto.Hello{})
 	if sa.Pid == a.Pid {
 		t.Fatal("shell and agent share a pid")
 	}
@@ -257,7 +257,7 @@ func TestAttachCommandPipeMode(t *testing.T) {
 		t.Fatal("ctrl-] did not detach")
 	}
 	// The shell outlived the detach: a new client sees the marker replayed.
-	c, _ := termAttach(t, node, sid, "shell", term.Hello{})
+	c, _ := termAttach(t, node, sid, "shell", termproto.Hello{})
 	c.WaitOutput(want)
 }
 
@@ -292,7 +292,7 @@ terminal {
   idle_timeout = "10m"
 }
 `)
-	c, a := termAttach(t, node, sid, "shell", term.Hello{})
+	c, a := termAttach(t, node, sid, "shell", termproto.Hello{})
 	c.WaitOutput("SHELL-FROM-CONFIG")
 	c.Marker() // the exec'd /bin/sh answers
 	if pid := c.ShellPid(); pid != a.Pid {
@@ -343,7 +343,7 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 		_, err := apiClient(t, back).Health(testCtx(t))
 		return err == nil
 	})
-	_, resp, err := termDial(t, termURL(back, s.ID, "main"), nil, term.Hello{})
+	_, resp, err := termDial(t, termURL(back, s.ID, "main"), nil, termproto.Hello{})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("terminal on a node that cannot catch up: %v (%v), want 503", err, resp)
 	}
@@ -354,7 +354,7 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, back.Name+" to relay the terminal", func() bool {
-		tc, resp, err := termDial(t, termURL(back, s.ID, "main"), nil, term.Hello{})
+		tc, resp, err := termDial(t, termURL(back, s.ID, "main"), nil, termproto.Hello{})
 		if resp != nil && resp.StatusCode == http.StatusNotFound {
 			t.Fatalf("%s answered 404 for session %s that the cluster holds", back.Name, s.ID)
 		}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -124,7 +124,7 @@ func TestTLSClusterMadeWithPaddockTLS(t *testing.T) {
 
 	// A terminal over wss through the leader, relayed to the follower's agentctl.
 	url := "wss://" + leader.HTTP + "/v1/sessions/" + sessID + "/terminal?name=shell"
-	sh, resp, err := termtest.DialTLS(t, url, http.Header{"Authorization": {"Bearer " + tlsToken}}, termtest.Hello(t, term.Hello{Cols: 120, Rows: 40}), leader.TLS)
+	sh, resp, err := termtest.DialTLS(t, url, http.Header{"Authorization": {"Bearer " + tlsToken}}, termtest.Hello(t, termproto.Hello{Cols: 120, Rows: 40}), leader.TLS)
 	if err != nil {
 		t.Fatalf("terminal over wss: %v (%v)", err, resp)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/agentctl"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/shared/testkit"
 )
@@ -439,7 +439,7 @@ func TestAgentTerminals(t *testing.T) {
 	// People watch a command (replayed) but cannot type into it.
 	wsURL := "ws" + strings.TrimPrefix(p.info.URL, "http") + "/v1/terminals/"
 	hdr := http.Header{"Authorization": {"Bearer " + testSecret}}
-	tc, _, err := termtest.Dial(t, wsURL+"cmd-1", hdr, termtest.Hello(t, term.Hello{}))
+	tc, _, err := termtest.Dial(t, wsURL+"cmd-1", hdr, termtest.Hello(t, termproto.Hello{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -447,23 +447,23 @@ func TestAgentTerminals(t *testing.T) {
 	if id := turn(t, c, w, "bg sh -c echo${IFS}BG;exec${IFS}sleep${IFS}60"); id != "cmd-4" {
 		t.Fatalf("bg: %q", id)
 	}
-	bg, _, err := termtest.Dial(t, wsURL+"cmd-4", hdr, termtest.Hello(t, term.Hello{}))
+	bg, _, err := termtest.Dial(t, wsURL+"cmd-4", hdr, termtest.Hello(t, termproto.Hello{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bg.WaitOutput("BG")
 	bg.Input("x")
-	if e, ok := bg.WaitMsg("error").(term.Error); !ok || !strings.Contains(e.Message, "read-only") {
+	if e, ok := bg.WaitMsg("error").(termproto.Error); !ok || !strings.Contains(e.Message, "read-only") {
 		t.Fatalf("input to cmd-4: %+v", e)
 	}
 	// A cmd-N name the agent did not create starts no shell.
-	bad, _, err := termtest.Dial(t, wsURL+"cmd-99", hdr, termtest.Hello(t, term.Hello{}))
+	bad, _, err := termtest.Dial(t, wsURL+"cmd-99", hdr, termtest.Hello(t, termproto.Hello{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad.WaitMsg("error")
 	// A shell beside them.
-	sh, _, err := termtest.Dial(t, wsURL+"main", hdr, termtest.Hello(t, term.Hello{}))
+	sh, _, err := termtest.Dial(t, wsURL+"main", hdr, termtest.Hello(t, termproto.Hello{}))
 	if err != nil {
 		t.Fatal(err)
 	}

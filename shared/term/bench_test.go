@@ -12,6 +12,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/gorilla/websocket"
+	"github.com/paddockhq/paddock/api/termproto"
 )
 
 // benchFile writes a file of PADDOCK_BENCH_BYTES (default 16 MiB) printable lines.
@@ -68,13 +69,13 @@ func BenchmarkPTYDirect(b *testing.B) {
 func BenchmarkPTYWebSocket(b *testing.B) {
 	path, size := benchFile(b)
 	_, srv := newTestServer(b, Options{Shell: []string{"cat", path}, ReplayBytes: 256 << 10})
-	d := websocket.Dialer{Subprotocols: []string{Subprotocol}, ReadBufferSize: 64 << 10}
+	d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}, ReadBufferSize: 64 << 10}
 	ws, _, err := d.Dial(wsURL(srv, "bench"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ws.Close()
-	hello, _ := EncodeMessage(Hello{Cols: 80, Rows: 24})
+	hello, _ := termproto.EncodeMessage(termproto.Hello{Cols: 80, Rows: 24})
 	_ = ws.WriteMessage(websocket.TextMessage, hello)
 	// readUntilExited counts stream bytes until the exited message.
 	readUntilExited := func() int64 {
@@ -85,12 +86,12 @@ func BenchmarkPTYWebSocket(b *testing.B) {
 				b.Fatal(err)
 			}
 			if typ == websocket.BinaryMessage {
-				if len(data) > 9 && data[0] == FrameOutput {
+				if len(data) > 9 && data[0] == termproto.FrameOutput {
 					got += int64(len(data) - 9)
 				}
 				continue
 			}
-			m, err := DecodeServerMessage(data)
+			m, err := termproto.DecodeServerMessage(data)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -100,7 +101,7 @@ func BenchmarkPTYWebSocket(b *testing.B) {
 		}
 	}
 	readUntilExited()
-	reset, _ := EncodeMessage(Reset{})
+	reset, _ := termproto.EncodeMessage(termproto.Reset{})
 	b.SetBytes(size)
 	b.ResetTimer()
 	for range b.N {
@@ -147,18 +148,18 @@ func BenchmarkEchoDirect(b *testing.B) {
 // BenchmarkEchoWebSocket measures keystroke echo through the whole terminal path.
 func BenchmarkEchoWebSocket(b *testing.B) {
 	_, srv := newTestServer(b, Options{Shell: []string{"cat"}})
-	d := websocket.Dialer{Subprotocols: []string{Subprotocol}}
+	d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}}
 	ws, _, err := d.Dial(wsURL(srv, "echo"), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ws.Close()
-	hello, _ := EncodeMessage(Hello{Cols: 80, Rows: 24})
+	hello, _ := termproto.EncodeMessage(termproto.Hello{Cols: 80, Rows: 24})
 	_ = ws.WriteMessage(websocket.TextMessage, hello)
 	if _, _, err := ws.ReadMessage(); err != nil { // attached
 		b.Fatal(err)
 	}
-	key := EncodeInput([]byte("x"))
+	key := termproto.EncodeInput([]byte("x"))
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for range b.N {
@@ -171,7 +172,7 @@ func BenchmarkEchoWebSocket(b *testing.B) {
 			if err != nil {
 				b.Fatal(errors.Join(errors.New("read echo"), err))
 			}
-			if typ == websocket.BinaryMessage && len(data) > 9 && data[0] == FrameOutput {
+			if typ == websocket.BinaryMessage && len(data) > 9 && data[0] == termproto.FrameOutput {
 				break
 			}
 		}

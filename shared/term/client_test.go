@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/testkit"
 )
 
@@ -27,7 +28,7 @@ type testClient struct {
 	pos       int64        // offset + length of the last output frame
 	streamLen int          // bytes of stream output received
 	maxFrame  int          // the most stream bytes one output frame carried
-	msgs      []Message
+	msgs      []termproto.Message
 	closeCode int
 	done      chan struct{}
 }
@@ -62,14 +63,14 @@ func wsURL(srv *httptest.Server, name string) string {
 }
 
 // dial connects and sends hello; it does not wait for attached.
-func dial(t testing.TB, srv *httptest.Server, name string, h Hello) *testClient {
+func dial(t testing.TB, srv *httptest.Server, name string, h termproto.Hello) *testClient {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{Subprotocol}, ReadBufferSize: 64 << 10}
+	d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}, ReadBufferSize: 64 << 10}
 	ws, resp, err := d.Dial(wsURL(srv, name), nil)
 	if err != nil {
 		t.Fatalf("dial %s: %v (%v)", name, err, resp)
 	}
-	if ws.Subprotocol() != Subprotocol {
+	if ws.Subprotocol() != termproto.Subprotocol {
 		t.Fatalf("subprotocol %q", ws.Subprotocol())
 	}
 	c := &testClient{t: t, ws: ws, done: make(chan struct{})}
@@ -83,10 +84,10 @@ func dial(t testing.TB, srv *httptest.Server, name string, h Hello) *testClient 
 }
 
 // attach dials and waits for the attached message.
-func attach(t testing.TB, srv *httptest.Server, name string, h Hello) (*testClient, Attached) {
+func attach(t testing.TB, srv *httptest.Server, name string, h termproto.Hello) (*testClient, termproto.Attached) {
 	t.Helper()
 	c := dial(t, srv, name, h)
-	return c, c.waitMsg("attached").(Attached)
+	return c, c.waitMsg("attached").(termproto.Attached)
 }
 
 func (c *testClient) readLoop() {
@@ -106,26 +107,26 @@ func (c *testClient) readLoop() {
 		}
 		c.mu.Lock()
 		if typ == websocket.TextMessage {
-			m, err := DecodeServerMessage(b)
+			m, err := termproto.DecodeServerMessage(b)
 			if err != nil {
 				c.mu.Unlock()
 				c.t.Errorf("bad server message %s: %v", b, err)
 				return
 			}
-			if rd, ok := m.(ResetDone); ok {
+			if rd, ok := m.(termproto.ResetDone); ok {
 				_ = rd
 				c.pos = 0
 			}
 			c.msgs = append(c.msgs, m)
 		} else {
-			f, err := DecodeFrame(b)
+			f, err := termproto.DecodeFrame(b)
 			if err != nil {
 				c.mu.Unlock()
 				c.t.Errorf("bad server frame: %v", err)
 				return
 			}
 			c.out.Write(f.Data)
-			if f.Type == FrameOutput {
+			if f.Type == termproto.FrameOutput {
 				c.pos = f.Offset + int64(len(f.Data))
 				c.streamLen += len(f.Data)
 				c.maxFrame = max(c.maxFrame, len(f.Data))
@@ -135,8 +136,8 @@ func (c *testClient) readLoop() {
 	}
 }
 
-func (c *testClient) sendJSON(m Message) {
-	b, err := EncodeMessage(m)
+func (c *testClient) sendJSON(m termproto.Message) {
+	b, err := termproto.EncodeMessage(m)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -151,7 +152,9 @@ func (c *testClient) sendRaw(typ int, b []byte) {
 	}
 }
 
-func (c *testClient) input(s string) { c.sendRaw(websocket.BinaryMessage, EncodeInput([]byte(s))) }
+func (c *testClient) input(s string) {
+	c.sendRaw(websocket.BinaryMessage, termproto.EncodeInput([]byte(s)))
+}
 
 func (c *testClient) output() string {
 	c.mu.Lock()
@@ -171,9 +174,9 @@ func (c *testClient) waitOutput(s string) {
 }
 
 // waitMsg waits for the first not yet consumed message of type typ and consumes it.
-func (c *testClient) waitMsg(typ string) Message {
+func (c *testClient) waitMsg(typ string) termproto.Message {
 	c.t.Helper()
-	var got Message
+	var got termproto.Message
 	testkit.WaitFor(c.t, 10*time.Second, "message "+typ, testkit.Cond(func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
 	"github.com/paddockhq/paddock/shared/testkit"
 )
@@ -56,8 +57,8 @@ func TestExternalAgentTerminal(t *testing.T) {
 	}))
 	m, srv := newTestServer(t, Options{External: map[string]func() (External, error){"agent": slot.get}})
 
-	c, at := attach(t, srv, "agent", Hello{Cols: 91, Rows: 31})
-	if at.Pid != a.PID() || at.Replay != ReplayFull {
+	c, at := attach(t, srv, "agent", termproto.Hello{Cols: 91, Rows: 31})
+	if at.Pid != a.PID() || at.Replay != termproto.ReplayFull {
 		t.Fatalf("attached %+v, agent pid %d", at, a.PID())
 	}
 	c.waitOutput("BEFORE-ATTACH") // the history from before the terminal existed
@@ -65,8 +66,8 @@ func TestExternalAgentTerminal(t *testing.T) {
 	c.waitOutput("31 91")
 	c.waitOutput("PID:" + strconv.Itoa(a.PID()))
 
-	c.sendJSON(Reset{})
-	if e := c.waitMsg("error").(Error); !strings.Contains(e.Message, "cannot be reset") {
+	c.sendJSON(termproto.Reset{})
+	if e := c.waitMsg("error").(termproto.Error); !strings.Contains(e.Message, "cannot be reset") {
 		t.Fatalf("reset of a running agent: %+v", e)
 	}
 
@@ -77,8 +78,8 @@ func TestExternalAgentTerminal(t *testing.T) {
 	_, _ = a.Write([]byte("echo WHILE-AWAY\r"))
 	at1, _ := m.Terminal("agent")
 	testkit.WaitFor(t, 5*time.Second, "output while away", testkit.Cond(func() bool { return strings.Count(ringText(at1.Ring()), "WHILE-AWAY") >= 2 }))
-	c2, at2 := attach(t, srv, "agent", Hello{Epoch: at.Epoch, Offset: &pos})
-	if at2.Replay != ReplayDelta || at2.Epoch != at.Epoch {
+	c2, at2 := attach(t, srv, "agent", termproto.Hello{Epoch: at.Epoch, Offset: &pos})
+	if at2.Replay != termproto.ReplayDelta || at2.Epoch != at.Epoch {
 		t.Fatalf("reattach %+v", at2)
 	}
 	c2.waitOutput("WHILE-AWAY")
@@ -88,12 +89,12 @@ func TestExternalAgentTerminal(t *testing.T) {
 
 	// The program exits: the client hears it; the terminal does not own a new one yet.
 	c2.input("exit 4\r")
-	if ex := c2.waitMsg("exited").(Exited); ex.Code != 4 {
+	if ex := c2.waitMsg("exited").(termproto.Exited); ex.Code != 4 {
 		t.Fatalf("exit code %d", ex.Code)
 	}
 	_ = c2.ws.Close()
 	c2.waitClosed()
-	c3, at3 := attach(t, srv, "agent", Hello{})
+	c3, at3 := attach(t, srv, "agent", termproto.Hello{})
 	if at3.Pid != a.PID() || !strings.Contains(at3.Notice, "exited with code 4") {
 		t.Fatalf("attach to exited agent: %+v", at3)
 	}
@@ -103,7 +104,7 @@ func TestExternalAgentTerminal(t *testing.T) {
 
 	// The owner starts a new program: the next attach shows it under a new epoch.
 	b := slot.start(t)
-	c4, at4 := attach(t, srv, "agent", Hello{Epoch: at.Epoch, Offset: &pos})
+	c4, at4 := attach(t, srv, "agent", termproto.Hello{Epoch: at.Epoch, Offset: &pos})
 	if at4.Pid != b.PID() || at4.Epoch == at.Epoch || at4.Notice == "" {
 		t.Fatalf("attach to the new agent: %+v (new pid %d)", at4, b.PID())
 	}
@@ -129,12 +130,12 @@ func TestExternalAgentTerminal(t *testing.T) {
 func TestExternalAgentMissing(t *testing.T) {
 	slot := &agentSlot{}
 	_, srv := newTestServer(t, Options{External: map[string]func() (External, error){"agent": slot.get}})
-	c := dial(t, srv, "agent", Hello{})
-	if e := c.waitMsg("error").(Error); !strings.Contains(e.Message, "no pty agent") {
+	c := dial(t, srv, "agent", termproto.Hello{})
+	if e := c.waitMsg("error").(termproto.Error); !strings.Contains(e.Message, "no pty agent") {
 		t.Fatalf("error %+v", e)
 	}
 	c.waitClosed()
 	// Other names still get shells.
-	sh, _ := attach(t, srv, "shell", Hello{})
+	sh, _ := attach(t, srv, "shell", termproto.Hello{})
 	sh.marker()
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/api/termproto"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -13,16 +15,16 @@ func TestFrameRoundTrip(t *testing.T) {
 	if !bytes.Equal(out, want) {
 		t.Fatalf("output frame % x, want % x", out, want)
 	}
-	f, err := DecodeFrame(out)
-	if err != nil || f.Type != FrameOutput || f.Offset != 1<<40+5 || string(f.Data) != "hi" {
+	f, err := termproto.DecodeFrame(out)
+	if err != nil || f.Type != termproto.FrameOutput || f.Offset != 1<<40+5 || string(f.Data) != "hi" {
 		t.Fatalf("decode output: %+v %v", f, err)
 	}
-	f, err = DecodeFrame(EncodeInput([]byte("ls\r")))
-	if err != nil || f.Type != FrameInput || string(f.Data) != "ls\r" {
+	f, err = termproto.DecodeFrame(termproto.EncodeInput([]byte("ls\r")))
+	if err != nil || f.Type != termproto.FrameInput || string(f.Data) != "ls\r" {
 		t.Fatalf("decode input: %+v %v", f, err)
 	}
-	f, err = DecodeFrame(EncodeOutOfBand(ResetSequence))
-	if err != nil || f.Type != FrameOutOfBand || !bytes.Equal(f.Data, ResetSequence) {
+	f, err = termproto.DecodeFrame(termproto.EncodeOutOfBand(ResetSequence))
+	if err != nil || f.Type != termproto.FrameOutOfBand || !bytes.Equal(f.Data, ResetSequence) {
 		t.Fatalf("decode oob: %+v %v", f, err)
 	}
 }
@@ -33,16 +35,16 @@ func TestFrameDecodeErrors(t *testing.T) {
 		in   []byte
 		want error
 	}{
-		{"empty", nil, ErrEmptyFrame},
-		{"unknown type", []byte{0x07, 'x'}, ErrUnknownFrame},
-		{"short output", []byte{0x01, 0, 0}, ErrShortFrame},
-		{"oversize input", append([]byte{0x00}, make([]byte, MaxInputBytes+1)...), ErrFrameTooBig},
-		{"oversize frame", make([]byte, MaxFrameBytes+1), ErrFrameTooBig},
-		{"negative offset", []byte{0x01, 0xff, 0, 0, 0, 0, 0, 0, 0}, ErrBadField},
+		{"empty", nil, termproto.ErrEmptyFrame},
+		{"unknown type", []byte{0x07, 'x'}, termproto.ErrUnknownFrame},
+		{"short output", []byte{0x01, 0, 0}, termproto.ErrShortFrame},
+		{"oversize input", append([]byte{0x00}, make([]byte, termproto.MaxInputBytes+1)...), termproto.ErrFrameTooBig},
+		{"oversize frame", make([]byte, termproto.MaxFrameBytes+1), termproto.ErrFrameTooBig},
+		{"negative offset", []byte{0x01, 0xff, 0, 0, 0, 0, 0, 0, 0}, termproto.ErrBadField},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := DecodeFrame(tc.in)
+			_, err := termproto.DecodeFrame(tc.in)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("err %v, want %v", err, tc.want)
 			}
@@ -53,29 +55,29 @@ func TestFrameDecodeErrors(t *testing.T) {
 func TestMessageEncoding(t *testing.T) {
 	off := int64(42)
 	cases := []struct {
-		msg  Message
+		msg  termproto.Message
 		want string
 	}{
-		{Hello{Cols: 80, Rows: 24}, `{"type":"hello","cols":80,"rows":24}`},
-		{Hello{Cols: 80, Rows: 24, Epoch: "e1", Offset: &off}, `{"type":"hello","cols":80,"rows":24,"epoch":"e1","offset":42}`},
-		{Attached{Name: "shell", Epoch: "e1", Offset: 42, Replay: ReplayDelta, Pid: 7}, `{"type":"attached","name":"shell","epoch":"e1","offset":42,"replay":"delta","pid":7}`},
-		{Reset{}, `{"type":"reset"}`},
-		{ResetDone{Epoch: "e2"}, `{"type":"reset","epoch":"e2"}`},
-		{TakenOver{}, `{"type":"taken_over"}`},
-		{Exited{Code: 3}, `{"type":"exited","code":3}`},
-		{Error{Code: "bad_request", Message: "x"}, `{"type":"error","code":"bad_request","message":"x"}`},
-		{Ack{Offset: 9}, `{"type":"ack","offset":9}`},
-		{Ping{}, `{"type":"ping"}`},
-		{Pong{}, `{"type":"pong"}`},
+		{termproto.Hello{Cols: 80, Rows: 24}, `{"type":"hello","cols":80,"rows":24}`},
+		{termproto.Hello{Cols: 80, Rows: 24, Epoch: "e1", Offset: &off}, `{"type":"hello","cols":80,"rows":24,"epoch":"e1","offset":42}`},
+		{termproto.Attached{Name: "shell", Epoch: "e1", Offset: 42, Replay: termproto.ReplayDelta, Pid: 7}, `{"type":"attached","name":"shell","epoch":"e1","offset":42,"replay":"delta","pid":7}`},
+		{termproto.Reset{}, `{"type":"reset"}`},
+		{termproto.ResetDone{Epoch: "e2"}, `{"type":"reset","epoch":"e2"}`},
+		{termproto.TakenOver{}, `{"type":"taken_over"}`},
+		{termproto.Exited{Code: 3}, `{"type":"exited","code":3}`},
+		{termproto.Error{Code: "bad_request", Message: "x"}, `{"type":"error","code":"bad_request","message":"x"}`},
+		{termproto.Ack{Offset: 9}, `{"type":"ack","offset":9}`},
+		{termproto.Ping{}, `{"type":"ping"}`},
+		{termproto.Pong{}, `{"type":"pong"}`},
 	}
 	for _, tc := range cases {
-		b, err := EncodeMessage(tc.msg)
+		b, err := termproto.EncodeMessage(tc.msg)
 		if err != nil || string(b) != tc.want {
 			t.Errorf("encode %T: %s (%v), want %s", tc.msg, b, err, tc.want)
 		}
 	}
 	for _, s := range []string{`{"type":"attached","name":"shell","epoch":"e","offset":1,"replay":"full","pid":2}`, `{"type":"exited","code":0}`, `{"type":"taken_over"}`, `{"type":"reset","epoch":"x"}`, `{"type":"pong"}`, `{"type":"error","code":"c","message":"m"}`} {
-		if _, err := DecodeServerMessage([]byte(s)); err != nil {
+		if _, err := termproto.DecodeServerMessage([]byte(s)); err != nil {
 			t.Errorf("decode server %s: %v", s, err)
 		}
 	}
@@ -93,31 +95,31 @@ func TestDecodeClientMessage(t *testing.T) {
 		{`{"type":"reset"}`, nil},
 		{`{"type":"ack","offset":0}`, nil},
 		{`{"type":"ping"}`, nil},
-		{`{"type":"resize","cols":0,"rows":24}`, ErrBadSize},
-		{`{"type":"resize","cols":100000,"rows":24}`, ErrBadSize},
-		{`{"type":"resize","cols":80,"rows":-1}`, ErrBadSize},
-		{`{"type":"hello","cols":0,"rows":0}`, ErrBadSize},
-		{`{"type":"hello"}`, ErrBadSize},
-		{`{"type":"hello","cols":80,"rows":24,"offset":-1}`, ErrBadField},
+		{`{"type":"resize","cols":0,"rows":24}`, termproto.ErrBadSize},
+		{`{"type":"resize","cols":100000,"rows":24}`, termproto.ErrBadSize},
+		{`{"type":"resize","cols":80,"rows":-1}`, termproto.ErrBadSize},
+		{`{"type":"hello","cols":0,"rows":0}`, termproto.ErrBadSize},
+		{`{"type":"hello"}`, termproto.ErrBadSize},
+		{`{"type":"hello","cols":80,"rows":24,"offset":-1}`, termproto.ErrBadField},
 		{`{"type":"hello","cols":80,"rows":24,"client":{"host":"laptop","pid":42,"nonce":"n"}}`, nil},
 		{`{"type":"hello","cols":80,"rows":24,"client":{}}`, nil},
-		{`{"type":"hello","cols":80,"rows":24,"client":{"host":"laptop","pid":-1,"nonce":"n"}}`, ErrBadField},
-		{`{"type":"hello","cols":80,"rows":24,"client":{"host":"a\u001b[2J","pid":1,"nonce":"n"}}`, ErrBadField},
-		{`{"type":"hello","cols":80,"rows":24,"client":{"host":"h","pid":1,"nonce":"` + strings.Repeat("n", 129) + `"}}`, ErrBadField},
-		{`{"type":"hello","cols":80,"rows":24,"client":"laptop"}`, ErrBadJSON},
-		{`{"type":"ack","offset":-5}`, ErrBadField},
-		{`{"type":"resize","cols":"80","rows":24}`, ErrBadJSON},
-		{`{"type":"launch_missiles"}`, ErrUnknownType},
-		{`{"type":"attached"}`, ErrUnknownType},
-		{`{"cols":80}`, ErrBadJSON},
-		{`{"type":`, ErrBadJSON},
-		{`not json`, ErrBadJSON},
-		{`[]`, ErrBadJSON},
-		{`{"type":7}`, ErrBadJSON},
-		{`{"type":"ping","pad":"` + strings.Repeat("x", MaxControlBytes) + `"}`, ErrFrameTooBig},
+		{`{"type":"hello","cols":80,"rows":24,"client":{"host":"laptop","pid":-1,"nonce":"n"}}`, termproto.ErrBadField},
+		{`{"type":"hello","cols":80,"rows":24,"client":{"host":"a\u001b[2J","pid":1,"nonce":"n"}}`, termproto.ErrBadField},
+		{`{"type":"hello","cols":80,"rows":24,"client":{"host":"h","pid":1,"nonce":"` + strings.Repeat("n", 129) + `"}}`, termproto.ErrBadField},
+		{`{"type":"hello","cols":80,"rows":24,"client":"laptop"}`, termproto.ErrBadJSON},
+		{`{"type":"ack","offset":-5}`, termproto.ErrBadField},
+		{`{"type":"resize","cols":"80","rows":24}`, termproto.ErrBadJSON},
+		{`{"type":"launch_missiles"}`, termproto.ErrUnknownType},
+		{`{"type":"attached"}`, termproto.ErrUnknownType},
+		{`{"cols":80}`, termproto.ErrBadJSON},
+		{`{"type":`, termproto.ErrBadJSON},
+		{`not json`, termproto.ErrBadJSON},
+		{`[]`, termproto.ErrBadJSON},
+		{`{"type":7}`, termproto.ErrBadJSON},
+		{`{"type":"ping","pad":"` + strings.Repeat("x", termproto.MaxControlBytes) + `"}`, termproto.ErrFrameTooBig},
 	}
 	for _, tc := range cases {
-		m, err := DecodeClientMessage([]byte(tc.in))
+		m, err := termproto.DecodeClientMessage([]byte(tc.in))
 		if tc.want == nil {
 			if err != nil || m == nil {
 				t.Errorf("%.60s: unexpected error %v", tc.in, err)
@@ -135,18 +137,18 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add([]byte{0x00, 'l', 's'})
 	f.Add([]byte{0x02})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fr, err := DecodeFrame(b)
+		fr, err := termproto.DecodeFrame(b)
 		if err != nil {
 			return
 		}
 		var re []byte
 		switch fr.Type {
-		case FrameOutput:
+		case termproto.FrameOutput:
 			re = EncodeOutput(Chunk{Offset: fr.Offset, Data: fr.Data})
-		case FrameInput:
-			re = EncodeInput(fr.Data)
-		case FrameOutOfBand:
-			re = EncodeOutOfBand(fr.Data)
+		case termproto.FrameInput:
+			re = termproto.EncodeInput(fr.Data)
+		case termproto.FrameOutOfBand:
+			re = termproto.EncodeOutOfBand(fr.Data)
 		}
 		if !bytes.Equal(re, b) {
 			t.Fatalf("re-encoding % x gave % x", b, re)
@@ -159,25 +161,25 @@ func FuzzDecodeClientMessage(f *testing.F) {
 	f.Add([]byte(`{"type":"resize","cols":100000,"rows":1}`))
 	f.Add([]byte(`{"type":"ack","offset":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := DecodeClientMessage(b)
+		m, err := termproto.DecodeClientMessage(b)
 		if err != nil {
 			return
 		}
 		switch m := m.(type) {
-		case Hello:
-			if CheckSize(m.Cols, m.Rows) != nil {
+		case termproto.Hello:
+			if termproto.CheckSize(m.Cols, m.Rows) != nil {
 				t.Fatalf("accepted hello with size %dx%d", m.Cols, m.Rows)
 			}
-		case Resize:
-			if CheckSize(m.Cols, m.Rows) != nil {
+		case termproto.Resize:
+			if termproto.CheckSize(m.Cols, m.Rows) != nil {
 				t.Fatalf("accepted resize %dx%d", m.Cols, m.Rows)
 			}
-		case Ack:
+		case termproto.Ack:
 			if m.Offset < 0 {
 				t.Fatalf("accepted negative ack")
 			}
 		}
-		if _, err := EncodeMessage(m); err != nil {
+		if _, err := termproto.EncodeMessage(m); err != nil {
 			t.Fatalf("re-encode: %v", err)
 		}
 	})

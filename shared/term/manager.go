@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
+	"github.com/paddockhq/paddock/api/termproto"
 )
 
 // Defaults for Options.
@@ -48,8 +49,6 @@ const (
 // while its acks come back.
 const MaxLiveChunk = 64 << 10
 
-// CloseUnauthorized closes a connection whose hello token was refused.
-const CloseUnauthorized = 4003
 
 // ResetSequence is sent as an out-of-band frame before a full replay: RIS, a full
 // terminal reset, so the replay does not mix with what the screen held.
@@ -166,7 +165,7 @@ func NewManager(opts Options) *Manager {
 			// buffer's head plus the rest in place), so the buffer need not hold a
 			// live frame; a small one keeps idle connections small.
 			WriteBufferSize: 4 << 10,
-			Subprotocols:    []string{Subprotocol},
+			Subprotocols:    []string{termproto.Subprotocol},
 			CheckOrigin:     opts.CheckOrigin,
 		},
 		frames:  sync.Pool{New: func() any { b := make([]byte, 9+MaxLiveChunk); return &b }},
@@ -190,7 +189,7 @@ func (m *Manager) Terminal(name string) (*Terminal, bool) {
 // Controller is the connection controlling a terminal: the identity its hello gave
 // (empty fields when it gave none) and when it attached.
 type Controller struct {
-	ClientID
+	termproto.ClientID
 	Since time.Time `json:"since"`
 }
 
@@ -254,15 +253,15 @@ func httpError(w http.ResponseWriter, status int, code, msg string) {
 // name or missing subprotocol, 404 for a name not in Options.Names, 503 when closed.
 func (m *Manager) ServeTerminal(w http.ResponseWriter, r *http.Request, name string) {
 	if !nameRE.MatchString(name) {
-		httpError(w, http.StatusBadRequest, CodeBadRequest, fmt.Sprintf("invalid terminal name %q", name))
+		httpError(w, http.StatusBadRequest, termproto.CodeBadRequest, fmt.Sprintf("invalid terminal name %q", name))
 		return
 	}
 	if m.opts.Names != nil && !slices.Contains(m.opts.Names, name) {
 		httpError(w, http.StatusNotFound, "not_found", fmt.Sprintf("unknown terminal %q", name))
 		return
 	}
-	if !slices.Contains(websocket.Subprotocols(r), Subprotocol) {
-		httpError(w, http.StatusBadRequest, CodeBadRequest, "WebSocket subprotocol "+Subprotocol+" required")
+	if !slices.Contains(websocket.Subprotocols(r), termproto.Subprotocol) {
+		httpError(w, http.StatusBadRequest, termproto.CodeBadRequest, "WebSocket subprotocol "+termproto.Subprotocol+" required")
 		return
 	}
 	m.mu.Lock()
@@ -280,14 +279,14 @@ func (m *Manager) ServeTerminal(w http.ResponseWriter, r *http.Request, name str
 		m.log.Debug("terminal upgrade failed", "name", name, "error", err)
 		return // the upgrader has answered
 	}
-	ws.SetReadLimit(MaxFrameBytes)
+	ws.SetReadLimit(termproto.MaxFrameBytes)
 	c := newConn(m, ws, name)
 	c.serve(r)
 }
 
 // attach makes c the controller of the named terminal, starting or reviving the shell.
 // It returns the terminal and a notice for the client ("" if none).
-func (m *Manager) attach(c *conn, h Hello) (*Terminal, string, error) {
+func (m *Manager) attach(c *conn, h termproto.Hello) (*Terminal, string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -401,8 +400,8 @@ type conn struct {
 	name string
 	log  hclog.Logger
 
-	ctrl      chan Message  // control messages for the writer
-	wake      chan struct{} // acks, takeover
+	ctrl      chan termproto.Message // control messages for the writer
+	wake      chan struct{}          // acks, takeover
 	acked     atomic.Int64
 	acking    atomic.Bool
 	takenOver atomic.Bool
@@ -410,7 +409,7 @@ type conn struct {
 
 func newConn(m *Manager, ws *websocket.Conn, name string) *conn {
 	return &conn{m: m, ws: ws, name: name, log: m.log.With("terminal", name),
-		ctrl: make(chan Message, 32), wake: make(chan struct{}, 1)}
+		ctrl: make(chan termproto.Message, 32), wake: make(chan struct{}, 1)}
 }
 
 func (c *conn) poke() {
@@ -427,15 +426,15 @@ func (c *conn) takeOver() {
 }
 
 // send queues a control message for the writer; it gives up when ctx ends.
-func (c *conn) send(ctx context.Context, msg Message) {
+func (c *conn) send(ctx context.Context, msg termproto.Message) {
 	select {
 	case c.ctrl <- msg:
 	case <-ctx.Done():
 	}
 }
 
-func (c *conn) writeJSON(msg Message) error {
-	b, err := EncodeMessage(msg)
+func (c *conn) writeJSON(msg termproto.Message) error {
+	b, err := termproto.EncodeMessage(msg)
 	if err != nil {
 		return err
 	}
@@ -448,34 +447,34 @@ func (c *conn) closeWith(code int, text string) {
 	_ = c.ws.Close()
 }
 
-func (c *conn) readHello(r *http.Request) (Hello, bool) {
+func (c *conn) readHello(r *http.Request) (termproto.Hello, bool) {
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.m.opts.HelloTimeout))
 	defer func() { _ = c.ws.SetReadDeadline(time.Time{}) }()
 	typ, b, err := c.ws.ReadMessage()
 	if err != nil {
 		c.log.Debug("no hello", "error", err)
 		_ = c.ws.Close()
-		return Hello{}, false
+		return termproto.Hello{}, false
 	}
-	fail := func(code, msg string, closeCode int) (Hello, bool) {
-		_ = c.writeJSON(Error{Code: code, Message: msg})
+	fail := func(code, msg string, closeCode int) (termproto.Hello, bool) {
+		_ = c.writeJSON(termproto.Error{Code: code, Message: msg})
 		c.closeWith(closeCode, msg)
-		return Hello{}, false
+		return termproto.Hello{}, false
 	}
 	if typ != websocket.TextMessage {
-		return fail(CodeBadRequest, "the first message must be a JSON hello", CloseBadHello)
+		return fail(termproto.CodeBadRequest, "the first message must be a JSON hello", termproto.CloseBadHello)
 	}
-	msg, err := DecodeClientMessage(b)
+	msg, err := termproto.DecodeClientMessage(b)
 	if err != nil {
-		return fail(CodeBadRequest, "hello: "+err.Error(), CloseBadHello)
+		return fail(termproto.CodeBadRequest, "hello: "+err.Error(), termproto.CloseBadHello)
 	}
-	h, ok := msg.(Hello)
+	h, ok := msg.(termproto.Hello)
 	if !ok {
-		return fail(CodeBadRequest, "the first message must be a hello, got "+msg.MessageType(), CloseBadHello)
+		return fail(termproto.CodeBadRequest, "the first message must be a hello, got "+msg.MessageType(), termproto.CloseBadHello)
 	}
 	if c.m.opts.Authorize != nil {
 		if err := c.m.opts.Authorize(r, h.Token); err != nil {
-			return fail(CodeUnauth, "unauthorized", CloseUnauthorized)
+			return fail(termproto.CodeUnauth, "unauthorized", termproto.CloseUnauthorized)
 		}
 	}
 	return h, true
@@ -488,7 +487,7 @@ func (c *conn) serve(r *http.Request) {
 	}
 	t, notice, err := c.m.attach(c, h)
 	if err != nil {
-		_ = c.writeJSON(Error{Code: CodeInternal, Message: err.Error()})
+		_ = c.writeJSON(termproto.Error{Code: termproto.CodeInternal, Message: err.Error()})
 		c.closeWith(websocket.CloseTryAgainLater, "terminal unavailable")
 		return
 	}
@@ -519,51 +518,51 @@ func (c *conn) readLoop(ctx context.Context, t *Terminal) {
 			return
 		}
 		if typ == websocket.BinaryMessage {
-			f, err := DecodeFrame(b)
+			f, err := termproto.DecodeFrame(b)
 			switch {
-			case errors.Is(err, ErrFrameTooBig):
-				c.send(ctx, Error{Code: CodeTooLarge, Message: err.Error()})
+			case errors.Is(err, termproto.ErrFrameTooBig):
+				c.send(ctx, termproto.Error{Code: termproto.CodeTooLarge, Message: err.Error()})
 			case err != nil:
-				c.send(ctx, Error{Code: CodeBadRequest, Message: err.Error()})
-			case f.Type != FrameInput:
-				c.send(ctx, Error{Code: CodeBadRequest, Message: fmt.Sprintf("frame type 0x%02x is server → client only", f.Type)})
+				c.send(ctx, termproto.Error{Code: termproto.CodeBadRequest, Message: err.Error()})
+			case f.Type != termproto.FrameInput:
+				c.send(ctx, termproto.Error{Code: termproto.CodeBadRequest, Message: fmt.Sprintf("frame type 0x%02x is server → client only", f.Type)})
 			default:
 				if _, err := t.Write(f.Data); err != nil {
 					if errors.Is(err, ErrExited) {
-						c.send(ctx, Error{Code: CodeExited, Message: "the shell has exited; send reset or reconnect for a new one"})
+						c.send(ctx, termproto.Error{Code: termproto.CodeExited, Message: "the shell has exited; send reset or reconnect for a new one"})
 					} else {
-						c.send(ctx, Error{Code: CodeInternal, Message: err.Error()})
+						c.send(ctx, termproto.Error{Code: termproto.CodeInternal, Message: err.Error()})
 					}
 				}
 			}
 			continue
 		}
-		msg, err := DecodeClientMessage(b)
+		msg, err := termproto.DecodeClientMessage(b)
 		if err != nil {
-			code := CodeBadRequest
-			if errors.Is(err, ErrFrameTooBig) {
-				code = CodeTooLarge
+			code := termproto.CodeBadRequest
+			if errors.Is(err, termproto.ErrFrameTooBig) {
+				code = termproto.CodeTooLarge
 			}
-			c.send(ctx, Error{Code: code, Message: err.Error()})
+			c.send(ctx, termproto.Error{Code: code, Message: err.Error()})
 			continue
 		}
 		switch msg := msg.(type) {
-		case Resize:
+		case termproto.Resize:
 			if err := t.Resize(msg.Cols, msg.Rows); err != nil {
-				c.send(ctx, Error{Code: CodeBadRequest, Message: err.Error()})
+				c.send(ctx, termproto.Error{Code: termproto.CodeBadRequest, Message: err.Error()})
 			}
-		case Reset:
+		case termproto.Reset:
 			if err := t.Reset(); err != nil {
-				c.send(ctx, Error{Code: CodeInternal, Message: err.Error()})
+				c.send(ctx, termproto.Error{Code: termproto.CodeInternal, Message: err.Error()})
 			}
-		case Ack:
+		case termproto.Ack:
 			c.acked.Store(msg.Offset)
 			c.acking.Store(true)
 			c.poke()
-		case Ping:
-			c.send(ctx, Pong{})
-		case Hello:
-			c.send(ctx, Error{Code: CodeBadRequest, Message: "already attached: hello is only the first message"})
+		case termproto.Ping:
+			c.send(ctx, termproto.Pong{})
+		case termproto.Hello:
+			c.send(ctx, termproto.Error{Code: termproto.CodeBadRequest, Message: "already attached: hello is only the first message"})
 		}
 	}
 }
@@ -571,24 +570,24 @@ func (c *conn) readLoop(ctx context.Context, t *Terminal) {
 // writeLoop is the connection's only writer: the attach answer and replay, then live
 // output pulled from the ring (so a slow client never slows the shell), control
 // messages, exit and reset notices, and the takeover.
-func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice string) error {
+func (c *conn) writeLoop(ctx context.Context, t *Terminal, h termproto.Hello, notice string) error {
 	st := t.State()
 	from := int64(-1)
 	if h.Epoch != "" && h.Epoch == st.Epoch && h.Offset != nil {
 		from = *h.Offset
 	}
 	frames, kind, pos := st.Ring.Replay(from)
-	if err := c.writeJSON(Attached{Name: c.name, Epoch: st.Epoch, Offset: pos, Replay: kind, Pid: st.Pid, Notice: notice}); err != nil {
+	if err := c.writeJSON(termproto.Attached{Name: c.name, Epoch: st.Epoch, Offset: pos, Replay: kind, Pid: st.Pid, Notice: notice}); err != nil {
 		return fmt.Errorf("write attached: %w", err)
 	}
-	if kind == ReplayFull {
-		if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutOfBand(ResetSequence)); err != nil {
+	if kind == termproto.ReplayFull {
+		if err := c.ws.WriteMessage(websocket.BinaryMessage, termproto.EncodeOutOfBand(ResetSequence)); err != nil {
 			return fmt.Errorf("write reset: %w", err)
 		}
 	}
 	if notice != "" {
 		text := "\r\n\x1b[7m[paddock] " + notice + "\x1b[0m\r\n"
-		if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutOfBand([]byte(text))); err != nil {
+		if err := c.ws.WriteMessage(websocket.BinaryMessage, termproto.EncodeOutOfBand([]byte(text))); err != nil {
 			return fmt.Errorf("write notice: %w", err)
 		}
 	}
@@ -626,8 +625,8 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 	for {
 		if c.takenOver.Load() {
 			_ = c.ws.SetWriteDeadline(time.Now().Add(time.Second))
-			_ = c.writeJSON(TakenOver{})
-			c.closeWith(CloseTakenOver, "taken over by another connection")
+			_ = c.writeJSON(termproto.TakenOver{})
+			c.closeWith(termproto.CloseTakenOver, "taken over by another connection")
 			return nil
 		}
 		select {
@@ -640,8 +639,8 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 		}
 		st = t.State()
 		if st.Closed {
-			_ = c.writeJSON(Error{Code: "terminal_ended", Message: "the terminal was ended"})
-			c.closeWith(CloseTerminalGone, "terminal ended")
+			_ = c.writeJSON(termproto.Error{Code: "terminal_ended", Message: "the terminal was ended"})
+			c.closeWith(termproto.CloseTerminalGone, "terminal ended")
 			return nil
 		}
 		if st.Epoch != epoch {
@@ -650,10 +649,10 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 			pacer.Release()
 			pacer = NewPacer(0, ringLimit)
 			t.SetPacer(epoch, pacer)
-			if err := c.writeJSON(ResetDone{Epoch: epoch, Pid: st.Pid}); err != nil {
+			if err := c.writeJSON(termproto.ResetDone{Epoch: epoch, Pid: st.Pid}); err != nil {
 				return fmt.Errorf("write reset: %w", err)
 			}
-			if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutOfBand(ResetSequence)); err != nil {
+			if err := c.ws.WriteMessage(websocket.BinaryMessage, termproto.EncodeOutOfBand(ResetSequence)); err != nil {
 				return fmt.Errorf("write reset: %w", err)
 			}
 			continue
@@ -686,7 +685,7 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 			if errors.Is(err, ErrOverwritten) {
 				// The client fell a whole ring behind: start it over with a full replay.
 				frames, _, end := ring.Replay(-1)
-				if err := c.ws.WriteMessage(websocket.BinaryMessage, EncodeOutOfBand(ResetSequence)); err != nil {
+				if err := c.ws.WriteMessage(websocket.BinaryMessage, termproto.EncodeOutOfBand(ResetSequence)); err != nil {
 					return fmt.Errorf("write reset: %w", err)
 				}
 				for _, f := range frames {
@@ -703,7 +702,7 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 				return fmt.Errorf("read ring: %w", err)
 			}
 			if n > 0 {
-				AppendOutput(buf[:0], pos, nil)
+				termproto.AppendOutput(buf[:0], pos, nil)
 				err := c.ws.WriteMessage(websocket.BinaryMessage, buf[:9+n])
 				c.m.frames.Put(bp)
 				if err != nil {
@@ -717,7 +716,7 @@ func (c *conn) writeLoop(ctx context.Context, t *Terminal, h Hello, notice strin
 		}
 		if st.Exited && !announced && pos == ring.Next() {
 			announced = true
-			if err := c.writeJSON(Exited{Code: st.ExitCode}); err != nil {
+			if err := c.writeJSON(termproto.Exited{Code: st.ExitCode}); err != nil {
 				return fmt.Errorf("write exited: %w", err)
 			}
 			continue

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/testkit"
 )
 
@@ -50,8 +51,8 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func TestReconnectReplaysAndKeepsShell(t *testing.T) {
 	_, srv := newTestServer(t, Options{})
-	c1, a1 := attach(t, srv, "shell", Hello{})
-	if a1.Name != "shell" || a1.Epoch == "" || a1.Pid <= 0 || a1.Replay != ReplayFull {
+	c1, a1 := attach(t, srv, "shell", termproto.Hello{})
+	if a1.Name != "shell" || a1.Epoch == "" || a1.Pid <= 0 || a1.Replay != termproto.ReplayFull {
 		t.Fatalf("attached %+v", a1)
 	}
 	mark := c1.marker()
@@ -62,8 +63,8 @@ func TestReconnectReplaysAndKeepsShell(t *testing.T) {
 	c1.waitClosed()
 
 	// A fresh client gets a reset and the full replay, with the marker.
-	c2, a2 := attach(t, srv, "shell", Hello{})
-	if a2.Epoch != a1.Epoch || a2.Pid != a1.Pid || a2.Replay != ReplayFull {
+	c2, a2 := attach(t, srv, "shell", termproto.Hello{})
+	if a2.Epoch != a1.Epoch || a2.Pid != a1.Pid || a2.Replay != termproto.ReplayFull {
 		t.Fatalf("reattach %+v, first %+v", a2, a1)
 	}
 	c2.waitOutput(mark)
@@ -78,8 +79,8 @@ func TestReconnectReplaysAndKeepsShell(t *testing.T) {
 	c2.waitClosed()
 
 	// A client that kept its screen gets only what it missed.
-	c3, a3 := attach(t, srv, "shell", Hello{Epoch: a1.Epoch, Offset: &pos})
-	if a3.Replay != ReplayNone && a3.Replay != ReplayDelta {
+	c3, a3 := attach(t, srv, "shell", termproto.Hello{Epoch: a1.Epoch, Offset: &pos})
+	if a3.Replay != termproto.ReplayNone && a3.Replay != termproto.ReplayDelta {
 		t.Fatalf("reattach with offset: replay %v", a3.Replay)
 	}
 	if strings.Contains(c3.output(), mark) {
@@ -92,8 +93,8 @@ func TestReconnectReplaysAndKeepsShell(t *testing.T) {
 
 	// Output produced while nobody is attached arrives as a delta.
 	old := pos - int64(len(mark2)) - 10
-	c4, a4 := attach(t, srv, "shell", Hello{Epoch: a1.Epoch, Offset: &old})
-	if a4.Replay != ReplayDelta {
+	c4, a4 := attach(t, srv, "shell", termproto.Hello{Epoch: a1.Epoch, Offset: &old})
+	if a4.Replay != termproto.ReplayDelta {
 		t.Fatalf("replay %v, want delta", a4.Replay)
 	}
 	c4.waitOutput(mark2)
@@ -105,18 +106,18 @@ func TestReconnectReplaysAndKeepsShell(t *testing.T) {
 	c4.ws.Close()
 	c4.waitClosed()
 	zero := int64(0)
-	_, a5 := attach(t, srv, "shell", Hello{Epoch: "not-the-epoch", Offset: &zero})
-	if a5.Replay != ReplayFull {
+	_, a5 := attach(t, srv, "shell", termproto.Hello{Epoch: "not-the-epoch", Offset: &zero})
+	if a5.Replay != termproto.ReplayFull {
 		t.Fatalf("stale epoch: replay %v", a5.Replay)
 	}
 }
 
 func TestResetGivesNewShellAndEpoch(t *testing.T) {
 	_, srv := newTestServer(t, Options{})
-	c, a := attach(t, srv, "shell", Hello{})
+	c, a := attach(t, srv, "shell", termproto.Hello{})
 	pid := c.shellPid()
-	c.sendJSON(Reset{})
-	rd := c.waitMsg("reset").(ResetDone)
+	c.sendJSON(termproto.Reset{})
+	rd := c.waitMsg("reset").(termproto.ResetDone)
 	if rd.Epoch == a.Epoch || rd.Epoch == "" {
 		t.Fatalf("reset epoch %q, old %q", rd.Epoch, a.Epoch)
 	}
@@ -134,20 +135,20 @@ func TestResetGivesNewShellAndEpoch(t *testing.T) {
 
 func TestExitedShellIsReplacedWithNotice(t *testing.T) {
 	_, srv := newTestServer(t, Options{})
-	c, a := attach(t, srv, "shell", Hello{})
+	c, a := attach(t, srv, "shell", termproto.Hello{})
 	c.marker()
 	c.input("exit 3\r")
-	if ex := c.waitMsg("exited").(Exited); ex.Code != 3 {
+	if ex := c.waitMsg("exited").(termproto.Exited); ex.Code != 3 {
 		t.Fatalf("exit code %d, want 3", ex.Code)
 	}
 	c.input("echo too late\r")
-	if e := c.waitMsg("error").(Error); e.Code != CodeExited {
+	if e := c.waitMsg("error").(termproto.Error); e.Code != termproto.CodeExited {
 		t.Fatalf("input after exit: %+v", e)
 	}
 	_ = c.ws.Close()
 	c.waitClosed()
 
-	c2, a2 := attach(t, srv, "shell", Hello{Epoch: a.Epoch})
+	c2, a2 := attach(t, srv, "shell", termproto.Hello{Epoch: a.Epoch})
 	if a2.Notice == "" || a2.Epoch == a.Epoch || a2.Pid == a.Pid {
 		t.Fatalf("attach after exit: %+v (before %+v)", a2, a)
 	}
@@ -164,14 +165,14 @@ func TestControllerIsTheAttachedClient(t *testing.T) {
 	if _, ok := m.Controller("shell"); ok {
 		t.Fatal("a controller before any attach")
 	}
-	first := ClientID{Host: "laptop", PID: 42, Nonce: "n1"}
-	c1, _ := attach(t, srv, "shell", Hello{Client: &first})
+	first := termproto.ClientID{Host: "laptop", PID: 42, Nonce: "n1"}
+	c1, _ := attach(t, srv, "shell", termproto.Hello{Client: &first})
 	if got, ok := m.Controller("shell"); !ok || got.ClientID != first || time.Since(got.Since) > time.Minute {
 		t.Fatalf("controller %+v %v, want %+v", got, ok, first)
 	}
-	c2, _ := attach(t, srv, "shell", Hello{})
+	c2, _ := attach(t, srv, "shell", termproto.Hello{})
 	c1.waitClosed()
-	if got, ok := m.Controller("shell"); !ok || got.ClientID != (ClientID{}) {
+	if got, ok := m.Controller("shell"); !ok || got.ClientID != (termproto.ClientID{}) {
 		t.Fatalf("after an anonymous takeover: %+v %v", got, ok)
 	}
 	_ = c2.ws.Close()
@@ -183,12 +184,12 @@ func TestControllerIsTheAttachedClient(t *testing.T) {
 
 func TestSecondClientTakesOver(t *testing.T) {
 	_, srv := newTestServer(t, Options{})
-	c1, a1 := attach(t, srv, "shell", Hello{})
+	c1, a1 := attach(t, srv, "shell", termproto.Hello{})
 	c1.marker()
-	c2, a2 := attach(t, srv, "shell", Hello{Cols: 100, Rows: 30})
+	c2, a2 := attach(t, srv, "shell", termproto.Hello{Cols: 100, Rows: 30})
 	c1.waitMsg("taken_over")
-	if code := c1.waitClosed(); code != CloseTakenOver {
-		t.Fatalf("close code %d, want %d", code, CloseTakenOver)
+	if code := c1.waitClosed(); code != termproto.CloseTakenOver {
+		t.Fatalf("close code %d, want %d", code, termproto.CloseTakenOver)
 	}
 	if a2.Pid != a1.Pid {
 		t.Fatalf("takeover changed the shell: %d vs %d", a2.Pid, a1.Pid)
@@ -199,7 +200,7 @@ func TestSecondClientTakesOver(t *testing.T) {
 
 func TestIdleTimeoutEndsTerminal(t *testing.T) {
 	m, srv := newTestServer(t, Options{IdleTimeout: 300 * time.Millisecond})
-	c, a := attach(t, srv, "shell", Hello{})
+	c, a := attach(t, srv, "shell", termproto.Hello{})
 	c.marker()
 	// While attached the terminal stays, however long.
 	time.Sleep(500 * time.Millisecond) // longer than the idle timeout, on purpose
@@ -211,7 +212,7 @@ func TestIdleTimeoutEndsTerminal(t *testing.T) {
 	testkit.WaitFor(t, 5*time.Second, "terminal ended", testkit.Cond(func() bool { _, ok := m.Terminal("shell"); return !ok }))
 	testkit.WaitFor(t, 5*time.Second, "shell killed", testkit.Cond(func() bool { return !alive(a.Pid) }))
 	// The next attach starts a new shell.
-	_, a2 := attach(t, srv, "shell", Hello{})
+	_, a2 := attach(t, srv, "shell", termproto.Hello{})
 	if a2.Pid == a.Pid || a2.Epoch == a.Epoch {
 		t.Fatalf("after idle end: %+v", a2)
 	}
@@ -220,7 +221,7 @@ func TestIdleTimeoutEndsTerminal(t *testing.T) {
 func TestNoClientFloodKeepsRingBoundedAndShellRunning(t *testing.T) {
 	const ringBytes = 64 << 10
 	m, srv := newTestServer(t, Options{ReplayBytes: ringBytes})
-	c, _ := attach(t, srv, "shell", Hello{})
+	c, _ := attach(t, srv, "shell", termproto.Hello{})
 	c.marker()
 	c.input("head -c 20000000 /dev/zero | tr '\\0' 'x'; echo \"DONE$((1+1))\"\r")
 	_ = c.ws.Close()
@@ -231,7 +232,7 @@ func TestNoClientFloodKeepsRingBoundedAndShellRunning(t *testing.T) {
 	if ring.Next()-ring.Oldest() != ringBytes || ring.Size() != ringBytes {
 		t.Fatalf("ring holds %d bytes, size %d", ring.Next()-ring.Oldest(), ring.Size())
 	}
-	c2, a2 := attach(t, srv, "shell", Hello{})
+	c2, a2 := attach(t, srv, "shell", termproto.Hello{})
 	c2.waitOutput("DONE2")
 	testkit.WaitFor(t, 5*time.Second, "replay", testkit.Cond(func() bool { return c2.position() == a2.Offset }))
 	c2.mu.Lock()
@@ -252,9 +253,9 @@ func ringHas(r *Ring, s string) bool {
 func TestCreditFlowControl(t *testing.T) {
 	const window = 64 << 10
 	_, srv := newTestServer(t, Options{CreditWindow: window})
-	c, a := attach(t, srv, "shell", Hello{})
+	c, a := attach(t, srv, "shell", termproto.Hello{})
 	c.marker()
-	c.sendJSON(Ack{Offset: c.position()})
+	c.sendJSON(termproto.Ack{Offset: c.position()})
 	acked := c.position()
 	c.input("while :; do echo flooding-the-terminal-with-lines; done\r")
 	testkit.
@@ -271,7 +272,7 @@ func TestCreditFlowControl(t *testing.T) {
 		// Ack exactly the position we then wait to pass: reading the position
 		// again after the ack could already be a full window past the ack.
 		p := c.position()
-		c.sendJSON(Ack{Offset: p})
+		c.sendJSON(termproto.Ack{Offset: p})
 		testkit.WaitFor(t, 10*time.Second, "more output after ack", testkit.Cond(func() bool { return c.position() > p }))
 	}
 	// An acking client gets frames of at most a quarter of its window (MaxChunk at
@@ -290,7 +291,7 @@ func TestCreditFlowControl(t *testing.T) {
 		if time.Now().After(stop) {
 			t.Fatal("shell did not come back after Ctrl-C")
 		}
-		c.sendJSON(Ack{Offset: c.position()})
+		c.sendJSON(termproto.Ack{Offset: c.position()})
 		if !sent {
 			c.input("echo \"MK$((4241+1))\"\r")
 			sent = true
@@ -304,31 +305,31 @@ func TestCreditFlowControl(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	m, srv := newTestServer(t, Options{})
-	c, a := attach(t, srv, "shell", Hello{})
+	c, a := attach(t, srv, "shell", termproto.Hello{})
 	cases := []struct {
 		name string
 		typ  int
 		data []byte
 		code string
 	}{
-		{"unknown binary frame type", websocket.BinaryMessage, []byte{0x07, 'x'}, CodeBadRequest},
-		{"empty binary frame", websocket.BinaryMessage, nil, CodeBadRequest},
-		{"output frame from a client", websocket.BinaryMessage, EncodeOutput(Chunk{Offset: 0, Data: []byte("x")}), CodeBadRequest},
-		{"oversize input", websocket.BinaryMessage, EncodeInput(make([]byte, MaxInputBytes+1)), CodeTooLarge},
-		{"invalid JSON", websocket.TextMessage, []byte(`{"type":`), CodeBadRequest},
-		{"not an object", websocket.TextMessage, []byte(`[1,2]`), CodeBadRequest},
-		{"unknown control type", websocket.TextMessage, []byte(`{"type":"format_disk"}`), CodeBadRequest},
-		{"resize to 0 cols", websocket.TextMessage, []byte(`{"type":"resize","cols":0,"rows":24}`), CodeBadRequest},
-		{"resize to 100000 cols", websocket.TextMessage, []byte(`{"type":"resize","cols":100000,"rows":24}`), CodeBadRequest},
-		{"resize with strings", websocket.TextMessage, []byte(`{"type":"resize","cols":"80","rows":"24"}`), CodeBadRequest},
-		{"negative ack", websocket.TextMessage, []byte(`{"type":"ack","offset":-1}`), CodeBadRequest},
-		{"second hello", websocket.TextMessage, []byte(`{"type":"hello","cols":80,"rows":24}`), CodeBadRequest},
-		{"oversize control", websocket.TextMessage, []byte(`{"type":"ping","x":"` + strings.Repeat("a", MaxControlBytes) + `"}`), CodeTooLarge},
+		{"unknown binary frame type", websocket.BinaryMessage, []byte{0x07, 'x'}, termproto.CodeBadRequest},
+		{"empty binary frame", websocket.BinaryMessage, nil, termproto.CodeBadRequest},
+		{"output frame from a client", websocket.BinaryMessage, EncodeOutput(Chunk{Offset: 0, Data: []byte("x")}), termproto.CodeBadRequest},
+		{"oversize input", websocket.BinaryMessage, termproto.EncodeInput(make([]byte, termproto.MaxInputBytes+1)), termproto.CodeTooLarge},
+		{"invalid JSON", websocket.TextMessage, []byte(`{"type":`), termproto.CodeBadRequest},
+		{"not an object", websocket.TextMessage, []byte(`[1,2]`), termproto.CodeBadRequest},
+		{"unknown control type", websocket.TextMessage, []byte(`{"type":"format_disk"}`), termproto.CodeBadRequest},
+		{"resize to 0 cols", websocket.TextMessage, []byte(`{"type":"resize","cols":0,"rows":24}`), termproto.CodeBadRequest},
+		{"resize to 100000 cols", websocket.TextMessage, []byte(`{"type":"resize","cols":100000,"rows":24}`), termproto.CodeBadRequest},
+		{"resize with strings", websocket.TextMessage, []byte(`{"type":"resize","cols":"80","rows":"24"}`), termproto.CodeBadRequest},
+		{"negative ack", websocket.TextMessage, []byte(`{"type":"ack","offset":-1}`), termproto.CodeBadRequest},
+		{"second hello", websocket.TextMessage, []byte(`{"type":"hello","cols":80,"rows":24}`), termproto.CodeBadRequest},
+		{"oversize control", websocket.TextMessage, []byte(`{"type":"ping","x":"` + strings.Repeat("a", termproto.MaxControlBytes) + `"}`), termproto.CodeTooLarge},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c.sendRaw(tc.typ, tc.data)
-			e := c.waitMsg("error").(Error)
+			e := c.waitMsg("error").(termproto.Error)
 			if e.Code != tc.code || e.Message == "" {
 				t.Fatalf("error %+v, want code %s", e, tc.code)
 			}
@@ -340,11 +341,11 @@ func TestBadInput(t *testing.T) {
 	if pid := c.shellPid(); pid != a.Pid {
 		t.Fatalf("shell changed to %d", pid)
 	}
-	c.sendJSON(Ping{})
+	c.sendJSON(termproto.Ping{})
 	c.waitMsg("pong")
 
 	// A frame beyond the read limit closes the connection with 1009; the shell lives.
-	c.sendRaw(websocket.BinaryMessage, make([]byte, MaxFrameBytes+10))
+	c.sendRaw(websocket.BinaryMessage, make([]byte, termproto.MaxFrameBytes+10))
 	if code := c.waitClosed(); code != websocket.CloseMessageTooBig {
 		t.Fatalf("close code %d, want 1009", code)
 	}
@@ -364,7 +365,7 @@ func TestBadHelloAndRequests(t *testing.T) {
 		name   string
 		status int
 	}{{"nope", http.StatusNotFound}, {"../etc", http.StatusBadRequest}, {"", http.StatusBadRequest}, {strings.Repeat("a", 65), http.StatusBadRequest}} {
-		d := websocket.Dialer{Subprotocols: []string{Subprotocol}}
+		d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}}
 		_, resp, err := d.Dial(wsURL(srv, tc.name), nil)
 		if err == nil || resp == nil || resp.StatusCode != tc.status {
 			t.Errorf("name %q: err %v, resp %v; want status %d", tc.name, err, resp, tc.status)
@@ -380,16 +381,16 @@ func TestBadHelloAndRequests(t *testing.T) {
 		data  string
 		close int
 	}{
-		{"binary first", websocket.BinaryMessage, "\x00ls", CloseBadHello},
-		{"invalid JSON", websocket.TextMessage, "{", CloseBadHello},
-		{"not a hello", websocket.TextMessage, `{"type":"ping"}`, CloseBadHello},
-		{"zero size", websocket.TextMessage, `{"type":"hello","cols":0,"rows":24}`, CloseBadHello},
-		{"huge size", websocket.TextMessage, `{"type":"hello","cols":100000,"rows":24}`, CloseBadHello},
-		{"wrong token", websocket.TextMessage, `{"type":"hello","cols":80,"rows":24,"token":"bad"}`, CloseUnauthorized},
+		{"binary first", websocket.BinaryMessage, "\x00ls", termproto.CloseBadHello},
+		{"invalid JSON", websocket.TextMessage, "{", termproto.CloseBadHello},
+		{"not a hello", websocket.TextMessage, `{"type":"ping"}`, termproto.CloseBadHello},
+		{"zero size", websocket.TextMessage, `{"type":"hello","cols":0,"rows":24}`, termproto.CloseBadHello},
+		{"huge size", websocket.TextMessage, `{"type":"hello","cols":100000,"rows":24}`, termproto.CloseBadHello},
+		{"wrong token", websocket.TextMessage, `{"type":"hello","cols":80,"rows":24,"token":"bad"}`, termproto.CloseUnauthorized},
 	}
 	for _, tc := range hellos {
 		t.Run(tc.name, func(t *testing.T) {
-			d := websocket.Dialer{Subprotocols: []string{Subprotocol}}
+			d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}}
 			ws, _, err := d.Dial(wsURL(srv, "shell"), nil)
 			if err != nil {
 				t.Fatal(err)
@@ -400,7 +401,7 @@ func TestBadHelloAndRequests(t *testing.T) {
 			if err != nil {
 				t.Fatalf("no error frame: %v", err)
 			}
-			if msg, err := DecodeServerMessage(b); err != nil || msg.MessageType() != "error" {
+			if msg, err := termproto.DecodeServerMessage(b); err != nil || msg.MessageType() != "error" {
 				t.Fatalf("got %s (%v), want an error", b, err)
 			}
 			_, _, err = ws.ReadMessage()
@@ -412,20 +413,20 @@ func TestBadHelloAndRequests(t *testing.T) {
 	if len(m.Names()) != 0 {
 		t.Fatalf("bad hellos started terminals: %v", m.Names())
 	}
-	c, _ := attach(t, srv, "agent", Hello{Token: "good"})
+	c, _ := attach(t, srv, "agent", termproto.Hello{Token: "good"})
 	c.marker()
 }
 
 func TestManagerCloseEndsEverything(t *testing.T) {
 	m, srv := newTestServer(t, Options{})
-	c, a := attach(t, srv, "shell", Hello{})
+	c, a := attach(t, srv, "shell", termproto.Hello{})
 	c.marker()
 	_ = m.Close()
-	if code := c.waitClosed(); code != CloseTerminalGone && code != -1 && code != websocket.CloseAbnormalClosure {
+	if code := c.waitClosed(); code != termproto.CloseTerminalGone && code != -1 && code != websocket.CloseAbnormalClosure {
 		t.Logf("close code %d", code)
 	}
 	testkit.WaitFor(t, 5*time.Second, "shell killed", testkit.Cond(func() bool { return !alive(a.Pid) }))
-	d := websocket.Dialer{Subprotocols: []string{Subprotocol}}
+	d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}}
 	if _, resp, err := d.Dial(wsURL(srv, "shell"), nil); err == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("attach after Close: %v %v", err, resp)
 	}
@@ -447,9 +448,9 @@ func TestOnAttachedCountsConnectedTerminals(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(counts)
 	}
-	a, _ := attach(t, srv, "shell", Hello{})
-	b, _ := attach(t, srv, "two", Hello{})
-	taker, _ := attach(t, srv, "two", Hello{})
+	a, _ := attach(t, srv, "shell", termproto.Hello{})
+	b, _ := attach(t, srv, "two", termproto.Hello{})
+	taker, _ := attach(t, srv, "two", termproto.Hello{})
 	b.waitClosed()
 	if got := heard(); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("heard %v after two attaches and a takeover, want [1 2]", got)

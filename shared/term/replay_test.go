@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/vt"
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/testkit"
 )
 
@@ -245,7 +246,7 @@ func TestReplayScreenEqualsFullStream(t *testing.T) {
 				r := NewRing(size)
 				writeChunks(rng, r, rec.stream, 1+rng.IntN(16<<10))
 				frames, kind, end := r.Replay(-1)
-				if kind != ReplayFull || end != int64(len(rec.stream)) {
+				if kind != termproto.ReplayFull || end != int64(len(rec.stream)) {
 					t.Fatalf("trial %d: kind %v end %d", trial, kind, end)
 				}
 				if len(frames) > 0 && !ground[frames[0].Offset] {
@@ -270,7 +271,7 @@ func TestReplayScreenEqualsFullStream(t *testing.T) {
 					k++
 				}
 				dframes, dkind, _ := r.Replay(k)
-				if k == end && dkind != ReplayNone || k < end && dkind != ReplayDelta {
+				if k == end && dkind != termproto.ReplayNone || k < end && dkind != termproto.ReplayDelta {
 					t.Fatalf("trial %d: replay from %d: kind %v", trial, k, dkind)
 				}
 				delta := newEmu(cols, rows)

@@ -4,20 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-)
 
-// ReplayKind says what a replay holds.
-type ReplayKind string
-
-// Replay kinds, as sent in the "replay" field of the attached message.
-const (
-	// ReplayNone means the client is up to date: nothing to send.
-	ReplayNone ReplayKind = "none"
-	// ReplayDelta means only the bytes after the client's offset follow.
-	ReplayDelta ReplayKind = "delta"
-	// ReplayFull means the ring from its oldest safe cut point follows; the client must
-	// reset its screen first.
-	ReplayFull ReplayKind = "full"
+	"github.com/paddockhq/paddock/api/termproto"
 )
 
 // DefaultReplayBytes is the ring size used when none is configured.
@@ -254,15 +242,15 @@ func (r *Ring) copyRange(from, to int64) []byte {
 // the time of the call). from < 0 asks for a full replay (a fresh client). A from inside
 // the window gives a delta (or none when the client is up to date); a from that was
 // overwritten or lies beyond Next gives a full replay from the oldest safe cut point.
-func (r *Ring) Replay(from int64) (frames []Chunk, kind ReplayKind, end int64) {
+func (r *Ring) Replay(from int64) (frames []Chunk, kind termproto.ReplayKind, end int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	kind = ReplayDelta
+	kind = termproto.ReplayDelta
 	switch {
 	case from == r.next && from >= 0:
-		return nil, ReplayNone, r.next
+		return nil, termproto.ReplayNone, r.next
 	case from < 0 || from < r.oldest() || from > r.next:
-		kind = ReplayFull
+		kind = termproto.ReplayFull
 		from = r.firstSafe()
 	}
 	return r.frames(from, r.next), kind, r.next

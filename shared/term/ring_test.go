@@ -9,6 +9,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/ansi/parser"
+	"github.com/paddockhq/paddock/api/termproto"
 )
 
 // groundAt runs an independent VT parser (charmbracelet/x/ansi) over s and reports, for
@@ -47,7 +48,7 @@ func TestRingBasics(t *testing.T) {
 	if r.Oldest() != 0 || r.Next() != 0 {
 		t.Fatalf("empty ring: oldest %d next %d", r.Oldest(), r.Next())
 	}
-	if frames, kind, end := r.Replay(-1); kind != ReplayFull || len(frames) != 0 || end != 0 {
+	if frames, kind, end := r.Replay(-1); kind != termproto.ReplayFull || len(frames) != 0 || end != 0 {
 		t.Fatalf("empty full replay: %v %v %d", frames, kind, end)
 	}
 	_, _ = r.Write([]byte("abcdef"))
@@ -69,16 +70,16 @@ func TestRingBasics(t *testing.T) {
 	if n, _ := r.ReadAt(buf, 10); n != 0 {
 		t.Fatalf("ReadAt(next) = %d bytes", n)
 	}
-	if _, kind, _ := r.Replay(10); kind != ReplayNone {
+	if _, kind, _ := r.Replay(10); kind != termproto.ReplayNone {
 		t.Fatalf("Replay(next) kind %v", kind)
 	}
-	if f, kind, end := r.Replay(7); kind != ReplayDelta || string(concat(f)) != "hij" || end != 10 {
+	if f, kind, end := r.Replay(7); kind != termproto.ReplayDelta || string(concat(f)) != "hij" || end != 10 {
 		t.Fatalf("Replay(7) = %q %v %d", concat(f), kind, end)
 	}
-	if f, kind, _ := r.Replay(1); kind != ReplayFull || string(concat(f)) != "cdefghij" {
+	if f, kind, _ := r.Replay(1); kind != termproto.ReplayFull || string(concat(f)) != "cdefghij" {
 		t.Fatalf("Replay(1) = %q %v", concat(f), kind)
 	}
-	if _, kind, _ := r.Replay(99); kind != ReplayFull {
+	if _, kind, _ := r.Replay(99); kind != termproto.ReplayFull {
 		t.Fatalf("Replay(99) kind %v", kind)
 	}
 	// A single write larger than the ring keeps only its tail.
@@ -95,7 +96,7 @@ func TestRingFullReplayOfUnwrappedRingStartsAtZero(t *testing.T) {
 	_, _ = r.Write([]byte("first line\r\n"))
 	_, _ = r.Write([]byte("second line\r\n$ "))
 	f, kind, end := r.Replay(-1)
-	if want := "first line\r\nsecond line\r\n$ "; kind != ReplayFull || string(concat(f)) != want || end != int64(len(want)) {
+	if want := "first line\r\nsecond line\r\n$ "; kind != termproto.ReplayFull || string(concat(f)) != want || end != int64(len(want)) {
 		t.Fatalf("full replay = %q %v %d, want %q", concat(f), kind, end, want)
 	}
 	if r.SafeStart() != 0 {
@@ -132,7 +133,7 @@ func TestRingLeavesQueriesOut(t *testing.T) {
 	r := NewRing(1 << 10)
 	_, _ = r.Write([]byte("a\x1b[6nb\x1b]11;?\x1b\\c\x1b[>cd"))
 	f, kind, _ := r.Replay(-1)
-	if kind != ReplayFull || string(concat(f)) != "abcd" || len(f) != 4 {
+	if kind != termproto.ReplayFull || string(concat(f)) != "abcd" || len(f) != 4 {
 		t.Fatalf("replay %q in %d frames (%v)", concat(f), len(f), kind)
 	}
 	for _, c := range f {
@@ -201,7 +202,7 @@ func TestRingProperties(t *testing.T) {
 		}
 
 		frames, kind, end := r.Replay(-1)
-		if kind != ReplayFull || end != next {
+		if kind != termproto.ReplayFull || end != next {
 			t.Fatalf("trial %d: full replay kind %v end %d", trial, kind, end)
 		}
 		checkFrames(t, s, frames)
@@ -214,9 +215,9 @@ func TestRingProperties(t *testing.T) {
 
 		from := oldest + rng.Int64N(next-oldest+1)
 		frames, kind, _ = r.Replay(from)
-		wantKind := ReplayDelta
+		wantKind := termproto.ReplayDelta
 		if from == next {
-			wantKind = ReplayNone
+			wantKind = termproto.ReplayNone
 		}
 		if kind != wantKind {
 			t.Fatalf("trial %d: replay from %d kind %v, want %v", trial, from, kind, wantKind)
@@ -226,7 +227,7 @@ func TestRingProperties(t *testing.T) {
 			t.Fatalf("trial %d: delta replay from %d differs", trial, from)
 		}
 		if oldest > 0 {
-			if _, kind, _ := r.Replay(oldest - 1); kind != ReplayFull {
+			if _, kind, _ := r.Replay(oldest - 1); kind != termproto.ReplayFull {
 				t.Fatalf("trial %d: replay from an overwritten offset: %v", trial, kind)
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/nice"
 )
 
@@ -183,7 +184,7 @@ func NewTerminal(cfg TerminalConfig) (*Terminal, error) {
 	if cfg.Cols == 0 && cfg.Rows == 0 {
 		cfg.Cols, cfg.Rows = 80, 24
 	}
-	if err := CheckSize(cfg.Cols, cfg.Rows); err != nil {
+	if err := termproto.CheckSize(cfg.Cols, cfg.Rows); err != nil {
 		return nil, fmt.Errorf("new terminal: %w", err)
 	}
 	if cfg.Logger == nil {
@@ -439,7 +440,7 @@ func (t *Terminal) Size() (cols, rows int) {
 
 // Resize sets the PTY's window size (kept for later shells too).
 func (t *Terminal) Resize(cols, rows int) error {
-	if err := CheckSize(cols, rows); err != nil {
+	if err := termproto.CheckSize(cols, rows); err != nil {
 		return fmt.Errorf("resize: %w", err)
 	}
 	t.mu.Lock()

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/shared/testkit"
 )
@@ -49,7 +50,7 @@ func TestTerminalLifecycle(t *testing.T) {
 	if err := term.Resize(100, 40); err != nil {
 		t.Fatal(err)
 	}
-	if err := term.Resize(0, 40); !errors.Is(err, ErrBadSize) {
+	if err := term.Resize(0, 40); !errors.Is(err, termproto.ErrBadSize) {
 		t.Fatalf("resize 0: %v", err)
 	}
 	if err := term.Reset(); err != nil {
@@ -86,7 +87,7 @@ func TestTerminalBadConfig(t *testing.T) {
 	if _, err := NewTerminal(TerminalConfig{Argv: []string{"/nonexistent/shell"}}); err == nil {
 		t.Fatal("missing program accepted")
 	}
-	if _, err := NewTerminal(TerminalConfig{Argv: []string{"/bin/sh"}, Cols: 5000, Rows: 1}); !errors.Is(err, ErrBadSize) {
+	if _, err := NewTerminal(TerminalConfig{Argv: []string{"/bin/sh"}, Cols: 5000, Rows: 1}); !errors.Is(err, termproto.ErrBadSize) {
 		t.Fatalf("bad size: %v", err)
 	}
 }

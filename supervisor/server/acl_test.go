@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -87,7 +87,7 @@ func TestReadTokenReadsAndStreamsButNeverWrites(t *testing.T) {
 		t.Run(rt.method+" "+rt.path, func(t *testing.T) {
 			var hdr map[string]string
 			if rt.path == "/v1/sessions/"+sess.ID+"/terminal" {
-				hdr = merge(upgradeHeaders, map[string]string{"Sec-WebSocket-Protocol": term.Subprotocol})
+				hdr = merge(upgradeHeaders, map[string]string{"Sec-WebSocket-Protocol": termproto.Subprotocol})
 			}
 			status, code, body := rawCall(t, rt.method, base+rt.path, testReadToken, rt.body, hdr)
 			if status != http.StatusForbidden || code != "forbidden" || !bytes.Contains(body, []byte("read-only token")) {
@@ -98,7 +98,7 @@ func TestReadTokenReadsAndStreamsButNeverWrites(t *testing.T) {
 
 	// A terminal hello carrying the read token is refused, not relayed.
 	url := "ws://" + c.servers[f].HTTPAddr() + "/v1/sessions/" + sess.ID + "/terminal"
-	tc, resp, err := termtest.Dial(t, url, nil, termtest.Hello(t, term.Hello{Token: testReadToken}))
+	tc, resp, err := termtest.Dial(t, url, nil, termtest.Hello(t, termproto.Hello{Token: testReadToken}))
 	if err != nil {
 		t.Fatalf("dial terminal: %v (%v)", err, resp)
 	}

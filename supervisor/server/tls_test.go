@@ -17,9 +17,9 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -146,13 +146,13 @@ func TestTLSClusterEveryConnection(t *testing.T) {
 	})
 
 	// A terminal over wss.
-	d := websocket.Dialer{TLSClientConfig: clientTLS, Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second}
+	d := websocket.Dialer{TLSClientConfig: clientTLS, Subprotocols: []string{termproto.Subprotocol}, HandshakeTimeout: 10 * time.Second}
 	ws, resp, err := d.Dial("wss://"+c.servers[leader].HTTPAddr()+"/v1/sessions/"+sess.ID+"/terminal", http.Header{"Authorization": []string{"Bearer " + testToken}})
 	if err != nil {
 		t.Fatalf("terminal over wss: %v (%v)", err, resp)
 	}
 	defer ws.Close()
-	hello, _ := term.EncodeMessage(term.Hello{Cols: 80, Rows: 24})
+	hello, _ := termproto.EncodeMessage(termproto.Hello{Cols: 80, Rows: 24})
 	if err := ws.WriteMessage(websocket.TextMessage, hello); err != nil {
 		t.Fatal(err)
 	}

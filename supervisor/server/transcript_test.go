@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -282,7 +282,7 @@ func TestTurnTypedInTheAgentTerminalIsInTheTranscript(t *testing.T) {
 	turn(t, cl, id, "remember cats", "ok, remembering cats")
 
 	url := "ws://" + c.servers[0].HTTPAddr() + "/v1/sessions/" + id + "/terminal?name=agent"
-	term1, resp, err := termtest.Dial(t, url, nil, termtest.Hello(t, term.Hello{}))
+	term1, resp, err := termtest.Dial(t, url, nil, termtest.Hello(t, termproto.Hello{}))
 	if err != nil {
 		t.Fatalf("attach the agent terminal: %v (%v)", err, resp)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/agentctl/pin"
 	"github.com/paddockhq/paddock/shared/term"
 )
@@ -32,7 +33,7 @@ import (
 // Close codes sent by the relay itself (agentctl's own codes pass through unchanged).
 const (
 	// CloseUnauthorized ends a connection whose hello token was refused.
-	CloseUnauthorized = term.CloseUnauthorized
+	CloseUnauthorized = termproto.CloseUnauthorized
 	// CloseForbidden ends a connection whose hello carried the read-only token.
 	CloseForbidden = 4403
 	// CloseUnavailable ends a connection when agentctl cannot be reached; clients retry.
@@ -83,7 +84,7 @@ var upgrader = websocket.Upgrader{
 	// A whole live output frame (header included) fits, so each is one write.
 	WriteBufferSize: term.MaxLiveChunk + 64,
 	WriteBufferPool: &writeBuffers,
-	Subprotocols:    []string{term.Subprotocol},
+	Subprotocols:    []string{termproto.Subprotocol},
 	// The API has checked the Origin before calling Serve.
 	CheckOrigin: func(*http.Request) bool { return true },
 }
@@ -106,15 +107,15 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	log = log.With("terminal", t.Name)
 	if !websocket.IsWebSocketUpgrade(r) {
-		httpError(w, http.StatusBadRequest, "this endpoint is a WebSocket (subprotocol "+term.Subprotocol+")")
+		httpError(w, http.StatusBadRequest, "this endpoint is a WebSocket (subprotocol "+termproto.Subprotocol+")")
 		return
 	}
 	hasProto := false
 	for _, p := range websocket.Subprotocols(r) {
-		hasProto = hasProto || p == term.Subprotocol
+		hasProto = hasProto || p == termproto.Subprotocol
 	}
 	if !hasProto {
-		httpError(w, http.StatusBadRequest, "WebSocket subprotocol "+term.Subprotocol+" required")
+		httpError(w, http.StatusBadRequest, "WebSocket subprotocol "+termproto.Subprotocol+" required")
 		return
 	}
 	target, err := terminalURL(t.URL, t.Name)
@@ -128,7 +129,7 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		return // the upgrader has answered
 	}
 	defer client.Close()
-	client.SetReadLimit(term.MaxFrameBytes)
+	client.SetReadLimit(termproto.MaxFrameBytes)
 
 	hello, ok := readHello(client, r, t)
 	if !ok {
@@ -137,7 +138,7 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	d := websocket.Dialer{
 		Proxy:            nil,
 		HandshakeTimeout: handshakeTimeout,
-		Subprotocols:     []string{term.Subprotocol},
+		Subprotocols:     []string{termproto.Subprotocol},
 		ReadBufferSize:   term.MaxLiveChunk + 64,
 		WriteBufferSize:  16 << 10,
 		WriteBufferPool:  &inputBuffers,
@@ -157,7 +158,7 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		return
 	}
 	defer upstream.Close()
-	upstream.SetReadLimit(term.MaxFrameBytes + 64)
+	upstream.SetReadLimit(termproto.MaxFrameBytes + 64)
 	if err := upstream.WriteMessage(websocket.TextMessage, hello); err != nil {
 		failClient(client, "unavailable", "forward hello to agentctl: "+err.Error(), CloseUnavailable)
 		return
@@ -175,19 +176,19 @@ func readHello(c *websocket.Conn, r *http.Request, t Target) ([]byte, bool) {
 		return nil, false
 	}
 	if typ != websocket.TextMessage {
-		failClient(c, term.CodeBadRequest, "the first message must be a JSON hello", term.CloseBadHello)
+		failClient(c, termproto.CodeBadRequest, "the first message must be a JSON hello", termproto.CloseBadHello)
 		return nil, false
 	}
 	// A hello without a size takes it from the query (?cols=&rows=).
 	fillSize(&b, r.URL.Query())
-	msg, err := term.DecodeClientMessage(b)
+	msg, err := termproto.DecodeClientMessage(b)
 	if err != nil {
-		failClient(c, term.CodeBadRequest, "hello: "+err.Error(), term.CloseBadHello)
+		failClient(c, termproto.CodeBadRequest, "hello: "+err.Error(), termproto.CloseBadHello)
 		return nil, false
 	}
-	h, ok := msg.(term.Hello)
+	h, ok := msg.(termproto.Hello)
 	if !ok {
-		failClient(c, term.CodeBadRequest, "the first message must be a hello, got "+msg.MessageType(), term.CloseBadHello)
+		failClient(c, termproto.CodeBadRequest, "the first message must be a hello, got "+msg.MessageType(), termproto.CloseBadHello)
 		return nil, false
 	}
 	if t.HelloToken != "" && subtle.ConstantTimeCompare([]byte(h.Token), []byte(t.HelloToken)) != 1 {
@@ -195,13 +196,13 @@ func readHello(c *websocket.Conn, r *http.Request, t Target) ([]byte, bool) {
 			failClient(c, "forbidden", "forbidden: the read-only token (acl.read_token) cannot open terminals; use acl.token", CloseForbidden)
 			return nil, false
 		}
-		failClient(c, term.CodeUnauth, "unauthorized: send the token in the hello or a header", CloseUnauthorized)
+		failClient(c, termproto.CodeUnauth, "unauthorized: send the token in the hello or a header", CloseUnauthorized)
 		return nil, false
 	}
 	h.Token = ""
-	out, err := term.EncodeMessage(h)
+	out, err := termproto.EncodeMessage(h)
 	if err != nil {
-		failClient(c, term.CodeInternal, err.Error(), websocket.CloseInternalServerErr)
+		failClient(c, termproto.CodeInternal, err.Error(), websocket.CloseInternalServerErr)
 		return nil, false
 	}
 	return out, true
@@ -211,7 +212,7 @@ func readHello(c *websocket.Conn, r *http.Request, t Target) ([]byte, bool) {
 func fillSize(b *[]byte, q url.Values) {
 	cols, errC := strconv.Atoi(q.Get("cols"))
 	rows, errR := strconv.Atoi(q.Get("rows"))
-	if errC != nil || errR != nil || len(*b) > term.MaxControlBytes {
+	if errC != nil || errR != nil || len(*b) > termproto.MaxControlBytes {
 		return
 	}
 	var obj map[string]json.RawMessage
@@ -295,7 +296,7 @@ func forwardClose(dst *websocket.Conn, cause error) {
 }
 
 func failClient(c *websocket.Conn, code, msg string, closeCode int) {
-	if b, err := term.EncodeMessage(term.Error{Code: code, Message: msg}); err == nil {
+	if b, err := termproto.EncodeMessage(termproto.Error{Code: code, Message: msg}); err == nil {
 		_ = c.SetWriteDeadline(time.Now().Add(closeGrace))
 		_ = c.WriteMessage(websocket.TextMessage, b)
 	}
@@ -360,5 +361,5 @@ func statusOf(resp *http.Response) int {
 func httpError(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": term.CodeBadRequest, "message": msg}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": termproto.CodeBadRequest, "message": msg}})
 }

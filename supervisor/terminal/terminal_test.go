@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/term"
 	"github.com/paddockhq/paddock/shared/term/termtest"
 )
@@ -114,17 +115,17 @@ func dial(t *testing.T, srv *httptest.Server, query string, hello []byte) *termt
 	return c
 }
 
-func attach(t *testing.T, srv *httptest.Server, name string, h term.Hello) (*termtest.Client, term.Attached) {
+func attach(t *testing.T, srv *httptest.Server, name string, h termproto.Hello) (*termtest.Client, termproto.Attached) {
 	t.Helper()
 	c := dial(t, srv, "name="+name, termtest.Hello(t, h))
-	return c, c.WaitMsg("attached").(term.Attached)
+	return c, c.WaitMsg("attached").(termproto.Attached)
 }
 
 func TestRelayReplayResetExitTakeover(t *testing.T) {
 	srv := startRelay(t, Target{URL: startAgentctl(t), Secret: secret})
 
-	c, a := attach(t, srv, "shell", term.Hello{})
-	if a.Replay != term.ReplayFull || a.Pid == 0 || a.Name != "shell" {
+	c, a := attach(t, srv, "shell", termproto.Hello{})
+	if a.Replay != termproto.ReplayFull || a.Pid == 0 || a.Name != "shell" {
 		t.Fatalf("attached %+v", a)
 	}
 	mark := c.Marker()
@@ -137,8 +138,8 @@ func TestRelayReplayResetExitTakeover(t *testing.T) {
 	pos := c.Position()
 	_ = c.Close()
 	c.WaitClosed()
-	c2, a2 := attach(t, srv, "shell", term.Hello{Epoch: a.Epoch, Offset: &pos})
-	if a2.Replay != term.ReplayNone && a2.Replay != term.ReplayDelta || a2.Epoch != a.Epoch {
+	c2, a2 := attach(t, srv, "shell", termproto.Hello{Epoch: a.Epoch, Offset: &pos})
+	if a2.Replay != termproto.ReplayNone && a2.Replay != termproto.ReplayDelta || a2.Epoch != a.Epoch {
 		t.Fatalf("reattach %+v", a2)
 	}
 	if strings.Contains(c2.Output(), mark) {
@@ -151,24 +152,24 @@ func TestRelayReplayResetExitTakeover(t *testing.T) {
 	c2.WaitClosed()
 
 	// A fresh client gets the marker replayed.
-	c3, a3 := attach(t, srv, "shell", term.Hello{})
-	if a3.Replay != term.ReplayFull {
+	c3, a3 := attach(t, srv, "shell", termproto.Hello{})
+	if a3.Replay != termproto.ReplayFull {
 		t.Fatalf("fresh attach %+v", a3)
 	}
 	c3.WaitOutput(mark)
 
 	// A second client takes over: the first hears taken_over and close 4001.
-	c4, _ := attach(t, srv, "shell", term.Hello{Cols: 100, Rows: 30})
+	c4, _ := attach(t, srv, "shell", termproto.Hello{Cols: 100, Rows: 30})
 	c3.WaitMsg("taken_over")
-	if code := c3.WaitClosed(); code != term.CloseTakenOver {
-		t.Fatalf("close code %d, want %d", code, term.CloseTakenOver)
+	if code := c3.WaitClosed(); code != termproto.CloseTakenOver {
+		t.Fatalf("close code %d, want %d", code, termproto.CloseTakenOver)
 	}
 	c4.Input("stty size\r")
 	c4.WaitOutput("30 100")
 
 	// Reset: new shell, new epoch.
-	c4.Send(term.Reset{})
-	rd := c4.WaitMsg("reset").(term.ResetDone)
+	c4.Send(termproto.Reset{})
+	rd := c4.WaitMsg("reset").(termproto.ResetDone)
 	if rd.Epoch == a.Epoch {
 		t.Fatal("reset kept the epoch")
 	}
@@ -178,12 +179,12 @@ func TestRelayReplayResetExitTakeover(t *testing.T) {
 
 	// Exit: the client hears it; the next attach starts a fresh shell with a notice.
 	c4.Input("exit 5\r")
-	if ex := c4.WaitMsg("exited").(term.Exited); ex.Code != 5 {
+	if ex := c4.WaitMsg("exited").(termproto.Exited); ex.Code != 5 {
 		t.Fatalf("exit code %d", ex.Code)
 	}
 	_ = c4.Close()
 	c4.WaitClosed()
-	c5, a5 := attach(t, srv, "shell", term.Hello{})
+	c5, a5 := attach(t, srv, "shell", termproto.Hello{})
 	if a5.Notice == "" || a5.Epoch == rd.Epoch || a5.Pid == rd.Pid {
 		t.Fatalf("attach after exit %+v", a5)
 	}
@@ -195,7 +196,7 @@ func TestRelayReplayResetExitTakeover(t *testing.T) {
 // live frames are contiguous and none carries more than term.MaxLiveChunk.
 func TestRelayFloodArrivesWhole(t *testing.T) {
 	srv := startRelay(t, Target{URL: startAgentctl(t), Secret: secret})
-	c, _ := attach(t, srv, "shell", term.Hello{})
+	c, _ := attach(t, srv, "shell", termproto.Hello{})
 	c.Marker()
 	first := len(c.Frames())
 	const lines = 400000
@@ -241,8 +242,8 @@ func TestRelayHelloTokenAndBadInput(t *testing.T) {
 
 	// Wrong or missing token in the hello: error frame and close 4003.
 	for _, tok := range []string{"", "wrong"} {
-		c := dial(t, srv, "name=shell", termtest.Hello(t, term.Hello{Token: tok}))
-		if e := c.WaitMsg("error").(term.Error); e.Code != term.CodeUnauth {
+		c := dial(t, srv, "name=shell", termtest.Hello(t, termproto.Hello{Token: tok}))
+		if e := c.WaitMsg("error").(termproto.Error); e.Code != termproto.CodeUnauth {
 			t.Fatalf("token %q: %+v", tok, e)
 		}
 		if code := c.WaitClosed(); code != CloseUnauthorized {
@@ -258,31 +259,31 @@ func TestRelayHelloTokenAndBadInput(t *testing.T) {
 	// Malformed hellos: error and close 4000; the terminal is unharmed.
 	for _, bad := range []string{`{"type":"hello","cols":0,"rows":0,"token":"browser-token"}`, `not json`, `{"type":"ping"}`} {
 		b := dial(t, srv, "name=shell", []byte(bad))
-		if e := b.WaitMsg("error").(term.Error); e.Code != term.CodeBadRequest {
+		if e := b.WaitMsg("error").(termproto.Error); e.Code != termproto.CodeBadRequest {
 			t.Fatalf("%s: %+v", bad, e)
 		}
-		if code := b.WaitClosed(); code != term.CloseBadHello {
+		if code := b.WaitClosed(); code != termproto.CloseBadHello {
 			t.Fatalf("%s: close %d", bad, code)
 		}
 	}
 	c.Marker()
 
 	// Frames after the hello pass through untouched, errors come from agentctl.
-	c.Send(term.Resize{Cols: 100000, Rows: 5})
-	if e := c.WaitMsg("error").(term.Error); e.Code != term.CodeBadRequest {
+	c.Send(termproto.Resize{Cols: 100000, Rows: 5})
+	if e := c.WaitMsg("error").(termproto.Error); e.Code != termproto.CodeBadRequest {
 		t.Fatalf("bad resize: %+v", e)
 	}
 	if err := c.Conn.WriteMessage(websocket.BinaryMessage, []byte{0x7f, 1, 2}); err != nil {
 		t.Fatal(err)
 	}
-	if e := c.WaitMsg("error").(term.Error); !strings.Contains(e.Message, "unknown frame type") {
+	if e := c.WaitMsg("error").(termproto.Error); !strings.Contains(e.Message, "unknown frame type") {
 		t.Fatalf("unknown frame: %+v", e)
 	}
 	c.Marker()
 
 	// An invalid terminal name is agentctl's 400, reported in an error frame.
-	b := dial(t, srv, "name="+strings.Repeat("x", 80), termtest.Hello(t, term.Hello{Token: "browser-token"}))
-	if e := b.WaitMsg("error").(term.Error); !strings.Contains(e.Message, "invalid terminal name") {
+	b := dial(t, srv, "name="+strings.Repeat("x", 80), termtest.Hello(t, termproto.Hello{Token: "browser-token"}))
+	if e := b.WaitMsg("error").(termproto.Error); !strings.Contains(e.Message, "invalid terminal name") {
 		t.Fatalf("bad name: %+v", e)
 	}
 	if code := b.WaitClosed(); code != CloseUnavailable {
@@ -311,8 +312,8 @@ func TestRelayRefusals(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := startRelay(t, tc.tgt)
-			c := dial(t, srv, "name=shell", termtest.Hello(t, term.Hello{}))
-			e := c.WaitMsg("error").(term.Error)
+			c := dial(t, srv, "name=shell", termtest.Hello(t, termproto.Hello{}))
+			e := c.WaitMsg("error").(termproto.Error)
 			if e.Code != "unavailable" || !strings.Contains(e.Message, tc.want) || strings.Contains(e.Message, secret) || strings.Contains(e.Message, private) {
 				t.Fatalf("error %+v", e)
 			}

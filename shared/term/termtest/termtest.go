@@ -22,7 +22,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/paddockhq/paddock/shared/term"
+	"github.com/paddockhq/paddock/api/termproto"
 )
 
 // DefaultTimeout is how long a Client waits for a condition unless Timeout says otherwise.
@@ -49,17 +49,17 @@ type Client struct {
 	out       bytes.Buffer // stream and out-of-band bytes, in arrival order
 	pos       int64        // offset + length of the last output frame; 0 after a reset
 	frames    []Frame
-	msgs      []term.Message
+	msgs      []termproto.Message
 	closeCode int
 }
 
 // Hello encodes h as a hello message, with an 80x24 size when h has none.
-func Hello(t testing.TB, h term.Hello) []byte {
+func Hello(t testing.TB, h termproto.Hello) []byte {
 	t.Helper()
 	if h.Cols == 0 {
 		h.Cols, h.Rows = 80, 24
 	}
-	b, err := term.EncodeMessage(h)
+	b, err := termproto.EncodeMessage(h)
 	if err != nil {
 		t.Fatalf("encode hello: %v", err)
 	}
@@ -78,7 +78,7 @@ func Dial(t testing.TB, url string, hdr http.Header, hello []byte) (*Client, *ht
 // ask for tc's client certificate).
 func DialTLS(t testing.TB, url string, hdr http.Header, hello []byte, tc *tls.Config) (*Client, *http.Response, error) {
 	t.Helper()
-	d := websocket.Dialer{Subprotocols: []string{term.Subprotocol}, HandshakeTimeout: 10 * time.Second, TLSClientConfig: tc}
+	d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}, HandshakeTimeout: 10 * time.Second, TLSClientConfig: tc}
 	ws, resp, err := d.Dial(url, hdr)
 	if err != nil {
 		return nil, resp, fmt.Errorf("dial terminal %s: %w", url, err)
@@ -109,20 +109,20 @@ func (c *Client) readLoop() {
 		}
 		c.mu.Lock()
 		if typ == websocket.TextMessage {
-			m, err := term.DecodeServerMessage(b)
+			m, err := termproto.DecodeServerMessage(b)
 			if err != nil {
 				c.t.Errorf("bad server message %s: %v", b, err)
 			} else {
-				if _, ok := m.(term.ResetDone); ok {
+				if _, ok := m.(termproto.ResetDone); ok {
 					c.pos = 0
 				}
 				c.msgs = append(c.msgs, m)
 			}
-		} else if f, err := term.DecodeFrame(b); err != nil {
+		} else if f, err := termproto.DecodeFrame(b); err != nil {
 			c.t.Errorf("bad frame: %v", err)
 		} else {
 			c.out.Write(f.Data)
-			if f.Type == term.FrameOutput {
+			if f.Type == termproto.FrameOutput {
 				c.pos = f.Offset + int64(len(f.Data))
 				c.frames = append(c.frames, Frame{Offset: f.Offset, Len: int64(len(f.Data))})
 			}
@@ -144,15 +144,15 @@ func (c *Client) Close() error { return c.Conn.Close() }
 // Input sends s as an input frame.
 func (c *Client) Input(s string) {
 	c.t.Helper()
-	if err := c.Conn.WriteMessage(websocket.BinaryMessage, term.EncodeInput([]byte(s))); err != nil {
+	if err := c.Conn.WriteMessage(websocket.BinaryMessage, termproto.EncodeInput([]byte(s))); err != nil {
 		c.t.Fatalf("input: %v", err)
 	}
 }
 
 // Send sends the control message m.
-func (c *Client) Send(m term.Message) {
+func (c *Client) Send(m termproto.Message) {
 	c.t.Helper()
-	b, err := term.EncodeMessage(m)
+	b, err := termproto.EncodeMessage(m)
 	if err != nil {
 		c.t.Fatalf("encode %T: %v", m, err)
 	}
@@ -205,9 +205,9 @@ func (c *Client) WaitOutput(s string) {
 }
 
 // WaitMsg waits for the first not yet consumed message of type typ and consumes it.
-func (c *Client) WaitMsg(typ string) term.Message {
+func (c *Client) WaitMsg(typ string) termproto.Message {
 	c.t.Helper()
-	var got term.Message
+	var got termproto.Message
 	c.WaitFor("terminal message "+typ, func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()

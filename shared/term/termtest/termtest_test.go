@@ -9,7 +9,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/paddockhq/paddock/shared/term"
+	"github.com/paddockhq/paddock/api/termproto"
 )
 
 // echoServer is a scripted terminal: it answers the hello with attached (echoing the
@@ -18,7 +18,7 @@ import (
 // without ?ok with 401.
 func echoServer(t *testing.T) string {
 	t.Helper()
-	up := websocket.Upgrader{Subprotocols: []string{term.Subprotocol}}
+	up := websocket.Upgrader{Subprotocols: []string{termproto.Subprotocol}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !r.URL.Query().Has("ok") {
 			http.Error(w, "no", http.StatusUnauthorized)
@@ -34,12 +34,12 @@ func echoServer(t *testing.T) string {
 		if err != nil {
 			return
 		}
-		m, err := term.DecodeClientMessage(b)
-		h, ok := m.(term.Hello)
+		m, err := termproto.DecodeClientMessage(b)
+		h, ok := m.(termproto.Hello)
 		if err != nil || !ok {
 			return
 		}
-		a, _ := term.EncodeMessage(term.Attached{Name: strings.Repeat("x", h.Cols/10), Epoch: "e1", Pid: 7})
+		a, _ := termproto.EncodeMessage(termproto.Attached{Name: strings.Repeat("x", h.Cols/10), Epoch: "e1", Pid: 7})
 		if !write(websocket.TextMessage, a) {
 			return
 		}
@@ -50,22 +50,22 @@ func echoServer(t *testing.T) string {
 				return
 			}
 			if typ == websocket.TextMessage {
-				rd, _ := term.EncodeMessage(term.ResetDone{Epoch: "e2", Pid: 8})
+				rd, _ := termproto.EncodeMessage(termproto.ResetDone{Epoch: "e2", Pid: 8})
 				off = 0
 				if !write(websocket.TextMessage, rd) {
 					return
 				}
 				continue
 			}
-			f, err := term.DecodeFrame(b)
+			f, err := termproto.DecodeFrame(b)
 			if err != nil {
 				return
 			}
 			if string(f.Data) == "bye" {
-				_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(term.CloseTakenOver, ""), time.Now().Add(time.Second))
+				_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(termproto.CloseTakenOver, ""), time.Now().Add(time.Second))
 				return
 			}
-			if !write(websocket.BinaryMessage, term.AppendOutput(nil, off, f.Data)) {
+			if !write(websocket.BinaryMessage, termproto.AppendOutput(nil, off, f.Data)) {
 				return
 			}
 			off += int64(len(f.Data))
@@ -77,11 +77,11 @@ func echoServer(t *testing.T) string {
 
 func TestClientRecordsOutputFramesAndMessages(t *testing.T) {
 	url := echoServer(t)
-	c, _, err := Dial(t, url+"?ok", nil, Hello(t, term.Hello{}))
+	c, _, err := Dial(t, url+"?ok", nil, Hello(t, termproto.Hello{}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := c.WaitMsg("attached").(term.Attached); a.Epoch != "e1" || a.Name != "xxxxxxxx" {
+	if a := c.WaitMsg("attached").(termproto.Attached); a.Epoch != "e1" || a.Name != "xxxxxxxx" {
 		t.Fatalf("attached %+v (want the default 80 columns)", a)
 	}
 	c.Input("abc")
@@ -93,30 +93,30 @@ func TestClientRecordsOutputFramesAndMessages(t *testing.T) {
 	if f := c.Frames(); len(f) != 2 || f[0] != (Frame{0, 3}) || f[1] != (Frame{3, 2}) {
 		t.Fatalf("frames %+v", f)
 	}
-	c.Send(term.Reset{})
-	if rd := c.WaitMsg("reset").(term.ResetDone); rd.Epoch != "e2" || c.Position() != 0 {
+	c.Send(termproto.Reset{})
+	if rd := c.WaitMsg("reset").(termproto.ResetDone); rd.Epoch != "e2" || c.Position() != 0 {
 		t.Fatalf("reset %+v, position %d", rd, c.Position())
 	}
 	c.Input("bye")
-	if code := c.WaitClosed(); code != term.CloseTakenOver {
-		t.Fatalf("close code %d, want %d", code, term.CloseTakenOver)
+	if code := c.WaitClosed(); code != termproto.CloseTakenOver {
+		t.Fatalf("close code %d, want %d", code, termproto.CloseTakenOver)
 	}
 }
 
 func TestDialRefused(t *testing.T) {
 	url := echoServer(t)
-	_, resp, err := Dial(t, url, nil, Hello(t, term.Hello{}))
+	_, resp, err := Dial(t, url, nil, Hello(t, termproto.Hello{}))
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("refused dial: %v %v", err, resp)
 	}
 }
 
 func TestCloseEndsReadLoop(t *testing.T) {
-	c, _, err := Dial(t, echoServer(t)+"?ok", nil, Hello(t, term.Hello{Cols: 120, Rows: 40}))
+	c, _, err := Dial(t, echoServer(t)+"?ok", nil, Hello(t, termproto.Hello{Cols: 120, Rows: 40}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := c.WaitMsg("attached").(term.Attached); len(a.Name) != 12 {
+	if a := c.WaitMsg("attached").(termproto.Attached); len(a.Name) != 12 {
 		t.Fatalf("attached %+v (want 120 columns)", a)
 	}
 	_ = c.Close()

@@ -1,4 +1,10 @@
-package term
+// Package termproto is the wire format of Paddock's terminal WebSocket protocol
+// (paddock.terminal.v1, docs/TERMINAL.md): its binary frames, its JSON control
+// messages, their limits, error codes and close codes, with strict decoders.
+// The server side (shared/term), the relay (supervisor/terminal) and every
+// client (the CLI's attach) speak it through this package, so a client links
+// no PTY code. Like package api it imports only the standard library.
+package termproto
 
 import (
 	"bytes"
@@ -45,6 +51,8 @@ const (
 	CloseBadHello = 4000
 	// CloseTerminalGone closes a connection whose terminal was ended (idle, Close).
 	CloseTerminalGone = 4002
+	// CloseUnauthorized closes a connection whose hello token was refused.
+	CloseUnauthorized = 4003
 )
 
 // Error codes carried in error messages.
@@ -80,11 +88,6 @@ func AppendOutput(dst []byte, off int64, data []byte) []byte {
 	dst = append(dst, FrameOutput)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(off))
 	return append(dst, data...)
-}
-
-// EncodeOutput returns an output frame for c.
-func EncodeOutput(c Chunk) []byte {
-	return AppendOutput(make([]byte, 0, 9+len(c.Data)), c.Offset, c.Data)
 }
 
 // EncodeOutOfBand returns an out-of-stream frame carrying data.
@@ -388,3 +391,17 @@ func DecodeServerMessage(b []byte) (Message, error) {
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnknownType, typ)
 }
+
+// ReplayKind says what a replay holds.
+type ReplayKind string
+
+// Replay kinds, as sent in the "replay" field of the attached message.
+const (
+	// ReplayNone means the client is up to date: nothing to send.
+	ReplayNone ReplayKind = "none"
+	// ReplayDelta means only the bytes after the client's offset follow.
+	ReplayDelta ReplayKind = "delta"
+	// ReplayFull means the ring from its oldest safe cut point follows; the client must
+	// reset its screen first.
+	ReplayFull ReplayKind = "full"
+)
