@@ -103,6 +103,7 @@ export interface Status {
   resume_message: string | null; error_message?: string | null;
   node: string | null; worktree_path: string | null; worktree_branch: string | null;
   // The agent's work (absent from a node that predates it).
+  last_turn_outcome?: string | null;
   pending_permissions?: number; commands?: AgentCommand[] | null; modes?: AgentModes | null;
 }
 export interface Message {

@@ -2,6 +2,35 @@
 // last index it saw, so no event is lost across a reconnect or a failover.
 import { Event, token, wsURL } from "./api";
 
+// The page's connection to the server, as the header's indicator shows it:
+// down while any stream of the page is (re)connecting after it was open or
+// failed to open. Pages hear changes as a "paddock:connection" event.
+const streams = new Map<EventStream, boolean>();
+let shownUp: boolean | null = null;
+
+/** connected is whether every event stream of the page is open. */
+export function connected(): boolean {
+  for (const up of streams.values()) if (!up) return false;
+  return true;
+}
+
+function report(): void {
+  const up = connected();
+  const el = document.getElementById("connection");
+  if (el) {
+    const text = up ? "Connected" : "Reconnecting…";
+    if (el.textContent !== text) {
+      el.textContent = text;
+      el.setAttribute("aria-label", text);
+      el.dataset.state = up ? "connected" : "reconnecting";
+    }
+  }
+  if (up !== shownUp) {
+    shownUp = up;
+    window.dispatchEvent(new CustomEvent("paddock:connection", { detail: { connected: up } }));
+  }
+}
+
 export class EventStream {
   private ws: WebSocket | null = null;
   private last = 0;
@@ -10,7 +39,14 @@ export class EventStream {
   private timer = 0;
 
   constructor(private filter: Record<string, string>, private onEvent: (e: Event) => void, private onReconnect: () => void = () => {}) {
+    streams.set(this, true);
     this.connect();
+  }
+
+  private setUp(up: boolean): void {
+    if (this.closed || streams.get(this) === up) return;
+    streams.set(this, up);
+    report();
   }
 
   private connect(): void {
@@ -22,6 +58,7 @@ export class EventStream {
     ws.onopen = () => {
       opened = true;
       this.delay = 250;
+      this.setUp(true);
       ws.send(JSON.stringify({ type: "auth", token: token() }));
       if (this.last > 0) this.onReconnect();
     };
@@ -32,6 +69,7 @@ export class EventStream {
     };
     ws.onclose = () => {
       if (this.closed) return;
+      this.setUp(false);
       if (!opened) this.delay = Math.min(this.delay * 2, 5000);
       this.timer = window.setTimeout(() => this.connect(), this.delay);
     };
@@ -39,6 +77,8 @@ export class EventStream {
 
   close(): void {
     this.closed = true;
+    streams.delete(this);
+    report();
     window.clearTimeout(this.timer);
     this.ws?.close();
   }

@@ -2,8 +2,8 @@
 // banner and error badge, transcript streamed live, prompt box, and the
 // workspace (terminals, files, git), disabled while the executor starts.
 import { Agent, AgentCommand, AgentModes, api, ApiError, Event, Message, Permission, Session, Status } from "./api";
-import { badge, h, replace } from "./dom";
-import { EventStream } from "./events";
+import { badge, h, replace, stateLabel, timeEl } from "./dom";
+import { connected, EventStream } from "./events";
 import { markdown } from "./markdown";
 import { navigate } from "./nav";
 import { TerminalPanel } from "./terminal";
@@ -12,7 +12,11 @@ import { keepOpen, permissionView, planList, thought, toolCard, WorkLinks } from
 import { FilesPanel, GitPanel } from "./workspace";
 
 const autoResumeKey = "paddock.autoResume";
-const notResumableText = "This agent doesn't support resuming. Start a new session.";
+const notResumableText = "This agent cannot resume previous sessions. Create a new session.";
+// Resume reasons after which a new session is the way on, and the one after
+// which nothing can be resumed or retried (the workspace is gone).
+const newSessionReasons = new Set(["not_resumable", "missing_resume_token"]);
+const workspaceMissing = "workspace_missing";
 
 /** A tab of the workspace: a terminal, the files or git. */
 interface Tab { name: string; tab: HTMLElement; panel: HTMLElement; show: (focus: boolean) => void; dispose: () => void }
@@ -48,6 +52,10 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   const resumeButton = h("button", { type: "button", hidden: true }, "Resume session");
   const newSessionButton = h("button", { type: "button", hidden: true }, "New session");
   const stopButton = h("button", { type: "button", class: "secondary", hidden: true }, "Stop session");
+  const deleteButton = h("button", { type: "button", class: "secondary danger" }, "Delete session");
+  // Why a control cannot act now (its title says it too).
+  const resumeWhy = h("span", { id: "resume-why", class: "muted why", hidden: true });
+  const promptWhy = h("span", { id: "prompt-why", class: "muted why", hidden: true });
   const error = h("p", { class: "error", "aria-live": "polite" });
   const transcript = h("ol", { class: "messages", "aria-label": "Messages" });
   const prompt = h("textarea", { id: "prompt", name: "prompt", rows: 3, "aria-autocomplete": "list", "aria-controls": "prompt-commands" });
@@ -59,7 +67,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   const modeSelect = h("select", { id: "mode", name: "mode" });
   const modeBox = h("span", { class: "mode", hidden: true }, h("label", { for: "mode" }, "Mode"), " ", modeSelect);
   const form = h("form", { class: "prompt", "aria-label": "Prompt the agent" },
-    h("label", { for: "prompt" }, "Prompt"), prompt, commandList, h("div", { class: "row" }, send, cancel, modeBox));
+    h("label", { for: "prompt" }, "Prompt"), prompt, commandList, h("div", { class: "row" }, send, cancel, modeBox), promptWhy);
   // The agent's permission requests: pending ones as cards with the
   // agent's options, ended ones as a line with the outcome.
   const permList = h("ol", { class: "permissions", "aria-label": "Permission requests", hidden: true });
@@ -159,7 +167,8 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     placeholder.hidden = on;
     if (on && !ready) {
       ready = true;
-      select(active || "shell", false);
+      // A pty agent's session opens on the agent's own terminal.
+      select(active || (isPty ? "agent" : "shell"), false);
     }
     ready = on;
   }
@@ -179,6 +188,16 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     navigate(`/ui/sessions/${s.id}`);
   });
   newSessionButton.addEventListener("click", newSession);
+  deleteButton.addEventListener("click", async () => {
+    if (!window.confirm(`Delete the session ${id.slice(0, 8)}? Its agent is stopped and its conversation removed.`)) return;
+    error.textContent = "";
+    try {
+      await api("DELETE", path);
+      navigate(`/ui/tasks/${session.task_id}`);
+    } catch (err) {
+      error.textContent = err instanceof ApiError ? err.message : String(err);
+    }
+  });
 
   // Links out of the transcript: a tool call's files open in the Files
   // panel, its terminal (a command the agent runs, read-only) in a tab.
@@ -257,7 +276,8 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   function showMessage(m: Message, follow = true): void {
     entries.set(m.id, m);
     const end = atEnd(transcript);
-    const el = h("li", { class: `msg ${m.role}${m.complete ? "" : " streaming"}`, "data-message": m.id }, ...messageBody(m));
+    const el = h("li", { class: `msg ${m.role}${m.complete ? "" : " streaming"}`, "data-message": m.id, "data-role": m.role },
+      h("span", { class: "msg-time" }, timeEl(m.created_at)), ...messageBody(m));
     const old = messages.get(m.id);
     if (old) {
       keepOpen(old, el);
@@ -266,6 +286,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
       transcript.append(el);
     }
     messages.set(m.id, el);
+    markTurns();
     if (follow && end) transcript.scrollTop = transcript.scrollHeight;
     if (!old && m.tool_call && [...perms.values()].some((p) => p.tool_call_id === m.tool_call!.id)) showPermissions();
   }
@@ -392,22 +413,26 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     const starting = st.executor_status === "starting" || st.state === "STARTING";
     const field = (k: string, v: Node | string) => [h("dt", {}, k), h("dd", {}, v)];
     replace(header, ...field("State", badge(st.state)), ...field("Agent", s.agent), ...field("Runtime", s.runtime),
-      ...field("Node", st.node ?? "—"), ...field("Executor", st.executor_status ?? "—"));
+      ...field("Node", st.node ?? "—"), ...field("Executor", stateLabel(st.executor_status)),
+      ...field("Last activity", timeEl(s.last_activity_at ?? s.updated_at)));
+    markStale();
+    lastOutcome = st.last_turn_outcome ?? null;
+    turnRunning = st.state === "RUNNING";
+    markTurns();
     if (starting) header.append(h("span", { class: "spinner", role: "progressbar", "aria-label": "Starting" }));
     header.dataset.state = st.state;
     header.dataset.executor = st.executor_status ?? "";
 
     const notResumable = st.resume_reason === "not_resumable";
-    // The banner carries the server's resume_message; a session whose agent
-    // cannot resume leads with what to do about it.
-    const bannerKey = `${notResumable}\n${st.resume_message ?? ""}`;
-    if (banner.dataset.key !== bannerKey) {
-      banner.dataset.key = bannerKey;
-      replace(banner,
-        notResumable ? h("strong", {}, notResumableText) : null, notResumable && st.resume_message ? " " : null,
-        st.resume_message ? h("span", { class: "detail" }, st.resume_message) : null);
+    const noWorkspace = st.resume_reason === workspaceMissing;
+    // The banner carries the server's resume_message (said once); a session
+    // whose agent cannot resume says so even from a server that gives none.
+    const bannerText = st.resume_message || (notResumable ? notResumableText : "");
+    if (banner.dataset.key !== bannerText) {
+      banner.dataset.key = bannerText;
+      replace(banner, bannerText ? h("span", { class: "detail" }, bannerText) : null);
     }
-    banner.hidden = !st.resume_message && !notResumable;
+    banner.hidden = !bannerText;
     const errMsg = s.error_message || exError;
     const failed = st.state === "ERROR" || st.executor_status === "error";
     // The controls and live regions stay the same elements across reads (a
@@ -415,11 +440,20 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     // a read only shows, hides or retexts them.
     alert.hidden = !(failed && errMsg);
     if (alertText.textContent !== errMsg) alertText.textContent = errMsg;
-    retryButton.hidden = !st.is_resumable;
-    resumeButton.hidden = !(st.needs_resume && st.is_resumable);
-    newSessionButton.hidden = !notResumable;
+    retryButton.hidden = !st.is_resumable && !noWorkspace;
+    resumeButton.hidden = !(st.needs_resume && st.is_resumable) && !noWorkspace;
+    // The workspace is gone: nothing to resume into, and the buttons say why.
+    const resumeReason = noWorkspace ? (st.resume_message || "The session's workspace is gone.") : "";
+    for (const b of [retryButton, resumeButton]) setDisabled(b, resumeReason, resumeWhy);
+    showWhy(resumeWhy, resumeReason);
+    newSessionButton.hidden = !newSessionReasons.has(st.resume_reason ?? "");
     stopButton.hidden = !st.is_agent_running;
-    if (st.needs_resume && st.is_resumable && autoResume.checked && !autoResumed) {
+    // Send and Cancel act only when the agent can take them.
+    setDisabled(send, sendReason(st), promptWhy);
+    setDisabled(cancel, st.state === "RUNNING" && st.is_agent_running ? "" : "No turn is running.", promptWhy);
+    showWhy(promptWhy, sendReason(st));
+    setDisabled(modeSelect, st.is_agent_running ? "" : "The agent is not running.", null);
+    if (st.needs_resume && st.is_resumable && !noWorkspace && autoResume.checked && !autoResumed) {
       autoResumed = true;
       void resume();
     }
@@ -430,6 +464,96 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     const ok = st.executor_status === "ready";
     setReady(ok, ok ? "" : starting ? "The executor is starting; the terminals and files open when it is ready…"
       : "No executor is running; resume the session to open its terminals and files.");
+  }
+
+  /** sendReason is why a prompt cannot be sent now ("" when it can). */
+  function sendReason(st: Status): string {
+    switch (st.state) {
+      case "WAITING_FOR_INPUT": case "CREATED": case "STARTING":
+        return "";
+      case "RUNNING":
+        return "The agent is working on a turn; wait for it or cancel it.";
+      case "COMPLETED":
+        return "This session was deleted; start a new session.";
+      default:
+        return st.resume_message || `The session is ${stateLabel(st.state).toLowerCase()}; its agent is not running.`;
+    }
+  }
+
+  /** setDisabled disables a control with the reason (its title, and the
+   * element "why" that describes it), or enables it. */
+  function setDisabled(el: HTMLButtonElement | HTMLSelectElement, reason: string, why: HTMLElement | null): void {
+    el.disabled = reason !== "";
+    if (reason) {
+      el.title = reason;
+      if (why) el.setAttribute("aria-describedby", why.id);
+    } else {
+      el.removeAttribute("title");
+      el.removeAttribute("aria-describedby");
+    }
+  }
+
+  function showWhy(el: HTMLElement, reason: string): void {
+    if (el.textContent !== reason) el.textContent = reason;
+    el.hidden = reason === "";
+  }
+
+  // While the page's connection to the server is down, what the header
+  // shows may be out of date: every field is marked stale.
+  function markStale(): void {
+    const stale = !connected();
+    header.classList.toggle("stale", stale);
+    header.setAttribute("aria-busy", String(stale));
+    for (const dd of header.querySelectorAll("dd")) {
+      dd.classList.toggle("stale", stale);
+      if (stale) {
+        dd.setAttribute("aria-describedby", "connection");
+        dd.title = "Out of date: reconnecting to the server";
+      } else {
+        dd.removeAttribute("aria-describedby");
+        dd.removeAttribute("title");
+      }
+    }
+  }
+  const onConnection = () => markStale();
+  window.addEventListener("paddock:connection", onConnection);
+
+  // How the last turn ended (the status's last_turn_outcome): a cancelled,
+  // interrupted or failed turn's messages are marked, and a cancelled one
+  // ends with a line saying so (the server writes the line of an
+  // interrupted or failed turn itself, which is marked as its end).
+  let lastOutcome: string | null = null;
+  let turnRunning = false;
+  const outcomeOf = new Map<string, string>(); // a turn's first message id → outcome
+  const outcomeText: Record<string, string> = { cancelled: "Turn cancelled", interrupted: "Turn interrupted", failed: "Turn failed" };
+  function markTurns(): void {
+    const turns: HTMLElement[][] = [];
+    for (const el of transcript.querySelectorAll<HTMLElement>(":scope > li.msg")) {
+      if (el.dataset.role === "user" || turns.length === 0) turns.push([]);
+      turns[turns.length - 1].push(el);
+    }
+    // The outcome is of the last turn that ended: the one before a running turn.
+    const ended = turnRunning ? turns.length - 2 : turns.length - 1;
+    if (ended >= 0 && lastOutcome && turns[ended][0].dataset.role === "user") outcomeOf.set(turns[ended][0].dataset.message!, lastOutcome);
+    for (const m of transcript.querySelectorAll(":scope > li.turn-end-note")) m.remove();
+    for (const turn of turns) {
+      const outcome = outcomeOf.get(turn[0].dataset.message ?? "");
+      const marked = outcome !== undefined && outcome !== "completed";
+      for (const el of turn) {
+        el.classList.toggle("turn-marked", marked);
+        if (marked) el.dataset.turnOutcome = outcome; else delete el.dataset.turnOutcome;
+        el.classList.remove("turn-end");
+      }
+      if (!marked) continue;
+      const last = turn[turn.length - 1];
+      const said = last.dataset.role === "system" && /^This turn (was interrupted|failed)/.test(last.textContent ?? "");
+      if (said) {
+        last.classList.add("turn-end");
+        last.setAttribute("aria-label", outcomeText[outcome] ?? "Turn ended");
+      } else {
+        last.after(h("li", { class: "turn-end-note", "data-outcome": outcome, role: "note" }, outcomeText[outcome] ?? `Turn ${outcome}`));
+      }
+    }
   }
 
   // refresh reads the status again soon: events that come close together
@@ -456,7 +580,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const text = prompt.value;
-    if (!text.trim()) return;
+    if (!text.trim() || send.disabled) return;
     await act(async () => { await api("POST", `${path}/prompt`, { text }); prompt.value = ""; })();
   });
   prompt.addEventListener("keydown", (e) => {
@@ -501,9 +625,10 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   setReady(false, "Loading…");
   replace(root,
     h("nav", {}, h("a", { href: "/ui/" }, "Tasks"), " / ", h("a", { href: `/ui/tasks/${session.task_id}` }, "Task")),
-    h("h1", {}, "Session ", h("code", {}, id.slice(0, 8)), " ", approvalBadge),
+    h("h1", {}, "Session ", (session as { name?: string }).name ? h("span", { class: "session-name" }, (session as { name?: string }).name!, " ") : null,
+      h("code", {}, id.slice(0, 8)), " ", approvalBadge),
     header, banner, alert,
-    h("div", { class: "actions" }, resumeButton, newSessionButton, stopButton,
+    h("div", { class: "actions" }, resumeButton, newSessionButton, resumeWhy, stopButton, deleteButton,
       h("label", { for: "auto-resume", class: "toggle" }, autoResume, " Auto-resume")),
     error,
     h("div", { class: "panes" },
@@ -529,7 +654,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   // A User Timing mark (the benchmark reads it): the transcript is shown.
   performance.mark("paddock:transcript-ready");
   await loadStatus([firstStatus, session]);
-  return () => { window.clearTimeout(pending); events.close(); for (const t of tabs) t.dispose(); setPendingCount(0); };
+  return () => { window.removeEventListener("paddock:connection", onConnection); window.clearTimeout(pending); events.close(); for (const t of tabs) t.dispose(); setPendingCount(0); };
 }
 
 /** readPermissions reads a session's permission requests; null from a node

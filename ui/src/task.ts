@@ -1,7 +1,7 @@
 // A task's page: its sessions with live state badges, and "New session".
 import { Agent, api, ApiError, Session, Task } from "./api";
 import { Approvals } from "./approvals";
-import { badge, h, replace, when } from "./dom";
+import { badge, h, replace, timeEl } from "./dom";
 import { EventStream } from "./events";
 import { navigate } from "./nav";
 import { setPendingCount } from "./title";
@@ -23,6 +23,31 @@ export async function taskPage(root: HTMLElement, id: string): Promise<() => voi
     h("label", { for: "session-runtime" }, "Runtime"), runtime,
     h("button", { type: "submit" }, "New session"));
   const stateBadge = h("span", {}, badge(task.state));
+  // The task's own actions: close or reopen it, delete it (asked first).
+  const closeButton = h("button", { type: "button", class: "secondary" }, "Close task");
+  const deleteButton = h("button", { type: "button", class: "secondary danger" }, "Delete task");
+  const showTask = (t: Task) => {
+    replace(stateBadge, badge(t.state));
+    closeButton.textContent = t.state === "DONE" ? "Reopen task" : "Close task";
+    closeButton.dataset.action = t.state === "DONE" ? "reopen" : "close";
+  };
+  showTask(task);
+  const taskPath = `/v1/tasks/${encodeURIComponent(id)}`;
+  const fail = (err: unknown) => { error.textContent = err instanceof ApiError ? err.message : String(err); };
+  closeButton.addEventListener("click", async () => {
+    error.textContent = "";
+    try { await api("POST", `${taskPath}/${closeButton.dataset.action}`); await load(); } catch (err) { fail(err); }
+  });
+  deleteButton.addEventListener("click", async () => {
+    if (!window.confirm(`Delete the task "${task.title}" and all its sessions? This cannot be undone.`)) return;
+    error.textContent = "";
+    try { await api("DELETE", taskPath); navigate("/ui/"); } catch (err) { fail(err); }
+  });
+  async function deleteSession(s: Session): Promise<void> {
+    if (!window.confirm(`Delete the session ${s.id.slice(0, 8)} (${s.agent})? Its agent is stopped and its conversation removed.`)) return;
+    error.textContent = "";
+    try { await api("DELETE", `/v1/sessions/${encodeURIComponent(s.id)}`); await load(); } catch (err) { fail(err); }
+  }
 
   // Sessions whose agent waits for a person's answer say so.
   let shown: Session[] = [];
@@ -34,7 +59,10 @@ export async function taskPage(root: HTMLElement, id: string): Promise<() => voi
     replace(list, ...shown.map((s) => h("li", { "data-session": s.id },
       h("a", { href: `/ui/sessions/${s.id}` }, `${s.agent} · ${s.runtime}`), " ", badge(s.state),
       approvals.count(s.id) > 0 ? h("span", { class: "badge needs-approval" }, "Needs approval") : null,
-      h("code", {}, s.id.slice(0, 8)), h("time", {}, when(s.created_at)))));
+      (s as { name?: string }).name ? h("span", { class: "session-name" }, (s as { name?: string }).name!) : null,
+      h("code", {}, s.id.slice(0, 8)), timeEl(s.created_at),
+      s.state === "COMPLETED" ? null : h("button", { type: "button", class: "secondary danger small", "aria-label": `Delete session ${s.id.slice(0, 8)}`,
+        onclick: () => void deleteSession(s) }, "Delete"))));
     if (shown.length === 0) list.append(h("li", { class: "empty" }, "No sessions yet."));
   }
 
@@ -43,8 +71,7 @@ export async function taskPage(root: HTMLElement, id: string): Promise<() => voi
     sessions.sort((a, b) => b.created_at.localeCompare(a.created_at));
     shown = sessions;
     show();
-    const t = await api<Task>("GET", `/v1/tasks/${encodeURIComponent(id)}`);
-    replace(stateBadge, badge(t.state));
+    showTask(await api<Task>("GET", taskPath));
   }
 
   form.addEventListener("submit", async (e) => {
@@ -61,6 +88,7 @@ export async function taskPage(root: HTMLElement, id: string): Promise<() => voi
   replace(root,
     h("nav", {}, h("a", { href: "/ui/" }, "Tasks")),
     h("h1", {}, task.title, " ", stateBadge),
+    h("div", { class: "actions" }, closeButton, deleteButton),
     task.workspace?.path ? h("p", {}, "Workspace ", h("code", {}, task.workspace.path)) : null,
     h("h2", {}, "Sessions"), list, form, error);
 

@@ -1,7 +1,7 @@
 // The task list: create, open and close tasks.
 import { api, ApiError, Task } from "./api";
 import { Approvals } from "./approvals";
-import { badge, h, replace, when } from "./dom";
+import { badge, h, replace, timeEl } from "./dom";
 import { EventStream } from "./events";
 import { setPendingCount } from "./title";
 
@@ -35,7 +35,7 @@ export async function tasksPage(root: HTMLElement): Promise<() => void> {
 
   function row(t: Task): HTMLElement {
     const close = t.state === "DONE" ? null : h("button", {
-      type: "button", "aria-label": `Close ${t.title}`,
+      type: "button", class: "secondary", "aria-label": `Close ${t.title}`,
       onclick: async () => {
         try { await api("POST", `/v1/tasks/${t.id}/close`); await load(); } catch (e) { error.textContent = String((e as Error).message); }
       },
@@ -44,7 +44,7 @@ export async function tasksPage(root: HTMLElement): Promise<() => void> {
       h("a", { href: `/ui/tasks/${t.id}` }, t.title), " ", badge(t.state),
       approvals.taskCount(t.id) > 0 ? h("span", { class: "badge needs-approval" }, "Needs approval") : null,
       t.workspace?.path ? h("code", {}, t.workspace.path) : null,
-      h("time", {}, when(t.created_at)), close);
+      timeEl(t.created_at), close);
   }
 
   form.addEventListener("submit", async (e) => {

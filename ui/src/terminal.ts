@@ -101,7 +101,10 @@ export class TerminalPanel {
             this.delay = 250;
             if (msg.epoch !== this.epoch) { this.offset = -1; this.acked = 0; this.parsed = 0; }
             this.epoch = msg.epoch;
-            this.setNotice(this.reconnecting ? "Session resumed" : msg.notice ?? "");
+            // A new shell that has printed nothing yet (its rc files still
+            // run) says so until its first output.
+            this.setNotice(this.reconnecting ? "Session resumed" : msg.notice ?? (msg.offset === 0 && this.offset < 0 ? "Starting the shell…" : ""));
+            this.el.dataset.output = msg.offset === 0 && this.offset < 0 ? "none" : "some";
             this.reconnecting = false;
             this.everAttached = true;
             this.el.dataset.pid = String(msg.pid);
@@ -155,6 +158,10 @@ export class TerminalPanel {
     const off = Number(new DataView(b.buffer, b.byteOffset, b.byteLength).getBigUint64(1));
     let data = b.subarray(9);
     if (this.offset < 0) this.parsed = off; // the first frame: the screen starts here
+    if (this.el.dataset.output === "none") {
+      this.el.dataset.output = "some";
+      if (this.notice.textContent === "Starting the shell…") this.setNotice("");
+    }
     if (this.offset >= 0 && off < this.offset) {
       data = data.subarray(Math.min(data.length, this.offset - off)); // already on screen
     }
