@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestLeaderApplyAllCommitsInOrder(t *testing.T) {
 	n := oneVoter(t, func(*Config) {})()
 	defer n.Shutdown()
-	runtimetest.WaitFor(t, 15*time.Second, "the node to lead", n.IsLeader)
+	testkit.WaitFor(t, 15*time.Second, "the node to lead", testkit.Cond(n.IsLeader))
 	task := func(id string) *state.CreateTaskBody {
 		return &state.CreateTaskBody{Task: state.Task{ID: id, Title: id}}
 	}

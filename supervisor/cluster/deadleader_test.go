@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -20,7 +20,7 @@ func TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout(t *testing.T) {
 		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, 100*time.Millisecond
 	})
 	n := start()
-	runtimetest.WaitFor(t, 15*time.Second, "the new cluster's first election", n.IsLeader) // bootstrap: the usual timing, 2–4 s
+	testkit.WaitFor(t, 15*time.Second, "the new cluster's first election", testkit.Cond(n.IsLeader)) // bootstrap: the usual timing, 2–4 s
 	if err := n.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
@@ -28,16 +28,18 @@ func TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout(t *testing.T) {
 	began := time.Now()
 	n = start()
 	defer n.Shutdown()
-	waitFor(t, n.IsLeader, "the restarted server to lead")
+	testkit.WaitFor(t, 5*time.Second, "the restarted server to lead", testkit.Cond(n.IsLeader))
 	if took := time.Since(began); took >= 1500*time.Millisecond {
 		t.Fatalf("the only voter led %s after its restart; a heartbeat timeout is 2 s", took)
 	}
-	waitFor(t, func() bool { return n.raft.ReloadableConfig().HeartbeatTimeout == 2*time.Second }, "the configured timing to be restored")
+	testkit.WaitFor(t, 5*time.Second, "the configured timing to be restored", testkit.
+
+		// oneVoter returns a one-server config on a free loopback raft port (with
+		// cfg's timing and snapshot fields as edit sets them) and a start that
+		// opens and starts a node from it; each start reads the same data dir.
+		Cond(func() bool { return n.raft.ReloadableConfig().HeartbeatTimeout == 2*time.Second }))
 }
 
-// oneVoter returns a one-server config on a free loopback raft port (with
-// cfg's timing and snapshot fields as edit sets them) and a start that
-// opens and starts a node from it; each start reads the same data dir.
 func oneVoter(t *testing.T, edit func(*Config)) func() *Node {
 	t.Helper()
 	ports, err := harness.FreePorts("127.0.0.1", 1)

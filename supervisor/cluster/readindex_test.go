@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -61,7 +62,7 @@ func TestReadBarrierBatchesConcurrentReaders(t *testing.T) {
 			got <- i
 		}()
 	}
-	waitFor(t, func() bool { return queued(b) }, "late readers to queue")
+	testkit.WaitFor(t, 5*time.Second, "late readers to queue", testkit.Cond(func() bool { return queued(b) }))
 	time.Sleep(20 * time.Millisecond) // let every late reader reach await
 	g.release <- struct{}{}
 	if i := <-first; i != 1 {
@@ -109,7 +110,7 @@ func TestStallWatchDistrustsRoundsNearAStall(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.run(ctx)
-	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.running }, "the watch to start")
+	testkit.WaitFor(t, 5*time.Second, "the watch to start", testkit.Cond(func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.running }))
 	start := time.Now()
 	if d := s.settle(start); d != 0 {
 		t.Fatalf("a round with no stall must be trusted, got wait %s", d)
@@ -128,13 +129,16 @@ func TestStallWatchDistrustsRoundsNearAStall(t *testing.T) {
 	if d := s.settle(time.Now()); d == 0 {
 		t.Fatal("a round right after a stall was trusted")
 	}
-	// A round that began a threshold after the stall ended is trusted.
-	waitFor(t, func() bool { return s.settle(time.Now()) == 0 }, "rounds to be trusted again")
+	testkit.
+		// A round that began a threshold after the stall ended is trusted.
+		WaitFor(t, 5*time.Second, "rounds to be trusted again", testkit.
+
+			// TestConfirmReadOnASingleNode: a read round on a fresh leader whose log ends
+			// in entries the FSM never sees (the leader's no-op, the configuration)
+			// returns, and one after a write waits for that write.
+			Cond(func() bool { return s.settle(time.Now()) == 0 }))
 }
 
-// TestConfirmReadOnASingleNode: a read round on a fresh leader whose log ends
-// in entries the FSM never sees (the leader's no-op, the configuration)
-// returns, and one after a write waits for that write.
 func TestConfirmReadOnASingleNode(t *testing.T) {
 	store := state.NewStore()
 	n, err := New(Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:1",
@@ -145,7 +149,7 @@ func TestConfirmReadOnASingleNode(t *testing.T) {
 	}
 	n.Start()
 	defer n.Shutdown()
-	waitFor(t, n.IsLeader, "the node to lead")
+	testkit.WaitFor(t, 5*time.Second, "the node to lead", testkit.Cond(n.IsLeader))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := n.ConfirmRead(ctx); err != nil {
@@ -167,15 +171,4 @@ func queued(b *readBarrier) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.next != nil
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -19,7 +19,7 @@ func TestServerSnapshotsWhenWritesGoQuiet(t *testing.T) {
 		c.QuietSnapshotAfter, c.QuietSnapshotEntries = 300*time.Millisecond, 100
 	})
 	n := start()
-	runtimetest.WaitFor(t, 15*time.Second, "the new cluster's first election", n.IsLeader)
+	testkit.WaitFor(t, 15*time.Second, "the new cluster's first election", testkit.Cond(n.IsLeader))
 	const burst = 300
 	for i := 0; i < burst; i++ {
 		if _, err := n.Apply(context.Background(), state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: fmt.Sprintf("t%d", i), Title: "x"}}); err != nil {
@@ -27,7 +27,7 @@ func TestServerSnapshotsWhenWritesGoQuiet(t *testing.T) {
 		}
 	}
 	last := n.raft.LastIndex()
-	runtimetest.WaitFor(t, 10*time.Second, "a snapshot covering the burst", func() bool { return n.lastSnapshotIndex() >= last })
+	testkit.WaitFor(t, 10*time.Second, "a snapshot covering the burst", testkit.Cond(func() bool { return n.lastSnapshotIndex() >= last }))
 	if err := n.Shutdown(); err != nil {
 		t.Fatal(err)
 	}

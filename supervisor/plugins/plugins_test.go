@@ -21,6 +21,7 @@ import (
 
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/plugins"
 )
@@ -194,18 +195,6 @@ func status(t *testing.T, m *plugins.Manager, name string) plugins.Status {
 	return plugins.Status{}
 }
 
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // pidsOf lists live (non-zombie) processes whose executable is path.
 func pidsOf(t *testing.T, path string) []int {
 	t.Helper()
@@ -312,14 +301,14 @@ func TestLoadStandalone(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(e.dataD, "plugins", "standalone.reattach.json")); err != nil {
 		t.Error(err)
 	}
-	waitFor(t, "plugin log line in the per-plugin log file", 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "plugin log line in the per-plugin log file", testkit.Cond(func() bool {
 		data, _ := os.ReadFile(filepath.Join(e.dataD, "plugins", "standalone.log"))
 		return strings.Contains(string(data), "configured")
-	})
+	}))
 
 	// Close kills the plugin process and removes its reattach file.
 	m.Close()
-	waitFor(t, "plugin process gone after Close", 10*time.Second, func() bool { return len(pidsOf(t, bin)) == 0 })
+	testkit.WaitFor(t, 10*time.Second, "plugin process gone after Close", testkit.Cond(func() bool { return len(pidsOf(t, bin)) == 0 }))
 	if _, err := os.Stat(filepath.Join(e.dataD, "plugins", "standalone.reattach.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("reattach file after Close: %v", err)
 	}
@@ -338,10 +327,10 @@ func TestRestartAfterKill(t *testing.T) {
 		if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "plugin restarted with a new pid", 15*time.Second, func() bool {
+		testkit.WaitFor(t, 15*time.Second, "plugin restarted with a new pid", testkit.Cond(func() bool {
 			s := status(t, m, "standalone")
 			return s.Healthy && s.PID != old && s.PID > 0
-		})
+		}))
 		if got := status(t, m, "standalone").Restarts; got != round+1 {
 			t.Errorf("round %d: restarts = %d, want %d", round, got, round+1)
 		}
@@ -400,10 +389,10 @@ func TestExecutorSurvivesPluginCrash(t *testing.T) {
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "plugin restarted", 15*time.Second, func() bool {
+	testkit.WaitFor(t, 15*time.Second, "plugin restarted", testkit.Cond(func() bool {
 		s := status(t, m, "standalone")
 		return s.Healthy && s.PID != old
-	})
+	}))
 	if !alive(launched.PID) {
 		t.Fatal("agentctl died with its plugin")
 	}
@@ -433,7 +422,7 @@ func TestUnhealthyWhileRestarting(t *testing.T) {
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "plugin unhealthy after kill", 5*time.Second, func() bool { return !status(t, m, "good").Healthy })
+	testkit.WaitFor(t, 5*time.Second, "plugin unhealthy after kill", testkit.Cond(func() bool { return !status(t, m, "good").Healthy }))
 	s := status(t, m, "good")
 	if !strings.Contains(s.Error, "plugin process exited; restarting in 2s") {
 		t.Errorf("error while restarting: %q", s.Error)
@@ -441,7 +430,7 @@ func TestUnhealthyWhileRestarting(t *testing.T) {
 	if _, err := m.Get("good"); !errors.Is(err, plugins.ErrUnhealthy) || !strings.Contains(err.Error(), "exited") {
 		t.Errorf("Get while restarting: %v", err)
 	}
-	waitFor(t, "plugin healthy again", 10*time.Second, func() bool { return status(t, m, "good").Healthy })
+	testkit.WaitFor(t, 10*time.Second, "plugin healthy again", testkit.Cond(func() bool { return status(t, m, "good").Healthy }))
 	checkGet(t, m, "good")
 }
 
@@ -476,10 +465,10 @@ func TestReattachNewManager(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "reattached plugin restarted", 15*time.Second, func() bool {
+	testkit.WaitFor(t, 15*time.Second, "reattached plugin restarted", testkit.Cond(func() bool {
 		s := status(t, m2, "good")
 		return s.Healthy && s.PID != pid
-	})
+	}))
 	checkGet(t, m2, "good")
 }
 
@@ -536,16 +525,16 @@ func TestReattachAfterSupervisorCrash(t *testing.T) {
 	if got := pidsOf(t, bin); len(got) != 1 {
 		t.Fatalf("processes of the plugin: %v", got)
 	}
-	waitFor(t, "plugin's own log line in its log file after the supervisor died", 5*time.Second, func() bool {
+	testkit.WaitFor(t, 5*time.Second, "plugin's own log line in its log file after the supervisor died", testkit.Cond(func() bool {
 		data, _ := os.ReadFile(logPath)
 		return strings.Count(string(data), "testplugin configured") == 2
-	})
+	}))
 	checkGet(t, m, "good")
 	if !alive(pid) {
 		t.Fatal("plugin died after logging to a broken stderr")
 	}
 	m.Close()
-	waitFor(t, "plugin stopped by Close", 15*time.Second, func() bool { return !alive(pid) })
+	testkit.WaitFor(t, 15*time.Second, "plugin stopped by Close", testkit.Cond(func() bool { return !alive(pid) }))
 }
 
 // TestMissingPluginStopsStart: a configured plugin whose executable is not
@@ -669,9 +658,9 @@ plugin "standalone" {
 			t.Errorf("error does not hold %q:\n%s", want, msg)
 		}
 	}
-	waitFor(t, "plugins stopped after invalid config", 10*time.Second, func() bool {
+	testkit.WaitFor(t, 10*time.Second, "plugins stopped after invalid config", testkit.Cond(func() bool {
 		return len(pidsOf(t, bin)) == 0 && len(pidsOf(t, sbin)) == 0
-	})
+	}))
 }
 
 // The example third-party plugin loads like ours; its required attributes are

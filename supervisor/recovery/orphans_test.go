@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/paddockhq/paddock/shared/runtime"
-	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/plugins"
 	"github.com/paddockhq/paddock/supervisor/recovery"
@@ -155,9 +155,6 @@ func (f *fakeRuntimes) Get(name string) (runtime.Runtime, error) {
 	return nil, fmt.Errorf("runtime %q: %w", name, plugins.ErrUnhealthy)
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
-var waitFor = runtimetest.WaitFor
-
 // The leader reconciles only after its recovery pass, with every executor
 // row as owned (any status, any runtime), on healthy runtimes only; a
 // runtime without the capability or with an error does not stop the others;
@@ -204,7 +201,7 @@ func TestOrphansAfterRecoveryAndPeriodically(t *testing.T) {
 		t.Fatal("an orphan report before recovery finished")
 	}
 	close(sess.release)
-	waitFor(t, 10*time.Second, "the first reconcile report", func() bool { return r.LastOrphans() != nil })
+	testkit.WaitFor(t, 10*time.Second, "the first reconcile report", testkit.Cond(func() bool { return r.LastOrphans() != nil }))
 	if r.Last() == nil {
 		t.Fatal("reconciled before the recovery report was recorded")
 	}
@@ -230,10 +227,10 @@ func TestOrphansAfterRecoveryAndPeriodically(t *testing.T) {
 
 	// Periodic passes; an executor recorded meanwhile is owned in the next.
 	st.executor("s-new", "docker", "ex-new", state.ExecutorStarting)
-	waitFor(t, 10*time.Second, "a pass that owns the new executor", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a pass that owns the new executor", testkit.Cond(func() bool {
 		reqs := docker.requests()
 		return slices.Contains(reqs[len(reqs)-1].Owned, "ex-new")
-	})
+	}))
 
 	// Leadership ends: Run returns and no pass follows.
 	cancel()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/recovery"
 	"github.com/paddockhq/paddock/supervisor/sessions"
@@ -120,7 +121,7 @@ func TestRecoveryRetriesUntilLeadershipEnds(t *testing.T) {
 		defer close(done)
 		r.Run(ctx)
 	}()
-	waitFor(t, 10*time.Second, "a few retries of the stuck session", func() bool { return sess.callsOf("s-stuck") >= 3 })
+	testkit.WaitFor(t, 10*time.Second, "a few retries of the stuck session", testkit.Cond(func() bool { return sess.callsOf("s-stuck") >= 3 }))
 	if r.Last() != nil {
 		t.Fatal("the run finished while a session was still being retried")
 	}
@@ -192,12 +193,13 @@ func TestExpediteRecoversASessionAheadOfThePass(t *testing.T) {
 		defer close(done)
 		r.Run(context.Background())
 	}()
-	// Both workers are held by the first two sessions; the last waits its
-	// turn behind three more unless it is expedited.
-	waitFor(t, 10*time.Second, "the pass to be under way", func() bool {
-		r.Expedite(last)
-		return g.recovered(last)
-	})
+	testkit.
+		// Both workers are held by the first two sessions; the last waits its
+		// turn behind three more unless it is expedited.
+		WaitFor(t, 10*time.Second, "the pass to be under way", testkit.Cond(func() bool {
+			r.Expedite(last)
+			return g.recovered(last)
+		}))
 	if r.Last() != nil {
 		t.Fatal("the pass finished before its held sessions were released")
 	}

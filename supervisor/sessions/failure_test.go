@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -100,7 +101,7 @@ func TestLaunchFailureEndsTheLeaseItClaimed(t *testing.T) {
 	if err := m.Start(recoverCtx(t), "s1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the session to be ERROR", func() bool { return w.session("s1").State == state.SessionError })
+	testkit.WaitFor(t, 20*time.Second, "the session to be ERROR", testkit.Cond(func() bool { return w.session("s1").State == state.SessionError }))
 	sess := w.session("s1")
 	if sess.StateReason != state.ReasonExecutorLost {
 		t.Errorf("reason %q, want %s (message %q)", sess.StateReason, state.ReasonExecutorLost, sess.ErrorMessage)
@@ -126,7 +127,7 @@ func TestStartBringsTheSessionUp(t *testing.T) {
 	if err := m.Start(recoverCtx(t), "s1"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the session to take prompts", func() bool { return w.session("s1").State == state.SessionWaitingForInput })
+	testkit.WaitFor(t, 30*time.Second, "the session to take prompts", testkit.Cond(func() bool { return w.session("s1").State == state.SessionWaitingForInput }))
 	sess := w.session("s1")
 	ex := w.executor(sess.ExecutorID)
 	if ex.Status != state.ExecutorReady || ex.Node != "n2" || !ex.SupportsSessionResume || ex.AgentExecutionID == "" {
@@ -169,7 +170,7 @@ func TestLostAgentctlKeepsTheLeaseUnlessProvenGone(t *testing.T) {
 			token := w.lease(s.id).FencingToken
 
 			w.rts["n1"].proc(s.executorID).kill()
-			waitFor(t, 20*time.Second, "the session to be ERROR", func() bool { return w.session(s.id).State == state.SessionError })
+			testkit.WaitFor(t, 20*time.Second, "the session to be ERROR", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionError }))
 
 			l := w.lease(s.id)
 			switch {
@@ -182,7 +183,7 @@ func TestLostAgentctlKeepsTheLeaseUnlessProvenGone(t *testing.T) {
 				t.Errorf("executor %s, want error", ex.Status)
 			}
 			if !proven {
-				waitFor(t, 20*time.Second, "the kept lease to be reclaimed at expiry", func() bool { return w.lease(s.id).State == state.LeaseExpired })
+				testkit.WaitFor(t, 20*time.Second, "the kept lease to be reclaimed at expiry", testkit.Cond(func() bool { return w.lease(s.id).State == state.LeaseExpired }))
 			}
 		})
 	}
@@ -232,12 +233,12 @@ func TestAgentctlLostBeforeTheAgentStartsIsALostExecutor(t *testing.T) {
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n1")
 	w.rts["n1"].proc(s.executorID).kill()
-	waitFor(t, 10*time.Second, "agentctl to stop answering", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "agentctl to stop answering", testkit.Cond(func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := s.client.Health(ctx)
 		return err != nil
-	})
+	}))
 
 	b := &bringUp{sess: w.session(s.id), ex: s.executor, recorded: s.executor, client: s.client, token: s.token, plan: planResume}
 	out, err := m.runAgent(recoverCtx(t), recoverCtx(t), b)

@@ -29,6 +29,7 @@ import (
 	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -64,18 +65,6 @@ func testMain(m *testing.M) int {
 	}
 	binDir = dir
 	return m.Run()
-}
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // replicated is the cluster's state machine without raft: every command is
@@ -686,10 +675,10 @@ func (w *world) seedLive(o liveOpts) live {
 		if _, err := c.Prompt(ctx, "remember "+o.remember); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 30*time.Second, "the remember turn to end", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the remember turn to end", testkit.Cond(func() bool {
 			a, err := c.AgentState(ctx)
 			return err == nil && a.Turn >= 1 && !a.TurnRunning && a.Status == agentctl.StatusWaitingForInput
-		})
+		}))
 	}
 	recorded, _ := w.r.store.Executor(exID)
 	return live{id: o.id, executorID: exID, node: o.node, token: token, nonce: h.Nonce, client: c, executor: recorded}
@@ -727,14 +716,14 @@ func (w *world) executor(id string) state.Executor {
 // message containing text.
 func (w *world) agentSaid(id, text string) {
 	w.t.Helper()
-	waitFor(w.t, 20*time.Second, fmt.Sprintf("an agent message %q in session %s", text, id), func() bool {
+	testkit.WaitFor(w.t, 20*time.Second, fmt.Sprintf("an agent message %q in session %s", text, id), testkit.Cond(func() bool {
 		for _, msg := range w.r.store.Messages(id) {
 			if msg.Role == state.RoleAgent && msg.Complete && strings.Contains(msg.Text, text) {
 				return true
 			}
 		}
 		return false
-	})
+	}))
 }
 
 // recoverCtx bounds one Recover call of a test.
@@ -768,9 +757,9 @@ func continueSession(t *testing.T, m *Manager, id string) {
 // complete; it returns the reply.
 func (w *world) streamedWhole(t *testing.T, id string, n int) string {
 	t.Helper()
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the session to wait for input", testkit.Cond(func() bool {
 		return w.session(id).State == state.SessionWaitingForInput
-	})
+	}))
 	want := strings.Join(demoagent.StreamChunks(n), "")
 	msgs := w.r.store.Messages(id)
 	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {

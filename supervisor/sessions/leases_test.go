@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -67,10 +68,10 @@ func TestAFailedLeaseRenewalIsRetriedSoon(t *testing.T) {
 	started := time.Now()
 	m := w.leader("n2")
 	renew, _ := m.leaseTimes()
-	waitFor(t, 3*renew, "a renewal to reach agentctl", func() bool {
+	testkit.WaitFor(t, 3*renew, "a renewal to reach agentctl", testkit.Cond(func() bool {
 		_, passed := dropper.times()
 		return len(passed) > 0
-	})
+	}))
 	dropped, passed := dropper.times()
 	if len(dropped) != 2 {
 		t.Fatalf("%d renewals refused before one passed, want 2", len(dropped))
@@ -84,11 +85,12 @@ func TestAFailedLeaseRenewalIsRetriedSoon(t *testing.T) {
 	if _, ok := m.LeaseExpiry(s.id); !ok {
 		t.Fatal("the leader does not track the renewed lease")
 	}
-	// Once renewed, the lease keeps its interval: no renewal storm.
-	waitFor(t, 3*renew, "the next regular renewal", func() bool {
-		_, passed := dropper.times()
-		return len(passed) > 1
-	})
+	testkit.
+		// Once renewed, the lease keeps its interval: no renewal storm.
+		WaitFor(t, 3*renew, "the next regular renewal", testkit.Cond(func() bool {
+			_, passed := dropper.times()
+			return len(passed) > 1
+		}))
 	_, passed = dropper.times()
 	if d := passed[1].Sub(passed[0]); d < renew*3/4 || d > w.cfg.Lease.TTL/4 {
 		t.Errorf("renewed again %s after a renewal that passed, want about the %s interval (TTL/5: a leader stall of up to ~0.6 TTL is survived)", d.Round(time.Millisecond), renew)
@@ -161,9 +163,9 @@ func streamingRenewals(t *testing.T, stripLease bool) {
 		t.Fatal(err)
 	}
 	started := time.Now()
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the session to wait for input", testkit.Cond(func() bool {
 		return w.session(s.id).State == state.SessionWaitingForInput
-	})
+	}))
 	ended := time.Now()
 	if ended.Sub(started) < 3*renew {
 		t.Fatalf("the turn took %s, too short to tell (want at least %s)", ended.Sub(started).Round(time.Millisecond), 3*renew)
@@ -182,10 +184,11 @@ func streamingRenewals(t *testing.T, stripLease bool) {
 	if !stripLease && during > 1 {
 		t.Errorf("%d keeper renewals while the pump's polls renewed the lease, want at most 1", during)
 	}
-	// Idle again: the keeper renews.
-	waitFor(t, 5*renew, "the keeper to renew the idle session", func() bool {
-		return counter.between(ended, time.Now()) >= 2
-	})
+	testkit.
+		// Idle again: the keeper renews.
+		WaitFor(t, 5*renew, "the keeper to renew the idle session", testkit.Cond(func() bool {
+			return counter.between(ended, time.Now()) >= 2
+		}))
 	if _, ok := m.LeaseExpiry(s.id); !ok {
 		t.Fatal("the leader does not track the lease")
 	}
@@ -243,9 +246,9 @@ func TestALeaseClaimedAfterTheKeeperListedIsRenewed(t *testing.T) {
 	counter := &renewalCounter{}
 	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	from := time.Now()
-	waitFor(t, 3*w.cfg.Lease.TTL, "three keeper renewals of the new lease", func() bool {
+	testkit.WaitFor(t, 3*w.cfg.Lease.TTL, "three keeper renewals of the new lease", testkit.Cond(func() bool {
 		return counter.between(from, time.Now()) >= 3
-	})
+	}))
 	if took := time.Since(from); took > 3*renew+w.cfg.Lease.TTL/2 {
 		t.Errorf("three renewals took %s, want about %s", took.Round(time.Millisecond), 3*renew)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/demoagent"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -29,9 +30,9 @@ func (w *world) workSession(id, node string) live {
 // the replicated state and returns it.
 func (w *world) pendingPermission(id string) state.Permission {
 	w.t.Helper()
-	waitFor(w.t, 30*time.Second, "a pending permission request in the state", func() bool {
+	testkit.WaitFor(w.t, 30*time.Second, "a pending permission request in the state", testkit.Cond(func() bool {
 		return w.r.store.PendingPermissions(id) == 1
-	})
+	}))
 	for _, p := range w.r.store.Permissions(id) {
 		if p.State == state.PermissionPending {
 			return p
@@ -69,7 +70,7 @@ func TestAPermissionRequestIsReplicatedAndItsAnswerReachesTheAgent(t *testing.T)
 		t.Fatal(err)
 	}
 	w.agentSaid(s.id, "command allowed (allow_once)")
-	waitFor(t, 10*time.Second, "the session to wait for input", func() bool { return w.session(s.id).State == state.SessionWaitingForInput })
+	testkit.WaitFor(t, 10*time.Second, "the session to wait for input", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionWaitingForInput }))
 	got, _ := w.r.store.Permission(s.id, p.ID)
 	if got.State != state.PermissionAnswered || got.OptionID != demoagent.OptionAllowOnce || got.AnsweredBy != "user" || got.AnsweredAt == nil {
 		t.Fatalf("the answered request is recorded as %+v", got)
@@ -124,14 +125,14 @@ func TestAPermissionRequestMadeWithoutALeaderIsFoundAndCancelledByAStop(t *testi
 		t.Fatal(err)
 	}
 	var pid string
-	waitFor(t, 30*time.Second, "agentctl to hold a pending request", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "agentctl to hold a pending request", testkit.Cond(func() bool {
 		list, err := s.client.Permissions(recoverCtx(t))
 		if err != nil || len(list.Permissions) == 0 || list.Permissions[0].State != api.PermissionPending {
 			return false
 		}
 		pid = list.Permissions[0].ID
 		return true
-	})
+	}))
 	if n := w.r.store.PendingPermissions(s.id); n != 0 {
 		t.Fatalf("%d pending before any leader", n)
 	}
@@ -143,7 +144,7 @@ func TestAPermissionRequestMadeWithoutALeaderIsFoundAndCancelledByAStop(t *testi
 	if err := m.Stop(recoverCtx(t), s.id); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the session to stop", func() bool { return w.session(s.id).State == state.SessionStopped })
+	testkit.WaitFor(t, 30*time.Second, "the session to stop", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionStopped }))
 	if p, _ := w.r.store.Permission(s.id, pid); p.State != state.PermissionCancelled || w.r.store.PendingPermissions(s.id) != 0 {
 		t.Fatalf("after the stop: %+v", p)
 	}
@@ -163,11 +164,11 @@ func TestACancelledTurnCancelsItsPermissionRequest(t *testing.T) {
 	if err := m.Cancel(recoverCtx(t), s.id); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the request to be cancelled", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the request to be cancelled", testkit.Cond(func() bool {
 		got, _ := w.r.store.Permission(s.id, p.ID)
 		return got.State == state.PermissionCancelled
-	})
-	waitFor(t, 20*time.Second, "the session to wait for input", func() bool { return w.session(s.id).State == state.SessionWaitingForInput })
+	}))
+	testkit.WaitFor(t, 20*time.Second, "the session to wait for input", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionWaitingForInput }))
 	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCancelled {
 		t.Fatalf("last turn outcome %q, want cancelled", got)
 	}

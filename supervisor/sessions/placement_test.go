@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -39,7 +40,7 @@ func (w *world) load(node, rt string, st state.ExecutorStatus, n int) {
 func (w *world) waitState(id string, states ...state.SessionState) state.Session {
 	w.t.Helper()
 	var s state.Session
-	waitFor(w.t, 30*time.Second, fmt.Sprintf("session %s to reach %v", id, states), func() bool {
+	testkit.WaitFor(w.t, 30*time.Second, fmt.Sprintf("session %s to reach %v", id, states), testkit.Cond(func() bool {
 		s = w.session(id)
 		for _, st := range states {
 			if s.State == st {
@@ -47,7 +48,7 @@ func (w *world) waitState(id string, states ...state.SessionState) state.Session
 			}
 		}
 		return false
-	})
+	}))
 	return s
 }
 

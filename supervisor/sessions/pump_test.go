@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -76,14 +77,14 @@ func TestAPromptTheStateMissedStillRunsTheSession(t *testing.T) {
 	if _, err := s.client.Prompt(recoverCtx(t), prompt); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the prompt in the transcript", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the prompt in the transcript", testkit.Cond(func() bool {
 		for _, msg := range w.r.store.Messages(s.id) {
 			if msg.Role == state.RoleUser && msg.Text == prompt {
 				return true
 			}
 		}
 		return false
-	})
+	}))
 	w.streamedWhole(t, s.id, n)
 	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCompleted {
 		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
@@ -167,9 +168,9 @@ func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
 	if _, err := s.client.Prompt(recoverCtx(t), fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the session to run the turn", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the session to run the turn", testkit.Cond(func() bool {
 		return w.session(s.id).State == state.SessionRunning
-	})
+	}))
 	// The state misses the turn (as a recovery that asked the agent just
 	// before the prompt reached it did before the pump settled it).
 	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionWaitingForInput})
@@ -279,14 +280,14 @@ func TestASessionRecordedWaitingMidReplyRunsAgain(t *testing.T) {
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the reply to stream", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the reply to stream", testkit.Cond(func() bool {
 		msgs := w.r.store.Messages(s.id)
 		return len(msgs) > 0 && msgs[len(msgs)-1].Role == state.RoleAgent
-	})
+	}))
 	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionWaitingForInput, From: []state.SessionState{state.SessionRunning}})
-	waitFor(t, 3*time.Second, "the session to run again", func() bool {
+	testkit.WaitFor(t, 3*time.Second, "the session to run again", testkit.Cond(func() bool {
 		return w.session(s.id).State == state.SessionRunning
-	})
+	}))
 	if a, err := s.client.AgentState(recoverCtx(t)); err != nil || !a.TurnRunning {
 		t.Skipf("the turn ended before the check (%v, %+v)", err, a)
 	}
@@ -310,9 +311,9 @@ func TestATurnsEndIsProposedWithItsReply(t *testing.T) {
 	if _, err := s.client.Prompt(recoverCtx(t), "hello"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the session to wait for input", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the session to wait for input", testkit.Cond(func() bool {
 		return w.session(s.id).State == state.SessionWaitingForInput
-	})
+	}))
 	var ends [][]state.Proposal
 	for _, batch := range w.r.proposedTogether() {
 		for _, p := range batch {
@@ -394,7 +395,7 @@ func TestAnAdditionTheStateCannotTakeIsWrittenWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mid string
-	waitFor(t, 30*time.Second, "a first addition to the reply", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "a first addition to the reply", testkit.Cond(func() bool {
 		for _, batch := range w.r.proposedTogether()[before:] {
 			for _, p := range batch {
 				if b, ok := p.Body.(*state.AppendMessageBody); ok {
@@ -404,7 +405,7 @@ func TestAnAdditionTheStateCannotTakeIsWrittenWhole(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}))
 	cut := len(w.r.proposedTogether())
 	w.r.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: s.id, Source: s.nonce, Message: state.Message{ID: mid, Role: state.RoleAgent, Text: "x"}})
 	w.streamedWhole(t, s.id, n)

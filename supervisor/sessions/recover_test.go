@@ -18,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -165,7 +166,7 @@ func TestRecoverWaitsForAnUnavailableNode(t *testing.T) {
 		t.Fatal("the new leader does not track the session's lease")
 	}
 	renew, _ := m.leaseTimes()
-	waitFor(t, 10*time.Second, "the lease's expiry and two lease-clock ticks", func() bool { return time.Now().After(expiry.Add(2 * renew)) })
+	testkit.WaitFor(t, 10*time.Second, "the lease's expiry and two lease-clock ticks", testkit.Cond(func() bool { return time.Now().After(expiry.Add(2 * renew)) }))
 	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
 		t.Errorf("lease %+v after its expiry, want still held with token %d", l, s.token)
 	}
@@ -515,11 +516,12 @@ func TestRecoverSaysWhyARunningTurnWasCut(t *testing.T) {
 		event string
 	}{
 		{name: "agentctl fenced the agent", event: agentctl.EventLeaseExpired, gone: func(w *world, s live) {
-			// No leader renews the lease (1 s here): agentctl stops the agent itself.
-			waitFor(w.t, 10*time.Second, "agentctl to fence its agent", func() bool {
-				a, err := s.client.AgentState(context.Background())
-				return err == nil && a.Status != agentctl.StatusWaitingForInput && a.Status != agentctl.StatusRunning
-			})
+			testkit.
+				// No leader renews the lease (1 s here): agentctl stops the agent itself.
+				WaitFor(w.t, 10*time.Second, "agentctl to fence its agent", testkit.Cond(func() bool {
+					a, err := s.client.AgentState(context.Background())
+					return err == nil && a.Status != agentctl.StatusWaitingForInput && a.Status != agentctl.StatusRunning
+				}))
 		}},
 		{name: "the agent stopped", event: agentctl.EventAgentStopped, gone: func(w *world, s live) {
 			if _, err := s.client.StopAgent(context.Background()); err != nil {
@@ -582,8 +584,9 @@ func TestPromptToASessionNotYetRecoveredAsksForItNext(t *testing.T) {
 		t.Fatalf("asked to expedite %q, want %q", id, s.id)
 	}
 	w.agentSaid(s.id, "apple")
-	// A prompt to a live session asks for nothing.
-	waitFor(t, 20*time.Second, "the turn to end", func() bool { return w.session(s.id).State == state.SessionWaitingForInput })
+	testkit.
+		// A prompt to a live session asks for nothing.
+		WaitFor(t, 20*time.Second, "the turn to end", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionWaitingForInput }))
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
 		t.Fatal(err)
 	}
@@ -605,11 +608,11 @@ func TestAPromptWaitsThroughARecoveryThatBringsTheAgentUp(t *testing.T) {
 	ctx := recoverCtx(t)
 	done := make(chan error, 1)
 	go func() { done <- m.Prompt(ctx, s.id, "recall") }()
-	waitFor(t, 10*time.Second, "the prompt to wait for the session to be live", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the prompt to wait for the session to be live", testkit.Cond(func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.attached[s.id] != nil
-	})
+	}))
 	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionStarting})
 	select {
 	case err := <-done:
@@ -659,10 +662,10 @@ func TestARecoveryWaitsForTheAgentAPreviousLeaderWasStarting(t *testing.T) {
 		_, err := s.client.StartAgent(ctx, slow, "")
 		started <- err
 	}()
-	waitFor(t, 10*time.Second, "agentctl to be starting the agent", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "agentctl to be starting the agent", testkit.Cond(func() bool {
 		a, err := s.client.AgentState(ctx)
 		return err == nil && a.Status == agentctl.StatusStarting
-	})
+	}))
 	m := w.leader("n2")
 	out, err := m.Recover(ctx, s.id, true)
 	stopRenewing()
@@ -678,7 +681,7 @@ func TestARecoveryWaitsForTheAgentAPreviousLeaderWasStarting(t *testing.T) {
 	if err := m.Prompt(ctx, s.id, "hello"); err != nil {
 		t.Fatalf("prompt after the recovery: %v", err)
 	}
-	waitFor(t, 20*time.Second, "the turn to end", func() bool { return w.session(s.id).State == state.SessionWaitingForInput })
+	testkit.WaitFor(t, 20*time.Second, "the turn to end", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionWaitingForInput }))
 }
 
 // TestAWaitForALiveSessionWakesWhenItAttaches: what a prompt waiting for a
@@ -734,14 +737,14 @@ func TestAPromptLostWithItsLeaderIsNotRefusedAsARunningTurn(t *testing.T) {
 		t.Fatalf("prompt sent again after its leader lost the first: %v", err)
 	}
 	want := strings.Join(demoagent.StreamChunks(50), "")
-	waitFor(t, 20*time.Second, "the whole streamed reply and the turn's end", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the whole streamed reply and the turn's end", testkit.Cond(func() bool {
 		for _, msg := range w.r.store.Messages(s.id) {
 			if msg.Role == state.RoleAgent && msg.Complete && msg.Text == want {
 				return w.session(s.id).State == state.SessionWaitingForInput
 			}
 		}
 		return false
-	})
+	}))
 }
 
 // TestAPromptThatWaitedAcrossALeadershipGoesOnUnderTheNext: a prompt
@@ -757,25 +760,25 @@ func TestAPromptThatWaitedAcrossALeadershipGoesOnUnderTheNext(t *testing.T) {
 	m, end := w.leaderUntil("n2")
 	prompted := make(chan error, 1)
 	go func() { prompted <- m.Prompt(recoverCtx(t), s.id, "remember sloe") }()
-	waitFor(t, 5*time.Second, "the prompt to wait for the session's recovery", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the prompt to wait for the session's recovery", testkit.Cond(func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return m.attached[s.id] != nil
-	})
+	}))
 	end()
 	w.lead(m)
 	continueSession(t, m, s.id)
 	if err := <-prompted; err != nil {
 		t.Fatalf("the prompt that waited across the leadership change: %v", err)
 	}
-	waitFor(t, 20*time.Second, "the reply and the turn's end", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the reply and the turn's end", testkit.Cond(func() bool {
 		for _, msg := range w.r.store.Messages(s.id) {
 			if msg.Role == state.RoleAgent && msg.Complete && msg.Text == "ok, remembering sloe" {
 				return w.session(s.id).State == state.SessionWaitingForInput
 			}
 		}
 		return false
-	})
+	}))
 }
 
 // TestAResumeThatWaitedAcrossALeadershipGoesOnUnderTheNext: a resume
@@ -800,9 +803,9 @@ func TestAResumeThatWaitedAcrossALeadershipGoesOnUnderTheNext(t *testing.T) {
 	}
 	resumed := make(chan error, 1)
 	go func() { resumed <- m.Resume(recoverCtx(t), s.id) }()
-	waitFor(t, 5*time.Second, "the resume to wait for the session's lock", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the resume to wait for the session's lock", testkit.Cond(func() bool {
 		return goroutineWaitsIn("sessions.(*Manager).begin", "sessions.(*sessionMutex).Lock")
-	})
+	}))
 	end()
 	w.lead(m)
 	lock.Unlock()
@@ -960,14 +963,14 @@ func TestAStopWaitsForItsNode(t *testing.T) {
 	if err := m.Stop(recoverCtx(t), s2.id); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the stop's drain to give way to the down node", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the stop's drain to give way to the down node", testkit.Cond(func() bool {
 		lock := m.sessionLock(s2.id)
 		if !lock.TryLock() {
 			return false
 		}
 		lock.Unlock()
 		return true
-	})
+	}))
 	if sess := w.session(s2.id); sess.State != state.SessionWaitingForInput || !sess.StopRequested {
 		t.Fatalf("session %s (stop requested %v, %q) after a stop while its node is down; want the stop still on record", sess.State, sess.StopRequested, sess.ErrorMessage)
 	}
@@ -998,10 +1001,10 @@ func TestAStopThatFailsKeepsTheLease(t *testing.T) {
 	if !ok {
 		t.Fatal("the leader does not track the kept lease")
 	}
-	waitFor(t, 20*time.Second, "the kept lease to be reclaimed at its expiry", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the kept lease to be reclaimed at its expiry", testkit.Cond(func() bool {
 		l := w.lease(s.id)
 		return time.Now().After(expiry) && (l.State != state.LeaseHeld || l.FencingToken != s.token)
-	})
+	}))
 	// Its renewals ended with the failure: agentctl stopped the agent
 	// itself before the expiry.
 	c := agentctl.NewClient(w.rts["n1"].proc(s.executorID).info.URL, secretForTests, 5*time.Second)
