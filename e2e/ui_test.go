@@ -147,7 +147,12 @@ func (p page) click(role, name string) {
 	// again.
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		n := p.find(role, name)
+		// As a person does, wait for a disabled control to be enabled.
+		var n *accessibility.Node
+		waitFor(p.t, 60*time.Second, fmt.Sprintf("the %s %q to be enabled", role, name), func() bool {
+			n = p.find(role, name)
+			return !axDisabled(n)
+		})
 		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 		err = chromedp.Run(ctx, cdppage.BringToFront(), chromedp.ActionFunc(func(ctx context.Context) error {
 			if err := dom.ScrollIntoViewIfNeeded().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx); err != nil {
@@ -187,6 +192,16 @@ func (p page) click(role, name string) {
 	}
 	p.screenshot(strings.NewReplacer("/", "-", " ", "_").Replace(p.t.Name()) + "-failure.png")
 	p.t.Fatalf("click %s %q: %v", role, name, err)
+}
+
+// axDisabled is whether an accessibility node is disabled.
+func axDisabled(n *accessibility.Node) bool {
+	for _, prop := range n.Properties {
+		if prop.Name == accessibility.PropertyNameDisabled && prop.Value != nil && string(prop.Value.Value) == "true" {
+			return true
+		}
+	}
+	return false
 }
 
 // fill focuses a control and types text into it.
@@ -614,7 +629,7 @@ func TestWebUI(t *testing.T) {
 		// The task's page lists the session with its live state.
 		p.click("link", "Task")
 		p.find("link", "demo · standalone")
-		p.waitText("ul.sessions", "WAITING_FOR_INPUT")
+		p.waitText("ul.sessions", "Waiting for input")
 		p.screenshot("task.png")
 	})
 
@@ -676,11 +691,14 @@ func TestWebUI(t *testing.T) {
 		s := startDemoSession(t, api, "pty agent", "demo-tty")
 		p := p(t)
 		p.open(node.URL() + "/ui/sessions/" + s.ID)
+		// The page opens on the agent's own terminal.
+		p.find("region", "Terminal agent")
+		p.waitText(`[aria-label="Terminal agent"] .xterm-rows`, "demo>")
+		p.click("tab", "Shell")
 		p.find("region", "Terminal")
 		shell := p.termPID("main")
 		p.click("tab", "Agent")
 		p.find("region", "Terminal agent")
-		p.waitText(`[aria-label="Terminal agent"] .xterm-rows`, "demo>")
 		p.click("button", "New shell")
 		p.find("region", "Terminal shell-2")
 		var other string
@@ -735,8 +753,11 @@ func TestWebUI(t *testing.T) {
 		if err != nil || st.ResumeMessage == nil {
 			t.Fatalf("status of the stopped session: %+v %v", st, err)
 		}
-		p.waitText("[role=status]:not([hidden])", "This agent doesn't support resuming. Start a new session.")
-		p.waitText("[role=status]:not([hidden])", *st.ResumeMessage)
+		// The banner says it once: the server's resume_message.
+		p.waitText(".banner[role=status]:not([hidden])", *st.ResumeMessage)
+		if got := strings.TrimSpace(p.text(".banner[role=status]")); got != *st.ResumeMessage {
+			t.Fatalf("the banner says %q, want the resume message %q once", got, *st.ResumeMessage)
+		}
 		if n := len(p.query("button", "Resume session")); n != 0 {
 			t.Fatal("a session that cannot resume offers Resume session")
 		}
@@ -754,7 +775,7 @@ func TestWebUI(t *testing.T) {
 		// The task list closes the task.
 		p.open(node.URL() + "/ui/")
 		p.click("button", "Close no resume")
-		p.waitText(fmt.Sprintf(`li[data-task=%q]`, s.TaskID), "DONE")
+		p.waitText(fmt.Sprintf(`li[data-task=%q]`, s.TaskID), "Done")
 		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State != state.TaskDone {
 			t.Fatalf("the closed task: %+v %v", task, err)
 		}
