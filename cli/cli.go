@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -155,6 +156,10 @@ func runWithStdin(args []string, stdin io.Reader, stdout, stderr io.Writer, gete
 	}
 	switch rest[0] {
 	case "help", "-help", "--help", "-h":
+		if len(rest) > 1 && rest[1] == "server" {
+			fmt.Fprintf(stdout, "Usage: %s\n\nstart a supervisor node (\"paddock server --help\" lists its flags)\n", serverUsage)
+			return 0
+		}
 		if len(rest) > 1 {
 			return e.groupHelp(rest[1:])
 		}
@@ -207,11 +212,11 @@ func (e *env) groupHelp(args []string) int {
 		return e.fail(unknownCommand(words))
 	}
 	fmt.Fprintf(e.stdout, "Usage: paddock %s COMMAND [args]\n\nCommands:\n", group)
-	tw := newTable(e.stdout)
+	var list [][2]string
 	for _, c := range sub {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.usage(), c.summary)
+		list = append(list, [2]string{c.usage(), c.summary})
 	}
-	_ = tw.Flush()
+	printCommandList(e.stdout, list)
 	fmt.Fprintf(e.stdout, "\nRun \"paddock %s COMMAND --help\" for a command's flags.\n", group)
 	return 0
 }
@@ -273,9 +278,27 @@ func (e *env) fail(err error) int {
 	if errors.As(err, &xe) {
 		code = xe.code
 	}
-	msg := strings.Join(strings.Fields(noControls(strings.ReplaceAll(err.Error(), "\n", "; "), "")), " ")
+	msg := strings.Join(strings.Fields(noControls(strings.ReplaceAll(userWords(err), "\n", "; "), "")), " ")
 	fmt.Fprintf(e.stderr, "Error: %s\n", msg)
 	return code
+}
+
+// internalPrefix is how the server passes on an error of a session's
+// agentctl ("agentctl: 409 conflict: no turn is running"): words for the
+// supervisor's log, not its user.
+var internalPrefix = regexp.MustCompile(`^agentctl: \d{3} [a-z_]+: `)
+
+// userWords is err's message as the user should read it: an API error
+// that passes on agentctl's is said in agentctl's own words alone.
+func userWords(err error) string {
+	msg := err.Error()
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		if m := internalPrefix.FindString(ae.Message); m != "" {
+			msg = strings.Replace(msg, ae.Error(), strings.TrimPrefix(ae.Message, m), 1)
+		}
+	}
+	return msg
 }
 
 // client builds an API client from the global flags.
@@ -378,26 +401,82 @@ func subcommands(group string) []string {
 	return out
 }
 
+// serverUsage is how `paddock server` is called (cmd/paddock parses it).
+const serverUsage = "paddock server -config FILE… | -dev [-http-port PORT] [-raft-port PORT]"
+
+// Help lists commands in two columns no wider than helpWidth: a usage that
+// fits helpColumn goes beside its summary, a longer one on a line of its
+// own with the summary under it; summaries wrap at word ends.
+const (
+	helpWidth  = 80
+	helpColumn = 34
+)
+
+// printCommandList prints usage/summary pairs for help.
+func printCommandList(w io.Writer, list [][2]string) {
+	indent := strings.Repeat(" ", 2+helpColumn+2)
+	for _, c := range list {
+		usage, summary := c[0], c[1]
+		lines := wrapWords(summary, helpWidth-len(indent))
+		if n := len([]rune(usage)); n <= helpColumn {
+			fmt.Fprintf(w, "  %s%s%s\n", usage, strings.Repeat(" ", helpColumn-n+2), lines[0])
+			lines = lines[1:]
+		} else {
+			u := wrapWords(usage, helpWidth-2)
+			fmt.Fprintf(w, "  %s\n", u[0])
+			for _, l := range wrapWords(strings.Join(u[1:], " "), helpWidth-6) {
+				if l != "" {
+					fmt.Fprintf(w, "      %s\n", l)
+				}
+			}
+		}
+		for _, l := range lines {
+			fmt.Fprintf(w, "%s%s\n", indent, l)
+		}
+	}
+}
+
+// wrapWords breaks s into lines of at most width characters at spaces (a
+// longer word has a line of its own).
+func wrapWords(s string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case line == "":
+			line = word
+		case len([]rune(line))+1+len([]rune(word)) <= width:
+			line += " " + word
+		default:
+			lines = append(lines, line)
+			line = word
+		}
+	}
+	return append(lines, line)
+}
+
 func printHelp(w io.Writer) {
 	fmt.Fprintln(w, "Usage: paddock [global flags] COMMAND [args]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
-	tw := newTable(w)
-	fmt.Fprintln(tw, "  paddock server -config FILE…\tstart a supervisor node")
+	list := [][2]string{{serverUsage, "start a supervisor node"}}
 	for _, c := range commands {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.usage(), c.summary)
+		list = append(list, [2]string{c.usage(), c.summary})
 	}
-	fmt.Fprintln(tw, "  paddock help\tshow this help")
-	_ = tw.Flush()
+	list = append(list, [2]string{"paddock help [COMMAND]", "show this help, or a command's"})
+	printCommandList(w, list)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Global flags (before or after the command):")
-	fmt.Fprintln(w, "  -address ADDR  supervisor HTTP address (env PADDOCK_ADDR, default "+client.DefaultAddress+")")
+	fmt.Fprintln(w, "  -address ADDR  supervisor HTTP address (env PADDOCK_ADDR,")
+	fmt.Fprintln(w, "                 default "+client.DefaultAddress+")")
 	fmt.Fprintln(w, "  -token TOKEN   ACL token (env PADDOCK_TOKEN)")
 	fmt.Fprintln(w, "  -json          print the server's JSON instead of a table")
 	fmt.Fprintln(w, "  -stale         read the local node's state instead of the leader's")
-	fmt.Fprintln(w, "  -ca-cert FILE  CA certificate that verifies an https server (env PADDOCK_CACERT)")
+	fmt.Fprintln(w, "  -ca-cert FILE  CA certificate that verifies an https server")
+	fmt.Fprintln(w, "                 (env PADDOCK_CACERT)")
 	fmt.Fprintln(w, "  -client-cert FILE, -client-key FILE")
-	fmt.Fprintln(w, "                 client certificate and key (env PADDOCK_CLIENT_CERT, PADDOCK_CLIENT_KEY)")
+	fmt.Fprintln(w, "                 client certificate and key (env PADDOCK_CLIENT_CERT,")
+	fmt.Fprintln(w, "                 PADDOCK_CLIENT_KEY)")
 }
 
 // commands is the table of every leaf subcommand and commandIndex maps each

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -33,6 +34,7 @@ type sessionCreateOpts struct {
 	task, agent, runtime *string
 	options              kvFlag
 	wait                 waitOpts
+	quiet                *bool
 }
 
 func sessionCreateFlags(fs *flag.FlagSet) *sessionCreateOpts {
@@ -44,6 +46,7 @@ func sessionCreateFlags(fs *flag.FlagSet) *sessionCreateOpts {
 	}
 	fs.Var(o.options, "option", "runtime option KEY=VALUE (repeatable)")
 	o.wait = addWaitFlags(fs, lifecycleTimeout, "the agent to take prompts")
+	o.quiet = fs.Bool("q", false, quietHelp+"; the wait still ends with exit 1 if the session fails")
 	return o
 }
 
@@ -78,6 +81,17 @@ func runSessionCreate(e *env, o *sessionCreateOpts, pos []string) error {
 	if err != nil {
 		return err
 	}
+	if *o.quiet && !e.g.json {
+		if !*o.wait.detach {
+			quiet := *e
+			quiet.stdout = io.Discard
+			if _, err := quiet.waitSession(c, s.ID, *o.wait.timeout, nil, untilReady("start")); err != nil {
+				return err
+			}
+		}
+		printIDs(e.stdout, s.ID)
+		return nil
+	}
 	if *o.wait.detach {
 		if e.g.json {
 			return printJSON(e.stdout, raw)
@@ -108,12 +122,16 @@ func (e *env) finishWait(c *client.Client, id string, timeout time.Duration, v v
 	return nil
 }
 
-type sessionListOpts struct{ task, state *string }
+type sessionListOpts struct {
+	task, state *string
+	listOpts
+}
 
 func sessionListFlags(fs *flag.FlagSet) *sessionListOpts {
 	return &sessionListOpts{
-		task:  fs.String("task", "", "only sessions of this task"),
-		state: fs.String("state", "", "only sessions in this state (e.g. RUNNING)"),
+		task:     fs.String("task", "", "only sessions of this task"),
+		state:    fs.String("state", "", "only sessions in this state (e.g. RUNNING)"),
+		listOpts: addListFlags(fs),
 	}
 }
 
@@ -129,7 +147,7 @@ func runSessionList(e *env, o *sessionListOpts, pos []string) error {
 	titles := map[string]string{}
 	nodes := map[string]string{}
 	return show(e, func(c *client.Client, opts []client.CallOption) ([]api.Session, error) {
-		if !e.g.json {
+		if !e.g.json && !*o.quiet {
 			// Titles and nodes make the table readable; without them it
 			// still lists the sessions.
 			if tasks, err := c.ListTasks(e.ctx()); err == nil {
@@ -145,10 +163,21 @@ func runSessionList(e *env, o *sessionListOpts, pos []string) error {
 		}
 		return c.ListSessions(e.ctx(), *o.task, strings.ToUpper(*o.state), opts...)
 	}, func(sessions []api.Session) error {
+		ids := make([]string, 0, len(sessions))
+		taskIDs := make([]string, 0, len(sessions))
+		for _, s := range sessions {
+			ids = append(ids, s.ID)
+			taskIDs = append(taskIDs, s.TaskID)
+		}
+		if *o.quiet {
+			printIDs(e.stdout, ids...)
+			return nil
+		}
 		if len(sessions) == 0 {
 			fmt.Fprintln(e.stdout, "No sessions")
 			return nil
 		}
+		short, shortTask := idColumn(ids, *o.verbose), idColumn(taskIDs, *o.verbose)
 		now := time.Now()
 		rows := make([][]string, 0, len(sessions))
 		for _, s := range sessions {
@@ -156,7 +185,7 @@ func runSessionList(e *env, o *sessionListOpts, pos []string) error {
 			if reason == "" && (s.State == api.SessionError || s.State == api.SessionStopped) {
 				reason = s.StateReason
 			}
-			rows = append(rows, []string{s.ID, s.TaskID, titles[s.TaskID], string(s.State), s.Agent, s.Runtime, nodes[s.ExecutorID],
+			rows = append(rows, []string{short(s.ID), shortTask(s.TaskID), titles[s.TaskID], string(s.State), s.Agent, s.Runtime, nodes[s.ExecutorID],
 				yesNo(s.HasResumeToken), age(s.LastActivityAt, now), firstLineOf(reason, 60)})
 		}
 		return table(e.stdout, []string{"ID", "TASK", "TITLE", "STATE", "AGENT", "RUNTIME", "NODE", "RESUME TOKEN", "LAST ACTIVITY", "REASON"}, rows)

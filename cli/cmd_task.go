@@ -13,14 +13,30 @@ import (
 
 // The task group: create, list, close, reopen and delete tasks.
 
-type taskCreateOpts struct{ title, workspace, branch *string }
+type taskCreateOpts struct {
+	title, workspace, branch *string
+	quiet                    *bool
+}
 
 func taskCreateFlags(fs *flag.FlagSet) *taskCreateOpts {
 	return &taskCreateOpts{
 		title:     fs.String("title", "", "task title (required)"),
 		workspace: fs.String("workspace", "", "workspace directory or repository path; the runtime refuses one outside its root (standalone's task_workspace_root, docker's workspace_root)"),
 		branch:    fs.String("branch", "", "git branch to work on"),
+		quiet:     fs.Bool("q", false, quietHelp),
 	}
+}
+
+// listOpts are the flags of task list and session list's own.
+type listOpts struct{ quiet, verbose *bool }
+
+func addListFlags(fs *flag.FlagSet) listOpts {
+	return listOpts{quiet: fs.Bool("q", false, quietHelp), verbose: fs.Bool("verbose", false, verboseHelp)}
+}
+
+func taskListFlags(fs *flag.FlagSet) *listOpts {
+	o := addListFlags(fs)
+	return &o
 }
 
 func runTaskCreate(e *env, o *taskCreateOpts, pos []string) error {
@@ -42,26 +58,39 @@ func runTaskCreate(e *env, o *taskCreateOpts, pos []string) error {
 	return show(e, func(c *client.Client, opts []client.CallOption) (*api.Task, error) {
 		return c.CreateTask(e.ctx(), req, opts...)
 	}, func(task *api.Task) error {
+		if *o.quiet {
+			printIDs(e.stdout, task.ID)
+			return nil
+		}
 		fmt.Fprintf(e.stdout, "Created task %s (%s)\n", task.ID, cell(string(task.State)))
 		return nil
 	})
 }
 
-func runTaskList(e *env, pos []string) error {
+func runTaskList(e *env, o *listOpts, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
 	return show(e, func(c *client.Client, o []client.CallOption) ([]api.Task, error) {
 		return c.ListTasks(e.ctx(), o...)
 	}, func(tasks []api.Task) error {
+		ids := make([]string, 0, len(tasks))
+		for _, t := range tasks {
+			ids = append(ids, t.ID)
+		}
+		if *o.quiet {
+			printIDs(e.stdout, ids...)
+			return nil
+		}
 		if len(tasks) == 0 {
 			fmt.Fprintln(e.stdout, "No tasks")
 			return nil
 		}
+		short := idColumn(ids, *o.verbose)
 		now := time.Now()
 		rows := make([][]string, 0, len(tasks))
 		for _, t := range tasks {
-			rows = append(rows, []string{t.ID, t.Title, string(t.State), t.Workspace.Path, t.Workspace.Branch, age(t.CreatedAt, now)})
+			rows = append(rows, []string{short(t.ID), t.Title, string(t.State), t.Workspace.Path, t.Workspace.Branch, age(t.CreatedAt, now)})
 		}
 		return table(e.stdout, []string{"ID", "TITLE", "STATE", "WORKSPACE", "BRANCH", "CREATED"}, rows)
 	})

@@ -140,3 +140,34 @@ func TestMatchPrefix(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpFitsEightyColumns: help pads no line past 80 columns, however
+// long a command's usage; "help server" answers with server's usage.
+func TestHelpFitsEightyColumns(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"session", "--help"}, {"tls", "--help"}} {
+		code, out, _ := runCLI("http://127.0.0.1:1", args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if n := len([]rune(l)); n > 80 {
+				t.Errorf("%v: a line of %d columns: %q", args, n, l)
+			}
+		}
+	}
+	code, out, errOut := runCLI("http://127.0.0.1:1", "help", "server")
+	if code != 0 || errOut != "" || !strings.Contains(out, "Usage: paddock server -config FILE") {
+		t.Errorf("help server: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// TestAgentctlErrorsInTheUsersWords: an error the server passes on from a
+// session's agentctl is printed as agentctl's sentence alone.
+func TestAgentctlErrorsInTheUsersWords(t *testing.T) {
+	f, addr := startFake(t)
+	f.routes["POST /v1/sessions/s1/cancel"] = route{409, `{"error":{"code":"conflict","message":"agentctl: 409 conflict: no turn is running"}}`}
+	code, _, errOut := runCLI(addr, "session", "cancel", "s1")
+	if code != 1 || errOut != "Error: no turn is running\n" {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -107,3 +108,54 @@ func (e *env) expandPrefix(kind, prefix string) (string, error) {
 	}
 	return sessionWithPrefix(e.ctx(), c, prefix)
 }
+
+// shortLen is how many characters of an id a table shows (-verbose shows
+// them whole); as short ids they are a prefix the commands expand.
+const shortLen = 8
+
+// idColumn returns how a table shows the ids of ids: whole with verbose,
+// else cut to shortLen characters, or to more where shortLen would not tell
+// two of them apart.
+func idColumn(ids []string, verbose bool) func(string) string {
+	if verbose {
+		return func(id string) string { return id }
+	}
+	n := shortLen
+	for {
+		seen := map[string]string{} // prefix → the id it came from
+		clash := false
+		for _, id := range ids {
+			if len(id) <= n {
+				continue
+			}
+			if other, ok := seen[id[:n]]; ok && other != id {
+				clash = true
+				break
+			}
+			seen[id[:n]] = id
+		}
+		if !clash {
+			break
+		}
+		n += 4
+	}
+	return func(id string) string {
+		if len(id) > n {
+			return id[:n]
+		}
+		return id
+	}
+}
+
+// printIDs prints one id a line: the output of -q.
+func printIDs(w io.Writer, ids ...string) {
+	for _, id := range ids {
+		fmt.Fprintln(w, id)
+	}
+}
+
+// quietHelp and verboseHelp are the help of -q and -verbose.
+const (
+	quietHelp   = "print only ids, one a line (for scripts: ID=$(paddock … -q))"
+	verboseHelp = "print whole ids (the table shows their first 8 characters, a prefix every command takes)"
+)

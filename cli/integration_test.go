@@ -81,8 +81,19 @@ func TestAgainstRealSupervisor(t *testing.T) {
 	id := strings.Fields(strings.TrimPrefix(out, "Created task "))[0]
 
 	code, out, errOut = runCLI(addr, "task", "list")
-	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "integration") {
+	if code != 0 || !strings.Contains(out, id[:8]+" ") || strings.Contains(out, id) || !strings.Contains(out, "integration") {
 		t.Fatalf("task list: exit %d, out %q, err %q", code, out, errOut)
+	}
+	if code, out, _ = runCLI(addr, "task", "list", "-verbose"); code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("task list -verbose: exit %d, out %q", code, out)
+	}
+	// -q prints the id alone, for ID=$(paddock task create -q …).
+	if code, out, _ = runCLI(addr, "task", "create", "-q", "-title", "quiet"); code != 0 || len(strings.TrimSpace(out)) != len(id) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("task create -q: exit %d, out %q", code, out)
+	}
+	quietID := strings.TrimSpace(out)
+	if code, out, _ = runCLI(addr, "task", "list", "-q"); code != 0 || out != id+"\n"+quietID+"\n" && out != quietID+"\n"+id+"\n" {
+		t.Fatalf("task list -q: exit %d, out %q", code, out)
 	}
 	code, out, _ = runCLI(addr, "task", "list", "-json", "-stale")
 	if code != 0 || !strings.Contains(out, `"tasks"`) || !strings.Contains(out, id) {

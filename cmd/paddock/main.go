@@ -13,5 +13,8 @@ func main() {
 	if len(args) > 0 && args[0] == "server" {
 		os.Exit(runServer(args[1:]))
 	}
+	if len(args) > 1 && (args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help") && args[1] == "server" {
+		os.Exit(runServer([]string{"-help"}))
+	}
 	os.Exit(cli.Run(args, os.Stdout, os.Stderr))
 }

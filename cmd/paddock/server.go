@@ -31,6 +31,19 @@ func runServer(args []string) int {
 	dev := fs.Bool("dev", false, "run one node with a built-in config and a temporary data dir")
 	httpPort := fs.Int("http-port", 0, "serve the HTTP API on this port (overrides ports.http; default 7700)")
 	raftPort := fs.Int("raft-port", 0, "use this port for raft (overrides ports.raft; default 7701)")
+	fs.SetOutput(os.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: paddock server -config FILE… | -dev [-http-port PORT] [-raft-port PORT]\n\nstart a supervisor node\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			// Asked for, the usage is the answer: stdout and exit 0.
+			fs.SetOutput(os.Stdout)
+			fs.Usage()
+			return 0
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return 1
 	}
