@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -105,6 +107,9 @@ func answerPermission(e *env, pos []string, verb string, kinds ...string) error 
 		return err
 	}
 	p, err := pickPermission(perms, sessionID, permID)
+	if errors.Is(err, errNonePending) {
+		p, err = awaitPermission(e, c, sessionID, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -124,6 +129,49 @@ func answerPermission(e *env, pos []string, verb string, kinds ...string) error 
 	return nil
 }
 
+// errNonePending: the session has no pending permission request.
+var errNonePending = errors.New("no pending permission request")
+
+// permissionWait bounds how long approve and deny wait for a request while
+// the session's turn runs.
+const permissionWait = 30 * time.Second
+
+// awaitPermission waits, while the session's turn runs, for its agent's
+// next permission request (up to permissionWait), so that
+// `session prompt -detach ID …` followed by `session approve ID` answers the
+// request the turn is about to make. A session with no turn running has
+// none coming: none is the error pickPermission gave.
+func awaitPermission(e *env, c *client.Client, sessionID string, none error) (api.Permission, error) {
+	ctx, cancel := context.WithTimeout(e.ctx(), permissionWait)
+	defer cancel()
+	// The stream is opened before each look, so a request made between a
+	// look and the wait still wakes it.
+	stream, err := c.Events(ctx, client.EventFilter{SessionID: sessionID}, 0)
+	if err != nil {
+		return api.Permission{}, none
+	}
+	go func() { <-ctx.Done(); stream.Close() }()
+	for {
+		sess, err := c.GetSession(ctx, sessionID)
+		if err != nil {
+			return api.Permission{}, err
+		}
+		if sess.State != api.SessionRunning && sess.State != api.SessionStarting {
+			return api.Permission{}, none
+		}
+		perms, err := c.Permissions(ctx, sessionID)
+		if err != nil {
+			return api.Permission{}, err
+		}
+		if p, err := pickPermission(perms, sessionID, ""); err == nil {
+			return p, nil
+		}
+		if _, err := stream.Next(); err != nil {
+			return api.Permission{}, fmt.Errorf("%w (its turn runs, and its agent asked nothing within %s)", none, permissionWait)
+		}
+	}
+}
+
 // pickPermission finds the pending request permID (an id or a unique
 // prefix of one), or the oldest pending one when permID is empty.
 func pickPermission(perms []api.Permission, sessionID, permID string) (api.Permission, error) {
@@ -133,7 +181,7 @@ func pickPermission(perms []api.Permission, sessionID, permID string) (api.Permi
 				return p, nil
 			}
 		}
-		return api.Permission{}, fmt.Errorf("session %s has no pending permission request", sessionID)
+		return api.Permission{}, fmt.Errorf("session %s has %w", sessionID, errNonePending)
 	}
 	ids := make([]string, 0, len(perms))
 	for _, p := range perms {

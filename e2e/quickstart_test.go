@@ -179,4 +179,5 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	check("session messages "+ids["SESSION_ID"], "remember apples and pears", "ok, remembering apples")
 	check(ids["SESSION_ID"]+" recall", "you asked me to remember: apples, and, pears")
+	check("session approve "+ids["SESSION_ID"], "Approved permission request", "Run: wc -l notes.txt", "allow_once")
 }
