@@ -127,7 +127,10 @@ func TestWebUIFaces(t *testing.T) {
 		// The task's list shows states as words too.
 		p.click("link", "Task")
 		p.waitText(fmt.Sprintf(`li[data-session=%q]`, s.ID), "Waiting for input")
-		p.waitText(fmt.Sprintf(`li[data-session=%q] time`, s.ID), "ago")
+		p.waitText(fmt.Sprintf(`li[data-session=%q] time`, s.ID), "just now")
+		if title := attr(p, fmt.Sprintf(`li[data-session=%q] time`, s.ID), "title"); title == "" {
+			t.Fatal("the session's time has no full time in its title")
+		}
 	})
 
 	// A cancelled turn is marked in the conversation: its messages, and a
