@@ -100,7 +100,7 @@ export interface Status {
   session_id: string; task_id: string; state: string; agent_profile_id: string | null;
   executor_status: string | null; runtime: string | null; is_agent_running: boolean;
   is_resumable: boolean; needs_resume: boolean; resume_reason: string | null;
-  resume_message: string | null; error_message?: string | null;
+  resume_message: string | null;
   node: string | null; worktree_path: string | null; worktree_branch: string | null;
   // The agent's work (absent from a node that predates it).
   last_turn_outcome?: string | null;
