@@ -21,12 +21,20 @@ const (
 	closeLagged       = 4408
 )
 
+// maxCloseReason is the most a close frame's reason may hold (125 bytes of
+// payload, less the code).
+const maxCloseReason = 123
+
 const (
 	// eventsReadLimit bounds a frame read from an events client.
-	eventsReadLimit  = 4 << 10
-	authFrameTimeout = 10 * time.Second
-	writeTimeout     = 10 * time.Second
-	pingInterval     = 30 * time.Second
+	eventsReadLimit = 4 << 10
+	// defaultSocketAuthTimeout is how long a WebSocket without a token
+	// header has to send its first frame or hello (Options.SocketAuthTimeout).
+	// Browsers send it as soon as the socket opens; until then the socket is
+	// not counted against limits.max_websockets, so its wait is kept short.
+	defaultSocketAuthTimeout = 2 * time.Second
+	writeTimeout             = 10 * time.Second
+	pingInterval             = 30 * time.Second
 )
 
 // checkOrigin allows requests with no Origin (CLIs), the API's own origin, and
@@ -114,7 +122,7 @@ func (s *Server) firstFrameAuth(conn *websocket.Conn, r *http.Request) bool {
 	if _, present := requestToken(r); present {
 		return true // checked before the upgrade
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(authFrameTimeout))
+	_ = conn.SetReadDeadline(time.Now().Add(s.socketAuthTimeout))
 	var frame struct {
 		Type  string `json:"type"`
 		Token string `json:"token"`
@@ -131,6 +139,9 @@ func (s *Server) firstFrameAuth(conn *websocket.Conn, r *http.Request) bool {
 }
 
 func closeWith(conn *websocket.Conn, code int, reason string) {
+	if len(reason) > maxCloseReason {
+		reason = strings.ToValidUTF8(reason[:maxCloseReason], "") // drop a rune cut in two
+	}
 	msg := websocket.FormatCloseMessage(code, reason)
 	_ = conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(time.Second))
 	_ = conn.Close()
@@ -162,6 +173,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	// first one (not yet authenticated) included.
 	conn.SetReadLimit(eventsReadLimit)
 	if !s.firstFrameAuth(conn, r) {
+		return nil
+	}
+	if !socketSlotOf(r).admit() {
+		closeWith(conn, websocket.CloseTryAgainLater, s.errTooManySockets().Error())
 		return nil
 	}
 	sub := s.store.Subscribe(f, since)

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -22,10 +24,21 @@ import (
 // limits.max_request_rate (429).
 const CodeTooManyRequests = "too_many_requests"
 
-// socketCount caps the WebSockets a node serves at once.
+// maxPendingSockets caps the WebSockets one client address may hold while
+// they wait for the token of their first frame or hello. Those are not
+// counted against limits.max_websockets (a client without a token could
+// otherwise fill it), and each is closed after Options.SocketAuthTimeout.
+const maxPendingSockets = 8
+
+// socketCount caps the WebSockets a node serves at once
+// (limits.max_websockets), and those each client holds before they have
+// authenticated (maxPendingSockets).
 type socketCount struct {
 	max  int64
 	open atomic.Int64
+
+	mu      sync.Mutex
+	pending map[string]int // client address → its sockets not yet authenticated
 }
 
 // acquire takes a slot, or reports false when all max are taken (max 0: no cap).
@@ -38,6 +51,97 @@ func (c *socketCount) acquire() bool {
 }
 
 func (c *socketCount) release() { c.open.Add(-1) }
+
+// Why socketCount.enter refuses a socket.
+var (
+	errSocketsFull    = errors.New("limits.max_websockets reached")
+	errSocketsPending = errors.New("too many sockets waiting to authenticate")
+)
+
+// enter gives a WebSocket its place: a counted slot at once when it has
+// authenticated by header, else a pending one under its client's address
+// until socketSlot.admit.
+func (c *socketCount) enter(client string, pending bool) (*socketSlot, error) {
+	if !pending {
+		if !c.acquire() {
+			return nil, errSocketsFull
+		}
+		return &socketSlot{c: c, counted: true}, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[client] >= maxPendingSockets {
+		return nil, errSocketsPending
+	}
+	if c.pending == nil {
+		c.pending = map[string]int{}
+	}
+	c.pending[client]++
+	return &socketSlot{c: c, client: client}, nil
+}
+
+// socketSlot is one WebSocket's place in its node's socketCount: pending for
+// its client address until it authenticates, then counted. A socket's
+// request and handler use it one after the other, never at once.
+type socketSlot struct {
+	c       *socketCount
+	client  string // the client address it is pending under; "" when not pending
+	counted bool
+}
+
+// admit counts an authenticated socket against limits.max_websockets; false
+// when the node is at that limit, and the socket must then be closed. A nil
+// slot (a handler reached without serve's middleware) admits.
+func (sl *socketSlot) admit() bool {
+	if sl == nil || sl.counted {
+		return true
+	}
+	sl.leavePending()
+	sl.counted = sl.c.acquire()
+	return sl.counted
+}
+
+// release gives back whatever the slot holds.
+func (sl *socketSlot) release() {
+	sl.leavePending()
+	if sl.counted {
+		sl.counted = false
+		sl.c.release()
+	}
+}
+
+func (sl *socketSlot) leavePending() {
+	if sl.client == "" {
+		return
+	}
+	sl.c.mu.Lock()
+	defer sl.c.mu.Unlock()
+	if sl.c.pending[sl.client]--; sl.c.pending[sl.client] <= 0 {
+		delete(sl.c.pending, sl.client)
+	}
+	sl.client = ""
+}
+
+type socketSlotKey struct{}
+
+func withSocketSlot(ctx context.Context, sl *socketSlot) context.Context {
+	return context.WithValue(ctx, socketSlotKey{}, sl)
+}
+
+// socketSlotOf is the slot serve gave a WebSocket request (nil if none).
+func socketSlotOf(r *http.Request) *socketSlot {
+	sl, _ := r.Context().Value(socketSlotKey{}).(*socketSlot)
+	return sl
+}
+
+// clientAddr is the address a request came from, without its port.
+func clientAddr(r *http.Request) string {
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return client
+}
 
 // rateLimit is a token bucket per client address: each refills at rate
 // tokens per second up to rate, and a request takes one.
@@ -99,10 +203,7 @@ func (s *Server) checkRate(w http.ResponseWriter, r *http.Request, flags int) er
 	if s.rate == nil || s.fromNode(r, flags) {
 		return nil
 	}
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		client = r.RemoteAddr
-	}
+	client := clientAddr(r)
 	ok, wait := s.rate.allow(client, time.Now())
 	if ok {
 		return nil
@@ -124,6 +225,23 @@ func (s *Server) fromNode(r *http.Request, flags int) bool {
 	}
 	got := r.Header.Get(cluster.NodeSecretHeader)
 	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// enterSocket gives a WebSocket request its socketSlot, or the refusal: 503
+// past limits.max_websockets, 429 when its client already holds
+// maxPendingSockets sockets that have not authenticated.
+func (s *Server) enterSocket(r *http.Request, acc access) (*socketSlot, error) {
+	client := clientAddr(r)
+	sl, err := s.sockets.enter(client, acc == firstFrame)
+	switch {
+	case errors.Is(err, errSocketsFull):
+		return nil, s.errTooManySockets()
+	case errors.Is(err, errSocketsPending):
+		return nil, errorf(http.StatusTooManyRequests, CodeTooManyRequests,
+			"%s from %s are already waiting to authenticate; send the token in a header, or in the first frame as soon as the socket opens",
+			plural(maxPendingSockets, "WebSocket"), client)
+	}
+	return sl, err
 }
 
 // errTooManySockets answers a WebSocket past limits.max_websockets.

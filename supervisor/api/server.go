@@ -131,6 +131,10 @@ type Options struct {
 	// 30s); BigBodyTimeout does for snapshot restores and other bigBody
 	// routes (default 10m).
 	BodyTimeout, BigBodyTimeout time.Duration
+	// SocketAuthTimeout bounds how long a WebSocket that authenticates in
+	// its first frame (events) or hello (terminal) has to send it (default
+	// 2s).
+	SocketAuthTimeout time.Duration
 }
 
 // Server is the HTTP handler of one node.
@@ -153,9 +157,10 @@ type Server struct {
 	sockets    *socketCount // limits.max_websockets
 	models     sync.Map     // session id → reportedModel of its running agent
 
-	// Options.BodyTimeout and BigBodyTimeout.
-	bodyTimeout    time.Duration
-	bigBodyTimeout time.Duration
+	// Options.BodyTimeout, BigBodyTimeout and SocketAuthTimeout.
+	bodyTimeout       time.Duration
+	bigBodyTimeout    time.Duration
+	socketAuthTimeout time.Duration
 }
 
 // Forwarding headers: the hop count bounds forwarding loops.
@@ -192,9 +197,12 @@ func New(opts Options) *Server {
 	if opts.BigBodyTimeout == 0 {
 		opts.BigBodyTimeout = defaultBigBodyTimeout
 	}
+	if opts.SocketAuthTimeout == 0 {
+		opts.SocketAuthTimeout = defaultSocketAuthTimeout
+	}
 	s := &Server{cluster: opts.Cluster, sessions: opts.Sessions, plugins: opts.Plugins, nodes: opts.Nodes, store: opts.Cluster.Store(), cfg: opts.Config, log: opts.Logger,
 		mux: http.NewServeMux(), registry: opts.Registry, logSinks: opts.LogSinks, leaderWait: opts.LeaderWait,
-		bodyTimeout: opts.BodyTimeout, bigBodyTimeout: opts.BigBodyTimeout,
+		bodyTimeout: opts.BodyTimeout, bigBodyTimeout: opts.BigBodyTimeout, socketAuthTimeout: opts.SocketAuthTimeout,
 		tls: opts.TLS}
 	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	if opts.TLS != nil {
@@ -323,9 +331,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, body *
 			return err
 		}
 	}
+	acc := fullAccess
 	if flags&open == 0 {
-		acc, err := s.authenticate(r, flags)
-		if err != nil {
+		var err error
+		if acc, err = s.authenticate(r, flags); err != nil {
 			return err
 		}
 		if acc == readOnly && (!safeMethod(r.Method) || flags&manage != 0) {
@@ -333,10 +342,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, flags int, body *
 		}
 	}
 	if flags&socket != 0 && websocket.IsWebSocketUpgrade(r) {
-		if !s.sockets.acquire() {
-			return s.errTooManySockets()
+		// A socket that authenticates in its first frame is counted
+		// against limits.max_websockets only once it has (socketSlot.admit).
+		slot, err := s.enterSocket(r, acc)
+		if err != nil {
+			return err
 		}
-		defer s.sockets.release() // socket handlers return when the socket ends
+		defer slot.release() // socket handlers return when the socket ends
+		r = r.WithContext(withSocketSlot(r.Context(), slot))
 	} else if flags&bigBody != 0 {
 		body.setDeadline(s.bigBodyTimeout)
 	} else {
@@ -406,6 +419,7 @@ type access int
 const (
 	fullAccess access = iota // acl.token, the node secret, or an open API
 	readOnly                 // acl.read_token: reads and event streams
+	firstFrame               // a WebSocket whose token is to come in its first frame or hello
 )
 
 // errReadOnly answers a write or a terminal asked for with the read-only token.
@@ -440,7 +454,7 @@ func (s *Server) authenticate(r *http.Request, flags int) (access, error) {
 	}
 	got, present := requestToken(r)
 	if !present && flags&socket != 0 && websocket.IsWebSocketUpgrade(r) {
-		return fullAccess, nil // the first frame decides (firstFrameAuth, terminal hello)
+		return firstFrame, nil // the first frame decides (firstFrameAuth, terminal hello)
 	}
 	if !present {
 		return 0, errorf(http.StatusUnauthorized, CodeUnauthorized, "missing token: send Authorization: Bearer TOKEN or X-Paddock-Token")

@@ -109,26 +109,83 @@ func (s *Server) listPlugins(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
+// Close codes of a terminal refused after its hello: the session is unknown,
+// or has no running executor (the 404 and 409 of a request with a token
+// header).
+const (
+	closeTerminalNotFound = 4404
+	closeTerminalConflict = 4409
+)
+
 // terminal relays a terminal WebSocket to the session's agentctl, where the
 // shell lives (so it survives client reconnects and supervisor failover).
-// A client that sent no token header authenticates in its hello frame.
+//
+// A request with a token header has authenticated: an unknown session (404)
+// or one without a running executor (409) is refused before the upgrade. A
+// browser sends its token in the hello instead, and until the hello has
+// authenticated the answer must not depend on the session: such a request is
+// upgraded, its hello read and checked, and only then is the session looked
+// up, a refusal being an error frame and a close code (4404, 4409).
 func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
-	sess, err := s.session(r)
-	if err != nil {
-		return err
-	}
-	ex, ok := s.store.Executor(sess.ExecutorID)
-	if !ok || ex.AgentctlURL == "" || ex.Status == state.ExecutorStopped {
-		return errorf(http.StatusConflict, CodeConflict, "session %q has no running executor; resume it first", sess.ID)
-	}
 	if !s.checkOrigin(r) {
 		return errorf(http.StatusForbidden, CodeForbidden, "origin %q is not in api.allowed_origins", r.Header.Get("Origin"))
 	}
-	var helloToken, readToken string
-	if _, present := requestToken(r); !present {
-		helloToken, readToken = s.cfg.ACL.Token, s.cfg.ACL.ReadToken
+	t := terminal.Target{Name: r.URL.Query().Get("name"), Logger: s.log.Named("terminal")}
+	if _, present := requestToken(r); present || s.cfg.ACL.Token == "" {
+		ex, err := s.terminalExecutor(r)
+		if err != nil {
+			return err
+		}
+		c := terminal.Accept(w, r, t)
+		if c == nil {
+			return nil
+		}
+		defer c.Close()
+		c.Relay(r.Context(), withExecutor(t, ex))
+		return nil
 	}
-	terminal.Serve(w, r, terminal.Target{URL: ex.AgentctlURL, Fingerprint: ex.AgentctlFingerprint, Secret: ex.Secret, Name: r.URL.Query().Get("name"),
-		HelloToken: helloToken, ReadOnlyToken: readToken, Logger: s.log.Named("terminal")})
+	t.HelloToken, t.ReadOnlyToken, t.HelloTimeout = s.cfg.ACL.Token, s.cfg.ACL.ReadToken, s.socketAuthTimeout
+	c := terminal.Accept(w, r, t)
+	if c == nil {
+		return nil
+	}
+	defer c.Close()
+	if !socketSlotOf(r).admit() {
+		c.Fail(CodeUnavailable, s.errTooManySockets().Error(), terminal.CloseUnavailable)
+		return nil
+	}
+	ex, err := s.terminalExecutor(r)
+	if err != nil {
+		status, code := classify(err)
+		closeCode := terminal.CloseUnavailable
+		switch status {
+		case http.StatusNotFound:
+			closeCode = closeTerminalNotFound
+		case http.StatusConflict:
+			closeCode = closeTerminalConflict
+		}
+		c.Fail(code, err.Error(), closeCode)
+		return nil
+	}
+	c.Relay(r.Context(), withExecutor(t, ex))
 	return nil
+}
+
+// terminalExecutor is the running executor of the session in the path.
+func (s *Server) terminalExecutor(r *http.Request) (state.Executor, error) {
+	sess, err := s.session(r)
+	if err != nil {
+		return state.Executor{}, err
+	}
+	ex, ok := s.store.Executor(sess.ExecutorID)
+	if !ok || ex.AgentctlURL == "" || ex.Status == state.ExecutorStopped {
+		return state.Executor{}, errorf(http.StatusConflict, CodeConflict, "session %q has no running executor; resume it first", sess.ID)
+	}
+	return ex, nil
+}
+
+// withExecutor points a terminal at the executor's agentctl.
+func withExecutor(t terminal.Target, ex state.Executor) terminal.Target {
+	t.URL, t.Fingerprint, t.Secret = ex.AgentctlURL, ex.AgentctlFingerprint, ex.Secret
+	return t
 }

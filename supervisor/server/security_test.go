@@ -16,10 +16,13 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/supervisor/terminal"
 )
 
 // Regression tests for what probing a node as an attacker would found: each
@@ -380,6 +383,105 @@ func TestEachNodeKeepsItsOwnSessionLimit(t *testing.T) {
 	}
 }
 
+// TestUnauthenticatedSocketsDoNotFillTheLimit: four upgrades of /v1/events
+// that never sent their auth frame held every slot of limits.max_websockets
+// = 4 for 10 s, and an authenticated client got 503 meanwhile. A socket now
+// counts against the limit only once it has authenticated; until then it has
+// 2 s to do so, and one client address may hold at most 8 such sockets.
+func TestUnauthenticatedSocketsDoNotFillTheLimit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestClusterWith(t, 1, testToken, func(_ int, cfg *config.Config) { cfg.Limits.MaxWebsockets = 4 })
+	addr := c.servers[0].HTTPAddr()
+	url := "ws://" + addr + "/v1/events"
+	hdr := http.Header{"Authorization": []string{"Bearer " + testToken}}
+	auth := map[string]string{"type": "auth", "token": testToken}
+
+	// Eight sockets that never authenticate are all upgraded.
+	var silent []*websocket.Conn
+	var opened []time.Time
+	for i := 0; i < 8; i++ {
+		conn, resp, err := websocket.DefaultDialer.Dial(url, nil)
+		if err != nil {
+			t.Fatalf("unauthenticated socket %d of 8: %v (%s)", i+1, err, statusOf(resp))
+		}
+		t.Cleanup(func() { conn.Close() })
+		silent, opened = append(silent, conn), append(opened, time.Now())
+	}
+	// A ninth from the same address is refused, saying why.
+	_, resp, err := websocket.DefaultDialer.Dial(url, nil)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a ninth unauthenticated socket: %v (%s), want 429", err, statusOf(resp))
+	}
+	if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), "waiting to authenticate") {
+		t.Fatalf("a ninth unauthenticated socket refused with %s, want the reason", body)
+	}
+
+	// Meanwhile authenticated clients connect, by header, and by first
+	// frame from another address.
+	dialEvents(t, addr, "", hdr)
+	other := websocket.Dialer{NetDial: func(network, addr string) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+		return d.Dial(network, addr)
+	}}
+	byFrame, resp, err := other.Dial(url, nil)
+	if err != nil {
+		t.Fatalf("a socket from another address that authenticates in its first frame: %v (%s)", err, statusOf(resp))
+	}
+	t.Cleanup(func() { byFrame.Close() })
+	if err := byFrame.WriteJSON(auth); err != nil {
+		t.Fatal(err)
+	}
+
+	// The silent ones are closed with 4401 about 2 s after they opened.
+	for i, conn := range silent {
+		_ = conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+		_, _, err := conn.ReadMessage()
+		if took := time.Since(opened[i]); !websocket.IsCloseError(err, 4401) || took > 3500*time.Millisecond {
+			t.Fatalf("silent socket %d: %v after %s, want close 4401 within about 2s", i+1, err, took.Round(time.Millisecond))
+		}
+	}
+
+	// A socket that authenticated in its first frame counts: with two more
+	// by header the node is at its limit of four.
+	dialEvents(t, addr, "", hdr)
+	dialEvents(t, addr, "", hdr)
+	waitFor(t, 10*time.Second, "the node to be at limits.max_websockets", func() bool {
+		conn, resp, err := websocket.DefaultDialer.Dial(url, hdr)
+		if err == nil {
+			conn.Close() // the first-frame socket was not counted yet
+			return false
+		}
+		return resp != nil && resp.StatusCode == http.StatusServiceUnavailable
+	})
+	// At the limit, a socket that authenticates in its first frame is closed
+	// once it has, with 1013 (try again later) and the reason.
+	var late *websocket.Conn
+	waitFor(t, 10*time.Second, "the silent sockets' places to be released", func() bool {
+		conn, _, err := websocket.DefaultDialer.Dial(url, nil)
+		late = conn
+		return err == nil
+	})
+	t.Cleanup(func() { late.Close() })
+	if err := late.WriteJSON(auth); err != nil {
+		t.Fatal(err)
+	}
+	_ = late.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = late.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseTryAgainLater || !strings.Contains(ce.Text, "limits.max_websockets") {
+		t.Fatalf("a first-frame socket past the limit: %v, want close 1013 naming limits.max_websockets", err)
+	}
+}
+
+func statusOf(resp *http.Response) string {
+	if resp == nil {
+		return "no response"
+	}
+	return resp.Status
+}
+
 // TestARefusedBodyIsNotDrained: 200 connections that sent POST /v1/tasks
 // without a token, a 200 KB Content-Length and a byte every 5 s stayed open
 // for over a minute: net/http reads up to 256 KiB of a body the handler left
@@ -443,6 +545,115 @@ func TestARefusedBodyIsNotDrained(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTerminalAnswersTheSameUntilTheHelloAuthenticates: a terminal request
+// without a token header (the token to come in its hello) was answered 101
+// for a live session, 409 for one without an executor and 404 for an unknown
+// id, so anyone could learn which sessions exist. Until its hello has
+// authenticated every such request is now upgraded and refused alike; the
+// session is looked up only after that.
+func TestTerminalAnswersTheSameUntilTheHelloAuthenticates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t, 1, testToken)
+	cl, sess := newDemoSession(t, c, "hidden")
+	t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), sess.ID) })
+	waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+	base := "ws://" + c.servers[0].HTTPAddr() + "/v1/sessions/"
+
+	// probe dials a terminal without a token header, sends hello (none when
+	// nil) and describes the answer and how long after the upgrade it came.
+	type answer struct {
+		status   int    // the HTTP status when not upgraded
+		attached bool   // the terminal attached
+		error    string // the error frame's code
+		close    int    // the close code
+	}
+	probe := func(id string, hello []byte) (answer, time.Duration) {
+		t.Helper()
+		d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}, HandshakeTimeout: 10 * time.Second}
+		conn, resp, err := d.Dial(base+id+"/terminal", nil)
+		if err != nil {
+			if resp == nil {
+				t.Fatalf("terminal of %q: %v", id, err)
+			}
+			return answer{status: resp.StatusCode}, 0
+		}
+		defer conn.Close()
+		if hello != nil {
+			if err := conn.WriteMessage(websocket.TextMessage, hello); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var a answer
+		start := time.Now()
+		_ = conn.SetReadDeadline(start.Add(15 * time.Second))
+		for {
+			_, data, err := conn.ReadMessage()
+			if err != nil {
+				var ce *websocket.CloseError
+				if errors.As(err, &ce) {
+					a.close = ce.Code
+				}
+				return a, time.Since(start)
+			}
+			m, err := termproto.DecodeServerMessage(data)
+			switch {
+			case err != nil:
+			case m.MessageType() == "attached":
+				a.attached = true
+				return a, time.Since(start)
+			case m.MessageType() == "error":
+				a.error = m.(termproto.Error).Code
+			}
+		}
+	}
+	refusedAlike := func(what string, ids ...string) {
+		t.Helper()
+		for name, hello := range map[string][]byte{
+			"a hello without a token":    termtest.Hello(t, termproto.Hello{}),
+			"a hello with a wrong token": termtest.Hello(t, termproto.Hello{Token: "wrong"}),
+			"no hello":                   nil,
+		} {
+			want := answer{error: termproto.CodeUnauth, close: terminal.CloseUnauthorized}
+			for _, id := range ids {
+				got, took := probe(id, hello)
+				if got != want || took > 3500*time.Millisecond {
+					t.Errorf("%s, %s: %+v after %s, want %+v within about 2s, as for any other id", what, name, got, took.Round(time.Millisecond), want)
+				}
+			}
+		}
+	}
+	refusedAlike("a live session and an unknown id", sess.ID, "no-such-session")
+
+	// An authenticated hello learns the rest: the live session attaches, the
+	// unknown one is not found.
+	good := termtest.Hello(t, termproto.Hello{Token: testToken})
+	if got, _ := probe(sess.ID, good); !got.attached {
+		t.Fatalf("live session with the token in the hello: %+v, want attached", got)
+	}
+	if got, _ := probe("no-such-session", good); got != (answer{error: "not_found", close: 4404}) {
+		t.Fatalf("unknown session with the token in the hello: %+v, want not_found and 4404", got)
+	}
+	// A request with a token header has authenticated: it keeps its answer
+	// before the upgrade.
+	if _, resp, err := termtest.Dial(t, base+"no-such-session/terminal", http.Header{"Authorization": []string{"Bearer " + testToken}}, good); err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("unknown session with a token header: %v (%s), want 404", err, statusOf(resp))
+	}
+
+	// A session without a running executor (deleted: its executor is
+	// destroyed, its record kept) looks the same as the others until the
+	// hello authenticates, then gets conflict and 4409.
+	if _, err := cl.DeleteSession(ctx(t), sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the deleted session's terminal to be refused as having no executor", func() bool {
+		got, _ := probe(sess.ID, good)
+		return got == answer{error: "conflict", close: 4409}
+	})
+	refusedAlike("a session without an executor and an unknown id", sess.ID, "no-such-session")
 }
 
 // TestStrictJSONRefusesDuplicateAndMiscasedKeys: {"title":"a","title":"b"}

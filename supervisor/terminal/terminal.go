@@ -5,16 +5,18 @@
 // (so agentctl's credit-based flow control reaches the client), propagating close codes
 // (4001 taken_over, …).
 //
-// The API checks the Origin and the header token before calling Serve. This package
-// may import shared/term (the codec) but nothing else of the supervisor.
+// The API checks the Origin and the header token before calling Serve or Accept. This
+// package may import shared/term (the codec) but nothing else of the supervisor.
 package terminal
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -66,6 +68,10 @@ type Target struct {
 	// ReadOnlyToken, when not empty, is acl.read_token: a hello carrying it is refused
 	// with CloseForbidden (that token opens no terminal), not as a wrong token.
 	ReadOnlyToken string
+	// HelloTimeout bounds the wait for the client's hello (10s if zero). A client
+	// that has not sent it in time is closed: with CloseUnauthorized when
+	// HelloToken is set, else CloseBadHello.
+	HelloTimeout time.Duration
 	// Logger receives diagnostics (a null logger if nil). Secrets are never logged.
 	Logger hclog.Logger
 }
@@ -89,26 +95,38 @@ var upgrader = websocket.Upgrader{
 	CheckOrigin: func(*http.Request) bool { return true },
 }
 
-// Serve upgrades r (which must ask for subprotocol paddock.terminal.v1), reads the
-// client's hello, checks its token if t.HelloToken is set, dials agentctl's
-// /v1/terminals/{name}, forwards the hello without its token and relays until either
-// side closes. Query parameters cols and rows fill a hello that omits its size.
-// Refusals before the upgrade are JSON errors (400); after it, an error frame and a
-// close code: 4000 bad hello, 4003 unauthorized, 4403 the read-only token,
-// 1013 agentctl unreachable.
-// It returns when both directions have ended.
+// Serve accepts a client (Accept) and relays it to agentctl (Client.Relay). It
+// returns when both directions have ended.
 func Serve(w http.ResponseWriter, r *http.Request, t Target) {
-	log := t.Logger
-	if log == nil {
-		log = hclog.NewNullLogger()
+	c := Accept(w, r, t)
+	if c == nil {
+		return
 	}
-	if t.Name == "" {
-		t.Name = "shell"
-	}
-	log = log.With("terminal", t.Name)
+	defer c.Close()
+	c.Relay(r.Context(), t)
+}
+
+// Client is a client's terminal connection whose hello has been read and
+// accepted. Relay connects it to agentctl; Fail refuses it instead.
+type Client struct {
+	conn  *websocket.Conn
+	hello []byte // the hello without its token, as agentctl gets it
+	log   hclog.Logger
+}
+
+// Accept upgrades r (which must ask for subprotocol paddock.terminal.v1), reads
+// the client's hello within t.HelloTimeout and checks its token if t.HelloToken
+// is set. Query parameters cols and rows fill a hello that omits its size.
+// Refusals before the upgrade are JSON errors (400); after it, an error frame and
+// a close code: 4000 bad hello, 4003 unauthorized (a wrong token, or no hello in
+// time when one is expected), 4403 the read-only token. It returns nil when it
+// has refused the client.
+func Accept(w http.ResponseWriter, r *http.Request, t Target) *Client {
+	t = t.withDefaults()
+	log := t.Logger.With("terminal", t.Name)
 	if !websocket.IsWebSocketUpgrade(r) {
 		httpError(w, http.StatusBadRequest, "this endpoint is a WebSocket (subprotocol "+termproto.Subprotocol+")")
-		return
+		return nil
 	}
 	hasProto := false
 	for _, p := range websocket.Subprotocols(r) {
@@ -116,23 +134,40 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	}
 	if !hasProto {
 		httpError(w, http.StatusBadRequest, "WebSocket subprotocol "+termproto.Subprotocol+" required")
-		return
+		return nil
 	}
-	target, err := terminalURL(t.URL, t.Name)
-	if err != nil {
-		httpError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	client, err := upgrader.Upgrade(w, r, nil)
+	conn, err := upgrader.Upgrade(w, r, nil)
 	if err != nil {
 		log.Debug("terminal upgrade failed", "error", err)
-		return // the upgrader has answered
+		return nil // the upgrader has answered
 	}
-	defer client.Close()
-	client.SetReadLimit(termproto.MaxFrameBytes)
-
-	hello, ok := readHello(client, r, t)
+	conn.SetReadLimit(termproto.MaxFrameBytes)
+	hello, ok := readHello(conn, r, t)
 	if !ok {
+		_ = conn.Close()
+		return nil
+	}
+	return &Client{conn: conn, hello: hello, log: log}
+}
+
+// Fail refuses an accepted client: an error frame with code and msg, then
+// closeCode.
+func (c *Client) Fail(code, msg string, closeCode int) {
+	failClient(c.conn, code, msg, closeCode)
+}
+
+// Close closes the client's connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Relay dials agentctl's /v1/terminals/{name} at t.URL with t.Secret, forwards
+// the hello and relays until either side closes, propagating close codes. When
+// agentctl cannot be reached the client gets an error frame and 1013. It returns
+// when both directions have ended.
+func (c *Client) Relay(ctx context.Context, t Target) {
+	t = t.withDefaults()
+	target, err := terminalURL(t.URL, t.Name)
+	if err != nil {
+		c.Fail("unavailable", err.Error(), CloseUnavailable)
 		return
 	}
 	d := websocket.Dialer{
@@ -147,32 +182,56 @@ func Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		d.TLSClientConfig = pin.ClientConfig(t.Fingerprint)
 	}
 	hdr := http.Header{"Authorization": []string{"Bearer " + t.Secret}}
-	upstream, resp, err := d.DialContext(r.Context(), target, hdr)
+	upstream, resp, err := d.DialContext(ctx, target, hdr)
 	if err != nil {
 		msg := fmt.Sprintf("cannot reach the session's terminal %q: %v", t.Name, err)
 		if resp != nil {
-			msg = fmt.Sprintf("the session's agentctl refused terminal %q: %s", t.Name, upstreamError(resp, log))
+			msg = fmt.Sprintf("the session's agentctl refused terminal %q: %s", t.Name, upstreamError(resp, c.log))
 		}
-		log.Warn("dial agentctl terminal", "status", statusOf(resp), "error", err)
-		failClient(client, "unavailable", msg, CloseUnavailable)
+		c.log.Warn("dial agentctl terminal", "status", statusOf(resp), "error", err)
+		c.Fail("unavailable", msg, CloseUnavailable)
 		return
 	}
 	defer upstream.Close()
 	upstream.SetReadLimit(termproto.MaxFrameBytes + 64)
-	if err := upstream.WriteMessage(websocket.TextMessage, hello); err != nil {
-		failClient(client, "unavailable", "forward hello to agentctl: "+err.Error(), CloseUnavailable)
+	if err := upstream.WriteMessage(websocket.TextMessage, c.hello); err != nil {
+		c.Fail("unavailable", "forward hello to agentctl: "+err.Error(), CloseUnavailable)
 		return
 	}
-	relay(client, upstream, log)
+	relay(c.conn, upstream, c.log)
+}
+
+// withDefaults fills the fields left empty: the terminal name, the logger and
+// the hello timeout.
+func (t Target) withDefaults() Target {
+	if t.Name == "" {
+		t.Name = "shell"
+	}
+	if t.Logger == nil {
+		t.Logger = hclog.NewNullLogger()
+	}
+	if t.HelloTimeout <= 0 {
+		t.HelloTimeout = helloTimeout
+	}
+	return t
 }
 
 // readHello reads and checks the client's first message and returns it re-encoded
 // without the token.
 func readHello(c *websocket.Conn, r *http.Request, t Target) ([]byte, bool) {
-	_ = c.SetReadDeadline(time.Now().Add(helloTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(t.HelloTimeout))
 	typ, b, err := c.ReadMessage()
 	_ = c.SetReadDeadline(time.Time{})
 	if err != nil {
+		var ne net.Error
+		switch {
+		case !errors.As(err, &ne) || !ne.Timeout():
+			// The client went away.
+		case t.HelloToken != "":
+			failClient(c, termproto.CodeUnauth, fmt.Sprintf("unauthorized: no hello with the token within %s", t.HelloTimeout), CloseUnauthorized)
+		default:
+			failClient(c, termproto.CodeBadRequest, fmt.Sprintf("no hello within %s", t.HelloTimeout), termproto.CloseBadHello)
+		}
 		return nil, false
 	}
 	if typ != websocket.TextMessage {

@@ -388,3 +388,42 @@ func FuzzFillSize(f *testing.F) {
 		}
 	})
 }
+
+// TestRelayHelloTimeout: a client that sends no hello is closed once
+// Target.HelloTimeout has passed: unauthorized when a hello token is
+// expected, a bad hello otherwise.
+func TestRelayHelloTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		tgt   Target
+		code  string
+		close int
+	}{
+		{"hello token expected", Target{URL: "http://127.0.0.1:1", HelloToken: "browser-token", HelloTimeout: timeout}, termproto.CodeUnauth, CloseUnauthorized},
+		{"no hello token", Target{URL: "http://127.0.0.1:1", HelloTimeout: timeout}, termproto.CodeBadRequest, termproto.CloseBadHello},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startRelay(t, tc.tgt)
+			d := websocket.Dialer{Subprotocols: []string{termproto.Subprotocol}}
+			conn, resp, err := d.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+"/?name=shell", nil)
+			if err != nil {
+				t.Fatalf("dial: %v (%v)", err, resp)
+			}
+			defer conn.Close()
+			start := time.Now()
+			_ = conn.SetReadDeadline(start.Add(10 * time.Second))
+			_, data, err := conn.ReadMessage()
+			if err != nil {
+				t.Fatalf("no error frame: %v", err)
+			}
+			if m, err := termproto.DecodeServerMessage(data); err != nil || m.(termproto.Error).Code != tc.code {
+				t.Fatalf("first message %s (%v), want an error %q", data, err, tc.code)
+			}
+			_, _, err = conn.ReadMessage()
+			if !websocket.IsCloseError(err, tc.close) || time.Since(start) > 5*time.Second {
+				t.Fatalf("%v after %s, want close %d soon after %s", err, time.Since(start), tc.close, timeout)
+			}
+		})
+	}
+}
