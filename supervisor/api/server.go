@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
@@ -53,8 +54,8 @@ type Cluster interface {
 	ReadIndex(ctx context.Context) (uint64, error)
 	CatchUp(ctx context.Context) error
 	Store() *state.Store
-	Status() (cluster.Status, error)
-	Peers() ([]cluster.Peer, error)
+	Status() (api.ClusterStatus, error)
+	Peers() ([]api.Peer, error)
 	RemovePeer(id string) error
 	AddPeer(ctx context.Context, httpAddr string) (cluster.PeerInfo, error)
 	TransferLeadership(id string) (string, error)
@@ -270,7 +271,9 @@ func (s *Server) routes() {
 	// Node-to-node routes. A join reaches the leader directly (a node asks
 	// the leader it knows), so none of these is forwarded.
 	s.handle("GET /v1/internal/node", local|node, s.internalNode)
-	s.handle("GET "+cluster.ProofRoute, local|open, s.internalProof)
+	// Nodes probe each other here every second without a secret (autopilot):
+	// not counted against limits.max_request_rate, like health checks.
+	s.handle("GET "+cluster.ProofRoute, local|open|uncounted, s.internalProof)
 	s.handle("POST /v1/internal/join", local|node, s.internalJoin)
 	s.handle("POST /v1/internal/apply", local|node, s.internalApply)
 	s.handle("GET /v1/internal/read-index", local|node, s.internalReadIndex)
