@@ -30,15 +30,15 @@ var tsWireTypes = map[string]any{
 	"AgentMode":        api.AgentMode{},
 	"AgentModes":       api.AgentModes{},
 	"Event":            api.Event{},
+	"TerminalInfo":     api.Terminal{},
+	"Agent":            api.Agent{},
+	"FileEntry":        api.FileEntry{},
 }
 
 // tsNotWire are interfaces of ui/src/api.ts with no Go type in package api
 // (yet): the reason for each.
 var tsNotWire = map[string]string{
-	"TerminalInfo": "GET /v1/sessions/{id}/terminals entries: declared by agentctl and the client",
-	"Agent":        "GET /v1/agents entries: declared by the server and the client",
-	"FileEntry":    "workspace listings: declared by agentctl's workspace package",
-	"GitStatus":    "git status: declared by agentctl's workspace package",
+	"GitStatus": "git status: declared by agentctl's workspace package",
 }
 
 var tsInterface = regexp.MustCompile(`(?m)^export interface (\w+)\s*\{`)

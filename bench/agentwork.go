@@ -35,11 +35,11 @@ func AgentWorkSuite(ctx context.Context, env Env) ([]Result, error) {
 		return nil, err
 	}
 	cl := apiOf(node)
-	task, err := cl.CreateTask(ctx, client.CreateTaskRequest{Title: "bench agent work"})
+	task, err := cl.CreateTask(ctx, api.CreateTaskRequest{Title: "bench agent work"})
 	if err != nil {
 		return nil, fmt.Errorf("create task: %w", err)
 	}
-	sess, err := cl.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := cl.CreateSession(ctx, task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		return nil, fmt.Errorf("create session: %w", err)
 	}

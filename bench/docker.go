@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -76,7 +76,7 @@ agent "demo" {
 		return nil, err
 	}
 	api := apiOf(leader)
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "docker bench"})
+	task, err := api.CreateTask(ctx, wire.CreateTaskRequest{Title: "docker bench"})
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ agent "demo" {
 	retries := 0
 	for i := 0; i < nRec; i++ {
 		t0 := time.Now()
-		s, err := api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+		s, err := api.CreateSession(ctx, task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
 		if err != nil {
 			return nil, fmt.Errorf("create docker session: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
@@ -131,7 +132,7 @@ func MachinesSuite(ctx context.Context, env Env) ([]Result, error) {
 	}); err != nil {
 		return nil, err
 	}
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "machines"})
+	task, err := api.CreateTask(ctx, wire.CreateTaskRequest{Title: "machines"})
 	if err != nil {
 		return nil, err
 	}

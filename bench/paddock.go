@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -122,7 +123,7 @@ func createSessions(ctx context.Context, api *client.Client, taskID string, n, p
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem }()
-			s, err := api.CreateSession(ctx, taskID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+			s, err := api.CreateSession(ctx, taskID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 			if err != nil {
 				errs <- fmt.Errorf("create session %d: %w", i, err)
 				return

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -596,7 +597,7 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		return nil, err
 	}
 	api := apiOf(leader)
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: fmt.Sprintf("recovery %d", n)})
+	task, err := api.CreateTask(ctx, wire.CreateTaskRequest{Title: fmt.Sprintf("recovery %d", n)})
 	if err != nil {
 		return nil, err
 	}
@@ -691,7 +692,7 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 		return nil, err
 	}
 	api := apiOf(node)
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "scale"})
+	task, err := api.CreateTask(ctx, wire.CreateTaskRequest{Title: "scale"})
 	if err != nil {
 		return nil, err
 	}

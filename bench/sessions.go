@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime"
@@ -41,7 +42,7 @@ func SessionsSuite(ctx context.Context, env Env) ([]Result, error) {
 		return nil, err
 	}
 	api := apiOf(node)
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "bench sessions"})
+	task, err := api.CreateTask(ctx, wire.CreateTaskRequest{Title: "bench sessions"})
 	if err != nil {
 		return nil, fmt.Errorf("create task: %w", err)
 	}
@@ -56,7 +57,7 @@ func SessionsSuite(ctx context.Context, env Env) ([]Result, error) {
 	var ids []string
 	for i := 0; i < nStart; i++ {
 		t0 := time.Now()
-		s, err := api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		s, err := api.CreateSession(ctx, task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 		if err != nil {
 			return out, fmt.Errorf("create session: %w", err)
 		}

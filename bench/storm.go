@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/plugins/standalone/localexec"
@@ -67,7 +68,7 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "prompt storm"})
+	task, err := api.CreateTask(ctx, wire.CreateTaskRequest{Title: "prompt storm"})
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/gorilla/websocket"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
@@ -879,11 +880,11 @@ func startShellSession(ctx context.Context, env Env, name, title string) (*shell
 		return fail(err)
 	}
 	sh.api = apiOf(sh.node)
-	task, err := sh.api.CreateTask(ctx, client.CreateTaskRequest{Title: title})
+	task, err := sh.api.CreateTask(ctx, api.CreateTaskRequest{Title: title})
 	if err != nil {
 		return fail(err)
 	}
-	if sh.session, err = sh.api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"}); err != nil {
+	if sh.session, err = sh.api.CreateSession(ctx, task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"}); err != nil {
 		return fail(err)
 	}
 	if err := waitSession(ctx, sh.api, sh.session.ID, state.SessionWaitingForInput, 60*time.Second, 20*time.Millisecond); err != nil {

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/certs"
-	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -180,11 +180,11 @@ func terminalTLS(ctx context.Context, env Env, dir, pki string) (Result, error) 
 		return Result{}, err
 	}
 	api := apiOf(node)
-	task, err := api.CreateTask(ctx, client.CreateTaskRequest{Title: "bench terminals over tls"})
+	task, err := api.CreateTask(ctx, wire.CreateTaskRequest{Title: "bench terminals over tls"})
 	if err != nil {
 		return Result{}, err
 	}
-	s, err := api.CreateSession(ctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	s, err := api.CreateSession(ctx, task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		return Result{}, err
 	}

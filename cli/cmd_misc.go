@@ -17,9 +17,9 @@ func runPluginList(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	return show(e, func(c *client.Client, o []client.CallOption) ([]client.Plugin, error) {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]api.Plugin, error) {
 		return c.Plugins(e.ctx(), o...)
-	}, func(plugins []client.Plugin) error {
+	}, func(plugins []api.Plugin) error {
 		if len(plugins) == 0 {
 			fmt.Fprintln(e.stdout, "No plugins")
 			return nil
@@ -70,9 +70,9 @@ func runAgentList(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	return show(e, func(c *client.Client, o []client.CallOption) ([]client.Agent, error) {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]api.Agent, error) {
 		return c.Agents(e.ctx(), o...)
-	}, func(agents []client.Agent) error {
+	}, func(agents []api.Agent) error {
 		if len(agents) == 0 {
 			fmt.Fprintln(e.stdout, "No agents")
 			return nil

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 )
 
@@ -21,9 +22,9 @@ func runStatus(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	return show(e, func(c *client.Client, o []client.CallOption) (*client.ClusterStatus, error) {
+	return show(e, func(c *client.Client, o []client.CallOption) (*api.ClusterStatus, error) {
 		return c.Status(e.ctx(), o...)
-	}, func(st *client.ClusterStatus) error {
+	}, func(st *api.ClusterStatus) error {
 		leader := st.LeaderID
 		if leader == "" {
 			leader = "(none)"
@@ -43,7 +44,7 @@ func runStatus(e *env, pos []string) error {
 	})
 }
 
-func peerTable(e *env, peers []client.Peer) error {
+func peerTable(e *env, peers []api.Peer) error {
 	rows := make([][]string, 0, len(peers))
 	for _, p := range peers {
 		health, contact := "-", "-"
@@ -62,9 +63,9 @@ func runListPeers(e *env, pos []string) error {
 	if err := exactArgs(pos); err != nil {
 		return err
 	}
-	return show(e, func(c *client.Client, o []client.CallOption) ([]client.Peer, error) {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]api.Peer, error) {
 		return c.RaftPeers(e.ctx(), o...)
-	}, func(peers []client.Peer) error { return peerTable(e, peers) })
+	}, func(peers []api.Peer) error { return peerTable(e, peers) })
 }
 
 func runAddPeer(e *env, pos []string) error {

@@ -68,7 +68,7 @@ func runSessionCreate(e *env, o *sessionCreateOpts, pos []string) error {
 		return err
 	}
 	*o.task = taskID
-	req := client.CreateSessionRequest{Agent: *o.agent, Runtime: *o.runtime}
+	req := api.CreateSessionRequest{Agent: *o.agent, Runtime: *o.runtime}
 	if len(o.options) > 0 {
 		req.RuntimeOptions = o.options
 	}

@@ -54,7 +54,7 @@ func runTaskCreate(e *env, o *taskCreateOpts, pos []string) error {
 		}
 		ws = abs
 	}
-	req := client.CreateTaskRequest{Title: *o.title, Workspace: api.Workspace{Path: ws, Branch: *o.branch}}
+	req := api.CreateTaskRequest{Title: *o.title, Workspace: api.Workspace{Path: ws, Branch: *o.branch}}
 	return show(e, func(c *client.Client, opts []client.CallOption) (*api.Task, error) {
 		return c.CreateTask(e.ctx(), req, opts...)
 	}, func(task *api.Task) error {

@@ -16,7 +16,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/paddockhq/paddock/api"
-	"github.com/paddockhq/paddock/client"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -337,7 +336,7 @@ func TestClassify(t *testing.T) {
 	}
 	deadPID := gone.Process.Pid
 	str := func(s string) *string { return &s }
-	agents := map[string]client.Agent{"demo": {Name: "demo", Protocol: "acp"}, "tty": {Name: "tty", Protocol: "pty"}}
+	agents := map[string]api.Agent{"demo": {Name: "demo", Protocol: "acp"}, "tty": {Name: "tty", Protocol: "pty"}}
 	sess := func(id, agent string, st api.SessionState) api.Session {
 		return api.Session{ID: id, TaskID: "t1", Agent: agent, State: st}
 	}
@@ -393,7 +392,7 @@ func TestClassify(t *testing.T) {
 func TestPickerRowSaysNeedsApproval(t *testing.T) {
 	st := &api.Status{State: api.SessionRunning, IsAgentRunning: true, IsResumable: true, PendingPermissions: 1}
 	s := api.Session{ID: "s-asks-0005", TaskID: "t9", Agent: "demo", State: api.SessionRunning, LastActivityAt: pickerNow}
-	rows := append(pickerRows(), classify(s, "approve me", st, map[string]client.Agent{"demo": {Name: "demo", Protocol: "acp"}}, "", nil))
+	rows := append(pickerRows(), classify(s, "approve me", st, map[string]api.Agent{"demo": {Name: "demo", Protocol: "acp"}}, "", nil))
 	p := newPicker(rows, (&fakeSource{}).source(), func() time.Time { return pickerNow })
 	p.Update(tea.WindowSizeMsg{Width: 110, Height: 30})
 	assertInOrder(t, screen(p), []string{"approve me", "needs approval", "s-asks-0005",

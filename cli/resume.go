@@ -257,12 +257,12 @@ func (l *rowLoader) list(ctx context.Context, scope pickerScope) ([]pickRow, err
 
 // agents maps profile names to profiles; nil when the server would not say
 // (then no row is marked "agent not configured").
-func (l *rowLoader) agents(ctx context.Context) map[string]client.Agent {
+func (l *rowLoader) agents(ctx context.Context) map[string]api.Agent {
 	list, err := l.c.Agents(ctx)
 	if err != nil {
 		return nil
 	}
-	m := make(map[string]client.Agent, len(list))
+	m := make(map[string]api.Agent, len(list))
 	for _, a := range list {
 		m[a.Name] = a
 	}
@@ -270,7 +270,7 @@ func (l *rowLoader) agents(ctx context.Context) map[string]client.Agent {
 }
 
 // row reads one session's status and classifies it.
-func (l *rowLoader) row(ctx context.Context, s api.Session, title string, agents map[string]client.Agent) pickRow {
+func (l *rowLoader) row(ctx context.Context, s api.Session, title string, agents map[string]api.Agent) pickRow {
 	st, err := l.c.SessionStatus(ctx, s.ID)
 	return classify(s, title, st, agents, l.self, err)
 }
@@ -302,7 +302,7 @@ func (l *rowLoader) resume(ctx context.Context, e *env, id string) error {
 
 // classify turns a session and its status into a picker row: its state in
 // words and, when it cannot be selected, why.
-func classify(s api.Session, title string, st *api.Status, agents map[string]client.Agent, self string, loadErr error) pickRow {
+func classify(s api.Session, title string, st *api.Status, agents map[string]api.Agent, self string, loadErr error) pickRow {
 	r := pickRow{
 		ID: s.ID, TaskID: s.TaskID, Title: title, Agent: s.Agent, State: s.State,
 		LastActivity: s.LastActivityAt, Outcome: string(s.LastTurnOutcome), Detail: s.ErrorMessage,

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 )
 
@@ -31,9 +32,9 @@ func runSessionFiles(e *env, pos []string) error {
 	if len(pos) == 2 {
 		dir = pos[1]
 	}
-	return show(e, func(c *client.Client, o []client.CallOption) ([]client.FileEntry, error) {
+	return show(e, func(c *client.Client, o []client.CallOption) ([]api.FileEntry, error) {
 		return c.Files(e.ctx(), pos[0], dir, o...)
-	}, func(entries []client.FileEntry) error {
+	}, func(entries []api.FileEntry) error {
 		if len(entries) == 0 {
 			fmt.Fprintln(e.stdout, "No files")
 			return nil
@@ -41,7 +42,7 @@ func runSessionFiles(e *env, pos []string) error {
 		rows := make([][]string, 0, len(entries))
 		for _, f := range entries {
 			name, size := f.Name, strconv.FormatInt(f.Size, 10)
-			if f.IsDir || f.Type == "dir" {
+			if f.Type == "dir" {
 				name, size = name+"/", "-"
 			}
 			mod := "-"

@@ -95,17 +95,17 @@ func TestEndpoints(t *testing.T) {
 	}{
 		{"health", 200, `{"status":"ok","node":"n1","leader":true}`,
 			func(c *Client) (any, error) { return c.Health(ctx) },
-			&Health{Status: "ok", Node: "n1", Leader: true}, "GET", "/v1/health", "", ""},
+			&api.Health{Status: "ok", Node: "n1", Leader: true}, "GET", "/v1/health", "", ""},
 		{"status", 200, `{"leader_id":"n1","leader_address":"127.0.0.1:7701","leader_http":"http://127.0.0.1:7700","term":3,"commit_index":42,"applied_index":41,"nodes":[{"id":"n1","address":"127.0.0.1:7701","suffrage":"Voter","leader":true}]}`,
 			func(c *Client) (any, error) { return c.Status(ctx) },
-			&ClusterStatus{LeaderID: "n1", LeaderAddress: "127.0.0.1:7701", LeaderHTTP: "http://127.0.0.1:7700", Term: 3, CommitIndex: 42, AppliedIndex: 41,
-				Nodes: []Peer{{ID: "n1", Address: "127.0.0.1:7701", Suffrage: "Voter", Leader: true}}}, "GET", "/v1/status", "", ""},
+			&api.ClusterStatus{LeaderID: "n1", LeaderAddress: "127.0.0.1:7701", LeaderHTTP: "http://127.0.0.1:7700", Term: 3, CommitIndex: 42, AppliedIndex: 41,
+				Nodes: []api.Peer{{ID: "n1", Address: "127.0.0.1:7701", Suffrage: "Voter", Leader: true}}}, "GET", "/v1/status", "", ""},
 		{"status stale", 200, `{"leader_id":"n1"}`,
 			func(c *Client) (any, error) { return c.Status(ctx, Stale()) },
-			&ClusterStatus{LeaderID: "n1"}, "GET", "/v1/status", "stale=true", ""},
+			&api.ClusterStatus{LeaderID: "n1"}, "GET", "/v1/status", "stale=true", ""},
 		{"raft peers", 200, `{"peers":[{"id":"n2","address":"a:1","suffrage":"Voter","leader":false}]}`,
 			func(c *Client) (any, error) { return c.RaftPeers(ctx) },
-			[]Peer{{ID: "n2", Address: "a:1", Suffrage: "Voter"}}, "GET", "/v1/operator/raft/peers", "", ""},
+			[]api.Peer{{ID: "n2", Address: "a:1", Suffrage: "Voter"}}, "GET", "/v1/operator/raft/peers", "", ""},
 		{"remove peer", 200, `{"removed":"n 2"}`,
 			func(c *Client) (any, error) { return nil, c.RemovePeer(ctx, "n 2") },
 			nil, "DELETE", "/v1/operator/raft/peers/n%202", "", ""},
@@ -117,7 +117,7 @@ func TestEndpoints(t *testing.T) {
 			"n3", "POST", "/v1/operator/raft/transfer-leadership", "", `{"id":"n3"}`},
 		{"create task", 201, `{"id":"t1","title":"fix","workspace":{"path":"/w","branch":"main"},"state":"OPEN"}`,
 			func(c *Client) (any, error) {
-				return c.CreateTask(ctx, CreateTaskRequest{Title: "fix", Workspace: api.Workspace{Path: "/w", Branch: "main"}})
+				return c.CreateTask(ctx, api.CreateTaskRequest{Title: "fix", Workspace: api.Workspace{Path: "/w", Branch: "main"}})
 			},
 			&api.Task{ID: "t1", Title: "fix", Workspace: api.Workspace{Path: "/w", Branch: "main"}, State: api.TaskOpen},
 			"POST", "/v1/tasks", "", `{"title":"fix","workspace":{"path":"/w","branch":"main"}}`},
@@ -129,7 +129,7 @@ func TestEndpoints(t *testing.T) {
 			&api.Task{ID: "t1", Title: "a", State: api.TaskOpen}, "GET", "/v1/tasks/t1", "", ""},
 		{"create session", 201, sessionJSON,
 			func(c *Client) (any, error) {
-				return c.CreateSession(ctx, "t1", CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+				return c.CreateSession(ctx, "t1", api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 			},
 			wantSession, "POST", "/v1/tasks/t1/sessions", "", `{"agent":"demo","runtime":"standalone"}`},
 		{"list sessions filtered", 200, `{"sessions":[` + sessionJSON + `]}`,
@@ -182,18 +182,18 @@ func TestEndpoints(t *testing.T) {
 			"POST", "/v1/sessions/s1/mode", "", `{"mode_id":"plan"}`},
 		{"terminals", 200, `{"terminals":[{"name":"cmd-1","command":["make","test"],"owner":"agent","running":false,"exit_code":0,"read_only":true}]}`,
 			func(c *Client) (any, error) { return c.Terminals(ctx, "s1") },
-			[]Terminal{{Name: "cmd-1", Command: []string{"make", "test"}, Owner: "agent", ExitCode: ptr(0), ReadOnly: true}},
+			[]api.Terminal{{Name: "cmd-1", Command: []string{"make", "test"}, Owner: "agent", ExitCode: ptr(0), ReadOnly: true}},
 			"GET", "/v1/sessions/s1/terminals", "", ""},
 		{"lease", 200, `{"session_id":"s1","holder_executor_id":"e1","holder_nonce":"n","fencing_token":7,"state":"held","expires_at":"2025-01-02T03:04:05Z"}`,
 			func(c *Client) (any, error) { return c.Lease(ctx, "s1") },
 			&api.Lease{SessionID: "s1", HolderExecutorID: "e1", HolderNonce: "n", FencingToken: 7, State: api.LeaseHeld, ExpiresAt: ts},
 			"GET", "/v1/sessions/s1/lease", "", ""},
-		{"files", 200, `{"files":[{"name":"a.go","path":"src/a.go","is_dir":false,"size":12}]}`,
+		{"files", 200, `{"files":[{"name":"a.go","path":"src/a.go","type":"file","size":12}]}`,
 			func(c *Client) (any, error) { return c.Files(ctx, "s1", "src") },
-			[]FileEntry{{Name: "a.go", Path: "src/a.go", Size: 12}}, "GET", "/v1/sessions/s1/files", "path=src", ""},
-		{"files entries", 200, `{"entries":[{"name":"src","path":"src","is_dir":true}]}`,
+			[]api.FileEntry{{Name: "a.go", Path: "src/a.go", Type: "file", Size: 12}}, "GET", "/v1/sessions/s1/files", "path=src", ""},
+		{"files entries", 200, `{"entries":[{"name":"src","path":"src","type":"dir"}]}`,
 			func(c *Client) (any, error) { return c.Files(ctx, "s1", "") },
-			[]FileEntry{{Name: "src", Path: "src", IsDir: true}}, "GET", "/v1/sessions/s1/files", "", ""},
+			[]api.FileEntry{{Name: "src", Path: "src", Type: "dir"}}, "GET", "/v1/sessions/s1/files", "", ""},
 		{"git status", 200, `{"branch":"main"}`,
 			func(c *Client) (any, error) { return c.GitStatus(ctx, "s1") },
 			json.RawMessage(`{"branch":"main"}`), "GET", "/v1/sessions/s1/git/status", "", ""},
@@ -205,11 +205,11 @@ func TestEndpoints(t *testing.T) {
 			&api.Executor{ID: "e1", Status: api.ExecutorError, ErrorMessage: "boom"}, "GET", "/v1/executors/e1", "", ""},
 		{"plugins", 200, `{"plugins":[{"name":"standalone","version":"0.1.0","api_version":"1","capabilities":{"supports_workspace_only":true},"healthy":true,"error":"","pid":42}]}`,
 			func(c *Client) (any, error) { return c.Plugins(ctx) },
-			[]Plugin{{Name: "standalone", Version: "0.1.0", APIVersion: "1", Capabilities: map[string]bool{"supports_workspace_only": true}, Healthy: true, PID: 42}},
+			[]api.Plugin{{Name: "standalone", Version: "0.1.0", APIVersion: "1", Capabilities: map[string]bool{"supports_workspace_only": true}, Healthy: true, PID: 42}},
 			"GET", "/v1/plugins", "", ""},
 		{"agents", 200, `{"agents":[{"name":"demo","protocol":"acp","command":["paddock-demo-agent"],"supports_session_resume":true,"resume_support":"probed"},{"name":"x","protocol":"pty","command":["x"],"supports_session_resume":null,"resume_support":"unknown"}]}`,
 			func(c *Client) (any, error) { return c.Agents(ctx) },
-			[]Agent{{Name: "demo", Protocol: "acp", Command: []string{"paddock-demo-agent"}, SupportsSessionResume: &tru, ResumeSupport: "probed"},
+			[]api.Agent{{Name: "demo", Protocol: "acp", Command: []string{"paddock-demo-agent"}, SupportsSessionResume: &tru, ResumeSupport: "probed"},
 				{Name: "x", Protocol: "pty", Command: []string{"x"}, ResumeSupport: "unknown"}},
 			"GET", "/v1/agents", "", ""},
 	}
@@ -291,7 +291,7 @@ func TestStaleReads(t *testing.T) {
 		t.Errorf("read query = %q, want stale=true", q)
 	}
 	f.body = `{"id":"t1"}`
-	if _, err := c.CreateTask(context.Background(), CreateTaskRequest{Title: "x"}); err != nil {
+	if _, err := c.CreateTask(context.Background(), api.CreateTaskRequest{Title: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	if q := f.request(t).RawQuery; q != "" {
@@ -359,7 +359,7 @@ func TestInputValidatedBeforeSending(t *testing.T) {
 	ctx := context.Background()
 	checks := map[string]error{
 		"empty session id":    func() error { _, err := c.GetSession(ctx, ""); return err }(),
-		"empty task title":    func() error { _, err := c.CreateTask(ctx, CreateTaskRequest{}); return err }(),
+		"empty task title":    func() error { _, err := c.CreateTask(ctx, api.CreateTaskRequest{}); return err }(),
 		"empty prompt":        c.Prompt(ctx, "s1", "  "),
 		"empty peer id":       c.RemovePeer(ctx, ""),
 		"empty file path":     c.WriteFile(ctx, "s1", "", strings.NewReader("x")),

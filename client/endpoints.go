@@ -24,8 +24,8 @@ func requireID(what, id string) error {
 }
 
 // Health returns this node's health.
-func (c *Client) Health(ctx context.Context, opts ...CallOption) (*Health, error) {
-	var out Health
+func (c *Client) Health(ctx context.Context, opts ...CallOption) (*api.Health, error) {
+	var out api.Health
 	if err := c.do(ctx, http.MethodGet, "/v1/health", nil, nil, &out, opts); err != nil {
 		return nil, err
 	}
@@ -33,8 +33,8 @@ func (c *Client) Health(ctx context.Context, opts ...CallOption) (*Health, error
 }
 
 // Status returns the cluster's leader, term, indexes and nodes.
-func (c *Client) Status(ctx context.Context, opts ...CallOption) (*ClusterStatus, error) {
-	var out ClusterStatus
+func (c *Client) Status(ctx context.Context, opts ...CallOption) (*api.ClusterStatus, error) {
+	var out api.ClusterStatus
 	if err := c.do(ctx, http.MethodGet, "/v1/status", nil, nil, &out, opts); err != nil {
 		return nil, err
 	}
@@ -42,9 +42,9 @@ func (c *Client) Status(ctx context.Context, opts ...CallOption) (*ClusterStatus
 }
 
 // RaftPeers lists the raft servers of the cluster.
-func (c *Client) RaftPeers(ctx context.Context, opts ...CallOption) ([]Peer, error) {
+func (c *Client) RaftPeers(ctx context.Context, opts ...CallOption) ([]api.Peer, error) {
 	var out struct {
-		Peers []Peer `json:"peers"`
+		Peers []api.Peer `json:"peers"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/operator/raft/peers", nil, nil, &out, opts); err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ func (c *Client) SnapshotSave(ctx context.Context, w io.Writer, opts ...CallOpti
 }
 
 // SnapshotRestore replaces the cluster's state with the snapshot read from r.
-func (c *Client) SnapshotRestore(ctx context.Context, r io.Reader, opts ...CallOption) (*SnapshotRestoreResult, error) {
+func (c *Client) SnapshotRestore(ctx context.Context, r io.Reader, opts ...CallOption) (*api.SnapshotRestoreResult, error) {
 	cc := c.callConfig(opts)
 	req := request{method: http.MethodPut, path: "/v1/operator/snapshot", body: r, contentType: "application/octet-stream"}
 	resp, cancel, err := c.send(ctx, req, cc)
@@ -126,7 +126,7 @@ func (c *Client) SnapshotRestore(ctx context.Context, r io.Reader, opts ...CallO
 	if cc.capture != nil {
 		*cc.capture = body
 	}
-	var out SnapshotRestoreResult
+	var out api.SnapshotRestoreResult
 	if err := json.Unmarshal(body, &out); err != nil {
 		return nil, fmt.Errorf("PUT /v1/operator/snapshot: malformed response from server: %w", err)
 	}
@@ -134,7 +134,7 @@ func (c *Client) SnapshotRestore(ctx context.Context, r io.Reader, opts ...CallO
 }
 
 // CreateTask creates a task.
-func (c *Client) CreateTask(ctx context.Context, req CreateTaskRequest, opts ...CallOption) (*api.Task, error) {
+func (c *Client) CreateTask(ctx context.Context, req api.CreateTaskRequest, opts ...CallOption) (*api.Task, error) {
 	if strings.TrimSpace(req.Title) == "" {
 		return nil, fmt.Errorf("task title is empty")
 	}
@@ -197,7 +197,7 @@ func (c *Client) taskCall(ctx context.Context, method, id, suffix string, opts [
 }
 
 // CreateSession creates and starts a session of the task taskID.
-func (c *Client) CreateSession(ctx context.Context, taskID string, req CreateSessionRequest, opts ...CallOption) (*api.Session, error) {
+func (c *Client) CreateSession(ctx context.Context, taskID string, req api.CreateSessionRequest, opts ...CallOption) (*api.Session, error) {
 	if err := requireID("task", taskID); err != nil {
 		return nil, err
 	}
@@ -360,12 +360,12 @@ func (c *Client) SetMode(ctx context.Context, id, modeID string, opts ...CallOpt
 
 // Terminals lists the session's named terminals, the agent's commands
 // among them.
-func (c *Client) Terminals(ctx context.Context, id string, opts ...CallOption) ([]Terminal, error) {
+func (c *Client) Terminals(ctx context.Context, id string, opts ...CallOption) ([]api.Terminal, error) {
 	if err := requireID("session", id); err != nil {
 		return nil, err
 	}
 	var out struct {
-		Terminals []Terminal `json:"terminals"`
+		Terminals []api.Terminal `json:"terminals"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+seg(id)+"/terminals", nil, nil, &out, opts); err != nil {
 		return nil, err
@@ -387,7 +387,7 @@ func (c *Client) Lease(ctx context.Context, id string, opts ...CallOption) (*api
 
 // Files lists the workspace directory path ("" for the root) of the session.
 // The server may answer {"files":[…]} or {"entries":[…]}.
-func (c *Client) Files(ctx context.Context, id, path string, opts ...CallOption) ([]FileEntry, error) {
+func (c *Client) Files(ctx context.Context, id, path string, opts ...CallOption) ([]api.FileEntry, error) {
 	if err := requireID("session", id); err != nil {
 		return nil, err
 	}
@@ -396,8 +396,8 @@ func (c *Client) Files(ctx context.Context, id, path string, opts ...CallOption)
 		q.Set("path", path)
 	}
 	var out struct {
-		Files   []FileEntry `json:"files"`
-		Entries []FileEntry `json:"entries"`
+		Files   []api.FileEntry `json:"files"`
+		Entries []api.FileEntry `json:"entries"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/sessions/"+seg(id)+"/files", q, nil, &out, opts); err != nil {
 		return nil, err
@@ -527,9 +527,9 @@ func (c *Client) Executor(ctx context.Context, id string, opts ...CallOption) (*
 }
 
 // Plugins lists the loaded runtime plugins.
-func (c *Client) Plugins(ctx context.Context, opts ...CallOption) ([]Plugin, error) {
+func (c *Client) Plugins(ctx context.Context, opts ...CallOption) ([]api.Plugin, error) {
 	var out struct {
-		Plugins []Plugin `json:"plugins"`
+		Plugins []api.Plugin `json:"plugins"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/plugins", nil, nil, &out, opts); err != nil {
 		return nil, err
@@ -538,9 +538,9 @@ func (c *Client) Plugins(ctx context.Context, opts ...CallOption) ([]Plugin, err
 }
 
 // Agents lists the configured agent profiles.
-func (c *Client) Agents(ctx context.Context, opts ...CallOption) ([]Agent, error) {
+func (c *Client) Agents(ctx context.Context, opts ...CallOption) ([]api.Agent, error) {
 	var out struct {
-		Agents []Agent `json:"agents"`
+		Agents []api.Agent `json:"agents"`
 	}
 	if err := c.do(ctx, http.MethodGet, "/v1/agents", nil, nil, &out, opts); err != nil {
 		return nil, err

@@ -65,11 +65,11 @@ func tokenClient(t *testing.T, n *harness.Node, token string) *client.Client {
 // writes notes.txt (two lines) into its workspace.
 func workSession(t *testing.T, c *client.Client, agent, node string) *state.Session {
 	t.Helper()
-	task, err := c.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "agent work " + agent})
+	task, err := c.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "agent work " + agent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := client.CreateSessionRequest{Agent: agent, Runtime: "standalone"}
+	req := api.CreateSessionRequest{Agent: agent, Runtime: "standalone"}
 	if node != "" {
 		req.RuntimeOptions = map[string]string{"node": node}
 	}
@@ -337,7 +337,7 @@ func TestAgentWorkWithTheDemoAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var term *client.Terminal
+	var term *api.Terminal
 	for i := range terms {
 		if terms[i].Name == run.Content[0].Terminal {
 			term = &terms[i]

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/api"
-	"github.com/paddockhq/paddock/client"
 )
 
 // TestAttachInATerminal runs `paddock attach` in tmux against a real server:
@@ -23,11 +22,11 @@ func TestAttachInATerminal(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "attach task"})
+	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "attach task"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/client"
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -60,7 +60,7 @@ func TestAutoResumePolicies(t *testing.T) {
 			c := startCluster(t, 1, false, standaloneConfig(t)+fmt.Sprintf("recovery {\n  auto_resume = %q\n}\n", policy))
 			node := leaderOf(t, c)
 			api := apiClient(t, node)
-			task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "auto_resume " + policy})
+			task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "auto_resume " + policy})
 			if err != nil {
 				t.Fatal(err)
 			}

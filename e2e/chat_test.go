@@ -31,11 +31,11 @@ agent "demo-stream" {
 	c := startCluster(t, 1, false, cfg)
 	node := leaderOf(t, c)
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "chat task"})
+	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "chat task"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo-stream", Runtime: "standalone"})
+	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo-stream", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,11 +184,11 @@ func TestChatAsksBeforeResendingAnInterruptedTurn(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "interrupted"})
+	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "interrupted"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,11 +269,11 @@ agent "demo-ask" {
 	c := startCluster(t, 1, false, cfg)
 	node := leaderOf(t, c)
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "approve work"})
+	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "approve work"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo-ask", Runtime: "standalone"})
+	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo-ask", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

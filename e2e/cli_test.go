@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -154,7 +155,7 @@ agent "broken" {
 			t.Errorf("a 3-character prefix: exit %d, %q", code, errOut)
 		}
 		// Every session id shares the empty prefix; give two sessions one.
-		other, err := api.CreateSession(testCtx(t), taskID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		other, err := api.CreateSession(testCtx(t), taskID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 )
@@ -27,7 +28,7 @@ func TestThreeProcessClusterSurvivesLeaderKill(t *testing.T) {
 		}
 	}
 	// A write sent to a follower is visible in every node's own state.
-	first, err := apiClient(t, follower).CreateTask(testCtx(t), client.CreateTaskRequest{Title: "via follower"})
+	first, err := apiClient(t, follower).CreateTask(testCtx(t), api.CreateTaskRequest{Title: "via follower"})
 	if err != nil {
 		t.Fatalf("write via follower: %v", err)
 	}
@@ -40,7 +41,7 @@ func TestThreeProcessClusterSurvivesLeaderKill(t *testing.T) {
 	}
 	acked := []string{first.ID}
 	for i := 0; i < 10; i++ {
-		task, err := apiClient(t, c.Nodes[i%3]).CreateTask(testCtx(t), client.CreateTaskRequest{Title: fmt.Sprintf("t%d", i)})
+		task, err := apiClient(t, c.Nodes[i%3]).CreateTask(testCtx(t), api.CreateTaskRequest{Title: fmt.Sprintf("t%d", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +54,7 @@ func TestThreeProcessClusterSurvivesLeaderKill(t *testing.T) {
 	if newLeader == leader {
 		t.Fatal("killed node still reported as leader")
 	}
-	after, err := apiClient(t, newLeader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: "after failover"})
+	after, err := apiClient(t, newLeader).CreateTask(testCtx(t), api.CreateTaskRequest{Title: "after failover"})
 	if err != nil {
 		t.Fatalf("write after failover: %v", err)
 	}

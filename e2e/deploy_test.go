@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -157,11 +158,11 @@ func TestComposeCluster(t *testing.T) {
 		}
 		return true
 	})
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "compose"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "compose"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/netns"
-	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -182,7 +182,7 @@ plugin "docker" {
 		}
 		return err == nil && ok == 3
 	})
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "docker on three machines"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "docker on three machines"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ plugin "docker" {
 	}
 	var sessions []*placed
 	for i, n := range m.c.Nodes {
-		s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker",
+		s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "docker",
 			RuntimeOptions: map[string]string{"node": n.Name}})
 		if err != nil {
 			t.Fatalf("docker session on %s: %v", n.Name, err)

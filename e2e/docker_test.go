@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
@@ -147,11 +148,11 @@ type dockerSession struct {
 // it, and has it remember word.
 func startDockerSession(t *testing.T, api *client.Client, e dockerEnv, word string) dockerSession {
 	t.Helper()
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "docker"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "docker"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,11 +320,11 @@ func TestDockerSessionPromptTerminalMessages(t *testing.T) {
 	// Bad input on a working runtime: a task workspace outside workspace_root
 	// is a clear ERROR and leaves no container behind.
 	outside := t.TempDir()
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "outside", Workspace: state.Workspace{Path: outside}})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "outside", Workspace: state.Workspace{Path: outside}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	bad, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,11 +424,11 @@ func TestDockerMissingImage(t *testing.T) {
 	e := newDockerEnv(t, image)
 	c := startCluster(t, 1, false, e.config())
 	api := apiClient(t, leaderOf(t, c))
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "no image"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "no image"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
 	if err != nil {
 		t.Fatalf("create session: %v (the launch fails later, asynchronously)", err)
 	}
@@ -539,11 +540,11 @@ func TestDockerEngineDown(t *testing.T) {
 	e.extra = fmt.Sprintf("    host = %q", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
 	c := startCluster(t, 1, false, e.config())
 	api := apiClient(t, leaderOf(t, c))
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "no engine"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "no engine"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "docker"})
 	if err != nil {
 		t.Fatalf("create session: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -168,13 +169,13 @@ func TestAgentctlEventsOnStartStopResume(t *testing.T) {
 	}
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	api := apiClient(t, leaderOf(t, c))
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "agentctl events"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "agentctl events"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := recordEvents(t, api, task.ID)
 
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +220,7 @@ func TestAgentctlEventsOnStartStopResume(t *testing.T) {
 
 	// A session of an agent that cannot resume: agentctl_ready carries the
 	// probed answer, false.
-	nr, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo-noresume", Runtime: "standalone"})
+	nr, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo-noresume", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,12 +275,12 @@ agent "missing" {
 `
 	c := startCluster(t, 1, false, cfg)
 	api := apiClient(t, leaderOf(t, c))
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "agentctl error"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "agentctl error"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := recordEvents(t, api, task.ID)
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "missing", Runtime: "standalone"})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "missing", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/chaos"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/agentctl"
@@ -75,11 +76,11 @@ func TestConcurrentResumeOnTwoNodesOneWins(t *testing.T) {
 			others = append(others, apiClient(t, n))
 		}
 	}
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "race"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "race"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestKilledAgentctlLeaseReclaimedAndFenced(t *testing.T) {
 	const ttl = 3 * time.Second
 	c := startCluster(t, 1, false, leaseConfig(t, ttl))
 	api := apiClient(t, leaderOf(t, c))
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "fencing"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "fencing"})
 	if err != nil {
 		t.Fatal(err)
 	}

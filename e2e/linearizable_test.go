@@ -16,6 +16,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 )
@@ -188,7 +189,7 @@ func (h *history) list(ctx context.Context, clientID int, n *harness.Node) ([]st
 // and is left out; any other failure may have happened.
 func (h *history) create(ctx context.Context, clientID int, n *harness.Node, title string) error {
 	call := h.now()
-	_, err := nodeClient(n).CreateTask(ctx, client.CreateTaskRequest{Title: title})
+	_, err := nodeClient(n).CreateTask(ctx, api.CreateTaskRequest{Title: title})
 	ret := h.now()
 	out := tasksOutput{}
 	switch {
@@ -407,7 +408,7 @@ func TestDeposedLeaderServesNoStaleRead(t *testing.T) {
 		}
 		newLeader := leaderAmong(t, without(c.Nodes, old), 15*time.Second)
 		title := fmt.Sprintf("while-%s-was-paused-%d", old.Name, round)
-		if _, err := apiClient(t, newLeader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: title}); err != nil {
+		if _, err := apiClient(t, newLeader).CreateTask(testCtx(t), api.CreateTaskRequest{Title: title}); err != nil {
 			t.Fatal(err)
 		}
 		type answer struct {

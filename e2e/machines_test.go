@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/bench/netns"
@@ -152,7 +153,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 		}
 		return err == nil && ok == 3
 	})
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "three machines"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "three machines"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,14 +167,14 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	var sessions []*placed
 	for i, n := range m.c.Nodes {
 		agent := []string{"demo", "demo-tty", "demo"}[i]
-		s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone",
+		s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: agent, Runtime: "standalone",
 			RuntimeOptions: map[string]string{"node": n.Name}})
 		if err != nil {
 			t.Fatalf("session on %s: %v", n.Name, err)
 		}
 		sessions = append(sessions, &placed{liveSession: liveSession{id: s.ID, agent: agent, word: fmt.Sprintf("word%d", i)}, node: n.Name})
 	}
-	auto, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	auto, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 		}
 		return false
 	})
-	doomed, err := napi.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
+	doomed, err := napi.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
 		RuntimeOptions: map[string]string{"node": victim.Name}})
 	if err != nil {
 		t.Fatal(err)

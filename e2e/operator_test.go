@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
@@ -73,11 +74,11 @@ agent "demo" {
 	if err != nil || len(plugins) != 1 || !plugins[0].Healthy {
 		t.Fatalf("plugins: %+v %v", plugins, err)
 	}
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "elsewhere"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "elsewhere"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,11 +242,11 @@ func TestMonitorAndPluginSchemaCLI(t *testing.T) {
 		t.Errorf("attach line %q is not a debug line", l)
 	}
 	api := apiClient(t, leader)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "monitor"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "monitor"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/chaos"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/bench/netns"
@@ -153,7 +154,7 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 		}
 	}
 	api := apiClient(t, leader)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "partition"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "partition"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/client"
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -101,16 +101,16 @@ func TestResumePickerInATerminal(t *testing.T) {
 
 	here := t.TempDir()
 	elsewhere := t.TempDir()
-	mine, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "picker task", Workspace: state.Workspace{Path: here}})
+	mine, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "picker task", Workspace: state.Workspace{Path: here}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "somebody else's task", Workspace: state.Workspace{Path: elsewhere}})
+	other, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "somebody else's task", Workspace: state.Workspace{Path: elsewhere}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	create := func(task, agent string) string {
-		s, err := api.CreateSession(testCtx(t), task, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+		s, err := api.CreateSession(testCtx(t), task, wire.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
@@ -52,7 +53,7 @@ func TestPluginCrashAndSupervisorRestart(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	api := apiClient(t, node)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "plugins"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "plugins"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +107,11 @@ func TestUnhealthyRuntimeIsRefused(t *testing.T) {
 	if ok, _ := pluginHealthy(t, api, "ghost"); ok {
 		t.Fatal("a plugin without a binary is reported healthy")
 	}
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "ghost"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "ghost"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "ghost"})
+	_, err = api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "ghost"})
 	if !client.IsCode(err, "unavailable") {
 		t.Fatalf("session on an unhealthy runtime: %v, want unavailable", err)
 	}
@@ -165,11 +166,11 @@ plugin "remote" {
 		ok, _ := pluginHealthy(t, api, "remote")
 		return ok
 	})
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "remote"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "remote"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "remote", RuntimeOptions: map[string]string{"host": "box"}})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "remote", RuntimeOptions: map[string]string{"host": "box"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -33,11 +33,11 @@ func TestTheServerRunsAboveItsSessions(t *testing.T) {
 		t.Fatalf("the server's log does not say it raised its priority:\n%s", raised.Log())
 	}
 	api := apiClient(t, raised)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "priority"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "priority"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/client"
 )
 
 // A leader whose followers died appends writes it cannot commit; the
@@ -51,7 +51,7 @@ func TestNodeWhoseLogTailWasReplacedRestartsAfterAKill(t *testing.T) {
 		return err == nil
 	})
 	leader := leaderOf(t, c)
-	if _, err := apiClient(t, leader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: "after-the-restart"}); err != nil {
+	if _, err := apiClient(t, leader).CreateTask(testCtx(t), api.CreateTaskRequest{Title: "after-the-restart"}); err != nil {
 		t.Fatal(err)
 	}
 	caughtUp(t, old, leader)
@@ -90,7 +90,7 @@ func replaceUncommittedTail(t *testing.T, old *harness.Node, followers []*harnes
 			defer writes.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_, _ = nodeClient(old).CreateTask(ctx, client.CreateTaskRequest{Title: fmt.Sprintf("uncommitted-%d", i)})
+			_, _ = nodeClient(old).CreateTask(ctx, api.CreateTaskRequest{Title: fmt.Sprintf("uncommitted-%d", i)})
 		}()
 	}
 	waitFor(t, 10*time.Second, old.Name+" to append entries it cannot commit", func() bool {
@@ -106,7 +106,7 @@ func replaceUncommittedTail(t *testing.T, old *harness.Node, followers []*harnes
 		}
 	}
 	newLeader := leaderAmong(t, followers, 20*time.Second)
-	if _, err := apiClient(t, newLeader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: "after-the-takeover"}); err != nil {
+	if _, err := apiClient(t, newLeader).CreateTask(testCtx(t), api.CreateTaskRequest{Title: "after-the-takeover"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := old.Signal(syscall.SIGCONT); err != nil {
@@ -208,7 +208,7 @@ func TestADataDirKeepsItsRaftStore(t *testing.T) {
 	}
 	write := func(title string) {
 		t.Helper()
-		if _, err := apiClient(t, leader).CreateTask(testCtx(t), client.CreateTaskRequest{Title: title}); err != nil {
+		if _, err := apiClient(t, leader).CreateTask(testCtx(t), api.CreateTaskRequest{Title: title}); err != nil {
 			t.Fatal(err)
 		}
 		caughtUp(t, moved, leader)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
@@ -31,7 +32,7 @@ func startSessions(t *testing.T, api *client.Client, taskID string, n int, agent
 	var out []liveSession
 	for i := 0; i < n; i++ {
 		agent := agents[i%len(agents)]
-		s, err := api.CreateSession(testCtx(t), taskID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+		s, err := api.CreateSession(testCtx(t), taskID, wire.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +114,7 @@ func TestRestartSingleNodeRecoversSessions(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	api := apiClient(t, node)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "restart"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "restart"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	c := startCluster(t, 3, true, standaloneConfig(t))
 	leader := leaderOf(t, c)
 	api := apiClient(t, leader)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "failover"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "failover"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +246,7 @@ func TestRecoveryFailurePaths(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	api := apiClient(t, node)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "failures"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "failures"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,14 +480,14 @@ func startRecoverySessions(t *testing.T, c *harness.Cluster, n int) *recoverySes
 	t.Helper()
 	rs := &recoverySessions{leader: leaderOf(t, c), before: map[string]state.Executor{}}
 	api := apiClient(t, rs.leader)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "transfer during recovery"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "transfer during recovery"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < n; i++ {
 		// All on the first leader's node: the transfers below move
 		// leadership between the other nodes, never onto an owner.
-		s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
+		s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
 			RuntimeOptions: map[string]string{"node": rs.leader.Name}})
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -104,17 +105,17 @@ func TestSessionsOnStandaloneRuntime(t *testing.T) {
 	}
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	api := apiClient(t, leaderOf(t, c))
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "two sessions"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "two sessions"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// demo-slow streams its chunks 150ms apart, so a reply spans several
 	// coalescing windows: one message.added, then message.updated events.
-	a, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo-slow", Runtime: "standalone"})
+	a, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo-slow", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	b, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,11 +199,11 @@ func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
 			t.Fatalf("git %v: %v %s", args, err, out)
 		}
 	}
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "ws", Workspace: state.Workspace{Path: repo}})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "ws", Workspace: state.Workspace{Path: repo}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,11 +271,11 @@ func TestPromptOutlivesItsCaller(t *testing.T) {
 	}
 	n := leaderOf(t, startCluster(t, 1, false, standaloneConfig(t)))
 	api := apiClient(t, n)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "impatient caller"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "impatient caller"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
@@ -49,11 +50,11 @@ func termClusterOn(t *testing.T, base, agent string, extra ...string) (*harness.
 		h, err := api.Health(testCtx(t))
 		return err == nil && h.Leader
 	})
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "terminals"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "terminals"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,11 +315,11 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 	c := startCluster(t, 3, true, standaloneConfig(t))
 	leader := leaderOf(t, c)
 	api := apiClient(t, leader)
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "terminal after restart"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "terminal after restart"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

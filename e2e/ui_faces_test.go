@@ -10,7 +10,7 @@ import (
 	cdppage "github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
-	"github.com/paddockhq/paddock/client"
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -72,7 +72,7 @@ func TestWebUIFaces(t *testing.T) {
 
 	// A fresh terminal shows its shell's prompt before any key is pressed.
 	t.Run("FreshTerminalShowsPrompt", func(t *testing.T) {
-		task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "fresh prompt"})
+		task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "fresh prompt"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +264,7 @@ func TestWebUIFaces(t *testing.T) {
 	// sessions are deleted from the task's page and their own.
 	t.Run("DeleteAndClose", func(t *testing.T) {
 		s := startDemoSession(t, api, "to delete", "demo")
-		s2, err := api.CreateSession(testCtx(t), s.TaskID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		s2, err := api.CreateSession(testCtx(t), s.TaskID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 		if err != nil {
 			t.Fatal(err)
 		}

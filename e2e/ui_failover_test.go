@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -83,11 +84,11 @@ func TestWebUIFailover(t *testing.T) {
 	}
 	// The session runs on the leader's node (its agentctl outlives the
 	// supervisor), and the front door prefers the leader.
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: "failover"})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "failover"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
 		RuntimeOptions: map[string]string{"node": leader.Name}})
 	if err != nil {
 		t.Fatal(err)

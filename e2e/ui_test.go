@@ -23,6 +23,7 @@ import (
 	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -403,11 +404,11 @@ func uiNode(t *testing.T, n int, separateIPs bool) (*harness.Cluster, *client.Cl
 // runtime through the API, and waits for it to be ready.
 func startDemoSession(t *testing.T, api *client.Client, title, agent string) *state.Session {
 	t.Helper()
-	task, err := api.CreateTask(testCtx(t), client.CreateTaskRequest{Title: title})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: title})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := api.CreateSession(testCtx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

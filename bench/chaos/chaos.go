@@ -91,6 +91,7 @@ import (
 	"syscall"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
@@ -555,13 +556,13 @@ func (r *runner) createSessions(ctx context.Context) error {
 	api := r.api(leader)
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	task, err := api.CreateTask(cctx, client.CreateTaskRequest{Title: "chaos"})
+	task, err := api.CreateTask(cctx, wire.CreateTaskRequest{Title: "chaos"})
 	if err != nil {
 		return fmt.Errorf("create task: %w", err)
 	}
 	r.task = task.ID
 	for i := 0; i < r.o.Sessions; i++ {
-		s, err := api.CreateSession(cctx, task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		s, err := api.CreateSession(cctx, task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 		if err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -72,7 +72,7 @@ func (r *runner) replaceLost(ctx context.Context, leader *harness.Node) {
 	api := r.api(leader)
 	for _, id := range lost {
 		s, err := boundedBy(ctx, 10*time.Second, func(c context.Context) (*state.Session, error) {
-			return api.CreateSession(c, r.task, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+			return api.CreateSession(c, r.task, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 		})
 		if err != nil {
 			return // no leader for now: the next round tries again

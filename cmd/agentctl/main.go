@@ -24,6 +24,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/agentctl/pin"
 	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
@@ -385,15 +386,15 @@ type terminals struct {
 
 // ListTerminals implements agentctl.TerminalLister: the shells (and the
 // pty agent's terminal) running now.
-func (t terminals) ListTerminals() []agentctl.TerminalInfo {
-	var out []agentctl.TerminalInfo
+func (t terminals) ListTerminals() []api.Terminal {
+	var out []api.Terminal
 	for _, name := range t.Names() {
 		tm, ok := t.Terminal(name)
 		if !ok {
 			continue
 		}
 		exited, code := tm.Exited()
-		ti := agentctl.TerminalInfo{Name: name, Command: append([]string{}, t.shell...), Owner: agentctl.OwnerUser, Running: !exited}
+		ti := api.Terminal{Name: name, Command: append([]string{}, t.shell...), Owner: agentctl.OwnerUser, Running: !exited}
 		if name == agentctl.AgentTerminalName {
 			ti.Owner, ti.Command = agentctl.OwnerAgent, []string{}
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl/acpagent"
 	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
 )
@@ -92,8 +93,8 @@ func (t *CommandTerminal) running() bool {
 	}
 }
 
-func (t *CommandTerminal) info() TerminalInfo {
-	ti := TerminalInfo{Name: t.name, Command: t.Command(), Owner: OwnerAgent, Running: t.running(), ReadOnly: true}
+func (t *CommandTerminal) info() api.Terminal {
+	ti := api.Terminal{Name: t.name, Command: t.Command(), Owner: OwnerAgent, Running: t.running(), ReadOnly: true}
 	if !ti.Running {
 		c := t.p.ExitCode()
 		ti.ExitCode = &c
@@ -182,11 +183,11 @@ func (t *CommandTerminal) isReleased() bool {
 	return t.released
 }
 
-func (c *commandTerminals) list() []TerminalInfo {
+func (c *commandTerminals) list() []api.Terminal {
 	c.mu.Lock()
 	terms := append([]*CommandTerminal(nil), c.terms...)
 	c.mu.Unlock()
-	out := make([]TerminalInfo, 0, len(terms))
+	out := make([]api.Terminal, 0, len(terms))
 	for _, t := range terms {
 		out = append(out, t.info())
 	}

@@ -209,9 +209,9 @@ func (c *Client) Poll(ctx context.Context, q EventsQuery) (EventsResponse, error
 }
 
 // ListFiles calls GET /v1/files?path=.
-func (c *Client) ListFiles(ctx context.Context, path string) ([]FileEntry, error) {
+func (c *Client) ListFiles(ctx context.Context, path string) ([]api.FileEntry, error) {
 	var v struct {
-		Entries []FileEntry `json:"entries"`
+		Entries []api.FileEntry `json:"entries"`
 	}
 	return v.Entries, c.doJSON(ctx, "GET", "/v1/files?"+url.Values{"path": {path}}.Encode(), nil, &v)
 }

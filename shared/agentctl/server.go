@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl/ptyagent"
 	"github.com/paddockhq/paddock/shared/agentctl/workspace"
 )
@@ -48,7 +49,7 @@ type Terminals interface {
 // they run themselves (people's shells, and "agent" while attached), for
 // GET /v1/terminals; agentctl adds the agent's command terminals.
 type TerminalLister interface {
-	ListTerminals() []TerminalInfo
+	ListTerminals() []api.Terminal
 }
 
 // AgentTerminal is the name of the terminal that shows a pty agent's own PTY.

@@ -356,7 +356,7 @@ type SetModeRequest struct {
 	ModeID string `json:"mode_id"`
 }
 
-// Terminal owners (TerminalInfo.Owner).
+// Terminal owners (api.Terminal.Owner).
 const (
 	// OwnerAgent: the agent runs the terminal (a command it started, or a
 	// pty agent's own PTY).
@@ -365,21 +365,9 @@ const (
 	OwnerUser = "user"
 )
 
-// TerminalInfo is one terminal of GET /v1/terminals.
-type TerminalInfo struct {
-	Name     string   `json:"name"`
-	Command  []string `json:"command"`
-	Owner    string   `json:"owner"`
-	Running  bool     `json:"running"`
-	ExitCode *int     `json:"exit_code"`
-	// ReadOnly: people may watch it but not type into it (a command the
-	// agent runs).
-	ReadOnly bool `json:"read_only"`
-}
-
 // TerminalList answers GET /v1/terminals.
 type TerminalList struct {
-	Terminals []TerminalInfo `json:"terminals"`
+	Terminals []api.Terminal `json:"terminals"`
 }
 
 // ErrorBody is the JSON error envelope: {"error":{"code","message"}}.
@@ -411,9 +399,6 @@ type Info struct {
 	// serves TLS (serve -tls; the URL is https); clients pin it.
 	Fingerprint string `json:"fingerprint,omitempty"`
 }
-
-// FileEntry is one entry of GET /v1/files.
-type FileEntry = workspace.Entry
 
 // GitStatus is the answer of GET /v1/git/status.
 type GitStatus = workspace.GitStatus

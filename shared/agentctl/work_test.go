@@ -472,7 +472,7 @@ func TestAgentTerminals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byName := map[string]agentctl.TerminalInfo{}
+	byName := map[string]api.Terminal{}
 	for _, ti := range list.Terminals {
 		byName[ti.Name] = ti
 	}

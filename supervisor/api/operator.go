@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/nodes"
@@ -16,7 +17,7 @@ import (
 )
 
 func (s *Server) health(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "node": s.cluster.ID(), "leader": s.cluster.IsLeader()})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Node: s.cluster.ID(), Leader: s.cluster.IsLeader()})
 	return nil
 }
 
@@ -45,7 +46,7 @@ func (s *Server) peers(w http.ResponseWriter, _ *http.Request) error {
 // a log within reach of the leader's), else the node watch's. A server
 // whose process was killed shows as unhealthy within a few seconds, even
 // while raft still counts it a voter.
-func (s *Server) withHealth(peers []cluster.Peer) {
+func (s *Server) withHealth(peers []api.Peer) {
 	if !s.cluster.IsLeader() {
 		return
 	}
@@ -152,7 +153,7 @@ func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"restored": true, "index": s.store.LastIndex()})
+	writeJSON(w, http.StatusOK, api.SnapshotRestoreResult{Restored: true, Index: s.store.LastIndex()})
 	return nil
 }
 

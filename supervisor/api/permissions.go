@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/paddockhq/paddock/api"
-	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -143,7 +142,7 @@ func (s *Server) listTerminals(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if list.Terminals == nil {
-		list.Terminals = []agentctl.TerminalInfo{}
+		list.Terminals = []api.Terminal{}
 	}
 	writeJSON(w, http.StatusOK, list)
 	return nil

@@ -21,13 +21,7 @@ import (
 // optionKeyPattern bounds runtime_options keys.
 var optionKeyPattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
-type createSessionRequest struct {
-	Agent          string            `json:"agent"`
-	Runtime        string            `json:"runtime"`
-	RuntimeOptions map[string]string `json:"runtime_options"`
-}
-
-func (s *Server) validateSession(req *createSessionRequest) error {
+func (s *Server) validateSession(req *api.CreateSessionRequest) error {
 	if req.Agent == "" {
 		return badRequest("agent is required (configured: %s)", strings.Join(s.agentNames(), ", "))
 	}
@@ -70,7 +64,7 @@ func (s *Server) runtimeNames() []string {
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	taskID := r.PathValue("id")
-	var req createSessionRequest
+	var req api.CreateSessionRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
@@ -472,20 +466,11 @@ func (s *Server) getExecutor(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// agentInfo is one row of GET /v1/agents.
-type agentInfo struct {
-	Name                  string   `json:"name"`
-	Protocol              string   `json:"protocol"`
-	Command               []string `json:"command"`
-	SupportsSessionResume *bool    `json:"supports_session_resume"`
-	ResumeSupport         string   `json:"resume_support"`
-}
-
 func (s *Server) agents(w http.ResponseWriter, _ *http.Request) error {
 	probed := s.probedResume()
-	out := []agentInfo{}
+	out := []api.Agent{}
 	for _, a := range s.cfg.Agents {
-		info := agentInfo{Name: a.Name, Protocol: a.Protocol, Command: a.Command, SupportsSessionResume: a.SupportsSessionResume, ResumeSupport: "unknown"}
+		info := api.Agent{Name: a.Name, Protocol: a.Protocol, Command: a.Command, SupportsSessionResume: a.SupportsSessionResume, ResumeSupport: "unknown"}
 		if a.SupportsSessionResume != nil {
 			info.ResumeSupport = "declared"
 		}

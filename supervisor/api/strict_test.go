@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // strictBody exercises every shape checkKeys follows: nested structs,
@@ -95,7 +97,7 @@ func TestDecodeStrictRefusesDuplicateAndMiscasedKeys(t *testing.T) {
 	if err := decodeStrict([]byte(`{"title":"x","workspace":{"path":"/p","Branch":"b"}}`), &task); err == nil || !strings.Contains(err.Error(), `"workspace.Branch"`) {
 		t.Errorf("task with a miscased workspace key: %v", err)
 	}
-	var sess createSessionRequest
+	var sess api.CreateSessionRequest
 	if err := decodeStrict([]byte(`{"agent":"a","runtime":"r","runtime_options":{"k":"1","k":"2"}}`), &sess); err == nil || !strings.Contains(err.Error(), `"runtime_options.k"`) {
 		t.Errorf("session with a duplicate runtime option: %v", err)
 	}

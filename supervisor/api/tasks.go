@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -36,10 +37,11 @@ func newID() string {
 // branchPattern accepts ordinary git branch names.
 var branchPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
 
-type createTaskRequest struct {
-	Title     string          `json:"title"`
-	Workspace state.Workspace `json:"workspace"`
-}
+// createTaskRequest is the wire body (api.CreateTaskRequest) with the
+// server's reading of it: a defined type over the api struct rather than the
+// api type itself, since the methods (decodeCompact, validate) cannot be
+// declared on another package's type.
+type createTaskRequest api.CreateTaskRequest
 
 // decodeCompact implements compactRequest: {"title":"…"}, or with the
 // workspace as json.Marshal writes it,

@@ -9,55 +9,34 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
-// Peer is one server in the raft configuration.
-type Peer struct {
-	ID       string `json:"id"`
-	Address  string `json:"address"`
-	Suffrage string `json:"suffrage"`
-	Leader   bool   `json:"leader"`
-	// Healthy and LastContact are the leader's view of the server (its
-	// node watch); null when this node does not lead.
-	Healthy     *bool      `json:"healthy"`
-	LastContact *time.Time `json:"last_contact"`
-}
-
-// Status is the cluster status of GET /v1/status.
-type Status struct {
-	LeaderID      string `json:"leader_id"`
-	LeaderAddress string `json:"leader_address"`
-	LeaderHTTP    string `json:"leader_http"`
-	Term          uint64 `json:"term"`
-	CommitIndex   uint64 `json:"commit_index"`
-	AppliedIndex  uint64 `json:"applied_index"`
-	Nodes         []Peer `json:"nodes"`
-}
-
-// Peers lists the servers of the raft configuration.
-func (n *Node) Peers() ([]Peer, error) {
+// Peers lists the servers of the raft configuration (Healthy and
+// LastContact are left nil: the API server fills them in on the leader).
+func (n *Node) Peers() ([]api.Peer, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", err)
 	}
 	_, leader := n.raft.LeaderWithID()
-	var out []Peer
+	var out []api.Peer
 	for _, s := range f.Configuration().Servers {
-		out = append(out, Peer{ID: string(s.ID), Address: string(s.Address), Suffrage: s.Suffrage.String(), Leader: s.ID == leader})
+		out = append(out, api.Peer{ID: string(s.ID), Address: string(s.Address), Suffrage: s.Suffrage.String(), Leader: s.ID == leader})
 	}
 	return out, nil
 }
 
 // Status reports leader, term, indexes and nodes.
-func (n *Node) Status() (Status, error) {
+func (n *Node) Status() (api.ClusterStatus, error) {
 	peers, err := n.Peers()
 	if err != nil {
-		return Status{}, err
+		return api.ClusterStatus{}, err
 	}
 	addr, id := n.raft.LeaderWithID()
 	stats := n.raft.Stats()
-	st := Status{LeaderID: string(id), LeaderAddress: string(addr), Nodes: peers, AppliedIndex: n.raft.AppliedIndex()}
+	st := api.ClusterStatus{LeaderID: string(id), LeaderAddress: string(addr), Nodes: peers, AppliedIndex: n.raft.AppliedIndex()}
 	_, st.LeaderHTTP = n.Leader()
 	if st.LeaderHTTP != "" {
 		st.LeaderHTTP = n.scheme() + "://" + st.LeaderHTTP

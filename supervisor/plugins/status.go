@@ -4,30 +4,28 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/runtime"
 )
 
-// Status is one plugin as GET /v1/plugins and `paddock plugin list` show it.
-// Its JSON form is
-//
-//	{"name":"standalone","version":"0.1.0","api_version":"1",
-//	 "capabilities":{"supports_workspace_only":true,"survives_supervisor_restart":true,"node_local":true, …extra},
-//	 "healthy":true,"error":"","pid":1234,"restarts":0}
-//
-// where the capabilities object also holds every Extra capability by name.
+// Status is one plugin as this server tracks it: its capabilities as the
+// runtime API declares them (runtime.Capabilities). On the wire it is an
+// api.Plugin, whose capabilities are one name → bool map: MarshalJSON and
+// UnmarshalJSON convert (Wire, StatusOf), so the JSON form is declared once,
+// in package api.
 type Status struct {
-	Name         string               `json:"name"`
-	Version      string               `json:"version"`
-	APIVersion   string               `json:"api_version"`
-	Capabilities runtime.Capabilities `json:"capabilities"`
-	Healthy      bool                 `json:"healthy"`
+	Name         string
+	Version      string
+	APIVersion   string
+	Capabilities runtime.Capabilities
+	Healthy      bool
 	// Error says why the plugin is unhealthy ("" when healthy).
-	Error string `json:"error"`
+	Error string
 	// PID is the plugin process id (0 when not running).
-	PID int `json:"pid"`
+	PID int
 	// Restarts counts this server's attempts to start the plugin again
 	// after it was lost (exited or stopped answering).
-	Restarts int `json:"restarts"`
+	Restarts int
 }
 
 // Capability names of the fields of runtime.Capabilities in JSON.
@@ -36,17 +34,6 @@ const (
 	CapSurvivesSupervisorRestart = "survives_supervisor_restart"
 	CapNodeLocal                 = "node_local"
 )
-
-type statusJSON struct {
-	Name         string          `json:"name"`
-	Version      string          `json:"version"`
-	APIVersion   string          `json:"api_version"`
-	Capabilities map[string]bool `json:"capabilities"`
-	Healthy      bool            `json:"healthy"`
-	Error        string          `json:"error"`
-	PID          int             `json:"pid"`
-	Restarts     int             `json:"restarts"`
-}
 
 // CapabilitiesMap flattens c into one name → bool map (Extra first, so the
 // named fields win over an Extra entry of the same name).
@@ -83,25 +70,35 @@ func CapabilitiesFromMap(m map[string]bool) runtime.Capabilities {
 	return c
 }
 
-// MarshalJSON writes the documented JSON form.
-func (s Status) MarshalJSON() ([]byte, error) {
-	return json.Marshal(statusJSON{
+// Wire is s as GET /v1/plugins sends it.
+func (s Status) Wire() api.Plugin {
+	return api.Plugin{
 		Name: s.Name, Version: s.Version, APIVersion: s.APIVersion,
 		Capabilities: CapabilitiesMap(s.Capabilities),
 		Healthy:      s.Healthy, Error: s.Error, PID: s.PID, Restarts: s.Restarts,
-	})
+	}
 }
 
-// UnmarshalJSON reads the documented JSON form.
+// StatusOf is the inverse of Wire.
+func StatusOf(p api.Plugin) Status {
+	return Status{
+		Name: p.Name, Version: p.Version, APIVersion: p.APIVersion,
+		Capabilities: CapabilitiesFromMap(p.Capabilities),
+		Healthy:      p.Healthy, Error: p.Error, PID: p.PID, Restarts: p.Restarts,
+	}
+}
+
+// MarshalJSON writes the api.Plugin form.
+func (s Status) MarshalJSON() ([]byte, error) {
+	return json.Marshal(s.Wire())
+}
+
+// UnmarshalJSON reads the api.Plugin form.
 func (s *Status) UnmarshalJSON(data []byte) error {
-	var j statusJSON
-	if err := json.Unmarshal(data, &j); err != nil {
+	var p api.Plugin
+	if err := json.Unmarshal(data, &p); err != nil {
 		return fmt.Errorf("decode plugin status: %w", err)
 	}
-	*s = Status{
-		Name: j.Name, Version: j.Version, APIVersion: j.APIVersion,
-		Capabilities: CapabilitiesFromMap(j.Capabilities),
-		Healthy:      j.Healthy, Error: j.Error, PID: j.PID, Restarts: j.Restarts,
-	}
+	*s = StatusOf(p)
 	return nil
 }

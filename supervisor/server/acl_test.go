@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
@@ -27,11 +28,11 @@ func TestReadTokenReadsAndStreamsButNeverWrites(t *testing.T) {
 	}
 	c := newTestClusterWith(t, 3, testToken, withReadToken)
 	admin := c.client(0)
-	task, err := admin.CreateTask(ctx(t), client.CreateTaskRequest{Title: "watched"})
+	task, err := admin.CreateTask(ctx(t), api.CreateTaskRequest{Title: "watched"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := admin.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := admin.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

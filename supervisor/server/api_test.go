@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -56,7 +57,7 @@ func TestAPIBadInput(t *testing.T) {
 	}
 	c := newTestCluster(t, 1, testToken)
 	base := "http://" + c.servers[0].HTTPAddr()
-	task, err := c.client(0).CreateTask(ctx(t), client.CreateTaskRequest{Title: "t"})
+	task, err := c.client(0).CreateTask(ctx(t), api.CreateTaskRequest{Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +126,11 @@ func TestSessionStatusHasEveryField(t *testing.T) {
 	}
 	c := newTestCluster(t, 1, "")
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "t"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,15 +196,15 @@ func TestEventsPerSessionWithReplayAndFirstFrameAuth(t *testing.T) {
 	}
 	c := newTestCluster(t, 3, testToken)
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "t"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "t"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	a, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	b, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -18,7 +19,7 @@ func TestFollowerWritesAreForwardedAndReplicated(t *testing.T) {
 	}
 	c := newTestCluster(t, 3, "")
 	f := c.follower()
-	task, err := c.client(f).CreateTask(ctx(t), client.CreateTaskRequest{Title: "via follower"})
+	task, err := c.client(f).CreateTask(ctx(t), api.CreateTaskRequest{Title: "via follower"})
 	if err != nil {
 		t.Fatalf("write through follower: %v", err)
 	}
@@ -55,7 +56,7 @@ func leaderChangeKeepsAcknowledgedWrites(t *testing.T, store string) {
 	}
 	var ids []string
 	for i := 0; i < 20; i++ {
-		task, err := c.client(i%3).CreateTask(ctx(t), client.CreateTaskRequest{Title: "before"})
+		task, err := c.client(i%3).CreateTask(ctx(t), api.CreateTaskRequest{Title: "before"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,7 +65,7 @@ func leaderChangeKeepsAcknowledgedWrites(t *testing.T, store string) {
 	old := c.waitLeader(-1)
 	c.stop(old)
 	leader := c.waitLeader(old)
-	task, err := c.client(c.follower()).CreateTask(ctx(t), client.CreateTaskRequest{Title: "after"})
+	task, err := c.client(c.follower()).CreateTask(ctx(t), api.CreateTaskRequest{Title: "after"})
 	if err != nil {
 		t.Fatalf("write after failover: %v", err)
 	}
@@ -89,7 +90,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	}
 	c := newTestCluster(t, 3, "")
 	cl := c.client(c.follower())
-	kept, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "kept"})
+	kept, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "kept"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +98,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	if _, err := cl.SnapshotSave(ctx(t), &snap); err != nil {
 		t.Fatalf("snapshot save: %v", err)
 	}
-	gone, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "after snapshot"})
+	gone, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "after snapshot"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 		t.Fatalf("state lost after a refused restore: %v", err)
 	}
 	// Writes keep working after a restore.
-	if _, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "after restore"}); err != nil {
+	if _, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "after restore"}); err != nil {
 		t.Fatalf("write after restore: %v", err)
 	}
 }
@@ -162,7 +163,7 @@ func TestRestartAllNodesLosesNothing(t *testing.T) {
 	c := newTestCluster(t, 3, "")
 	var ids []string
 	for i := 0; i < 10; i++ {
-		task, err := c.client(i%3).CreateTask(ctx(t), client.CreateTaskRequest{Title: "durable"})
+		task, err := c.client(i%3).CreateTask(ctx(t), api.CreateTaskRequest{Title: "durable"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +179,7 @@ func TestRestartAllNodesLosesNothing(t *testing.T) {
 			t.Fatalf("task %s lost across a full restart: %v", id, err)
 		}
 	}
-	if _, err := c.client(c.follower()).CreateTask(ctx(t), client.CreateTaskRequest{Title: "after restart"}); err != nil {
+	if _, err := c.client(c.follower()).CreateTask(ctx(t), api.CreateTaskRequest{Title: "after restart"}); err != nil {
 		t.Fatalf("write after full restart: %v", err)
 	}
 }
@@ -196,7 +197,7 @@ func TestNoLeaderIsUnavailable(t *testing.T) {
 		}
 	}
 	start := time.Now()
-	_, err := c.client(f).CreateTask(ctx(t), client.CreateTaskRequest{Title: "no quorum"})
+	_, err := c.client(f).CreateTask(ctx(t), api.CreateTaskRequest{Title: "no quorum"})
 	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != 503 || apiErr.Code != "unavailable" {
 		t.Fatalf("write without quorum: %v, want 503 unavailable", err)
@@ -217,7 +218,7 @@ func TestDeadLeaderIsDetectedAndTimingRestored(t *testing.T) {
 	c := newTestCluster(t, 3, "")
 	// Some writes so that the leader has pipelined connections to both.
 	for i := 0; i < 5; i++ {
-		if _, err := c.client(i%3).CreateTask(ctx(t), client.CreateTaskRequest{Title: "warm"}); err != nil {
+		if _, err := c.client(i%3).CreateTask(ctx(t), api.CreateTaskRequest{Title: "warm"}); err != nil {
 			t.Fatal(err)
 		}
 	}

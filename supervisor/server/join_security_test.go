@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -94,7 +94,7 @@ func (f *fakeServer) requests() int {
 	return len(f.headers)
 }
 
-func voters(peers []client.Peer) int {
+func voters(peers []api.Peer) int {
 	n := 0
 	for _, p := range peers {
 		if p.Suffrage == "Voter" {
@@ -132,7 +132,7 @@ func TestAddPeerNeverHandsOutTheNodeSecret(t *testing.T) {
 	if err != nil || len(peers) != 3 || voters(peers) != 3 {
 		t.Fatalf("peers after the refused add-peer: %+v (%v), want the three servers", peers, err)
 	}
-	if _, err := c.client(c.follower()).CreateTask(ctx(t), client.CreateTaskRequest{Title: "still writable"}); err != nil {
+	if _, err := c.client(c.follower()).CreateTask(ctx(t), api.CreateTaskRequest{Title: "still writable"}); err != nil {
 		t.Fatalf("a write after the refused add-peer: %v", err)
 	}
 }
@@ -164,7 +164,7 @@ func TestAServerThatDoesNotAnswerOverRaftNeverVotes(t *testing.T) {
 				t.Fatalf("a server that never answered over raft became a voter: %+v", peers)
 			}
 		}
-		if _, err := c.client(c.follower()).CreateTask(ctx(t), client.CreateTaskRequest{Title: "quorum kept"}); err != nil {
+		if _, err := c.client(c.follower()).CreateTask(ctx(t), api.CreateTaskRequest{Title: "quorum kept"}); err != nil {
 			t.Fatalf("a write with the non-voter in the configuration: %v", err)
 		}
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -21,11 +21,11 @@ func TestLeaseShowsTheLiveExpiry(t *testing.T) {
 	const ttl = time.Second
 	c := newTestClusterWith(t, 1, testToken, func(_ int, cfg *config.Config) { cfg.Lease.TTL = ttl })
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "lease"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "lease"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,12 +77,12 @@ func TestAgentsReportProbedResume(t *testing.T) {
 	if got := support(); got["demo"] != "unknown/nil" || got["demo-noresume"] != "unknown/nil" {
 		t.Fatalf("before any session: %v", got)
 	}
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "probe"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "probe"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, agent := range []string{"demo", "demo-noresume"} {
-		s, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+		s, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,11 +111,11 @@ func TestAFailedProbeSaysNothingOfResume(t *testing.T) {
 			Command: []string{"sh", "-c", "exit 3"}, Permission: config.PermissionDeny})
 	})
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "probe fails"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "probe fails"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo-broken", Runtime: "standalone"})
+	s, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo-broken", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

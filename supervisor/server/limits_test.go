@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/config"
 )
 
@@ -93,7 +93,7 @@ func TestRequestRateLimit(t *testing.T) {
 		st, _, _, _ := getStatus(t, lbase, "/v1/tasks")
 		return st == http.StatusOK
 	})
-	if _, err := c.client(f).CreateTask(ctx(t), client.CreateTaskRequest{Title: "after the limit"}); err != nil {
+	if _, err := c.client(f).CreateTask(ctx(t), api.CreateTaskRequest{Title: "after the limit"}); err != nil {
 		t.Fatalf("a write through the follower after the limit: %v", err)
 	}
 }
@@ -122,11 +122,11 @@ func TestWebsocketLimit(t *testing.T) {
 
 	// The open streams still stream, and plain requests are served.
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "t"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "t"})
 	if err != nil {
 		t.Fatalf("create a task at the WebSocket limit: %v", err)
 	}
-	if _, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"}); err != nil {
+	if _, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"}); err != nil {
 		t.Fatalf("create a session at the WebSocket limit: %v", err)
 	}
 	readEvent(t, first)

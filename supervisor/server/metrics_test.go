@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -84,11 +85,11 @@ func busyServer(t *testing.T) (*testCluster, *client.Client) {
 	t.Helper()
 	c := newTestCluster(t, 1, testToken)
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "metrics"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "metrics"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -81,11 +81,11 @@ func TestMonitorStreamsSessionLifecycle(t *testing.T) {
 	info := c.monitorLines(0, "")
 	debug := c.monitorLines(0, "log_level=debug")
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "monitor"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "monitor"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,11 @@ func workSessionOn(t *testing.T, c *testCluster, cl *client.Client, i int) (stri
 		}
 		return true
 	})
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "work"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "work"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
+	sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
 		RuntimeOptions: map[string]string{"node": c.cfgs[i].NodeName}})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -25,7 +25,7 @@ func TestJSONResponsesCarryContentLength(t *testing.T) {
 	c := newTestCluster(t, 1, testToken)
 	base := "http://" + c.servers[0].HTTPAddr()
 	for i := 0; i < 40; i++ { // GET /v1/tasks then answers ~10 KiB
-		if _, err := c.client(0).CreateTask(ctx(t), client.CreateTaskRequest{Title: fmt.Sprintf("task %d", i)}); err != nil {
+		if _, err := c.client(0).CreateTask(ctx(t), api.CreateTaskRequest{Title: fmt.Sprintf("task %d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
@@ -139,7 +140,7 @@ func TestNodeRoutesTakeOnlyTheNodeSecret(t *testing.T) {
 	// Nodes use the secret themselves: a write through a follower is
 	// forwarded and committed.
 	f := c.follower()
-	task, err := c.client(f).CreateTask(ctx(t), client.CreateTaskRequest{Title: "through a follower"})
+	task, err := c.client(f).CreateTask(ctx(t), api.CreateTaskRequest{Title: "through a follower"})
 	if err != nil {
 		t.Fatalf("write through follower n%d: %v", f+1, err)
 	}
@@ -201,7 +202,7 @@ func TestForwardingOnlyToTheLeadersHost(t *testing.T) {
 		t.Fatalf("follower would forward to %q", addr)
 	}
 	cl := c.client(f, client.WithTimeout(2*time.Second))
-	_, _ = cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "secret work"})
+	_, _ = cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "secret work"})
 	if n := stolen.Load(); n != 0 {
 		t.Fatalf("%d requests with the client's token reached the forged address", n)
 	}
@@ -298,11 +299,11 @@ func TestSessionCapPerNode(t *testing.T) {
 	}
 	c := newTestClusterWith(t, 1, testToken, func(_ int, cfg *config.Config) { cfg.Limits.MaxSessionsPerNode = 1 })
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "capped"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "capped"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	first, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +312,7 @@ func TestSessionCapPerNode(t *testing.T) {
 		ex, _ := cl.Executors(ctx(t), first.ID)
 		return len(ex) == 1
 	})
-	_, err = cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	_, err = cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err == nil || !strings.Contains(err.Error(), "max_sessions_per_node") {
 		t.Fatalf("second session past the cap: %v", err)
 	}
@@ -349,13 +350,13 @@ func TestEachNodeKeepsItsOwnSessionLimit(t *testing.T) {
 		}
 		return true
 	})
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "capped per node"})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "capped per node"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := map[string]bool{}
 	for i := 0; i < 3; i++ {
-		sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 		if err != nil {
 			t.Fatalf("session %d of 3, one per node: %v", i+1, err)
 		}
@@ -373,7 +374,7 @@ func TestEachNodeKeepsItsOwnSessionLimit(t *testing.T) {
 	if len(nodes) != 3 {
 		t.Fatalf("executors on %v; want one on each of the 3 nodes", nodes)
 	}
-	_, err = cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	_, err = cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	var apiErr *client.APIError
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusServiceUnavailable || !strings.Contains(err.Error(), "every node") {
 		t.Fatalf("a fourth session: %v; want 503 saying every node is at its max_sessions_per_node", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/client"
@@ -124,11 +125,11 @@ func TestTLSClusterEveryConnection(t *testing.T) {
 
 	// A write through a follower (forwarded over TLS) placing a session on
 	// the follower (the leader's runtime calls reach it over TLS).
-	task, err := cl(f).CreateTask(ctx(t), client.CreateTaskRequest{Title: "over tls"})
+	task, err := cl(f).CreateTask(ctx(t), api.CreateTaskRequest{Title: "over tls"})
 	if err != nil {
 		t.Fatalf("create a task through a follower: %v", err)
 	}
-	sess, err := cl(f).CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
+	sess, err := cl(f).CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
 		RuntimeOptions: map[string]string{"node": c.cfgs[f].NodeName}})
 	if err != nil {
 		t.Fatalf("create a session on %s: %v", c.cfgs[f].NodeName, err)
@@ -230,7 +231,7 @@ func TestTLSClusterEveryConnection(t *testing.T) {
 	// Failover: the leader stops; the others elect one over TLS and commit.
 	c.stop(leader)
 	next := c.waitLeader(leader)
-	if _, err := cl(next).CreateTask(ctx(t), client.CreateTaskRequest{Title: "after failover"}); err != nil {
+	if _, err := cl(next).CreateTask(ctx(t), api.CreateTaskRequest{Title: "after failover"}); err != nil {
 		t.Fatalf("write after failover: %v", err)
 	}
 	if s, err := cl(next).GetSession(ctx(t), sess.ID); err != nil || s.ID != sess.ID {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
@@ -33,11 +34,11 @@ func withTTYAgent(_ int, cfg *config.Config) {
 // transcriptSession starts a session of agent and waits until it takes prompts.
 func transcriptSession(t *testing.T, cl *client.Client, agent string) string {
 	t.Helper()
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: "transcript " + agent})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "transcript " + agent})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+	sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}

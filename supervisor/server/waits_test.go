@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -23,11 +24,11 @@ func newDemoSession(t *testing.T, c *testCluster, title string) (*client.Client,
 func newSession(t *testing.T, c *testCluster, title, agent string) (*client.Client, *state.Session) {
 	t.Helper()
 	cl := c.client(0)
-	task, err := cl.CreateTask(ctx(t), client.CreateTaskRequest{Title: title})
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: title})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sess, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
+	sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: agent, Runtime: "standalone"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestTaskCloseReopenDelete(t *testing.T) {
 	if task.State != state.TaskDone {
 		t.Fatalf("closed task is %s", task.State)
 	}
-	_, err = cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	_, err = cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Code != "conflict" {
 		t.Fatalf("session on a closed task: %v, want a conflict", err)
@@ -182,7 +183,7 @@ func TestTaskCloseReopenDelete(t *testing.T) {
 	if task.State != state.TaskReview {
 		t.Fatalf("reopened task with a waiting session is %s, want REVIEW", task.State)
 	}
-	second, err := cl.CreateSession(ctx(t), task.ID, client.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	second, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err != nil {
 		t.Fatalf("session on a reopened task: %v", err)
 	}

@@ -13,7 +13,8 @@
 // configuration and environment under which it starts no program named by the
 // workspace's own .git/config, which the agent can write (see gitSafety).
 //
-// This package must not import agentctl or anything under supervisor/.
+// This package must not import agentctl or anything under supervisor/; its
+// listing entries are the wire type api.FileEntry.
 package workspace
 
 import (
@@ -33,6 +34,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // Sentinel errors returned by Workspace methods; match them with errors.Is.
@@ -58,16 +61,6 @@ var (
 
 // MaxFileSize bounds reads and writes through the workspace API.
 const MaxFileSize = 16 << 20
-
-// Entry is one directory entry returned by List.
-type Entry struct {
-	Name    string    `json:"name"`
-	Path    string    `json:"path"`
-	Type    string    `json:"type"` // file | dir | symlink | other
-	Size    int64     `json:"size"`
-	Mode    string    `json:"mode"`
-	ModTime time.Time `json:"mod_time"`
-}
 
 // GitStatusEntry is one line of `git status --porcelain=v1`.
 type GitStatusEntry struct {
@@ -150,7 +143,7 @@ func mapErr(p string, err error) error {
 }
 
 // List returns the entries of a directory, sorted by name.
-func (w *Workspace) List(p string) ([]Entry, error) {
+func (w *Workspace) List(p string) ([]api.FileEntry, error) {
 	c, err := Clean(p)
 	if err != nil {
 		return nil, err
@@ -170,13 +163,13 @@ func (w *Workspace) List(p string) ([]Entry, error) {
 		return nil, mapErr(p, err)
 	}
 	if !st.IsDir() {
-		return []Entry{entryOf(c, st)}, nil
+		return []api.FileEntry{entryOf(c, st)}, nil
 	}
 	infos, err := f.Readdir(-1)
 	if err != nil {
 		return nil, mapErr(p, err)
 	}
-	out := make([]Entry, 0, len(infos))
+	out := make([]api.FileEntry, 0, len(infos))
 	for _, fi := range infos {
 		out = append(out, entryOf(path.Join(c, fi.Name()), fi))
 	}
@@ -184,7 +177,7 @@ func (w *Workspace) List(p string) ([]Entry, error) {
 	return out, nil
 }
 
-func entryOf(p string, fi fs.FileInfo) Entry {
+func entryOf(p string, fi fs.FileInfo) api.FileEntry {
 	t := "other"
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -194,7 +187,7 @@ func entryOf(p string, fi fs.FileInfo) Entry {
 	case fi.Mode().IsRegular():
 		t = "file"
 	}
-	return Entry{Name: fi.Name(), Path: p, Type: t, Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().UTC()}
+	return api.FileEntry{Name: fi.Name(), Path: p, Type: t, Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().UTC()}
 }
 
 // openNoBlock opens name read-only without waiting: opening a FIFO for
