@@ -10,6 +10,7 @@ import (
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 	"github.com/paddockhq/paddock/supervisor/terminal"
@@ -38,10 +39,10 @@ func TestReadTokenReadsAndStreamsButNeverWrites(t *testing.T) {
 	}
 	// The agent outlives the servers: delete it before the workspace goes.
 	t.Cleanup(func() { _, _ = admin.DeleteSession(ctx(t), sess.ID) })
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the session to wait for input", testkit.Cond(func() bool {
 		s, err := admin.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
-	})
+	}))
 
 	// A follower serves the reader too: reads are forwarded with its token.
 	f := c.follower()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -134,10 +135,10 @@ func TestSessionStatusHasEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "session to wait for input", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "session to wait for input", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
-	})
+	}))
 	// The status object has every field, null when unknown.
 	status, _, body := rawCall(t, "GET", "http://"+c.servers[0].HTTPAddr()+"/v1/sessions/"+sess.ID+"/status", "", "", nil)
 	if status != 200 {
@@ -158,10 +159,10 @@ func TestSessionStatusHasEveryField(t *testing.T) {
 	if _, err := cl.Stop(ctx(t), sess.ID); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	waitFor(t, 30*time.Second, "session to stop", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "session to stop", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionStopped
-	})
+	}))
 	if _, err := cl.Stop(ctx(t), sess.ID); !client.IsCode(err, "conflict") {
 		t.Fatalf("second stop: %v, want conflict", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 )
 
@@ -37,7 +38,7 @@ func TestAutopilotShowsAStoppedServerFailed(t *testing.T) {
 	}
 	c := newTestCluster(t, 3, testToken)
 	leader := c.waitLeader(-1)
-	waitFor(t, 15*time.Second, "every server healthy in autopilot's view", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "every server healthy in autopilot's view", testkit.Cond(func() bool {
 		h := c.peerHealth(leader)
 		if len(h) != 3 {
 			return false
@@ -57,12 +58,12 @@ func TestAutopilotShowsAStoppedServerFailed(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
 	victim := c.follower()
 	name := c.cfgs[victim].NodeName
 	stoppedAt := time.Now()
 	c.stop(victim)
-	waitFor(t, 15*time.Second, name+" unhealthy in list-peers, with its last contact", func() bool {
+	testkit.WaitFor(t, 15*time.Second, name+" unhealthy in list-peers, with its last contact", testkit.Cond(func() bool {
 		peers, err := c.client(leader).RaftPeers(ctx(t))
 		if err != nil {
 			return false
@@ -73,21 +74,22 @@ func TestAutopilotShowsAStoppedServerFailed(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}))
 	t.Logf("%s showed unhealthy %s after it stopped", name, time.Since(stoppedAt).Round(time.Millisecond))
-	// Failed, not forgotten: it stays a voter, and the others are healthy.
-	waitFor(t, 15*time.Second, "the other servers healthy while "+name+" is listed unhealthy", func() bool {
-		h := c.peerHealth(leader)
-		if len(h) != 3 || h[name] == nil || *h[name] {
-			return false
-		}
-		for id, ok := range h {
-			if id != name && (ok == nil || !*ok) {
+	testkit.
+		// Failed, not forgotten: it stays a voter, and the others are healthy.
+		WaitFor(t, 15*time.Second, "the other servers healthy while "+name+" is listed unhealthy", testkit.Cond(func() bool {
+			h := c.peerHealth(leader)
+			if len(h) != 3 || h[name] == nil || *h[name] {
 				return false
 			}
-		}
-		return true
-	})
+			for id, ok := range h {
+				if id != name && (ok == nil || !*ok) {
+					return false
+				}
+			}
+			return true
+		}))
 }
 
 // TestAutopilotCleansUpADeadServer: with server.cleanup_dead_servers the
@@ -101,9 +103,9 @@ func TestAutopilotCleansUpADeadServer(t *testing.T) {
 	victim := c.follower()
 	name := c.cfgs[victim].NodeName
 	c.stop(victim)
-	waitFor(t, 20*time.Second, name+" removed from the raft configuration", func() bool {
+	testkit.WaitFor(t, 20*time.Second, name+" removed from the raft configuration", testkit.Cond(func() bool {
 		h := c.peerHealth(leader)
 		_, listed := h[name]
 		return h != nil && len(h) == 2 && !listed
-	})
+	}))
 }

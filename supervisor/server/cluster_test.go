@@ -8,6 +8,7 @@ import (
 
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -25,10 +26,10 @@ func TestFollowerWritesAreForwardedAndReplicated(t *testing.T) {
 	}
 	for i := range c.servers {
 		cl := c.client(i, client.WithStaleReads(true))
-		waitFor(t, 5*time.Second, "task on every node's own state", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "task on every node's own state", testkit.Cond(func() bool {
 			got, err := cl.GetTask(ctx(t), task.ID)
 			return err == nil && got.Title == "via follower"
-		})
+		}))
 	}
 	// A consistent read through a follower is served by the leader.
 	if _, err := c.client(f).GetTask(ctx(t), task.ID); err != nil {
@@ -78,10 +79,10 @@ func leaderChangeKeepsAcknowledgedWrites(t *testing.T, store string) {
 	// The old leader restarts from its data_dir and catches up.
 	c.start(old)
 	cl := c.client(old, client.WithStaleReads(true))
-	waitFor(t, 10*time.Second, "restarted node to catch up", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "restarted node to catch up", testkit.Cond(func() bool {
 		got, err := cl.GetTask(ctx(t), task.ID)
 		return err == nil && got.Title == "after"
-	})
+	}))
 }
 
 func TestSnapshotSaveAndRestore(t *testing.T) {
@@ -107,11 +108,11 @@ func TestSnapshotSaveAndRestore(t *testing.T) {
 	}
 	for i := range c.servers {
 		stale := c.client(i, client.WithStaleReads(true))
-		waitFor(t, 10*time.Second, "restored state on every node", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "restored state on every node", testkit.Cond(func() bool {
 			_, errKept := stale.GetTask(ctx(t), kept.ID)
 			_, errGone := stale.GetTask(ctx(t), gone.ID)
 			return errKept == nil && client.IsCode(errGone, "not_found")
-		})
+		}))
 	}
 	// A garbage snapshot is refused and changes nothing.
 	if _, err := cl.SnapshotRestore(ctx(t), bytes.NewReader([]byte("garbage"))); !client.IsCode(err, "bad_request") {
@@ -231,10 +232,10 @@ func TestDeadLeaderIsDetectedAndTimingRestored(t *testing.T) {
 			continue
 		}
 		detected += s.Node.DeadLeadersDetected()
-		waitFor(t, 5*time.Second, "configured election timing back on every survivor", func() bool {
+		testkit.WaitFor(t, 5*time.Second, "configured election timing back on every survivor", testkit.Cond(func() bool {
 			rc := s.Node.Raft().ReloadableConfig()
 			return rc.HeartbeatTimeout == c.cfgs[i].Server.HeartbeatTimeout && rc.ElectionTimeout == c.cfgs[i].Server.ElectionTimeout
-		})
+		}))
 	}
 	if detected == 0 {
 		t.Fatal("no survivor detected the dead leader")

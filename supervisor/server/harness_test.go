@@ -11,9 +11,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -24,17 +24,6 @@ type testCluster struct {
 	t       *testing.T
 	cfgs    []*config.Config
 	servers []*Server
-}
-
-// freePorts returns n distinct loopback ports that were free a moment ago,
-// out of the way of the machine's outgoing connections (harness.FreePorts).
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	ports, err := harness.FreePorts("127.0.0.1", n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ports
 }
 
 // testConfig returns a config for node i of a cluster of n with the given
@@ -101,7 +90,7 @@ func newTestCluster(t *testing.T, n int, token string) *testCluster {
 // edit (when not nil) before the node starts.
 func newTestClusterWith(t *testing.T, n int, token string, edit func(i int, cfg *config.Config)) *testCluster {
 	t.Helper()
-	ports := freePorts(t, 2*n) // every node's HTTP port, then every node's raft port
+	ports := testkit.MustFreePorts(t, "127.0.0.1", 2*n) // every node's HTTP port, then every node's raft port
 	c := &testCluster{t: t, servers: make([]*Server, n)}
 	for i := 0; i < n; i++ {
 		cfg := testConfig(t, i, ports[:n], ports[n+i], token)
@@ -149,7 +138,7 @@ func (c *testCluster) stopAll() {
 func (c *testCluster) waitLeader(not int) int {
 	c.t.Helper()
 	leader := -1
-	waitFor(c.t, 15*time.Second, "a leader known to every node", func() bool {
+	testkit.WaitFor(c.t, 15*time.Second, "a leader known to every node", testkit.Cond(func() bool {
 		leader = -1
 		var id string
 		for i, s := range c.servers {
@@ -166,7 +155,7 @@ func (c *testCluster) waitLeader(not int) int {
 			}
 		}
 		return leader >= 0 && leader != not
-	})
+	}))
 	return leader
 }
 
@@ -188,9 +177,6 @@ func (c *testCluster) follower() int {
 	c.t.Fatal("no follower")
 	return -1
 }
-
-// waitFor polls cond until it holds, failing the test after timeout.
-var waitFor = runtimetest.WaitFor
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -31,13 +32,14 @@ func TestLeaseShowsTheLiveExpiry(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), sess.ID) })
 	var first *state.Lease
-	waitFor(t, 20*time.Second, "a held lease", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a held lease", testkit.Cond(func() bool {
 		first, err = cl.Lease(ctx(t), sess.ID)
 		return err == nil && first.State == state.LeaseHeld
-	})
-	// Wait until the claim's own expiry has passed: the lease has been
-	// renewed at least twice by then.
-	waitFor(t, 10*time.Second, "the claim's expiry to pass", func() bool { return time.Now().After(first.ExpiresAt.Add(ttl / 2)) })
+	}))
+	testkit.
+		// Wait until the claim's own expiry has passed: the lease has been
+		// renewed at least twice by then.
+		WaitFor(t, 10*time.Second, "the claim's expiry to pass", testkit.Cond(func() bool { return time.Now().After(first.ExpiresAt.Add(ttl / 2)) }))
 	now := time.Now()
 	l, err := cl.Lease(ctx(t), sess.ID)
 	if err != nil {
@@ -87,10 +89,10 @@ func TestAgentsReportProbedResume(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), s.ID) })
-		waitFor(t, 20*time.Second, agent+" waiting for input", func() bool {
+		testkit.WaitFor(t, 20*time.Second, agent+" waiting for input", testkit.Cond(func() bool {
 			got, err := cl.GetSession(ctx(t), s.ID)
 			return err == nil && got.State == state.SessionWaitingForInput
-		})
+		}))
 	}
 	if got := support(); got["demo"] != "probed/true" || got["demo-noresume"] != "probed/false" {
 		t.Fatalf("after agentctl probed both: %v", got)
@@ -120,10 +122,10 @@ func TestAFailedProbeSaysNothingOfResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed *state.Session
-	waitFor(t, 30*time.Second, "the session to fail", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the session to fail", testkit.Cond(func() bool {
 		failed, err = cl.GetSession(ctx(t), s.ID)
 		return err == nil && failed.State == state.SessionError
-	})
+	}))
 	if !strings.Contains(failed.ErrorMessage, "probe") {
 		t.Fatalf("error_message %q, want the failed probe", failed.ErrorMessage)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 )
 
@@ -87,12 +88,13 @@ func TestRequestRateLimit(t *testing.T) {
 			t.Fatalf("health check %d past the rate: %d", i, resp.StatusCode)
 		}
 	}
-	// Nothing else is disturbed: the cluster still commits (the nodes' own
-	// calls are not counted), and the client is served again after a wait.
-	waitFor(t, 5*time.Second, "the client's bucket to refill", func() bool {
-		st, _, _, _ := getStatus(t, lbase, "/v1/tasks")
-		return st == http.StatusOK
-	})
+	testkit.
+		// Nothing else is disturbed: the cluster still commits (the nodes' own
+		// calls are not counted), and the client is served again after a wait.
+		WaitFor(t, 5*time.Second, "the client's bucket to refill", testkit.Cond(func() bool {
+			st, _, _, _ := getStatus(t, lbase, "/v1/tasks")
+			return st == http.StatusOK
+		}))
 	if _, err := c.client(f).CreateTask(ctx(t), api.CreateTaskRequest{Title: "after the limit"}); err != nil {
 		t.Fatalf("a write through the follower after the limit: %v", err)
 	}
@@ -134,12 +136,12 @@ func TestWebsocketLimit(t *testing.T) {
 
 	// Closing one frees its slot.
 	first.Close()
-	waitFor(t, 10*time.Second, "a WebSocket slot to free", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "a WebSocket slot to free", testkit.Cond(func() bool {
 		conn, _, err := websocket.DefaultDialer.Dial("ws://"+addr+"/v1/events", hdr)
 		if err != nil {
 			return false
 		}
 		conn.Close()
 		return true
-	})
+	}))
 }

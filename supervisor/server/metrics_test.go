@@ -16,6 +16,7 @@ import (
 
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -93,10 +94,10 @@ func busyServer(t *testing.T) (*testCluster, *client.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "session to wait for input", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "session to wait for input", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
-	})
+	}))
 	return c, cl
 }
 
@@ -146,7 +147,7 @@ func TestMetricsFamilies(t *testing.T) {
 			t.Logf("last scrape lacked %s", missing)
 		}
 	})
-	waitFor(t, 15*time.Second, "every metric family with its value", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "every metric family with its value", testkit.Cond(func() bool {
 		fams := c.scrape(0)
 		for _, w := range want {
 			if v, ok := value(fams[w.family], w.labels); !ok || !w.check(v) {
@@ -155,12 +156,12 @@ func TestMetricsFamilies(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
 	events.Close()
-	waitFor(t, 10*time.Second, "the closed event stream to be uncounted", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the closed event stream to be uncounted", testkit.Cond(func() bool {
 		v, ok := value(c.scrape(0)["paddock_streams"], map[string]string{"stream": "events"})
 		return ok && v == 0
-	})
+	}))
 }
 
 // dashboardPath is the Grafana dashboard shipped in deploy/grafana.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -91,10 +92,10 @@ func TestMonitorStreamsSessionLifecycle(t *testing.T) {
 	}
 	awaitLine(t, info, 10*time.Second, "[INFO]", "session created", "session="+sess.ID, "agent=demo", "runtime=standalone")
 	awaitLine(t, info, 30*time.Second, "[INFO]", "session started", "session="+sess.ID)
-	waitFor(t, 30*time.Second, "session to wait for input", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "session to wait for input", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
-	})
+	}))
 	if _, err := cl.Stop(ctx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -103,17 +104,17 @@ func TestMonitorStreamsSessionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitLine(t, info, 30*time.Second, "[INFO]", "session resuming", "session="+sess.ID)
-	waitFor(t, 30*time.Second, "resumed session to wait for input", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "resumed session to wait for input", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
-	})
+	}))
 	if _, err := cl.Stop(ctx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "session to stop", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "session to stop", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionStopped
-	})
+	}))
 	if _, err := cl.DeleteSession(ctx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/demoagent"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -17,14 +18,14 @@ import (
 // is pending, and returns the session and the request.
 func workSessionOn(t *testing.T, c *testCluster, cl *client.Client, i int) (string, api.Permission) {
 	t.Helper()
-	waitFor(t, 15*time.Second, "every server to be registered", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "every server to be registered", testkit.Cond(func() bool {
 		for _, srv := range c.servers {
 			if srv != nil && len(srv.Node.Store().Nodes()) < len(c.servers) {
 				return false
 			}
 		}
 		return true
-	})
+	}))
 	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "work"})
 	if err != nil {
 		t.Fatal(err)
@@ -42,14 +43,14 @@ func workSessionOn(t *testing.T, c *testCluster, cl *client.Client, i int) (stri
 		t.Fatal(err)
 	}
 	var pending api.Permission
-	waitFor(t, 30*time.Second, "a pending permission request", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "a pending permission request", testkit.Cond(func() bool {
 		list, err := cl.Permissions(ctx(t), sess.ID)
 		if err != nil || len(list) != 1 || list[0].State != api.PermissionPending {
 			return false
 		}
 		pending = list[0]
 		return true
-	})
+	}))
 	return sess.ID, pending
 }
 
@@ -107,7 +108,7 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderStopsReachesTheAgent(t
 	if answered.State != api.PermissionAnswered || answered.OptionID != demoagent.OptionAllowOnce || answered.AnsweredBy != "user" || answered.AnsweredAt == nil {
 		t.Fatalf("answer %+v", answered)
 	}
-	waitFor(t, 30*time.Second, "the agent's reply naming the option chosen", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the agent's reply naming the option chosen", testkit.Cond(func() bool {
 		msgs, err := cl.Messages(ctx(t), id)
 		if err != nil {
 			return false
@@ -118,7 +119,7 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderStopsReachesTheAgent(t
 			}
 		}
 		return false
-	})
+	}))
 	waitState(t, cl, id, state.SessionWaitingForInput)
 	if _, err := cl.AnswerPermission(ctx(t), id, p.ID, demoagent.OptionRejectOnce); !client.IsCode(err, "conflict") {
 		t.Fatalf("a second answer: %v, want conflict", err)
@@ -144,9 +145,9 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderStopsReachesTheAgent(t
 	if err != nil || modes.CurrentModeID != "plan" {
 		t.Fatalf("set mode plan: %+v, %v", modes, err)
 	}
-	waitFor(t, 10*time.Second, "the status to show the plan mode", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the status to show the plan mode", testkit.Cond(func() bool {
 		st, err := cl.SessionStatus(ctx(t), id)
 		return err == nil && st.Modes != nil && st.Modes.CurrentModeID == "plan" && len(st.Commands) > 0
-	})
+	}))
 	t.Logf("session %s answered through n%d", id, other+1)
 }

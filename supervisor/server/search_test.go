@@ -6,6 +6,7 @@ import (
 
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -79,9 +80,9 @@ func TestRenamePinAndSearchOnACluster(t *testing.T) {
 	// Each node has the name and pin: a stale search on every one finds
 	// the session by its name once it has caught up.
 	for i := range c.servers {
-		waitFor(t, 10e9, "the rename on every node", func() bool {
+		testkit.WaitFor(t, 10e9, "the rename on every node", testkit.Cond(func() bool {
 			items, _, err := c.client(i).SearchSessions(ctx(t), "zoo", "", 0, client.Stale())
 			return err == nil && len(items) == 1 && items[0].Pinned && items[0].MatchField == api.MatchName
-		})
+		}))
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -195,9 +196,9 @@ func TestForwardingOnlyToTheLeadersHost(t *testing.T) {
 		t.Fatalf("register: %v %v", err, res)
 	}
 	f := c.follower()
-	waitFor(t, 5*time.Second, "the forged record on the follower", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "the forged record on the follower", testkit.Cond(func() bool {
 		return c.servers[f].Node.Store().Nodes()[c.cfgs[leader].NodeName].HTTPAddr == ln.Addr().String()
-	})
+	}))
 	if _, addr := c.servers[f].Node.Leader(); addr != "" {
 		t.Fatalf("follower would forward to %q", addr)
 	}
@@ -308,10 +309,10 @@ func TestSessionCapPerNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), first.ID) })
-	waitFor(t, 20*time.Second, "the first session's executor", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the first session's executor", testkit.Cond(func() bool {
 		ex, _ := cl.Executors(ctx(t), first.ID)
 		return len(ex) == 1
-	})
+	}))
 	_, err = cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 	if err == nil || !strings.Contains(err.Error(), "max_sessions_per_node") {
 		t.Fatalf("second session past the cap: %v", err)
@@ -338,7 +339,7 @@ func TestEachNodeKeepsItsOwnSessionLimit(t *testing.T) {
 	}
 	c := newTestClusterWith(t, 3, testToken, func(_ int, cfg *config.Config) { cfg.Limits.MaxSessionsPerNode = 1 })
 	cl := c.client(c.waitLeader(-1))
-	waitFor(t, 20*time.Second, "every node's cap in the leader's view", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "every node's cap in the leader's view", testkit.Cond(func() bool {
 		ns, err := cl.Nodes(ctx(t))
 		if err != nil || len(ns) != 3 {
 			return false
@@ -349,7 +350,7 @@ func TestEachNodeKeepsItsOwnSessionLimit(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
 	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "capped per node"})
 	if err != nil {
 		t.Fatal(err)
@@ -362,13 +363,13 @@ func TestEachNodeKeepsItsOwnSessionLimit(t *testing.T) {
 		}
 		t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), sess.ID) })
 		var node string
-		waitFor(t, 20*time.Second, "the session's executor", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "the session's executor", testkit.Cond(func() bool {
 			ex, _ := cl.Executors(ctx(t), sess.ID)
 			if len(ex) == 1 {
 				node = ex[0].Node
 			}
 			return node != ""
-		})
+		}))
 		nodes[node] = true
 	}
 	if len(nodes) != 3 {
@@ -448,22 +449,22 @@ func TestUnauthenticatedSocketsDoNotFillTheLimit(t *testing.T) {
 	// by header the node is at its limit of four.
 	dialEvents(t, addr, "", hdr)
 	dialEvents(t, addr, "", hdr)
-	waitFor(t, 10*time.Second, "the node to be at limits.max_websockets", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the node to be at limits.max_websockets", testkit.Cond(func() bool {
 		conn, resp, err := websocket.DefaultDialer.Dial(url, hdr)
 		if err == nil {
 			conn.Close() // the first-frame socket was not counted yet
 			return false
 		}
 		return resp != nil && resp.StatusCode == http.StatusServiceUnavailable
-	})
+	}))
 	// At the limit, a socket that authenticates in its first frame is closed
 	// once it has, with 1013 (try again later) and the reason.
 	var late *websocket.Conn
-	waitFor(t, 10*time.Second, "the silent sockets' places to be released", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the silent sockets' places to be released", testkit.Cond(func() bool {
 		conn, _, err := websocket.DefaultDialer.Dial(url, nil)
 		late = conn
 		return err == nil
-	})
+	}))
 	t.Cleanup(func() { late.Close() })
 	if err := late.WriteJSON(auth); err != nil {
 		t.Fatal(err)
@@ -650,10 +651,10 @@ func TestTerminalAnswersTheSameUntilTheHelloAuthenticates(t *testing.T) {
 	if _, err := cl.DeleteSession(ctx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the deleted session's terminal to be refused as having no executor", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the deleted session's terminal to be refused as having no executor", testkit.Cond(func() bool {
 		got, _ := probe(sess.ID, good)
 		return got == answer{error: "conflict", close: 4409}
-	})
+	}))
 	refusedAlike("a session without an executor and an unknown id", sess.ID, "no-such-session")
 }
 

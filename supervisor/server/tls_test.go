@@ -21,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/certs"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -119,9 +120,9 @@ func TestTLSClusterEveryConnection(t *testing.T) {
 	}
 	leader := c.waitLeader(-1)
 	f := c.follower()
-	waitFor(t, 15*time.Second, "every node registered over TLS", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "every node registered over TLS", testkit.Cond(func() bool {
 		return len(c.servers[leader].Node.Store().Nodes()) == 3
-	})
+	}))
 
 	// A write through a follower (forwarded over TLS) placing a session on
 	// the follower (the leader's runtime calls reach it over TLS).
@@ -134,17 +135,17 @@ func TestTLSClusterEveryConnection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create a session on %s: %v", c.cfgs[f].NodeName, err)
 	}
-	waitFor(t, 60*time.Second, "the session to wait for input", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the session to wait for input", testkit.Cond(func() bool {
 		s, err := cl(leader).GetSession(ctx(t), sess.ID)
 		return err == nil && s.State == state.SessionWaitingForInput
-	})
+	}))
 	if err := cl(f).Prompt(ctx(t), sess.ID, "remember tls"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the reply", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the reply", testkit.Cond(func() bool {
 		msgs, err := cl(leader).Messages(ctx(t), sess.ID)
 		return err == nil && len(msgs) == 2 && msgs[1].Text == "ok, remembering tls" && msgs[1].Complete
-	})
+	}))
 
 	// A terminal over wss.
 	d := websocket.Dialer{TLSClientConfig: clientTLS, Subprotocols: []string{termproto.Subprotocol}, HandshakeTimeout: 10 * time.Second}

@@ -15,6 +15,7 @@ import (
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -48,10 +49,10 @@ func transcriptSession(t *testing.T, cl *client.Client, agent string) string {
 
 func waitState(t *testing.T, cl *client.Client, id string, want state.SessionState) {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("session %s to be %s", id, want), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("session %s to be %s", id, want), testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), id)
 		return err == nil && s.State == want
-	})
+	}))
 }
 
 // turn prompts and waits until the reply is complete and the session takes
@@ -61,14 +62,14 @@ func turn(t *testing.T, cl *client.Client, id, prompt, reply string) {
 	if err := cl.Prompt(ctx(t), id, prompt); err != nil {
 		t.Fatalf("prompt %q: %v", prompt, err)
 	}
-	waitFor(t, 30*time.Second, fmt.Sprintf("the reply %q", reply), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("the reply %q", reply), testkit.Cond(func() bool {
 		msgs, err := cl.Messages(ctx(t), id)
 		if err != nil || len(msgs) == 0 {
 			return false
 		}
 		last := msgs[len(msgs)-1]
 		return last.Role == state.RoleAgent && last.Text == reply && last.Complete
-	})
+	}))
 	waitState(t, cl, id, state.SessionWaitingForInput)
 }
 
@@ -210,20 +211,20 @@ func TestTurnCutShortByTheAgentsDeathIsRecorded(t *testing.T) {
 			if err := cl.Prompt(ctx(t), id, "sleep 60"); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, "the prompt in the transcript", func() bool {
+			testkit.WaitFor(t, 30*time.Second, "the prompt in the transcript", testkit.Cond(func() bool {
 				msgs, err := cl.Messages(ctx(t), id)
 				return err == nil && len(msgs) == 3 && msgs[2].Text == "sleep 60"
-			})
+			}))
 			if err := syscall.Kill(agentPID(t, cl, id), syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			waitState(t, cl, id, state.SessionError)
 			var msgs []state.Message
-			waitFor(t, 10*time.Second, "a system message", func() bool {
+			testkit.WaitFor(t, 10*time.Second, "a system message", testkit.Cond(func() bool {
 				var err error
 				msgs, err = cl.Messages(ctx(t), id)
 				return err == nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == state.RoleSystem
-			})
+			}))
 			checkTranscript(t, msgs, []wantMsg{
 				{state.RoleUser, "remember dogs"}, {state.RoleAgent, "ok, remembering dogs"},
 				{state.RoleUser, "sleep 60"},
@@ -260,7 +261,7 @@ func TestLastTurnOutcome(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitState(t, cl, id, state.SessionWaitingForInput)
-			waitFor(t, 10*time.Second, "last_turn_outcome cancelled", func() bool { return lastTurnOutcome(t, c, id) == "cancelled" })
+			testkit.WaitFor(t, 10*time.Second, "last_turn_outcome cancelled", testkit.Cond(func() bool { return lastTurnOutcome(t, c, id) == "cancelled" }))
 			turn(t, cl, id, "again", "turn 3: again")
 			if got := lastTurnOutcome(t, c, id); got != "completed" {
 				t.Errorf("after another turn, last_turn_outcome = %v, want completed", got)
@@ -289,11 +290,12 @@ func TestTurnTypedInTheAgentTerminalIsInTheTranscript(t *testing.T) {
 	}
 	term1.Timeout = 15 * time.Second
 	term1.WaitMsg("attached")
-	term1.Input("remember dogz\x7fs\r") // a typo, erased
-	waitFor(t, 30*time.Second, "the typed turn's reply", func() bool {
-		msgs, err := cl.Messages(ctx(t), id)
-		return err == nil && len(msgs) == 4 && msgs[3].Text == "ok, remembering dogs" && msgs[3].Complete
-	})
+	term1.Input("remember dogz\x7fs\r")
+	testkit. // a typo, erased
+			WaitFor(t, 30*time.Second, "the typed turn's reply", testkit.Cond(func() bool {
+			msgs, err := cl.Messages(ctx(t), id)
+			return err == nil && len(msgs) == 4 && msgs[3].Text == "ok, remembering dogs" && msgs[3].Complete
+		}))
 	turn(t, cl, id, "recall", "you asked me to remember: cats, dogs")
 	msgs, err := cl.Messages(ctx(t), id)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -37,17 +38,17 @@ func newSession(t *testing.T, c *testCluster, title, agent string) (*client.Clie
 
 func waitSessionState(t *testing.T, cl *client.Client, id string, want state.SessionState) {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("session %s to be %s", id, want), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("session %s to be %s", id, want), testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), id)
 		return err == nil && s.State == want
-	})
+	}))
 }
 
 // lastAgentReply waits for the agent's complete reply to the last prompt.
 func lastAgentReply(t *testing.T, cl *client.Client, id string) string {
 	t.Helper()
 	var reply string
-	waitFor(t, 30*time.Second, "the agent's reply", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the agent's reply", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), id)
 		if err != nil || s.State != state.SessionWaitingForInput {
 			return false
@@ -58,7 +59,7 @@ func lastAgentReply(t *testing.T, cl *client.Client, id string) string {
 		}
 		reply = msgs[len(msgs)-1].Text
 		return true
-	})
+	}))
 	return reply
 }
 
