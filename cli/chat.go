@@ -21,7 +21,7 @@ import (
 var chatCommand = command{
 	path:    "chat",
 	args:    "SESSION",
-	summary: "talk with a session's ACP agent line by line, answering its permission requests (ctrl-c cancels the running turn, ctrl-d leaves; /help lists the agent's commands)",
+	summary: "talk with a session's ACP agent line by line, answering its permission requests (↑/↓ recall this chat's prompts, ctrl-c cancels the running turn, ctrl-d leaves; /help lists the agent's commands)",
 	bind:    noFlags(runChat),
 	id:      idSession,
 }
@@ -67,6 +67,12 @@ func runChat(e *env, pos []string) error {
 		dim:     isTerminal(e.stdout),
 		printed: map[string]int{}, echo: map[string]int{}, shown: map[string]string{}, answered: map[string]bool{},
 	}
+	if ch.tty && ch.dim {
+		// A terminal both ways: lines are typed in the chat's own editor.
+		ch.ed = startLineEditor(os.Stdin, e.stdout)
+		ch.out = ch.ed
+		defer ch.ed.close()
+	}
 	return ch.run()
 }
 
@@ -80,8 +86,9 @@ type chat struct {
 	agent string
 	in    io.Reader
 	out   io.Writer
-	tty   bool // stdin is a terminal: ctrl-d leaves at once, pastes are bracketed
-	dim   bool // stdout is a terminal: thoughts are faint
+	tty   bool        // stdin is a terminal: ctrl-d leaves at once, pastes are bracketed
+	dim   bool        // stdout is a terminal: thoughts are faint
+	ed    *lineEditor // the line editor (stdin and stdout are a terminal), else nil
 
 	printed  map[string]int // message id → runes shown
 	echo     map[string]int // prompts sent from here whose user message is not seen yet
@@ -103,7 +110,7 @@ func (ch *chat) run() error {
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
-	if ch.tty {
+	if ch.tty && ch.ed == nil {
 		defer ch.lineMode()()
 	}
 
@@ -134,6 +141,9 @@ func (ch *chat) run() error {
 		// Never sent again by itself: the agent may have acted on it.
 		ch.resend = last
 		ch.notice("the last turn was interrupted before the agent finished. Send %q again? [y/N]", firstLineOf(last, 60))
+		if ch.ed != nil {
+			ch.notice("answer y to send it again; Enter or n leaves it; a prompt typed instead is sent as itself")
+		}
 	}
 
 	events := make(chan api.Event, 256)
@@ -154,8 +164,13 @@ func (ch *chat) run() error {
 				}
 			})
 	}()
-	prompts := make(chan string)
-	go readPrompts(ch.in, prompts)
+	var prompts <-chan typedLine
+	var edIntr <-chan struct{}
+	if ch.ed != nil {
+		prompts, edIntr = ch.ed.lines, ch.ed.intr
+	} else {
+		prompts = pipeLines(ch.in)
+	}
 	poll := time.NewTicker(chatPollEvery)
 	defer poll.Stop()
 
@@ -173,7 +188,10 @@ func (ch *chat) run() error {
 		if len(ch.pending) > 0 && ch.asked != ch.pending[0].ID {
 			ch.ask(ch.pending[0])
 		}
-		if !ch.marker && ch.tty {
+		if ch.ed != nil {
+			ch.ed.setLabel(ch.label())
+			ch.ed.setRunning(ch.running && len(ch.pending) == 0)
+		} else if !ch.marker && ch.tty {
 			switch {
 			case len(ch.pending) > 0:
 				ch.closeLine()
@@ -188,7 +206,12 @@ func (ch *chat) run() error {
 		select {
 		case <-ctx.Done():
 			return ch.leave()
-		case p, ok := <-prompts:
+		case line, ok := <-prompts:
+			p := line.text
+			if ok && ch.ed != nil {
+				ch.closeLine()
+				fmt.Fprintf(ch.out, "%s%s\n", line.label, strings.ReplaceAll(noControls(p, "\n\t"), "\n", "\n  "))
+			}
 			switch {
 			case !ok && ch.tty:
 				return ch.leave() // ctrl-d: the turn, if any, carries on
@@ -201,26 +224,25 @@ func (ch *chat) run() error {
 				ch.answer(ctx, p)
 			case ch.resend != "":
 				ch.marker = false
-				if again := ch.resend; isYes(p) {
-					ch.resend = ""
+				again := ch.resend
+				ch.resend = ""
+				switch a := strings.ToLower(strings.TrimSpace(p)); {
+				case isYes(a):
 					ch.send(ctx, again, false)
-				} else {
-					ch.resend = ""
+				case a == "" || a == "n" || a == "no":
 					ch.notice("not sent again")
+				default:
+					// Not an answer: a new prompt, which the user meant to send.
+					ch.notice("not sent again; sending the line you typed")
+					ch.typed(ctx, p)
 				}
 			default:
 				ch.marker = false
-				text, isPrompt := ch.slash(ctx, p)
-				switch {
-				case !isPrompt:
-				case ch.running:
-					ch.queue = append(ch.queue, text)
-					ch.notice("queued: it is sent when the running turn ends")
-				default:
-					ch.send(ctx, text, true)
-				}
+				ch.typed(ctx, p)
 			}
 		case <-interrupts:
+			ch.interrupt(ctx)
+		case <-edIntr:
 			ch.interrupt(ctx)
 		case ev := <-events:
 			ch.event(ctx, ev)
@@ -239,6 +261,45 @@ func (ch *chat) run() error {
 			}
 		}
 	}
+}
+
+// typed handles a line typed as a prompt: a slash command of the chat's,
+// or a prompt sent now or queued behind the running turn.
+func (ch *chat) typed(ctx context.Context, p string) {
+	text, isPrompt := ch.slash(ctx, p)
+	switch {
+	case !isPrompt:
+	case ch.running:
+		ch.queue = append(ch.queue, text)
+		ch.notice("queued: it is sent when the running turn ends")
+	default:
+		ch.send(ctx, text, true)
+	}
+}
+
+// label is the editor's prompt: what the next line answers.
+func (ch *chat) label() string {
+	switch {
+	case len(ch.pending) > 0:
+		return fmt.Sprintf("answer 1-%d> ", len(ch.pending[0].Options))
+	case ch.resend != "":
+		return "send it again? [y/N] "
+	}
+	return promptLabel
+}
+
+// pipeLines reads prompts from r (not a terminal's editor) as typed lines.
+func pipeLines(r io.Reader) <-chan typedLine {
+	prompts := make(chan string)
+	lines := make(chan typedLine)
+	go readPrompts(r, prompts)
+	go func() {
+		defer close(lines)
+		for p := range prompts {
+			lines <- typedLine{text: p}
+		}
+	}()
+	return lines
 }
 
 // lineMode prepares the terminal for the chat and returns the undo: the

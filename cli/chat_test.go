@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 )
@@ -209,5 +212,115 @@ func TestChatSlashCommands(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "[paddock] mode: Plan (plan)") {
 		t.Fatalf("/mode Plan said %q", out.String())
+	}
+}
+
+// The chat's line editor: Enter hands over the line with the prompt it was
+// typed at; ↑ brings back the prompts typed before (the draft is kept for
+// ↓), and the line can be edited; a paste with newlines is one line whose
+// newlines come back; ctrl-c interrupts, ctrl-d on an empty line closes.
+func TestChatEditorHistoryAndPaste(t *testing.T) {
+	lines := make(chan typedLine, 16)
+	intr := make(chan struct{}, 1)
+	m := newEditorModel(lines, intr)
+	typeIn := func(s string) {
+		for _, r := range s {
+			m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
+		}
+	}
+	press := func(code rune, mod ...tea.KeyMod) {
+		k := tea.KeyPressMsg{Code: code}
+		for _, md := range mod {
+			k.Mod |= md
+		}
+		m.Update(k)
+	}
+	next := func() typedLine {
+		t.Helper()
+		select {
+		case l := <-lines:
+			return l
+		default:
+			t.Fatal("no line handed over")
+			return typedLine{}
+		}
+	}
+	typeIn("remember apple")
+	press(tea.KeyEnter)
+	if l := next(); l.text != "remember apple" || l.label != "> " {
+		t.Fatalf("first line %+v", l)
+	}
+	typeIn("recall")
+	press(tea.KeyEnter)
+	next()
+	typeIn("draft")
+	press(tea.KeyUp)
+	if v := m.in.Value(); v != "recall" {
+		t.Fatalf("↑ shows %q, want recall", v)
+	}
+	press(tea.KeyUp)
+	press(tea.KeyUp) // past the oldest: stays
+	if v := m.in.Value(); v != "remember apple" {
+		t.Fatalf("↑↑ shows %q", v)
+	}
+	press(tea.KeyDown)
+	press(tea.KeyDown)
+	if v := m.in.Value(); v != "draft" {
+		t.Fatalf("↓↓ shows %q, want the draft", v)
+	}
+	press(tea.KeyUp)
+	press(tea.KeyUp)
+	// Edit it: home, then a word in front; backspace at the end.
+	press(tea.KeyHome)
+	typeIn("please ")
+	press(tea.KeyEnd)
+	press(tea.KeyBackspace)
+	typeIn("e pie")
+	press(tea.KeyEnter)
+	if l := next(); l.text != "please remember apple pie" {
+		t.Fatalf("edited line %q", l.text)
+	}
+
+	m.Update(tea.PasteMsg{Content: "line one\rline two\n"})
+	if v := m.in.Value(); v != "line one"+newlineMark+"line two" {
+		t.Fatalf("after a paste: %q", v)
+	}
+	press(tea.KeyEnter)
+	if l := next(); l.text != "line one\nline two" {
+		t.Fatalf("pasted line %q", l.text)
+	}
+
+	// An answer is handed over with its prompt and stays out of the history;
+	// an empty line answers too (no), but is no prompt.
+	m.Update(labelMsg("send it again? [y/N] "))
+	press(tea.KeyEnter)
+	if l := next(); l.text != "" || l.label != "send it again? [y/N] " {
+		t.Fatalf("empty answer %+v", l)
+	}
+	m.Update(labelMsg(promptLabel))
+	press(tea.KeyEnter)
+	select {
+	case l := <-lines:
+		t.Fatalf("an empty prompt was handed over: %+v", l)
+	default:
+	}
+	press(tea.KeyUp)
+	if v := m.in.Value(); v != "line one"+newlineMark+"line two" {
+		t.Fatalf("↑ after an answer shows %q", v)
+	}
+	m.in.SetValue("")
+
+	press('c', tea.ModCtrl)
+	select {
+	case <-intr:
+	default:
+		t.Fatal("ctrl-c did not interrupt")
+	}
+	press('d', tea.ModCtrl)
+	if _, ok := <-lines; ok {
+		t.Fatal("ctrl-d on an empty line did not close")
+	}
+	if v := ansi.Strip(m.View().Content); !strings.HasPrefix(v, "\n> ") {
+		t.Errorf("view %q", v)
 	}
 }

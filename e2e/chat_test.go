@@ -395,3 +395,93 @@ agent "demo-ask" {
 		t.Fatalf("session approve with nothing pending: exit %d: %s%s", code, o, e)
 	}
 }
+
+// TestChatLineEditing runs `paddock chat` in tmux: ↑ brings back the prompt
+// sent before, ←, a word typed there and Enter send the edited prompt (the
+// transcript holds its text, no escape bytes); a line typed while the chat
+// asks whether to send an interrupted turn again is sent as that prompt,
+// not taken for a no.
+func TestChatLineEditing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	x := newTmux(t)
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	node := leaderOf(t, c)
+	cl := apiClient(t, node)
+	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "editing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.ID
+	waitState(t, cl, id, api.SessionWaitingForInput)
+	paddock := filepath.Join(binDir, "paddock")
+	env := []string{"PADDOCK_ADDR=" + node.URL(), "TERM=xterm-256color"}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the chat window:\n%s", x.run("capture-pane", "-p", "-S", "-100", "-t", "edit"))
+		}
+	})
+	x.start("edit", t.TempDir(), paddock+" chat "+id, env...)
+	x.waitScreen("edit", "Chat with session "+id)
+	x.keys("edit", "-l", "remember apple")
+	x.keys("edit", "Enter")
+	x.waitScreen("edit", "ok, remembering apple")
+	waitTurnEnd(t, cl, id, 1)
+
+	// ↑: the prompt comes back; the cursor goes 5 left (before "apple"),
+	// "green " is typed there, and Enter sends the edited line.
+	x.keys("edit", "Up")
+	waitFor(t, 30*time.Second, "the previous prompt in the editor", func() bool {
+		lines := strings.Split(strings.TrimRight(x.screen("edit"), "\n"), "\n")
+		return strings.TrimSpace(lines[len(lines)-1]) == "> remember apple"
+	})
+	x.keys("edit", "Left", "Left", "Left", "Left", "Left")
+	x.keys("edit", "-l", "green ")
+	x.keys("edit", "Enter")
+	x.waitScreen("edit", "ok, remembering green apple")
+	waitTurnEnd(t, cl, id, 2)
+	msgs, err := cl.Messages(testCtx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasUserMessage(msgs, "remember green apple") {
+		t.Fatalf("the edited prompt is not in the transcript: %+v", msgs)
+	}
+	for _, m := range msgs {
+		if strings.ContainsAny(m.Text, "\x1b\x7f") {
+			t.Errorf("a message carries escape bytes: %q", m.Text)
+		}
+	}
+	x.keys("edit", "C-d")
+	x.waitScreen("edit", "Left the chat", "EXIT=0")
+
+	// An interrupted turn: the chat asks, and a prompt typed instead of an
+	// answer is sent as itself.
+	if err := cl.Prompt(testCtx(t), id, "sleep 20"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the agent to get the prompt", func() bool {
+		msgs, err := cl.Messages(testCtx(t), id)
+		return err == nil && hasUserMessage(msgs, "sleep 20")
+	})
+	if _, err := cl.Stop(testCtx(t), id); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, cl, id, api.SessionStopped)
+	if _, err := cl.Resume(testCtx(t), id); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, cl, id, api.SessionWaitingForInput)
+	x.start("again", t.TempDir(), paddock+" chat "+id, env...)
+	x.waitScreen("again", `Send "sleep 20" again? [y/N]`, "send it again? [y/N]")
+	x.keys("again", "-l", "recall")
+	x.keys("again", "Enter")
+	x.waitScreen("again", "not sent again; sending the line you typed", "you asked me to remember: apple, green, apple")
+	x.keys("again", "C-d")
+	x.waitScreen("again", "EXIT=0")
+}
