@@ -2,7 +2,7 @@
 // task, session, executor, lease, message, status and event objects the
 // server sends, with their state and reason constants.
 //
-// Both sides use these types: supervisor/state aliases them as its model, and
+// Both sides use these types: supervisor/state stores them as its model, and
 // the Go client (package client) decodes into them, so a client of the API
 // links neither raft nor any supervisor package. This package imports only the
 // standard library; TestImportsOnlyStandardLibrary keeps it so.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/workspace"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 func TestPercentileAndSummary(t *testing.T) {
@@ -127,11 +127,11 @@ func TestMarkerWatchAcrossChunks(t *testing.T) {
 
 func TestLostChunks(t *testing.T) {
 	want := "chunk 1 of 3\nchunk 2 of 3\nchunk 3 of 3\nstreamed 3"
-	msg := func(text string, complete bool) []state.Message {
-		return []state.Message{{Role: state.RoleUser, Text: "stream 3"}, {Role: state.RoleAgent, Text: text, Complete: complete}}
+	msg := func(text string, complete bool) []api.Message {
+		return []api.Message{{Role: api.RoleUser, Text: "stream 3"}, {Role: api.RoleAgent, Text: text, Complete: complete}}
 	}
 	cases := []struct {
-		msgs []state.Message
+		msgs []api.Message
 		lost int
 	}{
 		{msg(want, true), 0},

@@ -12,7 +12,6 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const areaDocker = "Docker runtime"
@@ -89,7 +88,7 @@ agent "demo" {
 		if err != nil {
 			return nil, fmt.Errorf("create docker session: %w", err)
 		}
-		if err := waitSession(ctx, api, s.ID, state.SessionWaitingForInput, 120*time.Second, 5*time.Millisecond); err != nil {
+		if err := waitSession(ctx, api, s.ID, wire.SessionWaitingForInput, 120*time.Second, 5*time.Millisecond); err != nil {
 			// A leader change under the machine's load can interrupt a
 			// launch; count it and start another session.
 			if retries++; retries > 3 {

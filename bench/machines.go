@@ -14,7 +14,6 @@ import (
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/config"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // machineCluster is three "machines": each server in its own network
@@ -243,7 +242,7 @@ func nodeLoss(ctx context.Context, m *machineCluster, ids []string) (detect, bac
 	err = waitUntil(ctx, 60*time.Second, 20*time.Millisecond, "the lost machine's sessions to say node_unavailable", func() bool {
 		pending = slices.DeleteFunc(pending, func(id string) bool {
 			st, err := api.SessionStatus(ctx, id)
-			return err == nil && st.ResumeReason != nil && *st.ResumeReason == state.ReasonNodeUnavailable
+			return err == nil && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonNodeUnavailable
 		})
 		return len(pending) == 0
 	})
@@ -259,7 +258,7 @@ func nodeLoss(ctx context.Context, m *machineCluster, ids []string) (detect, bac
 	err = waitUntil(ctx, 120*time.Second, 50*time.Millisecond, "the machine's sessions to run again", func() bool {
 		pending = slices.DeleteFunc(pending, func(id string) bool {
 			st, err := api.SessionStatus(ctx, id)
-			return err == nil && st.IsAgentRunning && st.ResumeReason == nil && st.State == state.SessionWaitingForInput
+			return err == nil && st.IsAgentRunning && st.ResumeReason == nil && st.State == wire.SessionWaitingForInput
 		})
 		return len(pending) == 0
 	})
@@ -274,7 +273,7 @@ func nodeLoss(ctx context.Context, m *machineCluster, ids []string) (detect, bac
 	if err := waitUntil(ctx, 60*time.Second, 50*time.Millisecond, "the machine's sessions to answer", func() bool {
 		waiting := 0
 		for _, id := range lost {
-			if s, err := api.GetSession(ctx, id); err == nil && s.State == state.SessionWaitingForInput && hasUserMessage(ctx, api, id, "recall") {
+			if s, err := api.GetSession(ctx, id); err == nil && s.State == wire.SessionWaitingForInput && hasUserMessage(ctx, api, id, "recall") {
 				waiting++
 			}
 		}

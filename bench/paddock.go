@@ -18,7 +18,6 @@ import (
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // standaloneHCL is the config every session suite appends: the standalone
@@ -90,7 +89,7 @@ func waitUntil(ctx context.Context, timeout, interval time.Duration, what string
 }
 
 // waitSession polls a session until it is in want (an ERROR state fails fast).
-func waitSession(ctx context.Context, api *client.Client, id string, want state.SessionState, timeout, interval time.Duration) error {
+func waitSession(ctx context.Context, api *client.Client, id string, want wire.SessionState, timeout, interval time.Duration) error {
 	var last error
 	err := waitUntil(ctx, timeout, interval, fmt.Sprintf("session %s to be %s", id, want), func() bool {
 		s, err := api.GetSession(ctx, id)
@@ -98,7 +97,7 @@ func waitSession(ctx context.Context, api *client.Client, id string, want state.
 			last = err
 			return false
 		}
-		if s.State == state.SessionError && want != state.SessionError {
+		if s.State == wire.SessionError && want != wire.SessionError {
 			last = fmt.Errorf("session %s is ERROR: %s", id, s.ErrorMessage)
 			return true
 		}
@@ -129,7 +128,7 @@ func createSessions(ctx context.Context, api *client.Client, taskID string, n, p
 				return
 			}
 			ids[i] = s.ID
-			errs <- waitSession(ctx, api, s.ID, state.SessionWaitingForInput, 120*time.Second, 100*time.Millisecond)
+			errs <- waitSession(ctx, api, s.ID, wire.SessionWaitingForInput, 120*time.Second, 100*time.Millisecond)
 		}()
 	}
 	var all []error
@@ -209,7 +208,7 @@ func agentctlPID(ctx context.Context, api *client.Client, id string) (int, error
 		return 0, fmt.Errorf("executors of %s: %w", id, err)
 	}
 	for i := len(exs) - 1; i >= 0; i-- {
-		if exs[i].PID != 0 && exs[i].Status == state.ExecutorReady {
+		if exs[i].PID != 0 && exs[i].Status == wire.ExecutorReady {
 			return exs[i].PID, nil
 		}
 	}

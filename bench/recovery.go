@@ -16,7 +16,6 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/supervisor/config"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const (
@@ -48,7 +47,7 @@ func openEvents(ctx context.Context, api *client.Client, f client.EventFilter) (
 }
 
 // Next returns the next event, reopening the stream when it lagged.
-func (s *eventSource) Next() (state.Event, error) {
+func (s *eventSource) Next() (wire.Event, error) {
 	for {
 		s.mu.Lock()
 		cur := s.stream
@@ -64,13 +63,13 @@ func (s *eventSource) Next() (state.Event, error) {
 		_ = cur.Close()
 		next, err := s.api.Events(s.ctx, s.filter, s.last)
 		if err != nil {
-			return state.Event{}, fmt.Errorf("reopen after lag: %w", err)
+			return wire.Event{}, fmt.Errorf("reopen after lag: %w", err)
 		}
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
 			_ = next.Close()
-			return state.Event{}, client.ErrStreamClosed
+			return wire.Event{}, client.ErrStreamClosed
 		}
 		s.stream = next
 		s.mu.Unlock()
@@ -219,19 +218,19 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 			p, ok := phase[e.SessionID]
 			switch {
 			case !ok || p < sent || p == answered:
-			case e.Type == state.EventStateChanged:
+			case e.Type == wire.EventStateChanged:
 				to, _ := e.Data["to"].(string)
-				if p == sent && to == string(state.SessionRunning) {
+				if p == sent && to == string(wire.SessionRunning) {
 					phase[e.SessionID] = running
-				} else if p == running && to == string(state.SessionWaitingForInput) {
+				} else if p == running && to == string(wire.SessionWaitingForInput) {
 					mark(e.SessionID)
 				}
-			case e.Type == state.EventMessageAdded || e.Type == state.EventMessageUpdated:
+			case e.Type == wire.EventMessageAdded || e.Type == wire.EventMessageUpdated:
 				m, _ := e.Data["message"].(map[string]any)
 				role, _ := m["role"].(string)
 				complete, _ := m["complete"].(bool)
 				txt, _ := m["text"].(string)
-				if role == string(state.RoleAgent) && complete && strings.HasSuffix(txt, ": "+text) {
+				if role == string(wire.RoleAgent) && complete && strings.HasSuffix(txt, ": "+text) {
 					mark(e.SessionID)
 				}
 			}
@@ -303,7 +302,7 @@ func answerAll(ctx context.Context, stream *eventSource, send func(id, text stri
 					continue
 				}
 				m := msgs[len(msgs)-1]
-				if m.Role == state.RoleAgent && m.Complete && strings.HasSuffix(m.Text, ": "+text) {
+				if m.Role == wire.RoleAgent && m.Complete && strings.HasSuffix(m.Text, ": "+text) {
 					mu.Lock()
 					if phase[id] != answered {
 						seen.polled++
@@ -348,7 +347,7 @@ func hasUserMessage(ctx context.Context, api *client.Client, id, text string) bo
 		return false
 	}
 	for _, m := range msgs {
-		if m.Role == state.RoleUser && m.Text == text {
+		if m.Role == wire.RoleUser && m.Text == text {
 			return true
 		}
 	}
@@ -393,7 +392,7 @@ func allWaiting(ctx context.Context, api *client.Client, taskID string, n int, t
 		}
 		ok := 0
 		for _, s := range ss {
-			if s.State == state.SessionWaitingForInput {
+			if s.State == wire.SessionWaitingForInput {
 				ok++
 			}
 		}

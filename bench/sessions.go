@@ -14,7 +14,6 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const (
@@ -61,7 +60,7 @@ func SessionsSuite(ctx context.Context, env Env) ([]Result, error) {
 		if err != nil {
 			return out, fmt.Errorf("create session: %w", err)
 		}
-		if err := waitSession(ctx, api, s.ID, state.SessionWaitingForInput, 60*time.Second, 2*time.Millisecond); err != nil {
+		if err := waitSession(ctx, api, s.ID, wire.SessionWaitingForInput, 60*time.Second, 2*time.Millisecond); err != nil {
 			return out, err
 		}
 		starts = append(starts, ms(time.Since(t0)))
@@ -161,11 +160,11 @@ func promptRoundTrip(ctx context.Context, api *client.Client, id, text string) (
 			return false
 		}
 		m := msgs[len(msgs)-1]
-		if m.Role != state.RoleAgent || !m.Complete || !strings.HasSuffix(m.Text, ": "+text) {
+		if m.Role != wire.RoleAgent || !m.Complete || !strings.HasSuffix(m.Text, ": "+text) {
 			return false
 		}
 		s, err := api.GetSession(ctx, id)
-		return err == nil && s.State == state.SessionWaitingForInput
+		return err == nil && s.State == wire.SessionWaitingForInput
 	})
 	return time.Since(t0), err
 }
@@ -174,17 +173,17 @@ func promptRoundTrip(ctx context.Context, api *client.Client, id, text string) (
 // until the lease is no longer held by it; then lets the session recover.
 func leaseReclaim(ctx context.Context, api *client.Client, id string, sigstop bool) (time.Duration, error) {
 	var pid int
-	var before *state.Lease
+	var before *wire.Lease
 	if err := waitUntil(ctx, 60*time.Second, 20*time.Millisecond, "a ready executor and a held lease", func() bool {
 		s, err := api.GetSession(ctx, id)
-		if err != nil || s.State != state.SessionWaitingForInput {
+		if err != nil || s.State != wire.SessionWaitingForInput {
 			return false
 		}
 		if pid, err = agentctlPID(ctx, api, id); err != nil {
 			return false
 		}
 		before, err = api.Lease(ctx, id)
-		return err == nil && before.State == state.LeaseHeld
+		return err == nil && before.State == wire.LeaseHeld
 	}); err != nil {
 		return 0, err
 	}
@@ -198,7 +197,7 @@ func leaseReclaim(ctx context.Context, api *client.Client, id string, sigstop bo
 	}
 	err := waitUntil(ctx, 60*time.Second, 5*time.Millisecond, "the lease to be reclaimed", func() bool {
 		l, err := api.Lease(ctx, id)
-		return err == nil && (l.State != state.LeaseHeld || l.HolderNonce != before.HolderNonce || l.FencingToken != before.FencingToken)
+		return err == nil && (l.State != wire.LeaseHeld || l.HolderNonce != before.HolderNonce || l.FencingToken != before.FencingToken)
 	})
 	d := time.Since(t0)
 	if sigstop {
@@ -208,7 +207,7 @@ func leaseReclaim(ctx context.Context, api *client.Client, id string, sigstop bo
 		return d, err
 	}
 	// Auto-resume brings the session back; resume it by hand if not.
-	if err := waitSession(ctx, api, id, state.SessionWaitingForInput, 5*time.Second, 20*time.Millisecond); err != nil {
+	if err := waitSession(ctx, api, id, wire.SessionWaitingForInput, 5*time.Second, 20*time.Millisecond); err != nil {
 		_, _ = api.Resume(ctx, id)
 	}
 	return d, nil

@@ -22,7 +22,6 @@ import (
 	"github.com/paddockhq/paddock/shared/nice"
 	"github.com/paddockhq/paddock/shared/runtime/agentctlproc"
 	"github.com/paddockhq/paddock/shared/runtime/workspace"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const areaStorm = "Prompt storm: many agents streaming at once"
@@ -185,7 +184,7 @@ func PromptStormSuite(ctx context.Context, env Env) ([]Result, error) {
 	// transcript.
 	fencedSessions, fencedChunks := 0, 0
 	for _, id := range ids {
-		var msgs []state.Message
+		var msgs []wire.Message
 		var merr error
 		if waitUntil(ctx, 30*time.Second, 500*time.Millisecond, "the session's messages", func() bool {
 			msgs, merr = api.Messages(ctx, id)
@@ -294,10 +293,10 @@ func orNone(s string) string {
 // agent message) that are missing, repeated or out of order in its
 // transcript: n+1 when there is no reply at all, at least 1 when the reply
 // differs from want in any way (its closing line, or never completed).
-func lostChunks(msgs []state.Message, want string, n int) int {
+func lostChunks(msgs []wire.Message, want string, n int) int {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
-		if m.Role != state.RoleAgent {
+		if m.Role != wire.RoleAgent {
 			continue
 		}
 		if m.Text == want && m.Complete {
@@ -316,10 +315,10 @@ func lostChunks(msgs []state.Message, want string, n int) int {
 }
 
 // countPrompts counts the user messages of a transcript that are text.
-func countPrompts(msgs []state.Message, text string) int {
+func countPrompts(msgs []wire.Message, text string) int {
 	n := 0
 	for _, m := range msgs {
-		if m.Role == state.RoleUser && m.Text == text {
+		if m.Role == wire.RoleUser && m.Text == text {
 			n++
 		}
 	}
@@ -405,7 +404,7 @@ func watchChunks(ctx context.Context, api *client.Client, taskID string, ids []s
 			}
 			last = e.Index
 			at := time.Now()
-			if e.Type != state.EventMessageAdded && e.Type != state.EventMessageUpdated {
+			if e.Type != wire.EventMessageAdded && e.Type != wire.EventMessageUpdated {
 				continue
 			}
 			text, written := messageText(e)
@@ -429,7 +428,7 @@ func watchChunks(ctx context.Context, api *client.Client, taskID string, ids []s
 
 // messageText is the text of a message event's message and its
 // updated_at (zero when absent).
-func messageText(e state.Event) (string, time.Time) {
+func messageText(e wire.Event) (string, time.Time) {
 	m, _ := e.Data["message"].(map[string]any)
 	text, _ := m["text"].(string)
 	at, _ := m["updated_at"].(string)
@@ -475,7 +474,7 @@ func promptUntilDelivered(ctx context.Context, api *client.Client, id, text stri
 					return true
 				}
 				sess, gerr := api.GetSession(ctx, id)
-				return gerr == nil && sess.State != state.SessionRunning
+				return gerr == nil && sess.State != wire.SessionRunning
 			})
 			if hasUserMessage(ctx, api, id, text) {
 				return failed + 1, "transcript", nil

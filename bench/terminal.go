@@ -25,7 +25,6 @@ import (
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const areaTerminal = "Terminals: PTY → agentctl → supervisor → WebSocket"
@@ -843,7 +842,7 @@ func procKiB(pid int, file, key string) int {
 type shellSession struct {
 	node    *harness.Node
 	api     *client.Client
-	session *state.Session
+	session *api.Session
 	dir     string // the cluster's scratch directory
 	stop    func() // stops the cluster and restores $SHELL
 }
@@ -887,7 +886,7 @@ func startShellSession(ctx context.Context, env Env, name, title string) (*shell
 	if sh.session, err = sh.api.CreateSession(ctx, task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"}); err != nil {
 		return fail(err)
 	}
-	if err := waitSession(ctx, sh.api, sh.session.ID, state.SessionWaitingForInput, 60*time.Second, 20*time.Millisecond); err != nil {
+	if err := waitSession(ctx, sh.api, sh.session.ID, api.SessionWaitingForInput, 60*time.Second, 20*time.Millisecond); err != nil {
 		return fail(err)
 	}
 	return sh, nil

@@ -11,7 +11,6 @@ import (
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/certs"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const areaTLS = "TLS: the cluster and terminals with every connection over TLS"
@@ -188,7 +187,7 @@ func terminalTLS(ctx context.Context, env Env, dir, pki string) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
-	if err := waitSession(ctx, api, s.ID, state.SessionWaitingForInput, 60*time.Second, 20*time.Millisecond); err != nil {
+	if err := waitSession(ctx, api, s.ID, wire.SessionWaitingForInput, 60*time.Second, 20*time.Millisecond); err != nil {
 		return Result{}, err
 	}
 	paths := &termPaths{dir: dir, supervisorTLS: node.TLS.Clone(), supervisorWS: func(name string) string {

@@ -18,7 +18,6 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/demoagent"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // The agent's work end to end, on real server processes: an ACP agent's
@@ -63,7 +62,7 @@ func tokenClient(t *testing.T, n *harness.Node, token string) *client.Client {
 // workSession creates a task and an agent session on the standalone
 // runtime (on node, when given), waits until it waits for input and
 // writes notes.txt (two lines) into its workspace.
-func workSession(t *testing.T, c *client.Client, agent, node string) *state.Session {
+func workSession(t *testing.T, c *client.Client, agent, node string) *api.Session {
 	t.Helper()
 	task, err := c.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "agent work " + agent})
 	if err != nil {
@@ -77,7 +76,7 @@ func workSession(t *testing.T, c *client.Client, agent, node string) *state.Sess
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, c, s.ID, state.SessionWaitingForInput)
+	waitState(t, c, s.ID, api.SessionWaitingForInput)
 	if err := c.WriteFile(testCtx(t), s.ID, "notes.txt", strings.NewReader("first line\nsecond line\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +127,7 @@ func waitWorkEnd(t *testing.T, c *client.Client, sessionID, last string) string 
 	var reply string
 	waitFor(t, 30*time.Second, fmt.Sprintf("the turn to end with %q", last), func() bool {
 		s, err := c.GetSession(testCtx(t), sessionID)
-		if err != nil || s.State != state.SessionWaitingForInput {
+		if err != nil || s.State != api.SessionWaitingForInput {
 			return false
 		}
 		reply = lastAgentText(t, c, sessionID)
@@ -296,7 +295,7 @@ func TestAgentWorkWithTheDemoAgent(t *testing.T) {
 	}
 	events.waitPermissionEvent(t, api.EventPermissionRequested, p1.ID, api.PermissionPending)
 	st, err := cl.SessionStatus(testCtx(t), s.ID)
-	if err != nil || st.PendingPermissions != 1 || st.State != state.SessionRunning {
+	if err != nil || st.PendingPermissions != 1 || st.State != api.SessionRunning {
 		t.Fatalf("status while the request waits: %+v %v, want RUNNING with 1 pending", st, err)
 	}
 
@@ -432,11 +431,11 @@ func TestAgentWorkWithTheDemoAgent(t *testing.T) {
 	if _, err := cl.Stop(testCtx(t), s.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, cl, s.ID, state.SessionStopped)
+	waitState(t, cl, s.ID, api.SessionStopped)
 	if _, err := cl.Resume(testCtx(t), s.ID); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	waitState(t, cl, s.ID, state.SessionWaitingForInput)
+	waitState(t, cl, s.ID, api.SessionWaitingForInput)
 	// The resumed agent loaded the conversation (it counts on from turn
 	// 3); its replay is long over once it has answered a turn, so a
 	// replayed entry taken for a new one would show below.
@@ -573,7 +572,7 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderIsKilled(t *testing.T)
 			t.Fatalf("on %s after the failover: %+v, want pending", n.Name, got)
 		}
 	}
-	if st, err := tokenClient(t, newLeader, workToken).SessionStatus(testCtx(t), s.ID); err != nil || st.PendingPermissions != 1 || st.State != state.SessionRunning {
+	if st, err := tokenClient(t, newLeader, workToken).SessionStatus(testCtx(t), s.ID); err != nil || st.PendingPermissions != 1 || st.State != api.SessionRunning {
 		t.Fatalf("status after the failover: %+v %v", st, err)
 	}
 
@@ -682,7 +681,7 @@ agent "ts" {
 	if p.Kind != api.ToolExecute || p.Title != "Run: write ts-agent.txt" || len(p.Options) != 3 || p.Options[1].OptionID != "allow_once" || p.Options[1].Kind != api.OptionAllowOnce {
 		t.Fatalf("pending request %+v", p)
 	}
-	if st, err := cl.SessionStatus(testCtx(t), s.ID); err != nil || st.PendingPermissions != 1 || st.State != state.SessionRunning {
+	if st, err := cl.SessionStatus(testCtx(t), s.ID); err != nil || st.PendingPermissions != 1 || st.State != api.SessionRunning {
 		t.Fatalf("status while the request waits: %+v %v", st, err)
 	}
 	msgs, err := cl.Messages(testCtx(t), s.ID)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	wire "github.com/paddockhq/paddock/api"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // agentPIDOf returns the pid of the agent process agentctl (pid) runs: its
@@ -71,7 +70,7 @@ func TestAutoResumePolicies(t *testing.T) {
 			killPID(t, agentPIDOf(t, aAgentctl))
 			waitFor(t, 30*time.Second, "A to be ERROR after its agent died", func() bool {
 				st, err := api.SessionStatus(testCtx(t), a.id)
-				return err == nil && st.State == state.SessionError
+				return err == nil && st.State == wire.SessionError
 			})
 
 			node.Kill()
@@ -85,7 +84,7 @@ func TestAutoResumePolicies(t *testing.T) {
 				if policy == "all" {
 					waitFor(t, 60*time.Second, "session "+s.id+" resumed", func() bool {
 						st, err := api.SessionStatus(testCtx(t), s.id)
-						return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+						return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 					})
 					if got, want := promptAndWait(t, api, s.id, "recall"), "you asked me to remember: "+s.word; got != want {
 						t.Fatalf("recall after an auto-resume: %q, want %q", got, want)
@@ -94,8 +93,8 @@ func TestAutoResumePolicies(t *testing.T) {
 				}
 				waitFor(t, 60*time.Second, "session "+s.id+" left in ERROR with its workspace", func() bool {
 					st, err := api.SessionStatus(testCtx(t), s.id)
-					return err == nil && st.State == state.SessionError && !st.IsAgentRunning &&
-						st.ResumeReason != nil && *st.ResumeReason == state.ReasonAgentNotRunning
+					return err == nil && st.State == wire.SessionError && !st.IsAgentRunning &&
+						st.ResumeReason != nil && *st.ResumeReason == wire.ReasonAgentNotRunning
 				})
 				if err := api.WriteFile(testCtx(t), s.id, "still-here.txt", stringsReader("yes")); err != nil {
 					t.Fatalf("workspace of a session auto_resume none left alone: %v", err)

@@ -15,7 +15,6 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // cliRunner runs bin/paddock against one server.
@@ -159,7 +158,7 @@ agent "broken" {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, api, other.ID, state.SessionWaitingForInput)
+		waitState(t, api, other.ID, wire.SessionWaitingForInput)
 		common := commonPrefix(sessionID, other.ID)
 		if len(common) >= 4 {
 			code, _, errOut := r.run("session", "status", common)
@@ -244,7 +243,7 @@ agent "broken" {
 		if line == "" {
 			t.Fatal("events -json printed no message event")
 		}
-		var ev state.Event
+		var ev wire.Event
 		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev.SessionID != sessionID {
 			t.Errorf("events -json line %q: %+v %v", line, ev, err)
 		}
@@ -255,13 +254,13 @@ agent "broken" {
 	t.Run("cancel", func(t *testing.T) {
 		r := r.with(t)
 		r.ok("session", "prompt", prefix, "-detach", "sleep 30")
-		waitState(t, api, sessionID, state.SessionRunning)
+		waitState(t, api, sessionID, wire.SessionRunning)
 		out := r.ok("session", "cancel", prefix)
 		if !strings.Contains(out, "Cancelled the running turn of session "+sessionID) {
 			t.Errorf("session cancel: %q", out)
 		}
-		waitState(t, api, sessionID, state.SessionWaitingForInput)
-		if s, _ := api.GetSession(testCtx(t), sessionID); s.LastTurnOutcome != state.TurnCancelled {
+		waitState(t, api, sessionID, wire.SessionWaitingForInput)
+		if s, _ := api.GetSession(testCtx(t), sessionID); s.LastTurnOutcome != wire.TurnCancelled {
 			t.Errorf("last turn after cancel: %q, want cancelled", s.LastTurnOutcome)
 		}
 	})
@@ -300,7 +299,7 @@ agent "broken" {
 		if _, err := api.GetTask(testCtx(t), id); !client.IsCode(err, "not_found") {
 			t.Errorf("the deleted task: %v", err)
 		}
-		if s, err := api.GetSession(testCtx(t), sid); err == nil && s.State != state.SessionCompleted {
+		if s, err := api.GetSession(testCtx(t), sid); err == nil && s.State != wire.SessionCompleted {
 			t.Errorf("the deleted task's session is %s", s.State)
 		}
 		if out := r.ok("completion", "bash"); !strings.Contains(out, "complete") {
@@ -314,7 +313,7 @@ agent "broken" {
 		if code != 1 {
 			t.Fatalf("creating a session whose agent is missing: exit %d", code)
 		}
-		sessions, err := api.ListSessions(testCtx(t), taskID, string(state.SessionError))
+		sessions, err := api.ListSessions(testCtx(t), taskID, string(wire.SessionError))
 		if err != nil || len(sessions) != 1 {
 			t.Fatalf("ERROR sessions: %v %v", sessions, err)
 		}

@@ -13,7 +13,6 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // requireTool returns the path of a command the test needs; without it the
@@ -167,7 +166,7 @@ func TestComposeCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	sessions = append(sessions, sess.ID)
-	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	waitState(t, api, sess.ID, wire.SessionWaitingForInput)
 	if got := promptAndWait(t, api, sess.ID, "remember plums"); got != "ok, remembering plums" {
 		t.Fatalf("reply %q", got)
 	}
@@ -183,7 +182,7 @@ func TestComposeCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := other.GetSession(testCtx(t), sess.ID); err != nil || got.State != state.SessionWaitingForInput {
+	if got, err := other.GetSession(testCtx(t), sess.ID); err != nil || got.State != wire.SessionWaitingForInput {
 		t.Errorf("session from n3: %+v %v", got, err)
 	}
 }

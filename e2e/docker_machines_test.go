@@ -12,7 +12,6 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/netns"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // The docker runtime on three machines. Each machine is a network
@@ -203,7 +202,7 @@ plugin "docker" {
 		sessions = append(sessions, &placed{id: s.ID, word: fmt.Sprintf("word%d", i), node: n.Name, engine: engines[i]})
 	}
 	for i, s := range sessions {
-		waitState(t, api, s.id, state.SessionWaitingForInput)
+		waitState(t, api, s.id, wire.SessionWaitingForInput)
 		ex := dockerExecutor(t, api, s.id)
 		if ex.Node != s.node || ex.ContainerID == "" || !strings.Contains(ex.AgentctlURL, "//"+nw.Hosts[i].IP+":") {
 			t.Fatalf("session %d: executor on %s (container %q) at %s, want %s at %s", i, ex.Node, ex.ContainerID, ex.AgentctlURL, s.node, nw.Hosts[i].IP)
@@ -231,7 +230,7 @@ plugin "docker" {
 	for i, s := range sessions {
 		waitFor(t, 30*time.Second, fmt.Sprintf("docker session %d live on the new leader", i), func() bool {
 			st, err := napi.SessionStatus(testCtx(t), s.id)
-			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 		})
 		if got, want := promptAndWait(t, napi, s.id, "recall"), "you asked me to remember: "+s.word; got != want {
 			t.Fatalf("session %d on %s after the leader's kill: recall = %q, want %q", i, s.node, got, want)

@@ -22,7 +22,6 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/plugins/docker/enginetest"
 	"github.com/paddockhq/paddock/shared/term/termtest"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // The docker runtime's supervisor-level tests (issue 8) run against the real
@@ -156,12 +155,12 @@ func startDockerSession(t *testing.T, api *client.Client, e dockerEnv, word stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	waitState(t, api, s.ID, wire.SessionWaitingForInput)
 	if got := promptAndWait(t, api, s.ID, "remember "+word); got != "ok, remembering "+word {
 		t.Fatalf("reply %q", got)
 	}
 	ex := dockerExecutor(t, api, s.ID)
-	if ex.ContainerID == "" || ex.Runtime != "docker" || ex.Status != state.ExecutorReady {
+	if ex.ContainerID == "" || ex.Runtime != "docker" || ex.Status != wire.ExecutorReady {
 		t.Fatalf("executor of a docker session: %+v", ex)
 	}
 	// The executor row names the one running container labelled for the session.
@@ -176,7 +175,7 @@ func startDockerSession(t *testing.T, api *client.Client, e dockerEnv, word stri
 }
 
 // dockerExecutor is the session's current executor row.
-func dockerExecutor(t *testing.T, api *client.Client, sessionID string) state.Executor {
+func dockerExecutor(t *testing.T, api *client.Client, sessionID string) wire.Executor {
 	t.Helper()
 	s, err := api.GetSession(testCtx(t), sessionID)
 	if err != nil {
@@ -264,13 +263,13 @@ func checkRecoveredContainer(t *testing.T, api *client.Client, e dockerEnv, s do
 	t.Helper()
 	waitFor(t, 60*time.Second, "session "+s.id+" to run again", func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.id)
-		if err == nil && st.State == state.SessionError {
+		if err == nil && st.State == wire.SessionError {
 			t.Fatalf("session %s is ERROR after recovery: %+v", s.id, st)
 		}
-		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 	})
 	ex := dockerExecutor(t, api, s.id)
-	if ex.ID != s.executorID || ex.ContainerID != s.containerID || ex.Status != state.ExecutorReady {
+	if ex.ID != s.executorID || ex.ContainerID != s.containerID || ex.Status != wire.ExecutorReady {
 		t.Fatalf("executor after recovery %s/%s (%s), want %s/%s ready", ex.ID, ex.ContainerID, ex.Status, s.executorID, s.containerID)
 	}
 	// Neither the container nor its agentctl was restarted.
@@ -320,7 +319,7 @@ func TestDockerSessionPromptTerminalMessages(t *testing.T) {
 	// Bad input on a working runtime: a task workspace outside workspace_root
 	// is a clear ERROR and leaves no container behind.
 	outside := t.TempDir()
-	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "outside", Workspace: state.Workspace{Path: outside}})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "outside", Workspace: wire.Workspace{Path: outside}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +327,7 @@ func TestDockerSessionPromptTerminalMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := waitState(t, api, bad.ID, state.SessionError)
+	st := waitState(t, api, bad.ID, wire.SessionError)
 	if !strings.Contains(st.ErrorMessage, "outside workspace_root") {
 		t.Fatalf("error of a session with a workspace outside the root: %q", st.ErrorMessage)
 	}
@@ -388,14 +387,14 @@ func TestDockerContainerRemovedWhileSupervisorDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaderOf(t, c)
-	var st *state.Status
+	var st *wire.Status
 	waitFor(t, 60*time.Second, "the session whose container was removed to be ERROR executor_lost", func() bool {
 		var err error
 		st, err = api.SessionStatus(testCtx(t), s.id)
-		return err == nil && st.State == state.SessionError && st.ResumeReason != nil && *st.ResumeReason == state.ReasonExecutorLost
+		return err == nil && st.State == wire.SessionError && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonExecutorLost
 	})
 	ex, err := api.Executor(testCtx(t), s.executorID)
-	if err != nil || ex.Status != state.ExecutorError {
+	if err != nil || ex.Status != wire.ExecutorError {
 		t.Fatalf("executor after its container was removed: %+v %v", ex, err)
 	}
 	short := s.containerID[:12]
@@ -432,7 +431,7 @@ func TestDockerMissingImage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create session: %v (the launch fails later, asynchronously)", err)
 	}
-	st := waitState(t, api, s.ID, state.SessionError)
+	st := waitState(t, api, s.ID, wire.SessionError)
 	t.Logf("session error: %s", st.ErrorMessage)
 	if got := imageRefRE.FindString(st.ErrorMessage); got != image || !strings.Contains(st.ErrorMessage, "does not exist") {
 		t.Fatalf("error of a session with a missing image: %q, want it to say %s does not exist", st.ErrorMessage, image)
@@ -440,7 +439,7 @@ func TestDockerMissingImage(t *testing.T) {
 	if got := e.containers(t, ""); len(got) != 0 {
 		t.Fatalf("containers left by a launch with a missing image: %v", got)
 	}
-	if ex, err := api.Executor(testCtx(t), st.ExecutorID); err == nil && ex.Status != state.ExecutorError {
+	if ex, err := api.Executor(testCtx(t), st.ExecutorID); err == nil && ex.Status != wire.ExecutorError {
 		t.Fatalf("executor of the failed launch: %+v", ex)
 	}
 }
@@ -517,13 +516,13 @@ func TestDockerStoppedOrRecreatedContainerRecovered(t *testing.T) {
 	} {
 		waitFor(t, 60*time.Second, "session "+tc.s.id+" to run again", func() bool {
 			st, err := api.SessionStatus(testCtx(t), tc.s.id)
-			if err == nil && st.State == state.SessionError {
+			if err == nil && st.State == wire.SessionError {
 				t.Fatalf("session %s is ERROR after recovery: %+v", tc.s.id, st)
 			}
-			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 		})
 		ex := dockerExecutor(t, api, tc.s.id)
-		if ex.ID != tc.s.executorID || ex.ContainerID != tc.containerID || ex.Status != state.ExecutorReady || ex.Nonce == tc.s.nonce {
+		if ex.ID != tc.s.executorID || ex.ContainerID != tc.containerID || ex.Status != wire.ExecutorReady || ex.Nonce == tc.s.nonce {
 			t.Fatalf("executor after recovery %s/%s (%s, nonce %s), want %s/%s ready with a new nonce", ex.ID, ex.ContainerID, ex.Status, ex.Nonce, tc.s.executorID, tc.containerID)
 		}
 		if got := e.containers(t, tc.s.id); len(got) != 1 || got[0] != tc.containerID {
@@ -548,7 +547,7 @@ func TestDockerEngineDown(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create session: %v", err)
 	}
-	st := waitState(t, api, s.ID, state.SessionError)
+	st := waitState(t, api, s.ID, wire.SessionError)
 	t.Logf("session error: %s", st.ErrorMessage)
 	if !strings.Contains(st.ErrorMessage, "no-engine.sock") || !strings.Contains(st.ErrorMessage, "unreachable") || !strings.Contains(st.ErrorMessage, "unavailable") {
 		t.Fatalf("error of a session whose engine is down: %q, want it to name the engine, unreachable and unavailable", st.ErrorMessage)
@@ -615,10 +614,10 @@ func TestDockerReconcileRemovesOrphanContainer(t *testing.T) {
 	if _, err := api.Stop(testCtx(t), stopped.id); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, stopped.id, state.SessionStopped)
+	waitState(t, api, stopped.id, wire.SessionStopped)
 	// A stop ends the agent; the container (agentctl) keeps serving the
 	// workspace until the session is deleted.
-	if ex := dockerExecutor(t, api, stopped.id); ex.Status != state.ExecutorReady {
+	if ex := dockerExecutor(t, api, stopped.id); ex.Status != wire.ExecutorReady {
 		t.Fatalf("executor of the stopped session: %s, want ready (workspace access)", ex.Status)
 	}
 
@@ -662,7 +661,7 @@ func TestDockerReconcileRemovesOrphanContainer(t *testing.T) {
 	if _, err := api.Resume(testCtx(t), stopped.id); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, stopped.id, state.SessionWaitingForInput)
+	waitState(t, api, stopped.id, wire.SessionWaitingForInput)
 	if ex := dockerExecutor(t, api, stopped.id); ex.ContainerID != stopped.containerID {
 		t.Fatalf("resumed in container %s, want the kept %s", ex.ContainerID, stopped.containerID)
 	}
@@ -697,10 +696,10 @@ func TestDockerEngineStoppedDuringSupervisorRestart(t *testing.T) {
 	engine.Start()
 	waitFor(t, 90*time.Second, "session "+s.id+" to run again", func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.id)
-		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 	})
 	ex := dockerExecutor(t, api, s.id)
-	if ex.ContainerID != s.containerID || ex.Status != state.ExecutorReady {
+	if ex.ContainerID != s.containerID || ex.Status != wire.ExecutorReady {
 		t.Fatalf("executor after the engine restart: %s (%s), want container %s ready", ex.ContainerID, ex.Status, s.containerID)
 	}
 	if got := e.containers(t, s.id); len(got) != 1 || got[0] != s.containerID {

@@ -10,13 +10,12 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // eventLog records every event of one task's stream, in arrival order.
 type eventLog struct {
 	mu     sync.Mutex
-	events []state.Event
+	events []wire.Event
 	err    error
 	done   chan struct{}
 }
@@ -55,18 +54,18 @@ func recordEvents(t *testing.T, api *client.Client, taskID string) *eventLog {
 }
 
 // since returns the events from position from on, and the position after them.
-func (l *eventLog) since(from int) ([]state.Event, int) {
+func (l *eventLog) since(from int) ([]wire.Event, int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]state.Event(nil), l.events[from:]...), len(l.events)
+	return append([]wire.Event(nil), l.events[from:]...), len(l.events)
 }
 
 // waitUntil waits for an event of session id matching match at or after from,
 // and returns the events of that session from from up to and including it,
 // and the position after it.
-func (l *eventLog) waitUntil(t *testing.T, from int, id, what string, match func(state.Event) bool) ([]state.Event, int) {
+func (l *eventLog) waitUntil(t *testing.T, from int, id, what string, match func(wire.Event) bool) ([]wire.Event, int) {
 	t.Helper()
-	var got []state.Event
+	var got []wire.Event
 	next := from
 	waitFor(t, 60*time.Second, what, func() bool {
 		l.mu.Lock()
@@ -92,16 +91,16 @@ func (l *eventLog) waitUntil(t *testing.T, from int, id, what string, match func
 }
 
 // toState matches a session.state_changed event into want.
-func toState(want state.SessionState) func(state.Event) bool {
-	return func(ev state.Event) bool {
-		return ev.Type == state.EventStateChanged && ev.Data["to"] == string(want)
+func toState(want wire.SessionState) func(wire.Event) bool {
+	return func(ev wire.Event) bool {
+		return ev.Type == wire.EventStateChanged && ev.Data["to"] == string(want)
 	}
 }
 
 // step is one expected event: its type and, for state changes, the new state.
 type step struct {
 	typ string
-	to  state.SessionState
+	to  wire.SessionState
 }
 
 func (s step) String() string {
@@ -111,7 +110,7 @@ func (s step) String() string {
 	return s.typ
 }
 
-func describe(evs []state.Event) string {
+func describe(evs []wire.Event) string {
 	var b strings.Builder
 	for _, ev := range evs {
 		fmt.Fprintf(&b, "\n  %d %s %v", ev.Index, ev.Type, ev.Data)
@@ -121,10 +120,10 @@ func describe(evs []state.Event) string {
 
 // agentctlAndStates keeps the session.agentctl_* and session.state_changed
 // events (the lifecycle), dropping message events.
-func agentctlAndStates(evs []state.Event) []state.Event {
-	var out []state.Event
+func agentctlAndStates(evs []wire.Event) []wire.Event {
+	var out []wire.Event
 	for _, ev := range evs {
-		if ev.Type == state.EventStateChanged || strings.HasPrefix(ev.Type, "session.agentctl_") {
+		if ev.Type == wire.EventStateChanged || strings.HasPrefix(ev.Type, "session.agentctl_") {
 			out = append(out, ev)
 		}
 	}
@@ -133,7 +132,7 @@ func agentctlAndStates(evs []state.Event) []state.Event {
 
 // expectSequence checks that evs (the lifecycle events of one phase) are
 // exactly want, in order, with increasing raft indexes.
-func expectSequence(t *testing.T, phase string, evs []state.Event, want []step) {
+func expectSequence(t *testing.T, phase string, evs []wire.Event, want []step) {
 	t.Helper()
 	evs = agentctlAndStates(evs)
 	ok := len(evs) == len(want)
@@ -149,8 +148,8 @@ func expectSequence(t *testing.T, phase string, evs []state.Event, want []step) 
 }
 
 // only returns the events of type typ.
-func only(evs []state.Event, typ string) []state.Event {
-	var out []state.Event
+func only(evs []wire.Event, typ string) []wire.Event {
+	var out []wire.Event
 	for _, ev := range evs {
 		if ev.Type == typ {
 			out = append(out, ev)
@@ -180,15 +179,15 @@ func TestAgentctlEventsOnStartStopResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	launch := []step{
-		{typ: state.EventStateChanged, to: state.SessionStarting},
-		{typ: state.EventAgentctlStarting},
-		{typ: state.EventAgentctlReady},
-		{typ: state.EventStateChanged, to: state.SessionWaitingForInput},
+		{typ: wire.EventStateChanged, to: wire.SessionStarting},
+		{typ: wire.EventAgentctlStarting},
+		{typ: wire.EventAgentctlReady},
+		{typ: wire.EventStateChanged, to: wire.SessionWaitingForInput},
 	}
 
 	// Start: CREATED, STARTING, agentctl starting then ready, WAITING_FOR_INPUT.
-	evs, pos := log.waitUntil(t, 0, sess.ID, "the session to wait for input", toState(state.SessionWaitingForInput))
-	expectSequence(t, "start", evs, append([]step{{typ: state.EventStateChanged, to: state.SessionCreated}}, launch...))
+	evs, pos := log.waitUntil(t, 0, sess.ID, "the session to wait for input", toState(wire.SessionWaitingForInput))
+	expectSequence(t, "start", evs, append([]step{{typ: wire.EventStateChanged, to: wire.SessionCreated}}, launch...))
 	got, err := api.GetSession(testCtx(t), sess.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -203,15 +202,15 @@ func TestAgentctlEventsOnStartStopResume(t *testing.T) {
 	if _, err := api.Stop(testCtx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}
-	evs, pos = log.waitUntil(t, pos, sess.ID, "the session to stop", toState(state.SessionStopped))
-	expectSequence(t, "stop", evs, []step{{typ: state.EventStateChanged, to: state.SessionStopped}})
+	evs, pos = log.waitUntil(t, pos, sess.ID, "the session to stop", toState(wire.SessionStopped))
+	expectSequence(t, "stop", evs, []step{{typ: wire.EventStateChanged, to: wire.SessionStopped}})
 
 	// Resume: a new agentctl on the same executor row, starting then ready,
 	// and the agent remembers the first turn.
 	if _, err := api.Resume(testCtx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}
-	evs, _ = log.waitUntil(t, pos, sess.ID, "the session to resume", toState(state.SessionWaitingForInput))
+	evs, _ = log.waitUntil(t, pos, sess.ID, "the session to resume", toState(wire.SessionWaitingForInput))
 	expectSequence(t, "resume", evs, launch)
 	checkLaunchData(t, "resume", evs, got.ExecutorID, true)
 	if reply := promptAndWait(t, api, sess.ID, "recall"); reply != "you asked me to remember: apple, banana" {
@@ -224,8 +223,8 @@ func TestAgentctlEventsOnStartStopResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, _ = log.waitUntil(t, 0, nr.ID, "the no-resume session to wait for input", toState(state.SessionWaitingForInput))
-	expectSequence(t, "start without resume", evs, append([]step{{typ: state.EventStateChanged, to: state.SessionCreated}}, launch...))
+	evs, _ = log.waitUntil(t, 0, nr.ID, "the no-resume session to wait for input", toState(wire.SessionWaitingForInput))
+	expectSequence(t, "start without resume", evs, append([]step{{typ: wire.EventStateChanged, to: wire.SessionCreated}}, launch...))
 	gotNR, err := api.GetSession(testCtx(t), nr.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -236,9 +235,9 @@ func TestAgentctlEventsOnStartStopResume(t *testing.T) {
 // checkLaunchData checks the data of a launch's agentctl_starting and
 // agentctl_ready events: the session's executor, the standalone runtime, a
 // reachable agentctl URL and the capabilities agentctl probed.
-func checkLaunchData(t *testing.T, phase string, evs []state.Event, executorID string, resumable bool) {
+func checkLaunchData(t *testing.T, phase string, evs []wire.Event, executorID string, resumable bool) {
 	t.Helper()
-	starting, ready := only(evs, state.EventAgentctlStarting), only(evs, state.EventAgentctlReady)
+	starting, ready := only(evs, wire.EventAgentctlStarting), only(evs, wire.EventAgentctlReady)
 	if len(starting) != 1 || len(ready) != 1 {
 		t.Fatalf("%s: want one agentctl_starting and one agentctl_ready:%s", phase, describe(evs))
 	}
@@ -284,19 +283,19 @@ agent "missing" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, _ := log.waitUntil(t, 0, sess.ID, "the session to fail", toState(state.SessionError))
+	evs, _ := log.waitUntil(t, 0, sess.ID, "the session to fail", toState(wire.SessionError))
 	expectSequence(t, "failed start", evs, []step{
-		{typ: state.EventStateChanged, to: state.SessionCreated},
-		{typ: state.EventStateChanged, to: state.SessionStarting},
-		{typ: state.EventAgentctlStarting},
-		{typ: state.EventAgentctlError},
-		{typ: state.EventStateChanged, to: state.SessionError},
+		{typ: wire.EventStateChanged, to: wire.SessionCreated},
+		{typ: wire.EventStateChanged, to: wire.SessionStarting},
+		{typ: wire.EventAgentctlStarting},
+		{typ: wire.EventAgentctlError},
+		{typ: wire.EventStateChanged, to: wire.SessionError},
 	})
-	msg := fmt.Sprint(only(evs, state.EventAgentctlError)[0].Data["message"])
+	msg := fmt.Sprint(only(evs, wire.EventAgentctlError)[0].Data["message"])
 	if !strings.Contains(msg, "paddock-no-such-agent") || !strings.Contains(msg, "not found") {
 		t.Fatalf("agentctl_error message %q does not name the missing command", msg)
 	}
-	if s := waitState(t, api, sess.ID, state.SessionError); s.ErrorMessage != msg {
+	if s := waitState(t, api, sess.ID, wire.SessionError); s.ErrorMessage != msg {
 		t.Fatalf("session error_message %q, agentctl_error message %q", s.ErrorMessage, msg)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/paddockhq/paddock/bench/chaos"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/agentctl"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // leaseConfig is standaloneConfig with a short lease TTL.
@@ -84,7 +83,7 @@ func TestConcurrentResumeOnTwoNodesOneWins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	waitState(t, api, sess.ID, wire.SessionWaitingForInput)
 	watch := watchExecutions(t, sessionStateDir(t, api, sess.ID))
 	// Several rounds, alternating which pair of nodes races (two followers,
 	// then a follower and the leader).
@@ -95,15 +94,15 @@ func TestConcurrentResumeOnTwoNodesOneWins(t *testing.T) {
 		// is recovered, not finished, by the next leader: stop again.
 		waitFor(t, 90*time.Second, "the session to be STOPPED", func() bool {
 			s, err := api.GetSession(testCtx(t), sess.ID)
-			if err == nil && s.State == state.SessionStopped {
+			if err == nil && s.State == wire.SessionStopped {
 				return true
 			}
-			if err == nil && s.State != state.SessionStarting {
+			if err == nil && s.State != wire.SessionStarting {
 				_, _ = api.Stop(testCtx(t), sess.ID)
 			}
 			deadline := time.Now().Add(15 * time.Second)
 			for time.Now().Before(deadline) {
-				if s, err := api.GetSession(testCtx(t), sess.ID); err == nil && s.State == state.SessionStopped {
+				if s, err := api.GetSession(testCtx(t), sess.ID); err == nil && s.State == wire.SessionStopped {
 					return true
 				}
 				time.Sleep(50 * time.Millisecond)
@@ -111,7 +110,7 @@ func TestConcurrentResumeOnTwoNodesOneWins(t *testing.T) {
 			return false
 		})
 		l, err := api.Lease(testCtx(t), sess.ID)
-		if err != nil || l.State != state.LeaseReleased {
+		if err != nil || l.State != wire.LeaseReleased {
 			t.Fatalf("round %d: lease after stop: %+v %v", round, l, err)
 		}
 		before := len(executions(t, watch, sess.ID))
@@ -143,9 +142,9 @@ func TestConcurrentResumeOnTwoNodesOneWins(t *testing.T) {
 		if wins != 1 || conflicts != 1 {
 			t.Fatalf("round %d: %d resumes won and %d got 409 (%v); want exactly one of each", round, wins, conflicts, errs)
 		}
-		waitState(t, api, sess.ID, state.SessionWaitingForInput)
+		waitState(t, api, sess.ID, wire.SessionWaitingForInput)
 		l, err = api.Lease(testCtx(t), sess.ID)
-		if err != nil || l.State != state.LeaseHeld || l.FencingToken <= lastToken {
+		if err != nil || l.State != wire.LeaseHeld || l.FencingToken <= lastToken {
 			t.Fatalf("round %d: lease after resume %+v %v; want held with a token above %d", round, l, err, lastToken)
 		}
 		lastToken = l.FencingToken
@@ -205,7 +204,7 @@ func TestKilledAgentctlLeaseReclaimedAndFenced(t *testing.T) {
 	}
 	s := startSessions(t, api, task.ID, 1, "demo")[0]
 	old, err := api.Lease(testCtx(t), s.id)
-	if err != nil || old.State != state.LeaseHeld {
+	if err != nil || old.State != wire.LeaseHeld {
 		t.Fatalf("lease of a running session: %+v %v", old, err)
 	}
 	stateDir := sessionStateDir(t, api, s.id)
@@ -220,7 +219,7 @@ func TestKilledAgentctlLeaseReclaimedAndFenced(t *testing.T) {
 	var reclaimedAfter time.Duration
 	waitFor(t, 2*ttl+5*time.Second, "the dead holder's lease to be reclaimed", func() bool {
 		l, err := api.Lease(testCtx(t), s.id)
-		if err == nil && (l.State != state.LeaseHeld || l.FencingToken != old.FencingToken) {
+		if err == nil && (l.State != wire.LeaseHeld || l.FencingToken != old.FencingToken) {
 			reclaimedAfter = time.Since(killed)
 			return true
 		}
@@ -231,14 +230,14 @@ func TestKilledAgentctlLeaseReclaimedAndFenced(t *testing.T) {
 		t.Errorf("reclaimed %s after the kill; want at TTL (%s) at the latest", reclaimedAfter, ttl)
 	}
 	// The auto-resume (or a resume) holds a strictly higher token.
-	var cur *state.Lease
+	var cur *wire.Lease
 	waitFor(t, 60*time.Second, "the session to run again under a new lease", func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.id)
-		if err == nil && st.State == state.SessionError {
+		if err == nil && st.State == wire.SessionError {
 			_, _ = api.Resume(testCtx(t), s.id)
 		}
 		cur, err = api.Lease(testCtx(t), s.id)
-		return err == nil && cur.State == state.LeaseHeld && cur.FencingToken != old.FencingToken && st != nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		return err == nil && cur.State == wire.LeaseHeld && cur.FencingToken != old.FencingToken && st != nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 	})
 	if cur.FencingToken <= old.FencingToken {
 		t.Fatalf("new token %d is not above the dead holder's %d", cur.FencingToken, old.FencingToken)
@@ -297,7 +296,7 @@ func TestKilledAgentctlLeaseReclaimedAndFenced(t *testing.T) {
 	if h, err := ac.Health(ctx); err != nil || h.Fencing != cur.FencingToken {
 		t.Fatalf("agentctl health %+v %v; want fencing %d", h, err, cur.FencingToken)
 	}
-	waitState(t, api, s.id, state.SessionWaitingForInput)
+	waitState(t, api, s.id, wire.SessionWaitingForInput)
 	if got := promptAndWait(t, api, s.id, "recall"); got != "you asked me to remember: "+s.word {
 		t.Fatalf("the stale requests disturbed the agent: %q", got)
 	}

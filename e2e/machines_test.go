@@ -15,7 +15,6 @@ import (
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // machines is a cluster of three "machines": each node in its own network
@@ -180,7 +179,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	}
 	sessions = append(sessions, &placed{liveSession: liveSession{id: auto.ID, agent: "demo", word: "word3"}})
 	for i, s := range sessions {
-		waitState(t, api, s.id, state.SessionWaitingForInput)
+		waitState(t, api, s.id, wire.SessionWaitingForInput)
 		exs, err := api.Executors(testCtx(t), s.id)
 		if err != nil || len(exs) != 1 {
 			t.Fatalf("executors of %s: %+v %v", s.id, exs, err)
@@ -219,7 +218,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	for i, s := range sessions {
 		waitFor(t, 30*time.Second, fmt.Sprintf("session %d live on the new leader", i), func() bool {
 			st, err := napi.SessionStatus(testCtx(t), s.id)
-			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 		})
 		if got, want := promptAndWait(t, napi, s.id, "recall"), "you asked me to remember: "+s.word; got != want {
 			t.Fatalf("session %d on %s after the leader's kill: recall = %q, want %q", i, s.node, got, want)
@@ -257,7 +256,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, napi, doomed.ID, state.SessionWaitingForInput)
+	waitState(t, napi, doomed.ID, wire.SessionWaitingForInput)
 	doomedExs, err := napi.Executors(testCtx(t), doomed.ID)
 	if err != nil || len(doomedExs) != 1 || doomedExs[0].WorkspacePath == "" {
 		t.Fatalf("executors of the session to delete: %+v %v", doomedExs, err)
@@ -267,10 +266,10 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	m.killMachine(t, vi)
 	waitFor(t, 30*time.Second, "the lost machine's session to say node_unavailable", func() bool {
 		st, err := napi.SessionStatus(testCtx(t), lost.id)
-		if err == nil && st.State == state.SessionError {
+		if err == nil && st.State == wire.SessionError {
 			t.Fatalf("the lost machine's session went to ERROR: %+v", st)
 		}
-		return err == nil && st.ResumeReason != nil && *st.ResumeReason == state.ReasonNodeUnavailable &&
+		return err == nil && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonNodeUnavailable &&
 			st.ResumeMessage != nil && strings.Contains(*st.ResumeMessage, victim.Name)
 	})
 	t.Logf("%s's session showed node_unavailable %s after the machine was killed", victim.Name, time.Since(lostAt).Round(time.Millisecond))
@@ -312,7 +311,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	if _, err := napi.DeleteSession(testCtx(t), doomed.ID); err == nil || !strings.Contains(err.Error(), victim.Name) || !strings.Contains(err.Error(), "with force") {
 		t.Fatalf("delete of a session whose machine is gone: %v, want a conflict naming %s and the forced delete", err, victim.Name)
 	}
-	if s, err := napi.DeleteSession(testCtx(t), doomed.ID, client.Force()); err != nil || s.State != state.SessionCompleted {
+	if s, err := napi.DeleteSession(testCtx(t), doomed.ID, client.Force()); err != nil || s.State != wire.SessionCompleted {
 		t.Fatalf("forced delete while %s is down: %+v %v, want COMPLETED", victim.Name, s, err)
 	}
 	if exs, err := napi.Executors(testCtx(t), doomed.ID); err != nil || len(exs) != 1 || !exs[0].DestroyPending {
@@ -337,7 +336,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "the lost machine's session to run again", func() bool {
 		st, err := napi.SessionStatus(testCtx(t), lost.id)
-		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 	})
 	if got, want := promptAndWait(t, napi, lost.id, "recall"), "you asked me to remember: "+lost.word; got != want {
 		t.Fatalf("session on %s after its machine came back: recall = %q, want %q", victim.Name, got, want)
@@ -400,7 +399,7 @@ func watchNeverError(t *testing.T, c *harness.Cluster, skip *harness.Node, ids .
 				}
 				for _, id := range ids {
 					s, err := cl.GetSession(testCtx(t), id, client.Stale())
-					if err == nil && s.State == state.SessionError {
+					if err == nil && s.State == wire.SessionError {
 						mu.Lock()
 						if bad == "" {
 							bad = fmt.Sprintf("session %s passed through ERROR: %s", id, s.ErrorMessage)

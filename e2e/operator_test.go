@@ -15,7 +15,6 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // freePorts returns n loopback ports that were free a moment ago.
@@ -84,7 +83,7 @@ agent "demo" {
 	}
 	waitFor(t, 30*time.Second, "the session to wait for input", func() bool {
 		s, err := api.GetSession(testCtx(t), sess.ID)
-		return err == nil && s.State == state.SessionWaitingForInput
+		return err == nil && s.State == wire.SessionWaitingForInput
 	})
 	execs, err := api.Executors(testCtx(t), sess.ID)
 	if err != nil || len(execs) != 1 {

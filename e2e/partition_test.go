@@ -21,7 +21,6 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // requireNetns skips without network namespaces, except under CI, where
@@ -170,7 +169,7 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	stateDir := filepath.Join(filepath.Dir(oldEx.WorkspacePath), "state")
 	watch := watchExecutions(t, stateDir)
 	old, err := api.Lease(testCtx(t), s.id)
-	if err != nil || old.State != state.LeaseHeld {
+	if err != nil || old.State != wire.LeaseHeld {
 		t.Fatalf("lease: %+v %v", old, err)
 	}
 	secret, haveSecret := executorSecret(t, api, s.id)
@@ -190,17 +189,17 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	t.Logf("%s leads the majority %s after the cut", newLeader.Name, time.Since(cut).Round(time.Millisecond))
 	mapi := apiClient(t, newLeader)
 	// The majority reclaims after expiry and resumes the session on its side.
-	var cur *state.Lease
+	var cur *wire.Lease
 	waitFor(t, 90*time.Second, "the majority to resume the session under a new lease", func() bool {
 		st, err := mapi.SessionStatus(testCtx(t), s.id)
 		if err != nil {
 			return false
 		}
-		if st.State == state.SessionError {
+		if st.State == wire.SessionError {
 			_, _ = mapi.Resume(testCtx(t), s.id)
 		}
 		cur, err = mapi.Lease(testCtx(t), s.id)
-		return err == nil && cur.State == state.LeaseHeld && cur.FencingToken > old.FencingToken && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		return err == nil && cur.State == wire.LeaseHeld && cur.FencingToken > old.FencingToken && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 	})
 	regranted := time.Now()
 	t.Logf("session resumed under token %d (was %d) %s after the cut", cur.FencingToken, old.FencingToken, time.Since(cut).Round(time.Millisecond))
@@ -269,7 +268,7 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	// The session may have moved leaders while healing; wait until it runs.
 	waitFor(t, 60*time.Second, "the session to run after healing", func() bool {
 		st, err := fapi.SessionStatus(testCtx(t), s.id)
-		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 	})
 	if got := promptAndWait(t, fapi, s.id, "recall"); got != "you asked me to remember: "+s.word {
 		t.Fatalf("after the partition: %q", got)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	wire "github.com/paddockhq/paddock/api"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // tmux runs `paddock resume` in a real terminal: a tmux server of its own
@@ -101,11 +100,11 @@ func TestResumePickerInATerminal(t *testing.T) {
 
 	here := t.TempDir()
 	elsewhere := t.TempDir()
-	mine, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "picker task", Workspace: state.Workspace{Path: here}})
+	mine, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "picker task", Workspace: wire.Workspace{Path: here}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "somebody else's task", Workspace: state.Workspace{Path: elsewhere}})
+	other, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "somebody else's task", Workspace: wire.Workspace{Path: elsewhere}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,14 +113,14 @@ func TestResumePickerInATerminal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, api, s.ID, state.SessionWaitingForInput)
+		waitState(t, api, s.ID, wire.SessionWaitingForInput)
 		return s.ID
 	}
 	stop := func(id string) {
 		if _, err := api.Stop(testCtx(t), id); err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, api, id, state.SessionStopped)
+		waitState(t, api, id, wire.SessionStopped)
 	}
 	tty := create(mine.ID, "demo-tty")
 	noResume := create(mine.ID, "demo-noresume")
@@ -163,7 +162,7 @@ func TestResumePickerInATerminal(t *testing.T) {
 	assertRowSays(t, screen, noResume, "not resumable")
 	x.keys("esc", "Escape")
 	x.waitScreen("esc", "EXIT=1")
-	for id, want := range map[string]state.SessionState{tty: state.SessionStopped, noResume: state.SessionStopped, foreign: state.SessionWaitingForInput} {
+	for id, want := range map[string]wire.SessionState{tty: wire.SessionStopped, noResume: wire.SessionStopped, foreign: wire.SessionWaitingForInput} {
 		if s, err := api.GetSession(testCtx(t), id); err != nil || s.State != want {
 			t.Fatalf("after Esc, session %s: %+v %v, want %s", id, s, err, want)
 		}
@@ -184,13 +183,13 @@ func TestResumePickerInATerminal(t *testing.T) {
 	x.waitScreen("pick", "Resume a session (1 of 2)", tty)
 	x.keys("pick", "Enter")
 	x.waitScreen("pick", "demo>") // capture-pane drops the trailing space
-	waitState(t, api, tty, state.SessionWaitingForInput)
+	waitState(t, api, tty, wire.SessionWaitingForInput)
 	x.keys("pick", "-l", "remember kiwi")
 	x.keys("pick", "Enter")
 	x.waitScreen("pick", "ok, remembering kiwi")
 	x.keys("pick", "C-]")
 	x.waitScreen("pick", "EXIT=0")
-	if s, err := api.GetSession(testCtx(t), noResume); err != nil || s.State != state.SessionStopped {
+	if s, err := api.GetSession(testCtx(t), noResume); err != nil || s.State != wire.SessionStopped {
 		t.Fatalf("the refused session changed: %+v %v", s, err)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // pluginPIDs lists the pids of this test's running processes whose
@@ -174,7 +173,7 @@ plugin "remote" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	waitState(t, api, sess.ID, wire.SessionWaitingForInput)
 	if got := promptAndWait(t, api, sess.ID, "remember remote"); got != "ok, remembering remote" {
 		t.Fatalf("remote reply %q", got)
 	}

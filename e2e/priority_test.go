@@ -11,7 +11,6 @@ import (
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/shared/nice"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // TestTheServerRunsAboveItsSessions: a server started in a session of its
@@ -48,7 +47,7 @@ func TestTheServerRunsAboveItsSessions(t *testing.T) {
 			return false
 		}
 		for _, ex := range exs {
-			if ex.Status == state.ExecutorReady && ex.PID != 0 {
+			if ex.Status == wire.ExecutorReady && ex.PID != 0 {
 				agentctl = ex.PID
 			}
 		}

@@ -17,7 +17,6 @@ import (
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // liveSession is a session created for a recovery test with what it was told.
@@ -39,7 +38,7 @@ func startSessions(t *testing.T, api *client.Client, taskID string, n int, agent
 		out = append(out, liveSession{id: s.ID, agent: agent, word: fmt.Sprintf("word%d", i)})
 	}
 	for _, s := range out {
-		waitState(t, api, s.id, state.SessionWaitingForInput)
+		waitState(t, api, s.id, wire.SessionWaitingForInput)
 		if got := promptAndWait(t, api, s.id, "remember "+s.word); got != "ok, remembering "+s.word {
 			t.Fatalf("session %s: %q", s.id, got)
 		}
@@ -89,7 +88,7 @@ func checkRecovered(t *testing.T, api *client.Client, sessions []liveSession, de
 		if s.id == deadNonResumable {
 			waitFor(t, 60*time.Second, "the non-resumable session to be ERROR", func() bool {
 				st, err := api.SessionStatus(testCtx(t), s.id)
-				return err == nil && st.State == state.SessionError && st.ResumeReason != nil && *st.ResumeReason == state.ReasonNotResumable
+				return err == nil && st.State == wire.SessionError && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonNotResumable
 			})
 			if err := api.WriteFile(testCtx(t), s.id, "still-usable.txt", stringsReader("yes")); err != nil {
 				t.Fatalf("workspace of the non-resumable session: %v", err)
@@ -98,7 +97,7 @@ func checkRecovered(t *testing.T, api *client.Client, sessions []liveSession, de
 		}
 		waitFor(t, 60*time.Second, "session "+s.id+" to run again", func() bool {
 			st, err := api.SessionStatus(testCtx(t), s.id)
-			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 		})
 		want := "you asked me to remember: " + s.word
 		if got := promptAndWait(t, api, s.id, "recall"); got != want {
@@ -267,11 +266,11 @@ func TestRecoveryFailurePaths(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sawError = e.Type == state.EventStateChanged && e.Data["to"] == string(state.SessionError) && e.Data["reason"] == state.ReasonAgentNotRunning
+		sawError = e.Type == wire.EventStateChanged && e.Data["to"] == string(wire.SessionError) && e.Data["reason"] == wire.ReasonAgentNotRunning
 	}
 	waitFor(t, 60*time.Second, "auto-resume of the session whose agentctl died", func() bool {
 		st, err := api.SessionStatus(testCtx(t), killed.id)
-		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 	})
 	if got := promptAndWait(t, api, killed.id, "recall"); got != "you asked me to remember: "+killed.word {
 		t.Fatalf("after auto-resume: %q", got)
@@ -294,10 +293,10 @@ func TestRecoveryFailurePaths(t *testing.T) {
 	leaderOf(t, c)
 	waitFor(t, 60*time.Second, "the session without workspace to be ERROR executor_lost", func() bool {
 		st, err := api.SessionStatus(testCtx(t), gone.id)
-		return err == nil && st.State == state.SessionError && st.ResumeReason != nil && *st.ResumeReason == state.ReasonExecutorLost
+		return err == nil && st.State == wire.SessionError && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonExecutorLost
 	})
 	ex, err := api.Executor(testCtx(t), exs[0].ID)
-	if err != nil || ex.Status != state.ExecutorError || ex.ErrorMessage == "" {
+	if err != nil || ex.Status != wire.ExecutorError || ex.ErrorMessage == "" {
 		t.Fatalf("executor after losing its workspace: %+v %v", ex, err)
 	}
 }
@@ -471,14 +470,14 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 type recoverySessions struct {
 	leader *harness.Node
 	ids    []string
-	before map[string]state.Executor
+	before map[string]wire.Executor
 }
 
 // startRecoverySessions starts n demo sessions through c's leader and waits
 // until each waits for input.
 func startRecoverySessions(t *testing.T, c *harness.Cluster, n int) *recoverySessions {
 	t.Helper()
-	rs := &recoverySessions{leader: leaderOf(t, c), before: map[string]state.Executor{}}
+	rs := &recoverySessions{leader: leaderOf(t, c), before: map[string]wire.Executor{}}
 	api := apiClient(t, rs.leader)
 	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "transfer during recovery"})
 	if err != nil {
@@ -495,7 +494,7 @@ func startRecoverySessions(t *testing.T, c *harness.Cluster, n int) *recoverySes
 		rs.ids = append(rs.ids, s.ID)
 	}
 	for _, id := range rs.ids {
-		waitState(t, api, id, state.SessionWaitingForInput)
+		waitState(t, api, id, wire.SessionWaitingForInput)
 		exs, err := api.Executors(testCtx(t), id)
 		if err != nil || len(exs) != 1 {
 			t.Fatalf("executors of %s: %v %v", id, exs, err)
@@ -514,7 +513,7 @@ func (rs *recoverySessions) waitRecoveredOn(t *testing.T, leader *harness.Node) 
 	for _, id := range rs.ids {
 		waitFor(t, 60*time.Second, "session "+id+" to be recovered by "+leader.Name, func() bool {
 			st, err := api.SessionStatus(testCtx(t), id)
-			if err != nil || !st.IsAgentRunning || st.State != state.SessionWaitingForInput {
+			if err != nil || !st.IsAgentRunning || st.State != wire.SessionWaitingForInput {
 				return false
 			}
 			// The executor stays its owner's: the same agentctl on the
@@ -526,7 +525,7 @@ func (rs *recoverySessions) waitRecoveredOn(t *testing.T, leader *harness.Node) 
 		if err != nil || len(exs) != 1 {
 			t.Fatalf("executors of %s after recovery: %v %v", id, exs, err)
 		}
-		if b := rs.before[id]; exs[0].PID != b.PID || exs[0].Nonce != b.Nonce || exs[0].Status != state.ExecutorReady {
+		if b := rs.before[id]; exs[0].PID != b.PID || exs[0].Nonce != b.Nonce || exs[0].Status != wire.ExecutorReady {
 			t.Fatalf("session %s: executor %+v, want the same agentctl as %+v", id, exs[0], b)
 		}
 	}

@@ -13,7 +13,6 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // standaloneConfig is HCL for the standalone runtime and the demo agents,
@@ -52,13 +51,13 @@ agent "demo-slow" {
 }
 
 // waitState waits until a session reaches want (failing fast on ERROR).
-func waitState(t *testing.T, c *client.Client, id string, want state.SessionState) state.Session {
+func waitState(t *testing.T, c *client.Client, id string, want wire.SessionState) wire.Session {
 	t.Helper()
-	var s *state.Session
+	var s *wire.Session
 	waitFor(t, 60*time.Second, fmt.Sprintf("session %s to be %s", id, want), func() bool {
 		var err error
 		s, err = c.GetSession(testCtx(t), id)
-		if err == nil && s.State == state.SessionError && want != state.SessionError {
+		if err == nil && s.State == wire.SessionError && want != wire.SessionError {
 			t.Fatalf("session %s is ERROR: %s", id, s.ErrorMessage)
 		}
 		return err == nil && s.State == want
@@ -74,7 +73,7 @@ func lastAgentText(t *testing.T, c *client.Client, id string) string {
 		t.Fatal(err)
 	}
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == state.RoleAgent && msgs[i].Complete {
+		if msgs[i].Role == wire.RoleAgent && msgs[i].Complete {
 			return msgs[i].Text
 		}
 	}
@@ -90,7 +89,7 @@ func promptAndWait(t *testing.T, c *client.Client, id, text string) string {
 	var reply string
 	waitFor(t, 60*time.Second, "the reply to "+text, func() bool {
 		s, err := c.GetSession(testCtx(t), id)
-		if err != nil || s.State != state.SessionWaitingForInput {
+		if err != nil || s.State != wire.SessionWaitingForInput {
 			return false
 		}
 		reply = lastAgentText(t, c, id)
@@ -127,8 +126,8 @@ func TestSessionsOnStandaloneRuntime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer streamA.Close()
-	waitState(t, api, a.ID, state.SessionWaitingForInput)
-	waitState(t, api, b.ID, state.SessionWaitingForInput)
+	waitState(t, api, a.ID, wire.SessionWaitingForInput)
+	waitState(t, api, b.ID, wire.SessionWaitingForInput)
 
 	if got := promptAndWait(t, api, a.ID, "remember apple banana"); got != "ok, remembering apple banana" {
 		t.Fatalf("reply %q", got)
@@ -147,8 +146,8 @@ func TestSessionsOnStandaloneRuntime(t *testing.T) {
 		if e.SessionID != a.ID {
 			t.Fatalf("session a's stream got %+v", e)
 		}
-		added = added || e.Type == state.EventMessageAdded
-		updated = updated || e.Type == state.EventMessageUpdated
+		added = added || e.Type == wire.EventMessageAdded
+		updated = updated || e.Type == wire.EventMessageUpdated
 	}
 
 	// A prompt while a turn runs is a conflict.
@@ -161,14 +160,14 @@ func TestSessionsOnStandaloneRuntime(t *testing.T) {
 	if err := api.Cancel(testCtx(t), b.ID); err != nil {
 		t.Fatalf("cancel: %v", err)
 	}
-	waitState(t, api, b.ID, state.SessionWaitingForInput)
+	waitState(t, api, b.ID, wire.SessionWaitingForInput)
 
 	// Stop a, then resume it: the agent remembers the conversation.
 	if _, err := api.Stop(testCtx(t), a.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, a.ID, state.SessionStopped)
-	if l, err := api.Lease(testCtx(t), a.ID); err != nil || l.State != state.LeaseReleased {
+	waitState(t, api, a.ID, wire.SessionStopped)
+	if l, err := api.Lease(testCtx(t), a.ID); err != nil || l.State != wire.LeaseReleased {
 		t.Fatalf("lease after stop: %+v %v, want released", l, err)
 	}
 	st, err := api.SessionStatus(testCtx(t), a.ID)
@@ -178,11 +177,11 @@ func TestSessionsOnStandaloneRuntime(t *testing.T) {
 	if _, err := api.Resume(testCtx(t), a.ID); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	waitState(t, api, a.ID, state.SessionWaitingForInput)
+	waitState(t, api, a.ID, wire.SessionWaitingForInput)
 	if got := promptAndWait(t, api, a.ID, "recall"); got != "you asked me to remember: apple, banana" {
 		t.Fatalf("after resume, recall = %q", got)
 	}
-	if tk, _ := api.GetTask(testCtx(t), task.ID); tk.State != state.TaskReview {
+	if tk, _ := api.GetTask(testCtx(t), task.ID); tk.State != wire.TaskReview {
 		t.Fatalf("task state after resume: %s, want REVIEW", tk.State)
 	}
 }
@@ -199,7 +198,7 @@ func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
 			t.Fatalf("git %v: %v %s", args, err, out)
 		}
 	}
-	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "ws", Workspace: state.Workspace{Path: repo}})
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "ws", Workspace: wire.Workspace{Path: repo}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,15 +206,15 @@ func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	waitState(t, api, sess.ID, wire.SessionWaitingForInput)
 	if _, err := api.Stop(testCtx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, sess.ID, state.SessionStopped)
+	waitState(t, api, sess.ID, wire.SessionStopped)
 	// The stop ended the agent, not the workspace: everything below runs
 	// on the STOPPED session, with no agent.
 	st, err := api.SessionStatus(testCtx(t), sess.ID)
-	if err != nil || st.WorktreeBranch == nil || st.WorktreePath == nil || st.IsAgentRunning || st.State != state.SessionStopped {
+	if err != nil || st.WorktreeBranch == nil || st.WorktreePath == nil || st.IsAgentRunning || st.State != wire.SessionStopped {
 		t.Fatalf("status of a stopped git task: %+v %v", st, err)
 	}
 
@@ -249,7 +248,7 @@ func TestWorkspaceAccessWithAgentStopped(t *testing.T) {
 	if _, err := api.Resume(testCtx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, sess.ID, state.SessionWaitingForInput)
+	waitState(t, api, sess.ID, wire.SessionWaitingForInput)
 	if data, err := api.ReadFile(testCtx(t), sess.ID, "notes/hello.txt"); err != nil || string(data) != "hi there\n" {
 		t.Fatalf("the file written while stopped, after the resume: %q %v", data, err)
 	}
@@ -279,7 +278,7 @@ func TestPromptOutlivesItsCaller(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	waitState(t, api, s.ID, wire.SessionWaitingForInput)
 	pid := agentctlPID(t, api, s.ID)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -296,14 +295,14 @@ func TestPromptOutlivesItsCaller(t *testing.T) {
 	if err == nil {
 		t.Fatal("prompt to a frozen agentctl answered within 1s")
 	}
-	if got, err := api.GetSession(testCtx(t), s.ID); err != nil || got.State != state.SessionRunning {
+	if got, err := api.GetSession(testCtx(t), s.ID); err != nil || got.State != wire.SessionRunning {
 		t.Fatalf("after the caller gave up: %+v %v, want RUNNING (the turn is under way)", got, err)
 	}
 	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	resumed = true
-	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	waitState(t, api, s.ID, wire.SessionWaitingForInput)
 	if got := lastAgentText(t, api, s.ID); got != "turn 1: still there" {
 		t.Fatalf("reply %q, want the prompt delivered after the caller left", got)
 	}

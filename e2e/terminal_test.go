@@ -18,7 +18,6 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const (
@@ -58,7 +57,7 @@ func termClusterOn(t *testing.T, base, agent string, extra ...string) (*harness.
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	waitState(t, api, s.ID, wire.SessionWaitingForInput)
 	return node, s.ID
 }
 
@@ -323,7 +322,7 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	waitState(t, api, s.ID, wire.SessionWaitingForInput)
 	for _, n := range c.Nodes {
 		waitFor(t, 10*time.Second, n.Name+" to hold the session", func() bool {
 			_, err := apiClient(t, n).GetSession(testCtx(t), s.ID, client.Stale())

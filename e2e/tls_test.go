@@ -14,11 +14,11 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const tlsToken = "e2e-tls-token"
@@ -229,7 +229,7 @@ tls {
 		t.Fatalf("recall after failover printed %q", out)
 	}
 	s, err := api.GetSession(testCtx(t), sessID)
-	if err != nil || s.State != state.SessionWaitingForInput {
+	if err != nil || s.State != wire.SessionWaitingForInput {
 		t.Fatalf("session after failover: %+v (%v)", s, err)
 	}
 }

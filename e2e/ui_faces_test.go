@@ -11,7 +11,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	wire "github.com/paddockhq/paddock/api"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // statusPatch makes every page of the tab read session statuses with the
@@ -142,12 +141,12 @@ func TestWebUIFaces(t *testing.T) {
 		p.find("region", "Terminal")
 		p.fill("textbox", "Prompt", "remember a very long list of things to say slowly: apples pears plums figs kiwis")
 		p.click("button", "Send")
-		waitState(t, api, s.ID, state.SessionRunning)
+		waitState(t, api, s.ID, wire.SessionRunning)
 		if !disabled(p, "form.prompt button[type=submit]") {
 			waitFor(t, 10*time.Second, "Send to be disabled while the turn runs", func() bool { return disabled(p, "form.prompt button[type=submit]") })
 		}
 		p.click("button", "Cancel turn")
-		waitState(t, api, s.ID, state.SessionWaitingForInput)
+		waitState(t, api, s.ID, wire.SessionWaitingForInput)
 		p.waitText("ol.messages li.turn-end-note", "Turn cancelled")
 		var marked []string
 		eval(p, `[...document.querySelectorAll("ol.messages li.msg")].map(li => li.dataset.turnOutcome ?? "")`, &marked)
@@ -162,7 +161,7 @@ func TestWebUIFaces(t *testing.T) {
 		p.fill("textbox", "Prompt", "recall")
 		p.click("button", "Send")
 		p.waitText("ol.messages", "you asked me to remember")
-		waitState(t, api, s.ID, state.SessionWaitingForInput)
+		waitState(t, api, s.ID, wire.SessionWaitingForInput)
 		time.Sleep(300 * time.Millisecond)
 		eval(p, `[...document.querySelectorAll("ol.messages li.msg")].map(li => li.dataset.turnOutcome ?? "")`, &marked)
 		if marked[0] != "cancelled" || marked[len(marked)-1] != "" {
@@ -184,7 +183,7 @@ func TestWebUIFaces(t *testing.T) {
 		p.open(node.URL() + "/ui/sessions/" + s.ID)
 		p.find("region", "Terminal")
 		p.click("button", "Stop session")
-		waitState(t, api, s.ID, state.SessionStopped)
+		waitState(t, api, s.ID, wire.SessionStopped)
 		st, err := api.SessionStatus(testCtx(t), s.ID)
 		if err != nil || st.ResumeMessage == nil {
 			t.Fatalf("status of the stopped session: %+v %v", st, err)
@@ -219,7 +218,7 @@ func TestWebUIFaces(t *testing.T) {
 		if _, err := api.Stop(testCtx(t), s2.ID); err != nil {
 			t.Fatal(err)
 		}
-		waitState(t, api, s2.ID, state.SessionStopped)
+		waitState(t, api, s2.ID, wire.SessionStopped)
 		p.run("fake missing_resume_token", chromedp.Evaluate(`sessionStorage.setItem("test.statusPatch", JSON.stringify({resume_reason: "missing_resume_token", resume_message: "This session has no conversation to resume. Create a new session.", is_resumable: false, needs_resume: false})); 0`, nil))
 		defer p.run("stop faking", chromedp.Evaluate(`sessionStorage.removeItem("test.statusPatch"); 0`, nil))
 		p.open(node.URL() + "/ui/sessions/" + s2.ID)
@@ -286,14 +285,14 @@ func TestWebUIFaces(t *testing.T) {
 		})
 		waitFor(t, 30*time.Second, "the session to be deleted", func() bool {
 			ss, err := api.GetSession(testCtx(t), s.ID)
-			return err != nil || ss.State == state.SessionCompleted
+			return err != nil || ss.State == wire.SessionCompleted
 		})
 
 		// Close and reopen the task from its page.
 		p.click("button", "Close task")
 		p.find("button", "Reopen task")
 		p.waitText("h1", "Done")
-		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State != state.TaskDone {
+		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State != wire.TaskDone {
 			t.Fatalf("the closed task: %+v %v", task, err)
 		}
 		p.click("button", "Reopen task")
@@ -301,7 +300,7 @@ func TestWebUIFaces(t *testing.T) {
 		waitFor(t, 30*time.Second, "the task to be reopened", func() bool {
 			return !strings.Contains(p.text("h1"), "Done")
 		})
-		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State == state.TaskDone {
+		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State == wire.TaskDone {
 			t.Fatalf("the reopened task: %+v %v", task, err)
 		}
 
@@ -309,7 +308,7 @@ func TestWebUIFaces(t *testing.T) {
 		p.click("button", "Delete session "+s2.ID[:8])
 		waitFor(t, 30*time.Second, "the listed session to be deleted", func() bool {
 			ss, err := api.GetSession(testCtx(t), s2.ID)
-			return err != nil || ss.State == state.SessionCompleted
+			return err != nil || ss.State == wire.SessionCompleted
 		})
 
 		// Delete the task: the page goes to the task list, without it.

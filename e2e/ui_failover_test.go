@@ -17,7 +17,6 @@ import (
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // frontDoor is what a person's browser reaches a cluster through: one
@@ -93,7 +92,7 @@ func TestWebUIFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	waitState(t, api, s.ID, wire.SessionWaitingForInput)
 	order := []*harness.Node{leader}
 	for _, n := range c.Nodes {
 		if n != leader {
@@ -136,7 +135,7 @@ func TestWebUIFailover(t *testing.T) {
 	}
 	waitFor(t, 60*time.Second, "the session to be usable after the failover", func() bool {
 		st, err := napi.SessionStatus(testCtx(t), s.ID)
-		return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 	})
 	p.fill("textbox", "Prompt", "recall")
 	p.click("button", "Send")

@@ -26,7 +26,6 @@ import (
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const uiToken = "e2e-ui-token"
@@ -402,7 +401,7 @@ func uiNode(t *testing.T, n int, separateIPs bool) (*harness.Cluster, *client.Cl
 
 // startDemoSession creates a task and a session of agent on the standalone
 // runtime through the API, and waits for it to be ready.
-func startDemoSession(t *testing.T, api *client.Client, title, agent string) *state.Session {
+func startDemoSession(t *testing.T, api *client.Client, title, agent string) *wire.Session {
 	t.Helper()
 	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: title})
 	if err != nil {
@@ -412,7 +411,7 @@ func startDemoSession(t *testing.T, api *client.Client, title, agent string) *st
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, api, s.ID, state.SessionWaitingForInput)
+	waitState(t, api, s.ID, wire.SessionWaitingForInput)
 	return s
 }
 
@@ -586,7 +585,7 @@ func TestWebUI(t *testing.T) {
 		// executor starts, the page shows a spinner and the workspace
 		// (terminals, files) is inert; then it is usable again.
 		p.click("button", "Stop session")
-		waitState(t, api, sessionID, state.SessionStopped)
+		waitState(t, api, sessionID, wire.SessionStopped)
 		p.find("button", "Resume session")
 		p.run("watch the workspace", chromedp.Evaluate(`window.seen = [];
 			new MutationObserver(() => {
@@ -598,7 +597,7 @@ func TestWebUI(t *testing.T) {
 				window.seen.push({spinner, executor, inert});
 			}).observe(document.body, {subtree: true, childList: true, attributes: true}); 0`, nil))
 		p.click("button", "Resume session")
-		waitState(t, api, sessionID, state.SessionWaitingForInput)
+		waitState(t, api, sessionID, wire.SessionWaitingForInput)
 		p.find("region", "Terminal")
 		type seenState struct {
 			Spinner  bool   `json:"spinner"`
@@ -749,7 +748,7 @@ func TestWebUI(t *testing.T) {
 		p.open(node.URL() + "/ui/sessions/" + s.ID)
 		p.find("region", "Terminal")
 		p.click("button", "Stop session")
-		waitState(t, api, s.ID, state.SessionStopped)
+		waitState(t, api, s.ID, wire.SessionStopped)
 		st, err := api.SessionStatus(testCtx(t), s.ID)
 		if err != nil || st.ResumeMessage == nil {
 			t.Fatalf("status of the stopped session: %+v %v", st, err)
@@ -777,7 +776,7 @@ func TestWebUI(t *testing.T) {
 		p.open(node.URL() + "/ui/")
 		p.click("button", "Close no resume")
 		p.waitText(fmt.Sprintf(`li[data-task=%q]`, s.TaskID), "Done")
-		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State != state.TaskDone {
+		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State != wire.TaskDone {
 			t.Fatalf("the closed task: %+v %v", task, err)
 		}
 	})
@@ -801,7 +800,7 @@ func TestWebUI(t *testing.T) {
 		// A new agent execution: the page resumed the session.
 		waitFor(t, 60*time.Second, "the page to resume the stopped session", func() bool {
 			st, err := api.SessionStatus(testCtx(t), s.ID)
-			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput &&
+			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput &&
 				st.AgentExecutionID != nil && *st.AgentExecutionID != *before.AgentExecutionID
 		})
 		p.fill("textbox", "Prompt", "recall")
@@ -855,12 +854,12 @@ func TestWebUI(t *testing.T) {
 		p.open(node.URL() + "/ui/sessions/" + s.ID)
 		p.find("region", "Terminal")
 		killPID(t, agentctlPID(t, api, s.ID))
-		failed := waitState(t, api, s.ID, state.SessionError)
+		failed := waitState(t, api, s.ID, wire.SessionError)
 		p.waitText("[role=alert]:not([hidden])", failed.ErrorMessage)
 		p.click("button", "Retry")
 		waitFor(t, 60*time.Second, "the session to run again", func() bool {
 			st, err := api.SessionStatus(testCtx(t), s.ID)
-			return err == nil && st.IsAgentRunning && st.State == state.SessionWaitingForInput
+			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
 		})
 		waitFor(t, 30*time.Second, "the error badge to go", func() bool { return p.text("[role=alert]:not([hidden])") == "" })
 		p.find("region", "Terminal")

@@ -95,7 +95,6 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // Fault kinds.
@@ -466,11 +465,11 @@ func (r *runner) states(ctx context.Context) string {
 		return "(no leader)"
 	}
 	api := r.api(l)
-	ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
+	ss, err := bounded(ctx, func(c context.Context) ([]wire.Session, error) { return api.ListSessions(c, r.task, "") })
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
-	n := map[state.SessionState]int{}
+	n := map[wire.SessionState]int{}
 	for _, s := range ss {
 		n[s.State]++
 	}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/api"
 )
 
 func TestCheck(t *testing.T) {
@@ -115,21 +115,21 @@ func TestCheckPrompts(t *testing.T) {
 }
 
 func TestRecallAnswer(t *testing.T) {
-	msg := func(id, text string, complete bool) state.Message {
-		return state.Message{ID: id, Role: state.RoleAgent, Text: text, Complete: complete}
+	msg := func(id, text string, complete bool) api.Message {
+		return api.Message{ID: id, Role: api.RoleAgent, Text: text, Complete: complete}
 	}
 	old := map[string]bool{"m2\x00you asked me to remember: a": true}
 	for _, tc := range []struct {
 		name string
-		msgs []state.Message
+		msgs []api.Message
 		want []string
 		ok   bool
 	}{
-		{"new reply", []state.Message{msg("m2", "you asked me to remember: a", true), msg("m4", "you asked me to remember: a, b", true)}, []string{"a", "b"}, true},
-		{"nothing", []state.Message{msg("m4", "nothing to recall", true)}, []string{}, true},
-		{"only the old one", []state.Message{msg("m2", "you asked me to remember: a", true)}, nil, false},
-		{"incomplete", []state.Message{msg("m4", "you asked me to remember: a, b", false)}, nil, false},
-		{"other reply", []state.Message{msg("m4", "ok, remembering b", true)}, nil, false},
+		{"new reply", []api.Message{msg("m2", "you asked me to remember: a", true), msg("m4", "you asked me to remember: a, b", true)}, []string{"a", "b"}, true},
+		{"nothing", []api.Message{msg("m4", "nothing to recall", true)}, []string{}, true},
+		{"only the old one", []api.Message{msg("m2", "you asked me to remember: a", true)}, nil, false},
+		{"incomplete", []api.Message{msg("m4", "you asked me to remember: a, b", false)}, nil, false},
+		{"other reply", []api.Message{msg("m4", "ok, remembering b", true)}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, ok := recallAnswer(tc.msgs, old)
@@ -167,7 +167,7 @@ func FuzzRecallAnswer(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		words, ok := recallAnswer([]state.Message{{ID: "m1", Role: state.RoleAgent, Text: text, Complete: true}}, nil)
+		words, ok := recallAnswer([]api.Message{{ID: "m1", Role: api.RoleAgent, Text: text, Complete: true}}, nil)
 		if !ok {
 			return
 		}

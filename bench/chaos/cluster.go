@@ -12,9 +12,9 @@ import (
 	"syscall"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // callTimeout bounds one API call (a paused leader never answers).
@@ -145,7 +145,7 @@ func (r *runner) awaitSessions(ctx context.Context, bound time.Duration) bool {
 		if l, err := r.leader(ctx, time.Until(deadline)); err == nil {
 			api := r.api(l)
 			at := time.Now()
-			if ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") }); err == nil {
+			if ss, err := bounded(ctx, func(c context.Context) ([]wire.Session, error) { return api.ListSessions(c, r.task, "") }); err == nil {
 				r.sawUp(ss, at)
 			}
 		}
@@ -158,9 +158,9 @@ func (r *runner) awaitSessions(ctx context.Context, bound time.Duration) bool {
 }
 
 // listSessions lists the run's sessions (bounded) and records those up.
-func (r *runner) listSessions(ctx context.Context, api *client.Client) ([]state.Session, error) {
+func (r *runner) listSessions(ctx context.Context, api *client.Client) ([]wire.Session, error) {
 	at := time.Now()
-	ss, err := bounded(ctx, func(c context.Context) ([]state.Session, error) { return api.ListSessions(c, r.task, "") })
+	ss, err := bounded(ctx, func(c context.Context) ([]wire.Session, error) { return api.ListSessions(c, r.task, "") })
 	if err == nil {
 		r.sawUp(ss, at)
 	}
@@ -169,11 +169,11 @@ func (r *runner) listSessions(ctx context.Context, api *client.Client) ([]state.
 
 // sawUp records the sessions of ss that wait for input or run a turn, as
 // of at (when the listing was asked for).
-func (r *runner) sawUp(ss []state.Session, at time.Time) {
+func (r *runner) sawUp(ss []wire.Session, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range ss {
-		if (s.State == state.SessionWaitingForInput || s.State == state.SessionRunning) && at.After(r.upAt[s.ID]) {
+		if (s.State == wire.SessionWaitingForInput || s.State == wire.SessionRunning) && at.After(r.upAt[s.ID]) {
 			r.upAt[s.ID] = at
 		}
 	}
@@ -198,7 +198,7 @@ func (r *runner) resumeStuck(ctx context.Context, leader *harness.Node) bool {
 	if err != nil {
 		return false
 	}
-	by := map[string]state.Session{}
+	by := map[string]wire.Session{}
 	for _, s := range ss {
 		by[s.ID] = s
 	}
@@ -209,12 +209,12 @@ func (r *runner) resumeStuck(ctx context.Context, leader *harness.Node) bool {
 			return false
 		}
 		switch s.State {
-		case state.SessionWaitingForInput, state.SessionRunning:
+		case wire.SessionWaitingForInput, wire.SessionRunning:
 			continue
-		case state.SessionError, state.SessionStopped:
+		case wire.SessionError, wire.SessionStopped:
 			// Refused while the lease still has a live owner (409) or while
 			// leadership moves: the next round tries again.
-			_, _ = bounded(ctx, func(c context.Context) (*state.Session, error) { return api.Resume(c, id) })
+			_, _ = bounded(ctx, func(c context.Context) (*wire.Session, error) { return api.Resume(c, id) })
 		}
 		all = false
 	}

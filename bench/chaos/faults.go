@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
+	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // leaderInjector injects leader faults one at a time until fctx ends or the
@@ -157,11 +157,11 @@ func (r *runner) killAgentctl(ctx context.Context, rng *rand.Rand) error {
 	if err != nil {
 		return errNoTarget
 	}
-	exs, err := bounded(ctx, func(c context.Context) ([]state.Executor, error) { return api.Executors(c, "") })
+	exs, err := bounded(ctx, func(c context.Context) ([]wire.Executor, error) { return api.Executors(c, "") })
 	if err != nil {
 		return errNoTarget
 	}
-	byID := map[string]state.Executor{}
+	byID := map[string]wire.Executor{}
 	for _, ex := range exs {
 		byID[ex.ID] = ex
 	}
@@ -171,11 +171,11 @@ func (r *runner) killAgentctl(ctx context.Context, rng *rand.Rand) error {
 	}
 	var targets []target
 	for _, s := range ss {
-		if (s.State != state.SessionWaitingForInput && s.State != state.SessionRunning) || s.ExecutorID == "" {
+		if (s.State != wire.SessionWaitingForInput && s.State != wire.SessionRunning) || s.ExecutorID == "" {
 			continue
 		}
 		ex, ok := byID[s.ExecutorID]
-		if !ok || ex.Status != state.ExecutorReady || ex.PID <= 0 || !isAgentctl(ex.PID, s.ID) {
+		if !ok || ex.Status != wire.ExecutorReady || ex.PID <= 0 || !isAgentctl(ex.PID, s.ID) {
 			continue
 		}
 		r.usable(s.ID, at)

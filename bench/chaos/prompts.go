@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paddockhq/paddock/supervisor/state"
+	wire "github.com/paddockhq/paddock/api"
 )
 
 // Demo agent replies (package shared/demoagent lists them).
@@ -49,8 +49,8 @@ func (r *runner) prompter(fctx context.Context, i int, id string, rng *rand.Rand
 			continue
 		}
 		api := r.api(leader)
-		s, err := bounded(fctx, func(c context.Context) (*state.Session, error) { return api.GetSession(c, id) })
-		if err != nil || s.State != state.SessionWaitingForInput {
+		s, err := bounded(fctx, func(c context.Context) (*wire.Session, error) { return api.GetSession(c, id) })
+		if err != nil || s.State != wire.SessionWaitingForInput {
 			sleepCtx(fctx, 200*time.Millisecond)
 			continue
 		}
@@ -93,11 +93,11 @@ func (r *runner) outcome(ctx context.Context, p *Prompt) bool {
 		return false
 	}
 	api := r.api(leader)
-	s, err := bounded(ctx, func(c context.Context) (*state.Session, error) { return api.GetSession(c, p.SessionID) })
-	if err != nil || s.State != state.SessionWaitingForInput {
+	s, err := bounded(ctx, func(c context.Context) (*wire.Session, error) { return api.GetSession(c, p.SessionID) })
+	if err != nil || s.State != wire.SessionWaitingForInput {
 		return false
 	}
-	msgs, err := bounded(ctx, func(c context.Context) ([]state.Message, error) { return api.Messages(c, p.SessionID) })
+	msgs, err := bounded(ctx, func(c context.Context) ([]wire.Message, error) { return api.Messages(c, p.SessionID) })
 	if err != nil {
 		return false
 	}
@@ -121,9 +121,9 @@ func (r *runner) outcome(ctx context.Context, p *Prompt) bool {
 }
 
 // hasAgentText reports a complete agent message with exactly text.
-func hasAgentText(msgs []state.Message, text string) bool {
+func hasAgentText(msgs []wire.Message, text string) bool {
 	for _, m := range msgs {
-		if m.Role == state.RoleAgent && m.Complete && m.Text == text {
+		if m.Role == wire.RoleAgent && m.Complete && m.Text == text {
 			return true
 		}
 	}
@@ -191,8 +191,8 @@ func (r *runner) recall(ctx context.Context, id string, deadline time.Time) ([]s
 			continue
 		}
 		api := r.api(leader)
-		s, err := bounded(ctx, func(c context.Context) (*state.Session, error) { return api.GetSession(c, id) })
-		if err != nil || s.State != state.SessionWaitingForInput {
+		s, err := bounded(ctx, func(c context.Context) (*wire.Session, error) { return api.GetSession(c, id) })
+		if err != nil || s.State != wire.SessionWaitingForInput {
 			last = fmt.Errorf("session: %v %v", s, err)
 			if err == nil {
 				last = fmt.Errorf("session is %s", s.State)
@@ -201,7 +201,7 @@ func (r *runner) recall(ctx context.Context, id string, deadline time.Time) ([]s
 			sleepCtx(ctx, 200*time.Millisecond)
 			continue
 		}
-		before, err := bounded(ctx, func(c context.Context) ([]state.Message, error) { return api.Messages(c, id) })
+		before, err := bounded(ctx, func(c context.Context) ([]wire.Message, error) { return api.Messages(c, id) })
 		if err != nil {
 			last = err
 			continue
@@ -222,11 +222,11 @@ func (r *runner) recall(ctx context.Context, id string, deadline time.Time) ([]s
 		var waiting time.Time
 		for ctx.Err() == nil && time.Now().Before(turnEnd) {
 			sleepCtx(ctx, 150*time.Millisecond)
-			s, err := bounded(ctx, func(c context.Context) (*state.Session, error) { return api.GetSession(c, id) })
-			if err != nil || s.State != state.SessionWaitingForInput {
+			s, err := bounded(ctx, func(c context.Context) (*wire.Session, error) { return api.GetSession(c, id) })
+			if err != nil || s.State != wire.SessionWaitingForInput {
 				continue
 			}
-			msgs, err := bounded(ctx, func(c context.Context) ([]state.Message, error) { return api.Messages(c, id) })
+			msgs, err := bounded(ctx, func(c context.Context) ([]wire.Message, error) { return api.Messages(c, id) })
 			if err != nil {
 				continue
 			}
@@ -248,10 +248,10 @@ func (r *runner) recall(ctx context.Context, id string, deadline time.Time) ([]s
 
 // recallAnswer finds a new complete recall reply among msgs and returns
 // the words it lists.
-func recallAnswer(msgs []state.Message, old map[string]bool) ([]string, bool) {
+func recallAnswer(msgs []wire.Message, old map[string]bool) ([]string, bool) {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		m := msgs[i]
-		if m.Role != state.RoleAgent || !m.Complete || old[m.ID+"\x00"+m.Text] {
+		if m.Role != wire.RoleAgent || !m.Complete || old[m.ID+"\x00"+m.Text] {
 			continue
 		}
 		if m.Text == recallNothing {
@@ -271,18 +271,18 @@ func (r *runner) describe(ctx context.Context, id string) string {
 		return err.Error()
 	}
 	api := r.api(leader)
-	s, err := bounded(ctx, func(c context.Context) (*state.Session, error) { return api.GetSession(c, id) })
+	s, err := bounded(ctx, func(c context.Context) (*wire.Session, error) { return api.GetSession(c, id) })
 	if err != nil {
 		return err.Error()
 	}
-	l, err := bounded(ctx, func(c context.Context) (*state.Lease, error) { return api.Lease(c, id) })
+	l, err := bounded(ctx, func(c context.Context) (*wire.Lease, error) { return api.Lease(c, id) })
 	lease := fmt.Sprint(err)
 	if err == nil {
 		lease = fmt.Sprintf("%s token %d holder %s", l.State, l.FencingToken, l.HolderExecutorID)
 	}
 	exec := "none"
 	if s.ExecutorID != "" {
-		ex, err := bounded(ctx, func(c context.Context) (*state.Executor, error) { return api.Executor(c, s.ExecutorID) })
+		ex, err := bounded(ctx, func(c context.Context) (*wire.Executor, error) { return api.Executor(c, s.ExecutorID) })
 		exec = fmt.Sprint(err)
 		if err == nil {
 			exec = fmt.Sprintf("%s (status %s, nonce %q, pid %d, supports_session_resume %v)", ex.ID, ex.Status, ex.Nonce, ex.PID, ex.SupportsSessionResume)

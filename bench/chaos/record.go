@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/agentctl"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // JournalPath is the execution journal of a session run by the standalone
@@ -276,17 +276,17 @@ func (g *Grants) follow(ctx context.Context, url string) error {
 	}
 }
 
-func (g *Grants) add(e state.Event) {
+func (g *Grants) add(e api.Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if e.Index > g.last {
 		g.last = e.Index
 	}
-	if e.Type != state.EventLeaseChanged {
+	if e.Type != api.EventLeaseChanged {
 		return
 	}
 	b, _ := json.Marshal(e.Data["lease"])
-	var l state.Lease
+	var l api.Lease
 	if json.Unmarshal(b, &l) != nil {
 		return
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // TestWatcherRereadsGrownJournals: a journal parsed once is parsed again
@@ -58,16 +58,16 @@ func TestWatcherRereadsGrownJournals(t *testing.T) {
 func TestAllUpSince(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	r := &runner{sessions: []string{"a", "b"}, upAt: map[string]time.Time{}}
-	up := func(id string) state.Session { return state.Session{ID: id, State: state.SessionWaitingForInput} }
-	down := func(id string) state.Session { return state.Session{ID: id, State: state.SessionError} }
+	up := func(id string) api.Session { return api.Session{ID: id, State: api.SessionWaitingForInput} }
+	down := func(id string) api.Session { return api.Session{ID: id, State: api.SessionError} }
 	if r.allUpSince(t0) {
 		t.Fatal("nothing seen, yet all up")
 	}
-	r.sawUp([]state.Session{up("a"), down("b")}, t0.Add(time.Second))
+	r.sawUp([]api.Session{up("a"), down("b")}, t0.Add(time.Second))
 	if r.allUpSince(t0) {
 		t.Fatal("b was ERROR, yet all up")
 	}
-	r.sawUp([]state.Session{{ID: "b", State: state.SessionRunning}}, t0.Add(2*time.Second))
+	r.sawUp([]api.Session{{ID: "b", State: api.SessionRunning}}, t0.Add(2*time.Second))
 	if !r.allUpSince(t0) {
 		t.Fatal("both seen up since t0")
 	}
@@ -75,7 +75,7 @@ func TestAllUpSince(t *testing.T) {
 		t.Fatal("a was seen up only at t0+1s, not after it")
 	}
 	// An older sighting never replaces a newer one.
-	r.sawUp([]state.Session{up("a")}, t0)
+	r.sawUp([]api.Session{up("a")}, t0)
 	if !r.allUpSince(t0) {
 		t.Fatal("an older sighting replaced a newer one")
 	}

@@ -7,7 +7,6 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // replaceAfter is how long a session may stay unusable (never seen with a
@@ -71,7 +70,7 @@ func (r *runner) replaceLost(ctx context.Context, leader *harness.Node) {
 	r.mu.Unlock()
 	api := r.api(leader)
 	for _, id := range lost {
-		s, err := boundedBy(ctx, 10*time.Second, func(c context.Context) (*state.Session, error) {
+		s, err := boundedBy(ctx, 10*time.Second, func(c context.Context) (*wire.Session, error) {
 			return api.CreateSession(c, r.task, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
 		})
 		if err != nil {

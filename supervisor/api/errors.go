@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/cluster"
@@ -148,7 +149,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeTask answers a task as writeJSON does, its JSON written by hand
 // (state.AppendIndentedTask: the same bytes) unless a string in it needs
 // escapes.
-func writeTask(w http.ResponseWriter, status int, t state.Task) {
+func writeTask(w http.ResponseWriter, status int, t api.Task) {
 	buf := bodyBuffer()
 	defer releaseBodyBuffer(buf)
 	body, ok := state.AppendIndentedTask(buf.AvailableBuffer(), t)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -109,7 +110,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	// Every state is reported, zero included, so a graph's series never vanish.
-	bySession := map[state.SessionState]int{}
+	bySession := map[api.SessionState]int{}
 	for st := range sessionStates {
 		bySession[st] = 0
 	}

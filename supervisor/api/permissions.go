@@ -34,9 +34,9 @@ func (s *Server) listPermissions(w http.ResponseWriter, r *http.Request) error {
 // holds it once every write committed before the call is applied (a new
 // leader may still be applying its predecessor's), refusing one that is
 // unknown (404) or no longer pending (409).
-func (s *Server) pendingPermission(r *http.Request, sessionID, id string) (state.Permission, error) {
+func (s *Server) pendingPermission(r *http.Request, sessionID, id string) (api.Permission, error) {
 	p, ok := s.store.Permission(sessionID, id)
-	if !ok || p.State != state.PermissionPending {
+	if !ok || p.State != api.PermissionPending {
 		ctx, cancel := context.WithTimeout(r.Context(), s.leaderWait)
 		err := s.cluster.ConfirmRead(ctx)
 		cancel()
@@ -47,7 +47,7 @@ func (s *Server) pendingPermission(r *http.Request, sessionID, id string) (state
 	switch {
 	case !ok:
 		return p, errorf(http.StatusNotFound, CodeNotFound, "session %q has no permission request %q", sessionID, id)
-	case p.State != state.PermissionPending:
+	case p.State != api.PermissionPending:
 		return p, errorf(http.StatusConflict, CodeConflict, "permission request %q is %s, not pending", id, p.State)
 	}
 	return p, nil

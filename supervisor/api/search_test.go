@@ -73,8 +73,8 @@ func (c *fsmCluster) must(t *testing.T, typ state.CommandType, body any) {
 func startSearchAPI(t *testing.T) (*fsmCluster, string) {
 	t.Helper()
 	c := newFSMCluster()
-	c.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "Fix the login page"}})
-	c.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t2", Title: "Refactor storage"}})
+	c.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "Fix the login page"}})
+	c.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t2", Title: "Refactor storage"}})
 	for i := 1; i <= 5; i++ {
 		agent, task := "demo", "t1"
 		if i == 2 {
@@ -83,12 +83,12 @@ func startSearchAPI(t *testing.T) (*fsmCluster, string) {
 		if i > 3 {
 			task = "t2"
 		}
-		c.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: fmt.Sprintf("s%d", i), TaskID: task, Agent: agent, Runtime: "standalone"}})
+		c.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: fmt.Sprintf("s%d", i), TaskID: task, Agent: agent, Runtime: "standalone"}})
 	}
 	c.must(t, state.CmdSetSessionMeta, &state.SetSessionMetaBody{SessionID: "s3", Name: ptr("Release notes")})
-	c.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: "s4", Message: state.Message{ID: "m1", Role: state.RoleUser, Text: "Move the schema to PostgreSQL\nplease"}})
-	c.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: "s4", Message: state.Message{ID: "m2", Role: state.RoleAgent, Text: "Done."}})
-	c.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: "s5", Message: state.Message{ID: "m1", Role: state.RoleUser, Text: "hello"}})
+	c.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: "s4", Message: api.Message{ID: "m1", Role: api.RoleUser, Text: "Move the schema to PostgreSQL\nplease"}})
+	c.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: "s4", Message: api.Message{ID: "m2", Role: api.RoleAgent, Text: "Done."}})
+	c.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: "s5", Message: api.Message{ID: "m1", Role: api.RoleUser, Text: "hello"}})
 	srv := httptest.NewServer(New(Options{Cluster: c, Config: config.Default()}))
 	t.Cleanup(srv.Close)
 	return c, srv.URL
@@ -179,7 +179,7 @@ func TestSearchSessionsRoute(t *testing.T) {
 // they sort before it).
 func TestSearchSessionsPaging(t *testing.T) {
 	c, base := startSearchAPI(t)
-	c.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t3", Title: "elsewhere"}})
+	c.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t3", Title: "elsewhere"}})
 	var got []string
 	cursor, pages := "", 0
 	for {
@@ -192,7 +192,7 @@ func TestSearchSessionsPaging(t *testing.T) {
 		}
 		p := getPage(t, url)
 		got = append(got, pageIDs(p))
-		c.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: fmt.Sprintf("x%d", pages), TaskID: "t3"}})
+		c.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: fmt.Sprintf("x%d", pages), TaskID: "t3"}})
 		pages++
 		if p.NextCursor == "" {
 			break

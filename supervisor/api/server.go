@@ -89,7 +89,7 @@ type Sessions interface {
 	Agentctl(sessionID string) (*agentctl.Client, error)
 	// CheckRoom refuses a session no node has room for under the nodes'
 	// limits.max_sessions_per_node.
-	CheckRoom(ctx context.Context, sess state.Session) error
+	CheckRoom(ctx context.Context, sess api.Session) error
 }
 
 // Nodes is the leader's view of the cluster's nodes as executor hosts

@@ -75,7 +75,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", taskID)
 	}
-	if task.State == state.TaskDone {
+	if task.State == api.TaskDone {
 		return errorf(http.StatusConflict, CodeConflict, "task %q is done; reopen it or create a new task", taskID)
 	}
 	if s.plugins != nil {
@@ -87,7 +87,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkPlacement(req.Runtime, req.RuntimeOptions[sessions.OptionNode]); err != nil {
 		return err
 	}
-	sess := state.Session{ID: newID(), TaskID: taskID, Agent: req.Agent, Runtime: req.Runtime, RuntimeOptions: req.RuntimeOptions}
+	sess := api.Session{ID: newID(), TaskID: taskID, Agent: req.Agent, Runtime: req.Runtime, RuntimeOptions: req.RuntimeOptions}
 	if err := s.checkRoom(r, sess); err != nil {
 		return err
 	}
@@ -110,14 +110,14 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-var sessionStates = map[state.SessionState]bool{
-	state.SessionCreated: true, state.SessionStarting: true, state.SessionWaitingForInput: true,
-	state.SessionRunning: true, state.SessionStopped: true, state.SessionError: true, state.SessionCompleted: true,
+var sessionStates = map[api.SessionState]bool{
+	api.SessionCreated: true, api.SessionStarting: true, api.SessionWaitingForInput: true,
+	api.SessionRunning: true, api.SessionStopped: true, api.SessionError: true, api.SessionCompleted: true,
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := state.SessionFilter{TaskID: q.Get("task_id"), State: state.SessionState(strings.ToUpper(q.Get("state")))}
+	f := state.SessionFilter{TaskID: q.Get("task_id"), State: api.SessionState(strings.ToUpper(q.Get("state")))}
 	if f.State != "" && !sessionStates[f.State] {
 		return badRequest("unknown state %q", q.Get("state"))
 	}
@@ -142,7 +142,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 }
 
 // session loads the session named in the path.
-func (s *Server) session(r *http.Request) (state.Session, error) {
+func (s *Server) session(r *http.Request) (api.Session, error) {
 	id := r.PathValue("id")
 	sess, ok := s.store.Session(id)
 	if !ok && !isStale(r) {
@@ -155,12 +155,12 @@ func (s *Server) session(r *http.Request) (state.Session, error) {
 		err := s.cluster.CatchUp(ctx)
 		cancel()
 		if err != nil {
-			return state.Session{}, errorf(http.StatusServiceUnavailable, CodeUnavailable, "session %q is not in this node's state, and it could not catch up with the cluster to be sure: %v; retry", id, err)
+			return api.Session{}, errorf(http.StatusServiceUnavailable, CodeUnavailable, "session %q is not in this node's state, and it could not catch up with the cluster to be sure: %v; retry", id, err)
 		}
 		sess, ok = s.store.Session(id)
 	}
 	if !ok {
-		return state.Session{}, errorf(http.StatusNotFound, CodeNotFound, "session %q not found", id)
+		return api.Session{}, errorf(http.StatusNotFound, CodeNotFound, "session %q not found", id)
 	}
 	return sess, nil
 }
@@ -216,7 +216,7 @@ type announcedFacts interface {
 // per agent execution (the commands and modes the agent announces later
 // reach the leader's pump, which keeps them); a pty agent's controller is
 // asked every time. Nil for what is unknown.
-func (s *Server) runningAgentFacts(ctx context.Context, sess state.Session, execution string) (reportedModel, *state.Controller) {
+func (s *Server) runningAgentFacts(ctx context.Context, sess api.Session, execution string) (reportedModel, *api.Controller) {
 	a := s.cfg.Agent(sess.Agent)
 	pty := a != nil && a.Protocol == config.ProtocolPTY
 	facts := func(r reportedModel) reportedModel {
@@ -247,9 +247,9 @@ func (s *Server) runningAgentFacts(ctx context.Context, sess state.Session, exec
 	if execution != "" {
 		s.models.Store(sess.ID, rep)
 	}
-	var ctl *state.Controller
+	var ctl *api.Controller
 	if pty && ag.Controller != nil {
-		c := state.Controller(*ag.Controller)
+		c := api.Controller(*ag.Controller)
 		ctl = &c
 	}
 	return facts(rep), ctl
@@ -269,7 +269,7 @@ func strOr(p *string) string {
 	return *p
 }
 
-func (s *Server) statusOf(sess state.Session) state.Status {
+func (s *Server) statusOf(sess api.Session) api.Status {
 	in := state.StatusInput{Session: sess}
 	if e, ok := s.store.Executor(sess.ExecutorID); ok {
 		in.Executor = &e
@@ -279,7 +279,7 @@ func (s *Server) statusOf(sess state.Session) state.Status {
 		if s.sessions != nil && s.cluster.IsLeader() {
 			in.AgentRunning = s.sessions.IsRunning(sess.ID)
 		} else {
-			in.AgentRunning = e.Status == state.ExecutorReady && (sess.State == state.SessionWaitingForInput || sess.State == state.SessionRunning)
+			in.AgentRunning = e.Status == api.ExecutorReady && (sess.State == api.SessionWaitingForInput || sess.State == api.SessionRunning)
 		}
 	}
 	if in.SupportsResume == nil {
@@ -314,7 +314,7 @@ func (s *Server) lease(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errorf(http.StatusNotFound, CodeNotFound, "session %q has no lease", sess.ID)
 	}
-	if l.State == state.LeaseHeld && s.sessions != nil && s.cluster.IsLeader() {
+	if l.State == api.LeaseHeld && s.sessions != nil && s.cluster.IsLeader() {
 		if t, ok := s.sessions.LeaseExpiry(sess.ID); ok {
 			l.ExpiresAt = t
 		}
@@ -331,8 +331,8 @@ func (s *Server) stopSession(w http.ResponseWriter, r *http.Request) error {
 	if s.sessions != nil {
 		err = s.sessions.Stop(r.Context(), sess.ID)
 	} else {
-		err = s.apply(r, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sess.ID, State: state.SessionStopped,
-			From: []state.SessionState{state.SessionCreated, state.SessionStarting, state.SessionWaitingForInput, state.SessionRunning}})
+		err = s.apply(r, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sess.ID, State: api.SessionStopped,
+			From: []api.SessionState{api.SessionCreated, api.SessionStarting, api.SessionWaitingForInput, api.SessionRunning}})
 	}
 	if err != nil {
 		return err
@@ -489,7 +489,7 @@ func (s *Server) agents(w http.ResponseWriter, _ *http.Request) error {
 // new executor on a node already at its limits.max_sessions_per_node (the
 // leader places it as its launch will: on its node, on the node it names,
 // or on the least loaded node with room).
-func (s *Server) checkRoom(r *http.Request, sess state.Session) error {
+func (s *Server) checkRoom(r *http.Request, sess api.Session) error {
 	if s.sessions == nil {
 		return nil
 	}

@@ -98,7 +98,7 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
-	task := state.Task{ID: newID(), Title: req.Title, Workspace: req.Workspace}
+	task := api.Task{ID: newID(), Title: req.Title, Workspace: req.Workspace}
 	if err := s.apply(r, state.CmdCreateTask, &state.CreateTaskBody{Task: task}); err != nil {
 		return err
 	}
@@ -138,16 +138,16 @@ func (s *Server) apply(r *http.Request, typ state.CommandType, body any) error {
 // agent keeps running and can still be prompted, stopped or deleted; a
 // closed task only refuses new sessions until it is reopened.
 func (s *Server) closeTask(w http.ResponseWriter, r *http.Request) error {
-	return s.setTaskState(w, r, state.TaskDone)
+	return s.setTaskState(w, r, api.TaskDone)
 }
 
 // reopenTask makes a DONE task follow its sessions again (OPEN, IN_PROGRESS
 // or REVIEW); a task that is not done is returned unchanged.
 func (s *Server) reopenTask(w http.ResponseWriter, r *http.Request) error {
-	return s.setTaskState(w, r, state.TaskOpen)
+	return s.setTaskState(w, r, api.TaskOpen)
 }
 
-func (s *Server) setTaskState(w http.ResponseWriter, r *http.Request, to state.TaskState) error {
+func (s *Server) setTaskState(w http.ResponseWriter, r *http.Request, to api.TaskState) error {
 	id := r.PathValue("id")
 	if _, ok := s.store.Task(id); !ok {
 		return errorf(http.StatusNotFound, CodeNotFound, "task %q not found", id)
@@ -174,7 +174,7 @@ func (s *Server) deleteTask(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, sess := range s.store.Sessions(state.SessionFilter{TaskID: id}) {
-		if sess.State == state.SessionCompleted {
+		if sess.State == api.SessionCompleted {
 			continue
 		}
 		var err error

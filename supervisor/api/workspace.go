@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
-	"github.com/paddockhq/paddock/supervisor/state"
 	"github.com/paddockhq/paddock/supervisor/terminal"
 )
 
@@ -172,20 +172,20 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
 }
 
 // terminalExecutor is the running executor of the session in the path.
-func (s *Server) terminalExecutor(r *http.Request) (state.Executor, error) {
+func (s *Server) terminalExecutor(r *http.Request) (api.Executor, error) {
 	sess, err := s.session(r)
 	if err != nil {
-		return state.Executor{}, err
+		return api.Executor{}, err
 	}
 	ex, ok := s.store.Executor(sess.ExecutorID)
-	if !ok || ex.AgentctlURL == "" || ex.Status == state.ExecutorStopped {
-		return state.Executor{}, errorf(http.StatusConflict, CodeConflict, "session %q has no running executor; resume it first", sess.ID)
+	if !ok || ex.AgentctlURL == "" || ex.Status == api.ExecutorStopped {
+		return api.Executor{}, errorf(http.StatusConflict, CodeConflict, "session %q has no running executor; resume it first", sess.ID)
 	}
 	return ex, nil
 }
 
 // withExecutor points a terminal at the executor's agentctl.
-func withExecutor(t terminal.Target, ex state.Executor) terminal.Target {
+func withExecutor(t terminal.Target, ex api.Executor) terminal.Target {
 	t.URL, t.Fingerprint, t.Secret = ex.AgentctlURL, ex.AgentctlFingerprint, ex.Secret
 	return t
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -18,12 +19,12 @@ func TestLeaderApplyAllCommitsInOrder(t *testing.T) {
 	defer n.Shutdown()
 	testkit.WaitFor(t, 15*time.Second, "the node to lead", testkit.Cond(n.IsLeader))
 	task := func(id string) *state.CreateTaskBody {
-		return &state.CreateTaskBody{Task: state.Task{ID: id, Title: id}}
+		return &state.CreateTaskBody{Task: api.Task{ID: id, Title: id}}
 	}
 	props := []state.Proposal{
 		{Type: state.CmdCreateTask, Body: task("t1")},
 		{Type: state.CmdCreateTask, Body: task("t1")}, // a conflict
-		{Type: state.CmdSetTaskState, Body: &state.SetTaskStateBody{TaskID: "t1", State: state.TaskDone}},
+		{Type: state.CmdSetTaskState, Body: &state.SetTaskStateBody{TaskID: "t1", State: api.TaskDone}},
 		{Type: state.CmdCreateTask, Body: task("t2")},
 	}
 	results, err := n.LeaderApplyAll(context.Background(), props)
@@ -41,7 +42,7 @@ func TestLeaderApplyAllCommitsInOrder(t *testing.T) {
 			t.Fatalf("command %d committed at index %d, after command %d's %d", i, res.Index, i-1, results[i-1].Index)
 		}
 	}
-	if tk, ok := n.Store().Task("t1"); !ok || tk.State != state.TaskDone {
+	if tk, ok := n.Store().Task("t1"); !ok || tk.State != api.TaskDone {
 		t.Fatalf("t1 = %+v, %v; want DONE (closed after it was created)", tk, ok)
 	}
 	if _, ok := n.Store().Task("t2"); !ok {

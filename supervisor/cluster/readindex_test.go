@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -155,7 +156,7 @@ func TestConfirmReadOnASingleNode(t *testing.T) {
 	if err := n.ConfirmRead(ctx); err != nil {
 		t.Fatalf("read on a fresh leader: %v", err)
 	}
-	res, err := n.Apply(ctx, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
+	res, err := n.Apply(ctx, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
 	if err != nil || res.Err != nil {
 		t.Fatalf("apply: %v %v", err, res)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -22,7 +23,7 @@ func TestServerSnapshotsWhenWritesGoQuiet(t *testing.T) {
 	testkit.WaitFor(t, 15*time.Second, "the new cluster's first election", testkit.Cond(n.IsLeader))
 	const burst = 300
 	for i := 0; i < burst; i++ {
-		if _, err := n.Apply(context.Background(), state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: fmt.Sprintf("t%d", i), Title: "x"}}); err != nil {
+		if _, err := n.Apply(context.Background(), state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: fmt.Sprintf("t%d", i), Title: "x"}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -38,14 +39,14 @@ func follow(ctx context.Context, sub *state.Subscription, store *state.Store, lo
 				return max(since, store.LastIndex())
 			}
 			since = max(since, e.Index)
-			if e.Type == state.EventStateChanged {
+			if e.Type == api.EventStateChanged {
 				logStep(log, store, e)
 			}
 		}
 	}
 }
 
-func logStep(log hclog.Logger, store *state.Store, e state.Event) {
+func logStep(log hclog.Logger, store *state.Store, e api.Event) {
 	from, _ := e.Data["from"].(string)
 	to, _ := e.Data["to"].(string)
 	args := []any{"session", e.SessionID, "task", e.TaskID, "from", from, "to", to}
@@ -55,29 +56,29 @@ func logStep(log hclog.Logger, store *state.Store, e state.Event) {
 	if m, ok := e.Data["error_message"].(string); ok && m != "" {
 		args = append(args, "error", m)
 	}
-	switch state.SessionState(to) {
-	case state.SessionCreated:
+	switch api.SessionState(to) {
+	case api.SessionCreated:
 		if sess, ok := store.Session(e.SessionID); ok {
 			args = append(args, "agent", sess.Agent, "runtime", sess.Runtime)
 		}
 		log.Info("session created", args...)
-	case state.SessionStarting:
-		if from == string(state.SessionStopped) || from == string(state.SessionError) {
+	case api.SessionStarting:
+		if from == string(api.SessionStopped) || from == string(api.SessionError) {
 			log.Info("session resuming", args...)
 		} else {
 			log.Info("session starting", args...)
 		}
-	case state.SessionWaitingForInput, state.SessionRunning:
-		if from == string(state.SessionStarting) {
+	case api.SessionWaitingForInput, api.SessionRunning:
+		if from == string(api.SessionStarting) {
 			log.Info("session started", args...)
 		} else {
 			log.Debug("session turn", args...)
 		}
-	case state.SessionStopped:
+	case api.SessionStopped:
 		log.Info("session stopped", args...)
-	case state.SessionError:
+	case api.SessionError:
 		log.Info("session failed", args...)
-	case state.SessionCompleted:
+	case api.SessionCompleted:
 		log.Info("session deleted", args...)
 	default:
 		log.Info("session state changed", args...)

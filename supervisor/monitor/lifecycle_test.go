@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -50,8 +51,8 @@ func TestLifecycleLogsFromTheLeadersIndex(t *testing.T) {
 		}
 	}
 	since := store.LastIndex() // the barrier
-	apply(3, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
-	apply(4, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	apply(3, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
+	apply(4, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 
 	out := &lockedBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())

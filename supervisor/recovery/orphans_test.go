@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -46,11 +47,11 @@ func (s *store) apply(typ state.CommandType, body any) {
 }
 
 // executor records a session on rt whose executor ends in status.
-func (s *store) executor(session, rt, executorID string, status state.ExecutorStatus) {
+func (s *store) executor(session, rt, executorID string, status api.ExecutorStatus) {
 	s.t.Helper()
-	s.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: session, TaskID: "t1", Agent: "demo", Runtime: rt}})
-	s.apply(state.CmdPutExecutor, state.NewPutExecutor(state.Executor{ID: executorID, SessionID: session, Runtime: rt, Status: state.ExecutorStarting, Handle: []byte("h")}))
-	if status != state.ExecutorStarting {
+	s.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: session, TaskID: "t1", Agent: "demo", Runtime: rt}})
+	s.apply(state.CmdPutExecutor, state.NewPutExecutor(api.Executor{ID: executorID, SessionID: session, Runtime: rt, Status: api.ExecutorStarting, Handle: []byte("h")}))
+	if status != api.ExecutorStarting {
 		s.apply(state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: status})
 	}
 }
@@ -161,12 +162,12 @@ func (f *fakeRuntimes) Get(name string) (runtime.Runtime, error) {
 // passes repeat every interval and stop with leadership.
 func TestOrphansAfterRecoveryAndPeriodically(t *testing.T) {
 	st := newStore(t)
-	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
-	st.executor("s-starting", "docker", "ex-starting", state.ExecutorStarting)
-	st.executor("s-ready", "docker", "ex-ready", state.ExecutorReady)
-	st.executor("s-stopped", "docker", "ex-stopped", state.ExecutorStopped)
-	st.executor("s-error", "docker", "ex-error", state.ExecutorError)
-	st.executor("s-other", "standalone", "ex-other-runtime", state.ExecutorReady)
+	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
+	st.executor("s-starting", "docker", "ex-starting", api.ExecutorStarting)
+	st.executor("s-ready", "docker", "ex-ready", api.ExecutorReady)
+	st.executor("s-stopped", "docker", "ex-stopped", api.ExecutorStopped)
+	st.executor("s-error", "docker", "ex-error", api.ExecutorError)
+	st.executor("s-other", "standalone", "ex-other-runtime", api.ExecutorReady)
 	wantOwned := []string{"ex-error", "ex-other-runtime", "ex-ready", "ex-starting", "ex-stopped"}
 
 	docker := newReconciler("ex-ready", "ex-stopped", "ex-other-runtime", "ex-orphan")
@@ -226,7 +227,7 @@ func TestOrphansAfterRecoveryAndPeriodically(t *testing.T) {
 	}
 
 	// Periodic passes; an executor recorded meanwhile is owned in the next.
-	st.executor("s-new", "docker", "ex-new", state.ExecutorStarting)
+	st.executor("s-new", "docker", "ex-new", api.ExecutorStarting)
 	testkit.WaitFor(t, 10*time.Second, "a pass that owns the new executor", testkit.Cond(func() bool {
 		reqs := docker.requests()
 		return slices.Contains(reqs[len(reqs)-1].Owned, "ex-new")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/sessions"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -134,22 +135,22 @@ func (r *Recovery) candidates(node string) []candidate {
 				continue
 			}
 		}
-		if sess.StopRequested && (sess.State == state.SessionCreated || sess.State.Active()) {
+		if sess.StopRequested && (sess.State == api.SessionCreated || sess.State.Active()) {
 			// A stop the last leader answered and did not finish, whatever
 			// became of its executor: Recover finishes it.
 			out = append(out, candidate{sessionID: sess.ID})
 			continue
 		}
-		if sess.State == state.SessionCreated && sess.ExecutorID == "" {
+		if sess.State == api.SessionCreated && sess.ExecutorID == "" {
 			out = append(out, candidate{sessionID: sess.ID, start: true})
 			continue
 		}
-		if sess.State == state.SessionCompleted || sess.ExecutorID == "" {
+		if sess.State == api.SessionCompleted || sess.ExecutorID == "" {
 			continue
 		}
 		ex, ok := r.store.Executor(sess.ExecutorID)
-		halfFailed := ok && ex.Status == state.ExecutorError && sess.State.Active() // see sessions.Recover
-		if !ok || (ex.Status != state.ExecutorStarting && ex.Status != state.ExecutorReady && !halfFailed) {
+		halfFailed := ok && ex.Status == api.ExecutorError && sess.State.Active() // see sessions.Recover
+		if !ok || (ex.Status != api.ExecutorStarting && ex.Status != api.ExecutorReady && !halfFailed) {
 			continue
 		}
 		out = append(out, candidate{sessionID: sess.ID, autoResume: r.allows(sess.State)})
@@ -160,14 +161,14 @@ func (r *Recovery) candidates(node string) []candidate {
 // allows applies recovery.auto_resume: "all" resumes every recovered session
 // whose agent is gone, "active" only those that were starting or running
 // (not ones a user left in ERROR), "none" never.
-func (r *Recovery) allows(s state.SessionState) bool {
+func (r *Recovery) allows(s api.SessionState) bool {
 	switch r.policy {
 	case config.AutoResumeAll:
 		return true
 	case config.AutoResumeNone:
 		return false
 	}
-	return s == state.SessionStarting || s == state.SessionWaitingForInput || s == state.SessionRunning
+	return s == api.SessionStarting || s == api.SessionWaitingForInput || s == api.SessionRunning
 }
 
 // Run recovers every candidate, retrying transient failures for as long as

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/recovery"
@@ -78,11 +79,11 @@ func TestRecoveryRetriesTransientFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			st := newStore(t)
-			st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
+			st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
 			if tc.start {
-				st.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+				st.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 			} else {
-				st.executor("s1", "standalone", "ex-1", state.ExecutorReady)
+				st.executor("s1", "standalone", "ex-1", api.ExecutorReady)
 			}
 			sess := &scriptedSessions{script: map[string][]error{"s1": tc.script}, calls: map[string]int{}}
 			r := recovery.New(st.store, sess, config.Default(), nil)
@@ -106,9 +107,9 @@ func TestRecoveryRetriesTransientFailures(t *testing.T) {
 // then reported pending (never done, never failed); the others finish.
 func TestRecoveryRetriesUntilLeadershipEnds(t *testing.T) {
 	st := newStore(t)
-	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
-	st.executor("s-stuck", "standalone", "ex-stuck", state.ExecutorReady)
-	st.executor("s-ok", "standalone", "ex-ok", state.ExecutorReady)
+	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
+	st.executor("s-stuck", "standalone", "ex-stuck", api.ExecutorReady)
+	st.executor("s-ok", "standalone", "ex-ok", api.ExecutorReady)
 	stuck := make([]error, 1000)
 	for i := range stuck {
 		stuck[i] = raft.ErrLeadershipTransferInProgress
@@ -180,10 +181,10 @@ func (g *gatedSessions) recovered(id string) bool {
 // and reports each once.
 func TestExpediteRecoversASessionAheadOfThePass(t *testing.T) {
 	st := newStore(t)
-	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
+	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
 	const n = 6
 	for i := 0; i < n; i++ {
-		st.executor(fmt.Sprintf("s%d", i), "standalone", fmt.Sprintf("ex-%d", i), state.ExecutorReady)
+		st.executor(fmt.Sprintf("s%d", i), "standalone", fmt.Sprintf("ex-%d", i), api.ExecutorReady)
 	}
 	last := fmt.Sprintf("s%d", n-1) // the pass's order is the sessions' creation order
 	g := &gatedSessions{gate: make(chan struct{}), free: map[string]bool{last: true}}
@@ -246,15 +247,15 @@ func (c *callLog) DestroyAbandoned(context.Context, string) {}
 // stopped before it ever started is not started.
 func TestAStopOnRecordIsRecoveredNotStarted(t *testing.T) {
 	st := newStore(t)
-	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
-	st.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s-new", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	st.apply(state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
+	st.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: "s-new", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 	st.apply(state.CmdRequestStop, &state.RequestStopBody{SessionID: "s-new"})
 	// The stop's drain stopped the executor; STOPPED was never written.
-	st.executor("s-drained", "standalone", "ex-drained", state.ExecutorStopped)
-	st.apply(state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: "s-drained", State: state.SessionStarting})
-	st.apply(state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: "s-drained", State: state.SessionWaitingForInput})
+	st.executor("s-drained", "standalone", "ex-drained", api.ExecutorStopped)
+	st.apply(state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: "s-drained", State: api.SessionStarting})
+	st.apply(state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: "s-drained", State: api.SessionWaitingForInput})
 	st.apply(state.CmdRequestStop, &state.RequestStopBody{SessionID: "s-drained"})
-	st.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s-plain", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	st.apply(state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: "s-plain", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 	calls := &callLog{}
 	r := recovery.New(st.store, calls, config.Default(), nil)
 	r.Run(context.Background())

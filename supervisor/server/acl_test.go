@@ -12,7 +12,6 @@ import (
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
-	"github.com/paddockhq/paddock/supervisor/state"
 	"github.com/paddockhq/paddock/supervisor/terminal"
 )
 
@@ -41,7 +40,7 @@ func TestReadTokenReadsAndStreamsButNeverWrites(t *testing.T) {
 	t.Cleanup(func() { _, _ = admin.DeleteSession(ctx(t), sess.ID) })
 	testkit.WaitFor(t, 60*time.Second, "the session to wait for input", testkit.Cond(func() bool {
 		s, err := admin.GetSession(ctx(t), sess.ID)
-		return err == nil && s.State == state.SessionWaitingForInput
+		return err == nil && s.State == api.SessionWaitingForInput
 	}))
 
 	// A follower serves the reader too: reads are forwarded with its token.
@@ -119,10 +118,10 @@ func TestReadTokenReadsAndStreamsButNeverWrites(t *testing.T) {
 	if _, _, err := conn.ReadMessage(); err != nil {
 		t.Fatalf("read an event after first-frame auth with the read token: %v", err)
 	}
-	if tasks, err := admin.ListTasks(ctx(t)); err != nil || len(tasks) != 1 || tasks[0].ID != task.ID || tasks[0].State == state.TaskDone {
+	if tasks, err := admin.ListTasks(ctx(t)); err != nil || len(tasks) != 1 || tasks[0].ID != task.ID || tasks[0].State == api.TaskDone {
 		t.Fatalf("tasks after the refused writes: %v (%v)", tasks, err)
 	}
-	if s, err := admin.GetSession(ctx(t), sess.ID); err != nil || s.State == state.SessionStopped || s.State == state.SessionCompleted {
+	if s, err := admin.GetSession(ctx(t), sess.ID); err != nil || s.State == api.SessionStopped || s.State == api.SessionCompleted {
 		t.Fatalf("session after the refused writes: %v (%v)", s, err)
 	}
 	if peers, err := admin.RaftPeers(ctx(t)); err != nil || len(peers) != 3 {

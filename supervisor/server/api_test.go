@@ -14,7 +14,6 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/cluster"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 const testToken = "s3cr3t-token"
@@ -137,7 +136,7 @@ func TestSessionStatusHasEveryField(t *testing.T) {
 	}
 	testkit.WaitFor(t, 30*time.Second, "session to wait for input", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
-		return err == nil && s.State == state.SessionWaitingForInput
+		return err == nil && s.State == api.SessionWaitingForInput
 	}))
 	// The status object has every field, null when unknown.
 	status, _, body := rawCall(t, "GET", "http://"+c.servers[0].HTTPAddr()+"/v1/sessions/"+sess.ID+"/status", "", "", nil)
@@ -161,12 +160,12 @@ func TestSessionStatusHasEveryField(t *testing.T) {
 	}
 	testkit.WaitFor(t, 30*time.Second, "session to stop", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
-		return err == nil && s.State == state.SessionStopped
+		return err == nil && s.State == api.SessionStopped
 	}))
 	if _, err := cl.Stop(ctx(t), sess.ID); !client.IsCode(err, "conflict") {
 		t.Fatalf("second stop: %v, want conflict", err)
 	}
-	if del, err := cl.DeleteSession(ctx(t), sess.ID); err != nil || del.State != state.SessionCompleted {
+	if del, err := cl.DeleteSession(ctx(t), sess.ID); err != nil || del.State != api.SessionCompleted {
 		t.Fatalf("delete: %v %v", del, err)
 	}
 }
@@ -181,10 +180,10 @@ func dialEvents(t *testing.T, addr, query string, header http.Header) *websocket
 	return conn
 }
 
-func readEvent(t *testing.T, conn *websocket.Conn) state.Event {
+func readEvent(t *testing.T, conn *websocket.Conn) api.Event {
 	t.Helper()
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var e state.Event
+	var e api.Event
 	if err := conn.ReadJSON(&e); err != nil {
 		t.Fatalf("read event: %v", err)
 	}
@@ -217,7 +216,7 @@ func TestEventsPerSessionWithReplayAndFirstFrameAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := readEvent(t, conn)
-	if first.SessionID != a.ID || first.TaskID != task.ID || first.Type != state.EventStateChanged || first.Index == 0 {
+	if first.SessionID != a.ID || first.TaskID != task.ID || first.Type != api.EventStateChanged || first.Index == 0 {
 		t.Fatalf("replayed event %+v", first)
 	}
 	if _, err := cl.Stop(ctx(t), b.ID); err != nil {
@@ -232,7 +231,7 @@ func TestEventsPerSessionWithReplayAndFirstFrameAuth(t *testing.T) {
 		if live.SessionID != a.ID || live.Index <= first.Index {
 			t.Fatalf("live event %+v (session b's events must not appear)", live)
 		}
-		if live.Type == state.EventStateChanged && live.Data["to"] == string(state.SessionStopped) {
+		if live.Type == api.EventStateChanged && live.Data["to"] == string(api.SessionStopped) {
 			break
 		}
 	}

@@ -135,7 +135,7 @@ func TestIdempotentRetryAcrossNodes(t *testing.T) {
 	leader := c.waitLeader(-1)
 	f := c.follower()
 	cmd, err := state.Command{Type: state.CmdCreateTask, Key: cluster.NewKey(), Now: time.Now(),
-		Body: &state.CreateTaskBody{Task: state.Task{ID: "retried", Title: "once"}}}.Encode()
+		Body: &state.CreateTaskBody{Task: api.Task{ID: "retried", Title: "once"}}}.Encode()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/paddockhq/paddock/supervisor/state"
+	"github.com/paddockhq/paddock/api"
 )
 
 // DestroyExecutorsAtExit makes Shutdown destroy the executors this node
@@ -21,7 +21,7 @@ func (s *Server) DestroyExecutorsAtExit() { s.destroyAtExit.Store(true) }
 func (s *Server) destroyExecutors(ctx context.Context) {
 	self := s.Config.NodeName
 	for _, ex := range s.Node.Store().Executors("") {
-		if ex.Node != self || len(ex.Handle) == 0 || ex.Status == state.ExecutorStopped {
+		if ex.Node != self || len(ex.Handle) == 0 || ex.Status == api.ExecutorStopped {
 			continue
 		}
 		rt, err := s.Nodes.Runtime(self, ex.Runtime)

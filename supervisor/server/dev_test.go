@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // A node whose data dir goes with it (paddock server -dev) destroys its
@@ -17,7 +17,7 @@ func TestADevNodeEndsItsAgentctlsAtExit(t *testing.T) {
 	c := newTestCluster(t, 1, "")
 	c.servers[0].DestroyExecutorsAtExit()
 	cl, sess := newDemoSession(t, c, "dev")
-	waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+	waitSessionState(t, cl, sess.ID, api.SessionWaitingForInput)
 	execs, err := cl.Executors(ctx(t), sess.ID)
 	if err != nil || len(execs) != 1 || execs[0].PID == 0 {
 		t.Fatalf("executors of the session: %+v %v", execs, err)

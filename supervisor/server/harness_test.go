@@ -11,11 +11,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // testCluster is a cluster of in-process servers with real raft over
@@ -201,7 +201,7 @@ func TestClusterCleanupEndsItsAgentctls(t *testing.T) {
 		c := newTestCluster(t, 1, "")
 		root = filepath.Dir(t.TempDir())
 		cl, sess := newDemoSession(t, c, "cleanup")
-		waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+		waitSessionState(t, cl, sess.ID, api.SessionWaitingForInput)
 		execs, err := cl.Executors(ctx(t), sess.ID)
 		if err != nil || len(execs) != 1 || execs[0].PID == 0 {
 			t.Fatalf("executors of the session: %+v %v", execs, err)

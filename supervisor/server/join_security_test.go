@@ -218,7 +218,7 @@ func TestTheNodeSecretIsNotDerivedFromTheUserToken(t *testing.T) {
 	m := hmac.New(sha256.New, []byte(testToken))
 	m.Write([]byte("paddock node-to-node secret v1"))
 	derived := hex.EncodeToString(m.Sum(nil))
-	planted := encodedCommand(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "planted", Title: "planted", Workspace: state.Workspace{Path: "/etc"}}})
+	planted := encodedCommand(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "planted", Title: "planted", Workspace: api.Workspace{Path: "/etc"}}})
 	status, code, body := rawCall(t, "POST", "http://"+c.servers[0].HTTPAddr()+"/v1/internal/apply", "", planted,
 		map[string]string{cluster.NodeSecretHeader: derived})
 	if status != http.StatusUnauthorized {

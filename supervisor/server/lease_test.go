@@ -31,10 +31,10 @@ func TestLeaseShowsTheLiveExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), sess.ID) })
-	var first *state.Lease
+	var first *api.Lease
 	testkit.WaitFor(t, 20*time.Second, "a held lease", testkit.Cond(func() bool {
 		first, err = cl.Lease(ctx(t), sess.ID)
-		return err == nil && first.State == state.LeaseHeld
+		return err == nil && first.State == api.LeaseHeld
 	}))
 	testkit.
 		// Wait until the claim's own expiry has passed: the lease has been
@@ -45,7 +45,7 @@ func TestLeaseShowsTheLiveExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.State != state.LeaseHeld || !l.ExpiresAt.After(now) || l.ExpiresAt.After(now.Add(2*ttl)) {
+	if l.State != api.LeaseHeld || !l.ExpiresAt.After(now) || l.ExpiresAt.After(now.Add(2*ttl)) {
 		t.Fatalf("lease %+v at %s: want held, expiring within the next ttl (%s)", l, now.Format(time.RFC3339Nano), ttl)
 	}
 }
@@ -91,7 +91,7 @@ func TestAgentsReportProbedResume(t *testing.T) {
 		t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), s.ID) })
 		testkit.WaitFor(t, 20*time.Second, agent+" waiting for input", testkit.Cond(func() bool {
 			got, err := cl.GetSession(ctx(t), s.ID)
-			return err == nil && got.State == state.SessionWaitingForInput
+			return err == nil && got.State == api.SessionWaitingForInput
 		}))
 	}
 	if got := support(); got["demo"] != "probed/true" || got["demo-noresume"] != "probed/false" {
@@ -121,10 +121,10 @@ func TestAFailedProbeSaysNothingOfResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var failed *state.Session
+	var failed *api.Session
 	testkit.WaitFor(t, 30*time.Second, "the session to fail", testkit.Cond(func() bool {
 		failed, err = cl.GetSession(ctx(t), s.ID)
-		return err == nil && failed.State == state.SessionError
+		return err == nil && failed.State == api.SessionError
 	}))
 	if !strings.Contains(failed.ErrorMessage, "probe") {
 		t.Fatalf("error_message %q, want the failed probe", failed.ErrorMessage)
@@ -133,10 +133,10 @@ func TestAFailedProbeSaysNothingOfResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.ResumeReason == nil || *st.ResumeReason == state.ReasonNotResumable {
+	if st.ResumeReason == nil || *st.ResumeReason == api.ReasonNotResumable {
 		t.Fatalf("resume_reason %v after a failed probe, want one that does not say the agent cannot resume", strOrNil(st.ResumeReason))
 	}
-	if _, err := cl.Resume(ctx(t), s.ID); err == nil || strings.Contains(err.Error(), state.ResumeMessage(state.ReasonNotResumable)) {
+	if _, err := cl.Resume(ctx(t), s.ID); err == nil || strings.Contains(err.Error(), state.ResumeMessage(api.ReasonNotResumable)) {
 		t.Fatalf("resume after a failed probe: %v, want a refusal that does not say the agent cannot resume", err)
 	}
 	agents, err := cl.Agents(ctx(t))

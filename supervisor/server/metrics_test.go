@@ -17,7 +17,6 @@ import (
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/testkit"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // scrape reads and parses node i's /v1/metrics.
@@ -96,7 +95,7 @@ func busyServer(t *testing.T) (*testCluster, *client.Client) {
 	}
 	testkit.WaitFor(t, 30*time.Second, "session to wait for input", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
-		return err == nil && s.State == state.SessionWaitingForInput
+		return err == nil && s.State == api.SessionWaitingForInput
 	}))
 	return c, cl
 }

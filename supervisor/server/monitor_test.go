@@ -10,7 +10,6 @@ import (
 
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // monitorLines streams node i's GET /v1/monitor?query into a channel until
@@ -94,7 +93,7 @@ func TestMonitorStreamsSessionLifecycle(t *testing.T) {
 	awaitLine(t, info, 30*time.Second, "[INFO]", "session started", "session="+sess.ID)
 	testkit.WaitFor(t, 30*time.Second, "session to wait for input", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
-		return err == nil && s.State == state.SessionWaitingForInput
+		return err == nil && s.State == api.SessionWaitingForInput
 	}))
 	if _, err := cl.Stop(ctx(t), sess.ID); err != nil {
 		t.Fatal(err)
@@ -106,14 +105,14 @@ func TestMonitorStreamsSessionLifecycle(t *testing.T) {
 	awaitLine(t, info, 30*time.Second, "[INFO]", "session resuming", "session="+sess.ID)
 	testkit.WaitFor(t, 30*time.Second, "resumed session to wait for input", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
-		return err == nil && s.State == state.SessionWaitingForInput
+		return err == nil && s.State == api.SessionWaitingForInput
 	}))
 	if _, err := cl.Stop(ctx(t), sess.ID); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 30*time.Second, "session to stop", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), sess.ID)
-		return err == nil && s.State == state.SessionStopped
+		return err == nil && s.State == api.SessionStopped
 	}))
 	if _, err := cl.DeleteSession(ctx(t), sess.ID); err != nil {
 		t.Fatal(err)

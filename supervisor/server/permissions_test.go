@@ -9,7 +9,6 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/shared/testkit"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // workSessionOn starts a session of the demo agent (permission "ask", the
@@ -35,7 +34,7 @@ func workSessionOn(t *testing.T, c *testCluster, cl *client.Client, i int) (stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, cl, sess.ID, state.SessionWaitingForInput)
+	waitState(t, cl, sess.ID, api.SessionWaitingForInput)
 	if err := cl.WriteFile(ctx(t), sess.ID, "notes.txt", strings.NewReader("one\ntwo\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +119,7 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderStopsReachesTheAgent(t
 		}
 		return false
 	}))
-	waitState(t, cl, id, state.SessionWaitingForInput)
+	waitState(t, cl, id, api.SessionWaitingForInput)
 	if _, err := cl.AnswerPermission(ctx(t), id, p.ID, demoagent.OptionRejectOnce); !client.IsCode(err, "conflict") {
 		t.Fatalf("a second answer: %v, want conflict", err)
 	}

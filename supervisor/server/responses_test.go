@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/paddockhq/paddock/api"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // TestJSONResponsesCarryContentLength checks that JSON answers (a created
@@ -67,8 +66,8 @@ func TestJSONResponsesCarryContentLength(t *testing.T) {
 	}
 
 	resp, data := call("POST", "/v1/tasks", `{"title":"one more"}`)
-	var task state.Task
-	if err := json.Unmarshal(data, &task); err != nil || resp.StatusCode != http.StatusCreated || task.Title != "one more" || task.State != state.TaskOpen {
+	var task api.Task
+	if err := json.Unmarshal(data, &task); err != nil || resp.StatusCode != http.StatusCreated || task.Title != "one more" || task.State != api.TaskOpen {
 		t.Fatalf("POST /v1/tasks: %s %s (%v)", resp.Status, data, err)
 	}
 	if want := indented(task); !bytes.Equal(data, want) {
@@ -77,7 +76,7 @@ func TestJSONResponsesCarryContentLength(t *testing.T) {
 
 	// A title encoding/json escapes takes encoding/json's path: the same form.
 	resp, data = call("POST", "/v1/tasks", `{"title":"<b> \"q\" é"}`)
-	task = state.Task{}
+	task = api.Task{}
 	if err := json.Unmarshal(data, &task); err != nil || resp.StatusCode != http.StatusCreated || task.Title != `<b> "q" é` {
 		t.Fatalf("POST /v1/tasks: %s %s (%v)", resp.Status, data, err)
 	}
@@ -91,7 +90,7 @@ func TestJSONResponsesCarryContentLength(t *testing.T) {
 
 	resp, data = call("GET", "/v1/tasks", "")
 	var list struct {
-		Tasks []state.Task `json:"tasks"`
+		Tasks []api.Task `json:"tasks"`
 	}
 	if err := json.Unmarshal(data, &list); err != nil || resp.StatusCode != http.StatusOK || len(list.Tasks) != 42 {
 		t.Fatalf("GET /v1/tasks: %s, %d tasks (%v)", resp.Status, len(list.Tasks), err)

@@ -59,7 +59,7 @@ func TestUpgradeHeaderNeverSkipsTheToken(t *testing.T) {
 		{"GET", "/v1/operator/snapshot", ""},
 		{"GET", "/v1/tasks", ""},
 		{"POST", "/v1/tasks", `{"title":"planted"}`},
-		{"POST", "/v1/internal/apply", encodedCommand(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "planted", Title: "planted"}})},
+		{"POST", "/v1/internal/apply", encodedCommand(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "planted", Title: "planted"}})},
 		{"POST", "/v1/internal/join", `{"id":"evil","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`},
 		{"GET", "/v1/internal/node", ""},
 		{"GET", "/v1/internal/read-index", ""},
@@ -111,7 +111,7 @@ func TestNodeRoutesTakeOnlyTheNodeSecret(t *testing.T) {
 	c := newTestClusterWith(t, 3, testToken, func(_ int, cfg *config.Config) { cfg.Server.ClusterSecret = secret })
 	leader := c.waitLeader(-1)
 	base := "http://" + c.servers[leader].HTTPAddr()
-	planted := encodedCommand(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "planted", Title: "planted"}})
+	planted := encodedCommand(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "planted", Title: "planted"}})
 	for _, tc := range []struct {
 		name   string
 		header map[string]string
@@ -562,7 +562,7 @@ func TestTerminalAnswersTheSameUntilTheHelloAuthenticates(t *testing.T) {
 	c := newTestCluster(t, 1, testToken)
 	cl, sess := newDemoSession(t, c, "hidden")
 	t.Cleanup(func() { _, _ = cl.DeleteSession(ctx(t), sess.ID) })
-	waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+	waitSessionState(t, cl, sess.ID, api.SessionWaitingForInput)
 	base := "ws://" + c.servers[0].HTTPAddr() + "/v1/sessions/"
 
 	// probe dials a terminal without a token header, sends hello (none when

@@ -23,7 +23,6 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // testPKI is a CA with its certificates written to a directory.
@@ -137,7 +136,7 @@ func TestTLSClusterEveryConnection(t *testing.T) {
 	}
 	testkit.WaitFor(t, 60*time.Second, "the session to wait for input", testkit.Cond(func() bool {
 		s, err := cl(leader).GetSession(ctx(t), sess.ID)
-		return err == nil && s.State == state.SessionWaitingForInput
+		return err == nil && s.State == api.SessionWaitingForInput
 	}))
 	if err := cl(f).Prompt(ctx(t), sess.ID, "remember tls"); err != nil {
 		t.Fatal(err)

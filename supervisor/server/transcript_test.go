@@ -17,7 +17,6 @@ import (
 	"github.com/paddockhq/paddock/shared/term/termtest"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // withTTYAgent adds the pty profile of the demo agent, as the quick start's
@@ -43,11 +42,11 @@ func transcriptSession(t *testing.T, cl *client.Client, agent string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitState(t, cl, sess.ID, state.SessionWaitingForInput)
+	waitState(t, cl, sess.ID, api.SessionWaitingForInput)
 	return sess.ID
 }
 
-func waitState(t *testing.T, cl *client.Client, id string, want state.SessionState) {
+func waitState(t *testing.T, cl *client.Client, id string, want api.SessionState) {
 	t.Helper()
 	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("session %s to be %s", id, want), testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), id)
@@ -68,9 +67,9 @@ func turn(t *testing.T, cl *client.Client, id, prompt, reply string) {
 			return false
 		}
 		last := msgs[len(msgs)-1]
-		return last.Role == state.RoleAgent && last.Text == reply && last.Complete
+		return last.Role == api.RoleAgent && last.Text == reply && last.Complete
 	}))
-	waitState(t, cl, id, state.SessionWaitingForInput)
+	waitState(t, cl, id, api.SessionWaitingForInput)
 }
 
 // lastTurnOutcome reads the status object's last_turn_outcome as raw JSON
@@ -94,13 +93,13 @@ func lastTurnOutcome(t *testing.T, c *testCluster, id string) any {
 }
 
 type wantMsg struct {
-	role state.Role
+	role api.Role
 	text string
 }
 
 // checkTranscript asserts the conversation is exactly want, in order, with
 // unique ids and created_at never going back.
-func checkTranscript(t *testing.T, msgs []state.Message, want []wantMsg) {
+func checkTranscript(t *testing.T, msgs []api.Message, want []wantMsg) {
 	t.Helper()
 	dump := func() string {
 		var b strings.Builder
@@ -145,19 +144,19 @@ func TestTranscriptSurvivesStopAndResume(t *testing.T) {
 			if _, err := cl.Stop(ctx(t), id); err != nil {
 				t.Fatal(err)
 			}
-			waitState(t, cl, id, state.SessionStopped)
+			waitState(t, cl, id, api.SessionStopped)
 			if _, err := cl.Resume(ctx(t), id); err != nil {
 				t.Fatal(err)
 			}
-			waitState(t, cl, id, state.SessionWaitingForInput)
+			waitState(t, cl, id, api.SessionWaitingForInput)
 			turn(t, cl, id, "recall", "you asked me to remember: cats")
 			msgs, err := cl.Messages(ctx(t), id)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkTranscript(t, msgs, []wantMsg{
-				{state.RoleUser, "remember cats"}, {state.RoleAgent, "ok, remembering cats"},
-				{state.RoleUser, "recall"}, {state.RoleAgent, "you asked me to remember: cats"},
+				{api.RoleUser, "remember cats"}, {api.RoleAgent, "ok, remembering cats"},
+				{api.RoleUser, "recall"}, {api.RoleAgent, "you asked me to remember: cats"},
 			})
 			if got := lastTurnOutcome(t, c, id); got != "completed" {
 				t.Errorf("last_turn_outcome = %v, want completed", got)
@@ -218,17 +217,17 @@ func TestTurnCutShortByTheAgentsDeathIsRecorded(t *testing.T) {
 			if err := syscall.Kill(agentPID(t, cl, id), syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			waitState(t, cl, id, state.SessionError)
-			var msgs []state.Message
+			waitState(t, cl, id, api.SessionError)
+			var msgs []api.Message
 			testkit.WaitFor(t, 10*time.Second, "a system message", testkit.Cond(func() bool {
 				var err error
 				msgs, err = cl.Messages(ctx(t), id)
-				return err == nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == state.RoleSystem
+				return err == nil && len(msgs) > 0 && msgs[len(msgs)-1].Role == api.RoleSystem
 			}))
 			checkTranscript(t, msgs, []wantMsg{
-				{state.RoleUser, "remember dogs"}, {state.RoleAgent, "ok, remembering dogs"},
-				{state.RoleUser, "sleep 60"},
-				{state.RoleSystem, "interrupted"},
+				{api.RoleUser, "remember dogs"}, {api.RoleAgent, "ok, remembering dogs"},
+				{api.RoleUser, "sleep 60"},
+				{api.RoleSystem, "interrupted"},
 			})
 			if sys := msgs[len(msgs)-1]; !strings.Contains(sys.Text, "exited") || !sys.Complete {
 				t.Errorf("system message %q does not say why the turn was interrupted (or is not complete)", sys.Text)
@@ -260,7 +259,7 @@ func TestLastTurnOutcome(t *testing.T) {
 			if err := cl.Cancel(ctx(t), id); err != nil {
 				t.Fatal(err)
 			}
-			waitState(t, cl, id, state.SessionWaitingForInput)
+			waitState(t, cl, id, api.SessionWaitingForInput)
 			testkit.WaitFor(t, 10*time.Second, "last_turn_outcome cancelled", testkit.Cond(func() bool { return lastTurnOutcome(t, c, id) == "cancelled" }))
 			turn(t, cl, id, "again", "turn 3: again")
 			if got := lastTurnOutcome(t, c, id); got != "completed" {
@@ -302,9 +301,9 @@ func TestTurnTypedInTheAgentTerminalIsInTheTranscript(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkTranscript(t, msgs, []wantMsg{
-		{state.RoleUser, "remember cats"}, {state.RoleAgent, "ok, remembering cats"},
-		{state.RoleUser, "remember dogs"}, {state.RoleAgent, "ok, remembering dogs"},
-		{state.RoleUser, "recall"}, {state.RoleAgent, "you asked me to remember: cats, dogs"},
+		{api.RoleUser, "remember cats"}, {api.RoleAgent, "ok, remembering cats"},
+		{api.RoleUser, "remember dogs"}, {api.RoleAgent, "ok, remembering dogs"},
+		{api.RoleUser, "recall"}, {api.RoleAgent, "you asked me to remember: cats, dogs"},
 	})
 	if msgs[2].Text != "remember dogs" {
 		t.Errorf("typed line recorded as %q, want %q", msgs[2].Text, "remember dogs")

@@ -12,17 +12,16 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // newDemoSession creates a task and a demo session on node 0 and returns the
 // client and the session as the create answered (not waited for).
-func newDemoSession(t *testing.T, c *testCluster, title string) (*client.Client, *state.Session) {
+func newDemoSession(t *testing.T, c *testCluster, title string) (*client.Client, *api.Session) {
 	t.Helper()
 	return newSession(t, c, title, "demo")
 }
 
-func newSession(t *testing.T, c *testCluster, title, agent string) (*client.Client, *state.Session) {
+func newSession(t *testing.T, c *testCluster, title, agent string) (*client.Client, *api.Session) {
 	t.Helper()
 	cl := c.client(0)
 	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: title})
@@ -36,7 +35,7 @@ func newSession(t *testing.T, c *testCluster, title, agent string) (*client.Clie
 	return cl, sess
 }
 
-func waitSessionState(t *testing.T, cl *client.Client, id string, want state.SessionState) {
+func waitSessionState(t *testing.T, cl *client.Client, id string, want api.SessionState) {
 	t.Helper()
 	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("session %s to be %s", id, want), testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), id)
@@ -50,11 +49,11 @@ func lastAgentReply(t *testing.T, cl *client.Client, id string) string {
 	var reply string
 	testkit.WaitFor(t, 30*time.Second, "the agent's reply", testkit.Cond(func() bool {
 		s, err := cl.GetSession(ctx(t), id)
-		if err != nil || s.State != state.SessionWaitingForInput {
+		if err != nil || s.State != api.SessionWaitingForInput {
 			return false
 		}
 		msgs, err := cl.Messages(ctx(t), id)
-		if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Role != state.RoleAgent || !msgs[len(msgs)-1].Complete {
+		if err != nil || len(msgs) == 0 || msgs[len(msgs)-1].Role != api.RoleAgent || !msgs[len(msgs)-1].Complete {
 			return false
 		}
 		reply = msgs[len(msgs)-1].Text
@@ -76,7 +75,7 @@ func TestPromptToAStartingSessionWaitsForIt(t *testing.T) {
 			Command: []string{"sh", "-c", `while [ ! -e "$0" ]; do sleep 0.02; done; exec paddock-demo-agent`, gate}})
 	})
 	cl, sess := newSession(t, c, "prompt while starting", "demo-gated")
-	if sess.State != state.SessionStarting && sess.State != state.SessionCreated {
+	if sess.State != api.SessionStarting && sess.State != api.SessionCreated {
 		t.Fatalf("the create answered %s; the agent cannot be up before the gate opens", sess.State)
 	}
 	prompted := make(chan error, 1)
@@ -105,7 +104,7 @@ func TestPromptToAStartingSessionWaitsForIt(t *testing.T) {
 func TestResumeDuringAStopWaitsForTheDrain(t *testing.T) {
 	c := newTestCluster(t, 1, "")
 	cl, sess := newDemoSession(t, c, "resume while stopping")
-	waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+	waitSessionState(t, cl, sess.ID, api.SessionWaitingForInput)
 	if err := cl.Prompt(ctx(t), sess.ID, "remember figs"); err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +114,13 @@ func TestResumeDuringAStopWaitsForTheDrain(t *testing.T) {
 		if err != nil {
 			t.Fatalf("stop %d: %v", i, err)
 		}
-		if stopped.State == state.SessionStopped {
+		if stopped.State == api.SessionStopped {
 			t.Fatalf("stop %d answered STOPPED at once; the test needs a stop that is still draining", i)
 		}
 		if _, err := cl.Resume(ctx(t), sess.ID); err != nil {
 			t.Fatalf("resume %d right after the stop: %v", i, err)
 		}
-		waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+		waitSessionState(t, cl, sess.ID, api.SessionWaitingForInput)
 	}
 	if err := cl.Prompt(ctx(t), sess.ID, "recall"); err != nil {
 		t.Fatal(err)
@@ -136,7 +135,7 @@ func TestResumeDuringAStopWaitsForTheDrain(t *testing.T) {
 func TestResumeOfARunningSessionIsAConflict(t *testing.T) {
 	c := newTestCluster(t, 1, "")
 	cl, sess := newDemoSession(t, c, "resume while running")
-	waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+	waitSessionState(t, cl, sess.ID, api.SessionWaitingForInput)
 	start := time.Now()
 	_, err := cl.Resume(ctx(t), sess.ID)
 	var ae *client.APIError
@@ -155,13 +154,13 @@ func TestResumeOfARunningSessionIsAConflict(t *testing.T) {
 func TestTaskCloseReopenDelete(t *testing.T) {
 	c := newTestCluster(t, 1, "")
 	cl, sess := newDemoSession(t, c, "close me")
-	waitSessionState(t, cl, sess.ID, state.SessionWaitingForInput)
+	waitSessionState(t, cl, sess.ID, api.SessionWaitingForInput)
 
 	task, err := cl.CloseTask(ctx(t), sess.TaskID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task.State != state.TaskDone {
+	if task.State != api.TaskDone {
 		t.Fatalf("closed task is %s", task.State)
 	}
 	_, err = cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
@@ -173,7 +172,7 @@ func TestTaskCloseReopenDelete(t *testing.T) {
 		t.Fatalf("prompt to a session of a closed task: %v", err)
 	}
 	lastAgentReply(t, cl, sess.ID)
-	if got, _ := cl.GetTask(ctx(t), task.ID); got.State != state.TaskDone {
+	if got, _ := cl.GetTask(ctx(t), task.ID); got.State != api.TaskDone {
 		t.Fatalf("a turn moved the closed task to %s", got.State)
 	}
 
@@ -181,7 +180,7 @@ func TestTaskCloseReopenDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if task.State != state.TaskReview {
+	if task.State != api.TaskReview {
 		t.Fatalf("reopened task with a waiting session is %s, want REVIEW", task.State)
 	}
 	second, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})

@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/runtime"
-	"github.com/paddockhq/paddock/supervisor/state"
 )
 
 // Recovery's fast path (asRecorded): an agentctl that answers at its
@@ -38,14 +38,14 @@ func TestRecoverContinuesAnAgentctlAnsweringAsRecordedWithoutThePlugin(t *testin
 	if got := w.executor(s.executorID); !reflect.DeepEqual(seenNow(got, s.executor), s.executor) {
 		t.Errorf("executor row changed (beyond last_seen_at):\n got %+v\nwant %+v", got, s.executor)
 	}
-	if l := w.lease(s.id); l.FencingToken != s.token || l.HolderNonce != s.nonce || l.State != state.LeaseHeld {
+	if l := w.lease(s.id); l.FencingToken != s.token || l.HolderNonce != s.nonce || l.State != api.LeaseHeld {
 		t.Errorf("lease %+v, want kept with token %d by nonce %s", l, s.token, s.nonce)
 	}
 	// agentctl_starting and agentctl_ready, in order, in one command.
 	var order []string
 	var index uint64
 	for _, e := range w.r.events(s.id) {
-		if (e.Type == state.EventAgentctlStarting || e.Type == state.EventAgentctlReady) && e.Data["recovery"] == true {
+		if (e.Type == api.EventAgentctlStarting || e.Type == api.EventAgentctlReady) && e.Data["recovery"] == true {
 			if index != 0 && e.Index != index {
 				t.Errorf("%s at raft index %d, agentctl_starting at %d: not one command", e.Type, e.Index, index)
 			}
@@ -53,7 +53,7 @@ func TestRecoverContinuesAnAgentctlAnsweringAsRecordedWithoutThePlugin(t *testin
 			order = append(order, e.Type)
 		}
 	}
-	if len(order) != 2 || order[0] != state.EventAgentctlStarting || order[1] != state.EventAgentctlReady {
+	if len(order) != 2 || order[0] != api.EventAgentctlStarting || order[1] != api.EventAgentctlReady {
 		t.Errorf("recovery events %v, want agentctl_starting then agentctl_ready", order)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
@@ -121,7 +121,7 @@ func TestRecoverAsksThePluginWhenAgentctlDoesNotAnswerAsRecorded(t *testing.T) {
 				t.Errorf("executor nonce %s (was %s), lease %+v (token was %d): want a new holder with a higher token", ex.Nonce, s.nonce, l, s.token)
 			}
 			for _, e := range w.r.events(s.id) {
-				if e.Type == state.EventAgentctlReady && e.Data["recovery"] == true && e.Data["nonce_changed"] != true {
+				if e.Type == api.EventAgentctlReady && e.Data["recovery"] == true && e.Data["nonce_changed"] != true {
 					t.Errorf("agentctl_ready %v does not say the nonce changed", e.Data)
 				}
 			}
@@ -152,7 +152,7 @@ func TestRecoverMirrorsOnlyMessagesTheStateLacks(t *testing.T) {
 		t.Fatalf("second Recover = %s, %v; want continued", out, err)
 	}
 	for _, e := range w.r.events(s.id) {
-		if e.Index > mark && (e.Type == state.EventMessageAdded || e.Type == state.EventMessageUpdated) {
+		if e.Index > mark && (e.Type == api.EventMessageAdded || e.Type == api.EventMessageUpdated) {
 			t.Errorf("the second recovery rewrote a recorded message: %s %v", e.Type, e.Data)
 		}
 	}

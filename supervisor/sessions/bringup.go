@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -43,13 +44,13 @@ const (
 
 // bringUp is one bring-up of a session's executor and agent.
 type bringUp struct {
-	sess state.Session
+	sess api.Session
 	// ex is the executor as found; it is recorded ready once healthy.
-	ex state.Executor
+	ex api.Executor
 	// recorded is the executor row before this bring-up: an executor found
 	// as recorded (the common case after a failover) costs no raft write,
 	// and an agent survives only under the boot nonce recorded here.
-	recorded state.Executor
+	recorded api.Executor
 	client   *agentctl.Client
 	// token is the session's lease fencing token (0 when none is held).
 	token uint64
@@ -157,13 +158,13 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 	if health.Nonce == "" {
 		var err error
 		if health, err = m.waitHealthy(ctx, b.client); err != nil {
-			m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Executor: ex.ID, KeepLease: !b.claimed,
+			m.record(ctx, sess, failure{Reason: api.ReasonExecutorLost, Executor: ex.ID, KeepLease: !b.claimed,
 				Err: fmt.Errorf("agentctl at %s is not healthy: %w", ex.AgentctlURL, err)})
 			return OutcomeLost, nil
 		}
 	}
-	ex.Nonce, ex.Status, ex.ErrorMessage = health.Nonce, state.ExecutorReady, ""
-	if !b.claimed && (sess.State == state.SessionStopped || m.errorStays(b)) {
+	ex.Nonce, ex.Status, ex.ErrorMessage = health.Nonce, api.ExecutorReady, ""
+	if !b.claimed && (sess.State == api.SessionStopped || m.errorStays(b)) {
 		// A stopped session keeps its agentctl for workspace access: it is
 		// reattached, and nothing is claimed or started. So does a session
 		// in ERROR that this recovery does not resume: its error stays as
@@ -191,7 +192,7 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		// usual way, which sees the lease as it is now, and its catch-up
 		// reads the events once that is done.
 		b.events = nil
-		m.publish(ctx, sess.ID, state.EventAgentctlStarting, startingData(b.recorded))
+		m.publish(ctx, sess.ID, api.EventAgentctlStarting, startingData(b.recorded))
 	}
 	if err := m.holdLease(ctx, b, health.Nonce); err != nil {
 		return OutcomeSkipped, err
@@ -211,7 +212,7 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 		return OutcomeSkipped, err
 	}
 	// Workspace access (shell, files) is on from here, agent or not.
-	m.publish(ctx, sess.ID, state.EventAgentctlReady, ready)
+	m.publish(ctx, sess.ID, api.EventAgentctlReady, ready)
 	b.ex = ex
 	return m.runAgent(ctx, lctx, b)
 }
@@ -222,9 +223,9 @@ func (m *Manager) bringUp(ctx, lctx context.Context, b *bringUp) (Outcome, error
 // find saw held by the answering agentctl. It reports false when the
 // command refused the item (the lease moved on); an error is a commit that
 // failed for a cluster reason (Retryable), with nothing known recorded.
-func (m *Manager) recordBatched(ctx, lctx context.Context, b *bringUp, ex state.Executor, ready map[string]any) (bool, error) {
+func (m *Manager) recordBatched(ctx, lctx context.Context, b *bringUp, ex api.Executor, ready map[string]any) (bool, error) {
 	item := state.RecoveredExecutor{SessionID: b.sess.ID, ExecutorID: ex.ID, FencingToken: b.token, Nonce: ex.Nonce,
-		Events: []state.RecoveredEvent{{Type: state.EventAgentctlStarting, Data: startingData(b.recorded)}, {Type: state.EventAgentctlReady, Data: ready}}}
+		Events: []state.RecoveredEvent{{Type: api.EventAgentctlStarting, Data: startingData(b.recorded)}, {Type: api.EventAgentctlReady, Data: ready}}}
 	// The row is always in the item, changed or not: it refreshes the
 	// executor's last_seen_at (its agentctl was found alive), in the same
 	// command as the events.
@@ -274,7 +275,7 @@ func (m *Manager) holdLease(ctx context.Context, b *bringUp, nonce string) error
 // putExecutor records ex unless it is the row as recorded; with refresh
 // (a recovery found the executor's agentctl alive) it records it anyway,
 // which sets its last_seen_at.
-func (m *Manager) putExecutor(ctx context.Context, ex, recorded state.Executor, refresh bool) error {
+func (m *Manager) putExecutor(ctx context.Context, ex, recorded api.Executor, refresh bool) error {
 	if !refresh && reflect.DeepEqual(ex, recorded) {
 		return nil
 	}
@@ -309,14 +310,14 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 			m.attach(lctx, sess.ID, ex, b.client, attachOptions{settle: settle, events: b.events})
 			return OutcomeContinued, nil
 		}
-		if sess.State == state.SessionRunning {
-			m.publish(ctx, sess.ID, state.EventAgentctlError, m.cutTurn(ctx, b.client))
+		if sess.State == api.SessionRunning {
+			m.publish(ctx, sess.ID, api.EventAgentctlError, m.cutTurn(ctx, b.client))
 		}
 		// The agent is gone: whether it can resume is asked again.
 		ex = m.reprobe(ctx, sess, ex, b.client)
 		b.ex = ex
 		if !b.autoResume && ex.SupportsSessionResume && sess.HasResumeToken {
-			return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, "the agent stopped while the supervisor was away; resume the session to continue")
+			return m.agentFailed(ctx, sess, api.ReasonAgentNotRunning, "the agent stopped while the supervisor was away; resume the session to continue")
 		}
 		resume = true
 	}
@@ -326,18 +327,18 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 	supports, probed := ex.ProbedResume()
 	switch {
 	case resume && probed && !supports:
-		return m.agentFailed(ctx, sess, state.ReasonNotResumable, state.ResumeMessage(state.ReasonNotResumable))
+		return m.agentFailed(ctx, sess, api.ReasonNotResumable, state.ResumeMessage(api.ReasonNotResumable))
 	case resume && !sess.HasResumeToken:
-		return m.agentFailed(ctx, sess, state.ReasonMissingResumeToken, state.ResumeMessage(state.ReasonMissingResumeToken))
+		return m.agentFailed(ctx, sess, api.ReasonMissingResumeToken, state.ResumeMessage(api.ReasonMissingResumeToken))
 	}
-	if sess.State != state.SessionStarting {
-		if err := m.move(ctx, sess.ID, state.SessionStarting); err != nil {
+	if sess.State != api.SessionStarting {
+		if err := m.move(ctx, sess.ID, api.SessionStarting); err != nil {
 			return OutcomeSkipped, err
 		}
 	}
 	agentCfg := m.cfg.Agent(sess.Agent)
 	if agentCfg == nil {
-		return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, fmt.Sprintf("agent profile %q is no longer configured", sess.Agent))
+		return m.agentFailed(ctx, sess, api.ReasonAgentNotRunning, fmt.Sprintf("agent profile %q is no longer configured", sess.Agent))
 	}
 	sess, _ = m.store.Session(sess.ID)
 	resumeToken := ""
@@ -351,7 +352,7 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 			// lost executor, not a failed agent: as when a pump loses one,
 			// the lease is kept until it expires (an agentctl out of reach
 			// fences itself by then) and reclaimExpired resumes the session.
-			m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: ex.ID, KeepLease: true, Err: err})
+			m.record(ctx, sess, failure{Reason: api.ReasonAgentNotRunning, Executor: ex.ID, KeepLease: true, Err: err})
 			return OutcomeLost, nil
 		}
 		adopted, aerr := m.adoptRunningAgent(ctx, lctx, sess, ex, b.client, err)
@@ -359,7 +360,7 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		case aerr != nil:
 			return OutcomeSkipped, aerr
 		case !adopted:
-			return m.agentFailed(ctx, sess, state.ReasonAgentNotRunning, err.Error())
+			return m.agentFailed(ctx, sess, api.ReasonAgentNotRunning, err.Error())
 		}
 	}
 	if b.plan == planRecover {
@@ -432,7 +433,7 @@ func (m *Manager) agentctlGone(ctx context.Context, c *agentctl.Client) bool {
 // agentFailed records a session whose agent is not running while its
 // agentctl is healthy: ERROR with the reason, the executor ready (the
 // workspace stays usable), the lease released.
-func (m *Manager) agentFailed(ctx context.Context, sess state.Session, reason, msg string) (Outcome, error) {
+func (m *Manager) agentFailed(ctx context.Context, sess api.Session, reason, msg string) (Outcome, error) {
 	m.record(ctx, sess, failure{Reason: reason, Err: errors.New(msg)})
 	return OutcomeWorkspace, nil
 }
@@ -460,7 +461,7 @@ func (m *Manager) waitHealthy(ctx context.Context, c *agentctl.Client) (agentctl
 // startAgent starts (or resumes) the agent in a healthy agentctl, stores the
 // resume token, registers the live execution with its event pump and moves
 // the session to WAITING_FOR_INPUT.
-func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, prof agentctl.Profile, resumeToken string) error {
+func (m *Manager) startAgent(ctx, lctx context.Context, sess api.Session, ex api.Executor, client *agentctl.Client, prof agentctl.Profile, resumeToken string) error {
 	// Arm agentctl's self-fencing before the agent exists: if this leader
 	// is cut off right after the start, the agent still stops in time.
 	if _, err := client.RenewLease(ctx, m.cfg.Lease.TTL); err != nil {
@@ -486,7 +487,7 @@ func (m *Manager) startAgent(ctx, lctx context.Context, sess state.Session, ex s
 // agent alive and its lease released. It reports whether it took it on; an
 // error is a step that failed with the agent found running (nothing to
 // record as a failure: the caller retries or leaves it to the next leader).
-func (m *Manager) adoptRunningAgent(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, startErr error) (bool, error) {
+func (m *Manager) adoptRunningAgent(ctx, lctx context.Context, sess api.Session, ex api.Executor, client *agentctl.Client, startErr error) (bool, error) {
 	var apiErr *agentctl.APIError
 	if !errors.As(startErr, &apiErr) || apiErr.Status != http.StatusConflict {
 		return false, nil
@@ -510,7 +511,7 @@ func (m *Manager) adoptRunningAgent(ctx, lctx context.Context, sess state.Sessio
 // describes it (its resume token, its execution), registers the live
 // execution with its event pump and moves the session to
 // WAITING_FOR_INPUT.
-func (m *Manager) runsIn(ctx, lctx context.Context, sess state.Session, ex state.Executor, client *agentctl.Client, st agentctl.AgentState) error {
+func (m *Manager) runsIn(ctx, lctx context.Context, sess api.Session, ex api.Executor, client *agentctl.Client, st agentctl.AgentState) error {
 	if st.ResumeToken != "" && st.ResumeToken != sess.ResumeToken {
 		if _, err := m.apply(ctx, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: sess.ID, ResumeToken: st.ResumeToken}); err != nil {
 			return err
@@ -521,7 +522,7 @@ func (m *Manager) runsIn(ctx, lctx context.Context, sess state.Session, ex state
 		return err
 	}
 	m.attach(lctx, sess.ID, ex, client, attachOptions{})
-	return m.move(ctx, sess.ID, state.SessionWaitingForInput, state.SessionStarting)
+	return m.move(ctx, sess.ID, api.SessionWaitingForInput, api.SessionStarting)
 }
 
 // settleRecovered sets a continued session's state from its agent's: RUNNING
@@ -542,9 +543,9 @@ func (m *Manager) settleRecovered(ctx context.Context, id string, client *agentc
 		}
 		running = fresh.TurnRunning
 	}
-	want := state.SessionWaitingForInput
+	want := api.SessionWaitingForInput
 	if running {
-		want = state.SessionRunning
+		want = api.SessionRunning
 	}
 	sess, ok := m.store.Session(id)
 	if !ok || sess.State == want {
@@ -562,11 +563,11 @@ func (m *Manager) settleRecovered(ctx context.Context, id string, client *agentc
 // lease and recording its error again on every restart would add an
 // agentctl_error event (and move its timestamps) with nothing changed.
 func (m *Manager) errorStays(b *bringUp) bool {
-	if b.sess.State != state.SessionError || b.autoResume || b.plan != planRecover {
+	if b.sess.State != api.SessionError || b.autoResume || b.plan != planRecover {
 		return false
 	}
 	l, ok := m.store.Lease(b.sess.ID)
-	return !ok || l.State != state.LeaseHeld
+	return !ok || l.State != api.LeaseHeld
 }
 
 // reprobe asks a recovered agentctl's probe whether the session's agent
@@ -578,7 +579,7 @@ func (m *Manager) errorStays(b *bringUp) bool {
 // once to read its capabilities, so a recovery that continues a live agent
 // keeps that agent's recorded answer: it is the same process). A probe that
 // fails leaves the recorded answer.
-func (m *Manager) reprobe(ctx context.Context, sess state.Session, ex state.Executor, c *agentctl.Client) state.Executor {
+func (m *Manager) reprobe(ctx context.Context, sess api.Session, ex api.Executor, c *agentctl.Client) api.Executor {
 	agentCfg := m.cfg.Agent(sess.Agent)
 	if agentCfg == nil {
 		return ex

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -16,7 +17,7 @@ import (
 func (w *world) agentctlErrors(id string) int {
 	n := 0
 	for _, e := range w.r.events(id) {
-		if e.Type == state.EventAgentctlError {
+		if e.Type == api.EventAgentctlError {
 			n++
 		}
 	}
@@ -74,7 +75,7 @@ func TestRecoverRecordsANotResumableErrorOnce(t *testing.T) {
 		t.Fatalf("Recover = %s, %v; want workspace", out, err)
 	}
 	first := w.session(s.id)
-	if first.State != state.SessionError || first.StateReason != state.ReasonNotResumable {
+	if first.State != api.SessionError || first.StateReason != api.ReasonNotResumable {
 		t.Fatalf("session %s (%q), want ERROR not_resumable", first.State, first.StateReason)
 	}
 	errs := w.agentctlErrors(s.id)
@@ -90,13 +91,13 @@ func TestRecoverRecordsANotResumableErrorOnce(t *testing.T) {
 			t.Errorf("restart on %s: %d agentctl_error events, want the %d recorded before", node, n, errs)
 		}
 		got := w.session(s.id)
-		if got.State != state.SessionError || got.StateReason != state.ReasonNotResumable || got.ErrorMessage != first.ErrorMessage {
+		if got.State != api.SessionError || got.StateReason != api.ReasonNotResumable || got.ErrorMessage != first.ErrorMessage {
 			t.Errorf("session %s (%q: %s), want ERROR not_resumable as before", got.State, got.StateReason, got.ErrorMessage)
 		}
 		if !got.LastActivityAt.Equal(first.LastActivityAt) {
 			t.Errorf("restart on %s moved last_activity_at %s → %s", node, first.LastActivityAt, got.LastActivityAt)
 		}
-		if l, ok := w.r.store.Lease(s.id); ok && l.State == state.LeaseHeld {
+		if l, ok := w.r.store.Lease(s.id); ok && l.State == api.LeaseHeld {
 			t.Errorf("restart on %s left the lease held (%+v) with no agent", node, l)
 		}
 	}
@@ -125,7 +126,7 @@ func TestRecoverKeepsLastActivityAt(t *testing.T) {
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeResumed {
 		t.Fatalf("Recover = %s, %v; want resumed", out, err)
 	}
-	if got := w.session(s.id); got.State != state.SessionWaitingForInput || !got.LastActivityAt.Equal(before.LastActivityAt) {
+	if got := w.session(s.id); got.State != api.SessionWaitingForInput || !got.LastActivityAt.Equal(before.LastActivityAt) {
 		t.Errorf("a restart that resumed the agent: session %s, last_activity_at %s → %s", got.State, before.LastActivityAt, got.LastActivityAt)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "hello"); err != nil {
@@ -138,7 +139,7 @@ func TestRecoverKeepsLastActivityAt(t *testing.T) {
 
 // seenNow is row with recorded's last_seen_at: a recovery that finds the
 // executor alive refreshes it and nothing else.
-func seenNow(row, recorded state.Executor) state.Executor {
+func seenNow(row, recorded api.Executor) api.Executor {
 	row.LastSeenAt = recorded.LastSeenAt
 	return row
 }

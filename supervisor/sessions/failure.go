@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -55,13 +56,13 @@ func (f failure) lease() leaseEnd {
 // record records a failure (see failure). A failure whose context has
 // ended is not recorded: leadership ended or the operation was abandoned,
 // and whatever failed is the next leader's to find out.
-func (m *Manager) record(ctx context.Context, sess state.Session, f failure) {
+func (m *Manager) record(ctx context.Context, sess api.Session, f failure) {
 	msg := f.Err.Error()
 	if ctx.Err() != nil {
 		m.log.Info("session operation interrupted", "session", sess.ID, "error", msg)
 		return
 	}
-	if cur, ok := m.store.Session(sess.ID); ok && cur.State == state.SessionError && cur.StateReason == f.Reason && cur.ErrorMessage == msg &&
+	if cur, ok := m.store.Session(sess.ID); ok && cur.State == api.SessionError && cur.StateReason == f.Reason && cur.ErrorMessage == msg &&
 		(f.Executor == "" || m.executorFailed(f.Executor, msg)) {
 		// Recorded already, as it is (a recovery on a restart found the
 		// same failure): no second agentctl_error event, no state write.
@@ -72,15 +73,15 @@ func (m *Manager) record(ctx context.Context, sess state.Session, f failure) {
 	}
 	m.log.Warn("session failed", "session", sess.ID, "reason", f.Reason, "error", msg, "keep_lease", f.KeepLease)
 	if f.Executor != "" {
-		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: f.Executor, Status: state.ExecutorError, ErrorMessage: msg}); err != nil {
+		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: f.Executor, Status: api.ExecutorError, ErrorMessage: msg}); err != nil {
 			m.log.Warn("record executor failure", "executor", f.Executor, "error", err)
 		}
 	}
-	m.publish(ctx, sess.ID, state.EventAgentctlError, map[string]any{"message": msg, "reason": f.Reason})
+	m.publish(ctx, sess.ID, api.EventAgentctlError, map[string]any{"message": msg, "reason": f.Reason})
 	// An agent that is not running ends its lease, so a resume gets a
 	// strictly higher token.
 	m.endFailedLease(ctx, sess.ID, f)
-	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sess.ID, State: state.SessionError, ErrorMessage: msg, Reason: f.Reason, NotActivity: notActivity(ctx)}); err != nil {
+	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sess.ID, State: api.SessionError, ErrorMessage: msg, Reason: f.Reason, NotActivity: notActivity(ctx)}); err != nil {
 		m.log.Warn("record session error", "session", sess.ID, "error", err)
 	}
 }
@@ -99,5 +100,5 @@ func (m *Manager) endFailedLease(ctx context.Context, sessionID string, f failur
 // msg already.
 func (m *Manager) executorFailed(id, msg string) bool {
 	ex, ok := m.store.Executor(id)
-	return ok && ex.Status == state.ExecutorError && ex.ErrorMessage == msg
+	return ok && ex.Status == api.ExecutorError && ex.ErrorMessage == msg
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -20,32 +21,32 @@ func TestRecordFailure(t *testing.T) {
 	cases := []struct {
 		name     string
 		f        failure
-		lease    state.LeaseState
-		executor state.ExecutorStatus
+		lease    api.LeaseState
+		executor api.ExecutorStatus
 	}{
 		{name: "agent not running: the lease is released",
-			f:     failure{Reason: state.ReasonAgentNotRunning, Err: errors.New("the agent exited with code 1")},
-			lease: state.LeaseReleased, executor: state.ExecutorReady},
+			f:     failure{Reason: api.ReasonAgentNotRunning, Err: errors.New("the agent exited with code 1")},
+			lease: api.LeaseReleased, executor: api.ExecutorReady},
 		{name: "holder proven dead: the lease is reclaimed",
-			f:     failure{Reason: state.ReasonAgentNotRunning, Executor: "ex-1", Err: errors.New("agentctl restarted")},
-			lease: state.LeaseExpired, executor: state.ExecutorError},
+			f:     failure{Reason: api.ReasonAgentNotRunning, Executor: "ex-1", Err: errors.New("agentctl restarted")},
+			lease: api.LeaseExpired, executor: api.ExecutorError},
 		{name: "holder not proven gone: the lease is kept",
-			f:     failure{Reason: state.ReasonExecutorLost, Executor: "ex-1", KeepLease: true, Err: errors.New("agentctl unreachable")},
-			lease: state.LeaseHeld, executor: state.ExecutorError},
+			f:     failure{Reason: api.ReasonExecutorLost, Executor: "ex-1", KeepLease: true, Err: errors.New("agentctl unreachable")},
+			lease: api.LeaseHeld, executor: api.ExecutorError},
 		{name: "kept lease, executor untouched",
-			f:     failure{Reason: state.ReasonAgentNotRunning, KeepLease: true, Err: errors.New("the executor failed during a leader change")},
-			lease: state.LeaseHeld, executor: state.ExecutorReady},
+			f:     failure{Reason: api.ReasonAgentNotRunning, KeepLease: true, Err: errors.New("the executor failed during a leader change")},
+			lease: api.LeaseHeld, executor: api.ExecutorReady},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, "n1")
-			token := w.recorded("s1", state.SessionWaitingForInput, state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1")})
+			token := w.recorded("s1", api.SessionWaitingForInput, api.Executor{ID: "ex-1", Node: "n1", Status: api.ExecutorReady, Handle: handleOf("ex-1")})
 			m := w.leader("n1")
 
 			m.record(recoverCtx(t), w.session("s1"), tc.f)
 
 			sess := w.session("s1")
-			if sess.State != state.SessionError || sess.StateReason != tc.f.Reason || sess.ErrorMessage != tc.f.Err.Error() {
+			if sess.State != api.SessionError || sess.StateReason != tc.f.Reason || sess.ErrorMessage != tc.f.Err.Error() {
 				t.Errorf("session %s (%q: %q), want ERROR (%s: %q)", sess.State, sess.StateReason, sess.ErrorMessage, tc.f.Reason, tc.f.Err)
 			}
 			if l := w.lease("s1"); l.State != tc.lease || l.FencingToken != token {
@@ -56,15 +57,15 @@ func TestRecordFailure(t *testing.T) {
 			}
 			var reported bool
 			for _, e := range w.r.events("s1") {
-				reported = reported || (e.Type == state.EventAgentctlError && e.Data["reason"] == tc.f.Reason && e.Data["message"] == tc.f.Err.Error())
+				reported = reported || (e.Type == api.EventAgentctlError && e.Data["reason"] == tc.f.Reason && e.Data["message"] == tc.f.Err.Error())
 			}
 			if !reported {
 				t.Errorf("no agentctl_error event with reason %s", tc.f.Reason)
 			}
 			// The lease keeper's view agrees: a kept lease stays tracked
 			// until it expires, an ended one is forgotten.
-			if _, tracked := m.LeaseExpiry("s1"); tracked != (tc.lease == state.LeaseHeld) {
-				t.Errorf("lease tracked=%v after recording, want %v", tracked, tc.lease == state.LeaseHeld)
+			if _, tracked := m.LeaseExpiry("s1"); tracked != (tc.lease == api.LeaseHeld) {
+				t.Errorf("lease tracked=%v after recording, want %v", tracked, tc.lease == api.LeaseHeld)
 			}
 		})
 	}
@@ -74,13 +75,13 @@ func TestRecordFailure(t *testing.T) {
 // recorded: the next leader finds out what happened.
 func TestRecordFailureOfAnAbandonedOperation(t *testing.T) {
 	w := newWorld(t, "n1")
-	w.recorded("s1", state.SessionWaitingForInput, state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1")})
+	w.recorded("s1", api.SessionWaitingForInput, api.Executor{ID: "ex-1", Node: "n1", Status: api.ExecutorReady, Handle: handleOf("ex-1")})
 	m := w.leader("n1")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	before := w.r.store.LastIndex()
 
-	m.record(ctx, w.session("s1"), failure{Reason: state.ReasonExecutorLost, Executor: "ex-1", Err: errors.New("cut off")})
+	m.record(ctx, w.session("s1"), failure{Reason: api.ReasonExecutorLost, Executor: "ex-1", Err: errors.New("cut off")})
 
 	if after := w.r.store.LastIndex(); after != before {
 		t.Errorf("%d commands applied for an abandoned operation", after-before)
@@ -94,22 +95,22 @@ func TestLaunchFailureEndsTheLeaseItClaimed(t *testing.T) {
 	w.rts["n1"].onLaunch = func(runtime.LaunchRequest) (runtime.LaunchResponse, error) {
 		return runtime.LaunchResponse{}, errors.New("image not found")
 	}
-	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x", Workspace: state.Workspace{Path: workspaceDir(t)}}})
-	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x", Workspace: api.Workspace{Path: workspaceDir(t)}}})
+	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 	m := w.leader("n1")
 
 	if err := m.Start(recoverCtx(t), "s1"); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 20*time.Second, "the session to be ERROR", testkit.Cond(func() bool { return w.session("s1").State == state.SessionError }))
+	testkit.WaitFor(t, 20*time.Second, "the session to be ERROR", testkit.Cond(func() bool { return w.session("s1").State == api.SessionError }))
 	sess := w.session("s1")
-	if sess.StateReason != state.ReasonExecutorLost {
-		t.Errorf("reason %q, want %s (message %q)", sess.StateReason, state.ReasonExecutorLost, sess.ErrorMessage)
+	if sess.StateReason != api.ReasonExecutorLost {
+		t.Errorf("reason %q, want %s (message %q)", sess.StateReason, api.ReasonExecutorLost, sess.ErrorMessage)
 	}
-	if l := w.lease("s1"); l.State == state.LeaseHeld {
+	if l := w.lease("s1"); l.State == api.LeaseHeld {
 		t.Errorf("lease %+v still held after a failed launch", l)
 	}
-	if ex := w.executor(sess.ExecutorID); ex.Status != state.ExecutorError || ex.Node != "n1" {
+	if ex := w.executor(sess.ExecutorID); ex.Status != api.ExecutorError || ex.Node != "n1" {
 		t.Errorf("executor %+v, want error on n1", ex)
 	}
 }
@@ -119,21 +120,21 @@ func TestLaunchFailureEndsTheLeaseItClaimed(t *testing.T) {
 // node with the agent's probed capabilities, and the agent takes prompts.
 func TestStartBringsTheSessionUp(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
-	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x", Workspace: state.Workspace{Path: workspaceDir(t)}}})
-	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone",
+	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x", Workspace: api.Workspace{Path: workspaceDir(t)}}})
+	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone",
 		RuntimeOptions: map[string]string{OptionNode: "n2"}}})
 	m := w.leader("n1")
 
 	if err := m.Start(recoverCtx(t), "s1"); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 30*time.Second, "the session to take prompts", testkit.Cond(func() bool { return w.session("s1").State == state.SessionWaitingForInput }))
+	testkit.WaitFor(t, 30*time.Second, "the session to take prompts", testkit.Cond(func() bool { return w.session("s1").State == api.SessionWaitingForInput }))
 	sess := w.session("s1")
 	ex := w.executor(sess.ExecutorID)
-	if ex.Status != state.ExecutorReady || ex.Node != "n2" || !ex.SupportsSessionResume || ex.AgentExecutionID == "" {
+	if ex.Status != api.ExecutorReady || ex.Node != "n2" || !ex.SupportsSessionResume || ex.AgentExecutionID == "" {
 		t.Errorf("executor %+v, want ready on n2, resumable, with an agent execution", ex)
 	}
-	if l := w.lease("s1"); l.State != state.LeaseHeld || l.HolderNonce != ex.Nonce || l.HolderExecutorID != ex.ID {
+	if l := w.lease("s1"); l.State != api.LeaseHeld || l.HolderNonce != ex.Nonce || l.HolderExecutorID != ex.ID {
 		t.Errorf("lease %+v, want held by executor %s nonce %s", l, ex.ID, ex.Nonce)
 	}
 	if calls := w.rts["n1"].executorCalls(); len(calls) != 0 {
@@ -170,20 +171,20 @@ func TestLostAgentctlKeepsTheLeaseUnlessProvenGone(t *testing.T) {
 			token := w.lease(s.id).FencingToken
 
 			w.rts["n1"].proc(s.executorID).kill()
-			testkit.WaitFor(t, 20*time.Second, "the session to be ERROR", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionError }))
+			testkit.WaitFor(t, 20*time.Second, "the session to be ERROR", testkit.Cond(func() bool { return w.session(s.id).State == api.SessionError }))
 
 			l := w.lease(s.id)
 			switch {
-			case !proven && (l.State != state.LeaseHeld || l.FencingToken != token):
+			case !proven && (l.State != api.LeaseHeld || l.FencingToken != token):
 				t.Errorf("lease %s token %d, want held token %d until it expires", l.State, l.FencingToken, token)
-			case proven && l.State != state.LeaseExpired:
+			case proven && l.State != api.LeaseExpired:
 				t.Errorf("lease %s, want reclaimed (expired) at once", l.State)
 			}
-			if ex := w.executor(s.executorID); ex.Status != state.ExecutorError {
+			if ex := w.executor(s.executorID); ex.Status != api.ExecutorError {
 				t.Errorf("executor %s, want error", ex.Status)
 			}
 			if !proven {
-				testkit.WaitFor(t, 20*time.Second, "the kept lease to be reclaimed at expiry", testkit.Cond(func() bool { return w.lease(s.id).State == state.LeaseExpired }))
+				testkit.WaitFor(t, 20*time.Second, "the kept lease to be reclaimed at expiry", testkit.Cond(func() bool { return w.lease(s.id).State == api.LeaseExpired }))
 			}
 		})
 	}
@@ -193,7 +194,7 @@ func TestLostAgentctlKeepsTheLeaseUnlessProvenGone(t *testing.T) {
 // take minutes) gives up when its context ends, and the lock stays usable.
 func TestLifecycleLockWaitEndsWithItsContext(t *testing.T) {
 	w := newWorld(t, "n1")
-	w.recorded("s1", state.SessionWaitingForInput, state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1")})
+	w.recorded("s1", api.SessionWaitingForInput, api.Executor{ID: "ex-1", Node: "n1", Status: api.ExecutorReady, Handle: handleOf("ex-1")})
 	m := w.leader("n1")
 	lock := m.sessionLock("s1")
 	if !lock.TryLock() {
@@ -245,13 +246,13 @@ func TestAgentctlLostBeforeTheAgentStartsIsALostExecutor(t *testing.T) {
 	if err != nil || out != OutcomeLost {
 		t.Fatalf("runAgent = %s, %v; want lost", out, err)
 	}
-	if ex := w.executor(s.executorID); ex.Status != state.ExecutorError {
+	if ex := w.executor(s.executorID); ex.Status != api.ExecutorError {
 		t.Errorf("executor %s, want error", ex.Status)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+	if l := w.lease(s.id); l.State != api.LeaseHeld || l.FencingToken != s.token {
 		t.Errorf("lease %s token %d, want held token %d until it expires", l.State, l.FencingToken, s.token)
 	}
-	if sess := w.session(s.id); sess.State != state.SessionError || sess.StateReason != state.ReasonAgentNotRunning {
+	if sess := w.session(s.id); sess.State != api.SessionError || sess.StateReason != api.ReasonAgentNotRunning {
 		t.Errorf("session %s (%s), want ERROR agent_not_running", sess.State, sess.StateReason)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/shared/runtime"
@@ -116,10 +117,10 @@ func (r *replicated) must(t testing.TB, typ state.CommandType, body any) *state.
 }
 
 // events returns the retained events of a session.
-func (r *replicated) events(sessionID string) []state.Event {
+func (r *replicated) events(sessionID string) []api.Event {
 	sub := r.store.Subscribe(state.EventFilter{SessionID: sessionID}, 1)
 	defer sub.Close()
-	var out []state.Event
+	var out []api.Event
 	for {
 		select {
 		case e, ok := <-sub.C:
@@ -602,7 +603,7 @@ type live struct {
 	token          uint64 // the lease's fencing token
 	nonce          string // agentctl's boot nonce
 	client         *agentctl.Client
-	executor       state.Executor // the row as recorded
+	executor       api.Executor // the row as recorded
 }
 
 type liveOpts struct {
@@ -630,9 +631,9 @@ func (w *world) seedLive(o liveOpts) live {
 	}
 	taskID := "t-" + o.id
 	exID := "ex-" + o.id
-	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: taskID, Title: o.id, Workspace: state.Workspace{Path: ws}}})
-	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: o.id, TaskID: taskID, Agent: o.agent, Runtime: "standalone"}})
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: o.id, State: state.SessionStarting})
+	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: taskID, Title: o.id, Workspace: api.Workspace{Path: ws}}})
+	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: o.id, TaskID: taskID, Agent: o.agent, Runtime: "standalone"}})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: o.id, State: api.SessionStarting})
 	token := w.r.must(t, state.CmdClaimLease, &state.ClaimLeaseBody{SessionID: o.id, ExecutorID: exID, Nonce: "launch-" + o.id, TTL: w.cfg.Lease.TTL}).FencingToken
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -656,7 +657,7 @@ func (w *world) seedLive(o liveOpts) live {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex := state.Executor{ID: exID, SessionID: o.id, Runtime: "standalone", Node: o.node, Status: state.ExecutorReady,
+	ex := api.Executor{ID: exID, SessionID: o.id, Runtime: "standalone", Node: o.node, Status: api.ExecutorReady,
 		AgentctlURL: resp.AgentctlURL, PID: resp.PID, Nonce: h.Nonce, Secret: secretForTests, Handle: resp.Handle, WorkspacePath: resp.WorkspacePath,
 		SupportsSessionResume: caps.SupportsSessionResume != nil && *caps.SupportsSessionResume && !o.unprobed, ResumeProbed: caps.SupportsSessionResume != nil && !o.unprobed, SupportsWorkspaceOnly: caps.SupportsWorkspaceOnly}
 	w.r.must(t, state.CmdPutExecutor, state.NewPutExecutor(ex))
@@ -670,7 +671,7 @@ func (w *world) seedLive(o liveOpts) live {
 	if st.ResumeToken != "" && !o.noToken {
 		w.r.must(t, state.CmdSetResumeToken, &state.SetResumeTokenBody{SessionID: o.id, ResumeToken: st.ResumeToken})
 	}
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: o.id, State: state.SessionWaitingForInput})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: o.id, State: api.SessionWaitingForInput})
 	if o.remember != "" {
 		if _, err := c.Prompt(ctx, "remember "+o.remember); err != nil {
 			t.Fatal(err)
@@ -685,7 +686,7 @@ func (w *world) seedLive(o liveOpts) live {
 }
 
 // lease returns a session's lease (failing when there is none).
-func (w *world) lease(id string) state.Lease {
+func (w *world) lease(id string) api.Lease {
 	w.t.Helper()
 	l, ok := w.r.store.Lease(id)
 	if !ok {
@@ -694,7 +695,7 @@ func (w *world) lease(id string) state.Lease {
 	return l
 }
 
-func (w *world) session(id string) state.Session {
+func (w *world) session(id string) api.Session {
 	w.t.Helper()
 	s, ok := w.r.store.Session(id)
 	if !ok {
@@ -703,7 +704,7 @@ func (w *world) session(id string) state.Session {
 	return s
 }
 
-func (w *world) executor(id string) state.Executor {
+func (w *world) executor(id string) api.Executor {
 	w.t.Helper()
 	e, ok := w.r.store.Executor(id)
 	if !ok {
@@ -718,7 +719,7 @@ func (w *world) agentSaid(id, text string) {
 	w.t.Helper()
 	testkit.WaitFor(w.t, 20*time.Second, fmt.Sprintf("an agent message %q in session %s", text, id), testkit.Cond(func() bool {
 		for _, msg := range w.r.store.Messages(id) {
-			if msg.Role == state.RoleAgent && msg.Complete && strings.Contains(msg.Text, text) {
+			if msg.Role == api.RoleAgent && msg.Complete && strings.Contains(msg.Text, text) {
 				return true
 			}
 		}
@@ -758,11 +759,11 @@ func continueSession(t *testing.T, m *Manager, id string) {
 func (w *world) streamedWhole(t *testing.T, id string, n int) string {
 	t.Helper()
 	testkit.WaitFor(t, 60*time.Second, "the session to wait for input", testkit.Cond(func() bool {
-		return w.session(id).State == state.SessionWaitingForInput
+		return w.session(id).State == api.SessionWaitingForInput
 	}))
 	want := strings.Join(demoagent.StreamChunks(n), "")
 	msgs := w.r.store.Messages(id)
-	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete || last.Text != want {
+	if last := msgs[len(msgs)-1]; last.Role != api.RoleAgent || !last.Complete || last.Text != want {
 		for _, msg := range msgs {
 			t.Logf("%s %s complete=%v %q…", msg.ID, msg.Role, msg.Complete, msg.Text[:min(len(msg.Text), 40)])
 		}

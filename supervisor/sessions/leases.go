@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -326,7 +327,7 @@ func (m *Manager) leaseTargets() []leaseTarget {
 			continue
 		}
 		ex, ok := m.store.Executor(l.HolderExecutorID)
-		if !ok || ex.AgentctlURL == "" || (ex.Status != state.ExecutorReady && ex.Status != state.ExecutorStarting) {
+		if !ok || ex.AgentctlURL == "" || (ex.Status != api.ExecutorReady && ex.Status != api.ExecutorStarting) {
 			continue
 		}
 		targets = append(targets, leaseTarget{l.SessionID, l.HolderNonce, clientFor(ex, l.FencingToken)})
@@ -346,9 +347,9 @@ func (m *Manager) reclaimExpired(ctx context.Context, sessionID string) {
 	// claimed the lease afresh meanwhile (untracked or renewed: not expired).
 	l, ok := m.store.Lease(sessionID)
 	until := m.leases.get(sessionID)
-	if !ok || l.State != state.LeaseHeld || until.IsZero() || !time.Now().After(until) {
+	if !ok || l.State != api.LeaseHeld || until.IsZero() || !time.Now().After(until) {
 		lock.Unlock()
-		if !ok || l.State != state.LeaseHeld {
+		if !ok || l.State != api.LeaseHeld {
 			m.leases.forget(sessionID)
 		}
 		return
@@ -375,11 +376,11 @@ func (m *Manager) reclaimExpired(ctx context.Context, sessionID string) {
 	}
 	sess, _ := m.store.Session(sessionID)
 	err := fmt.Errorf("the lease of executor %s expired (no renewal for %s); the agent is considered gone", l.HolderExecutorID, m.cfg.Lease.TTL)
-	m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: l.HolderExecutorID, Err: err})
+	m.record(ctx, sess, failure{Reason: api.ReasonAgentNotRunning, Executor: l.HolderExecutorID, Err: err})
 	lock.Unlock()
 	// Resume what was live: an active session, or one that went to ERROR
 	// because its agentctl became unreachable (waiting for this expiry).
-	wasLive := sess.State != state.SessionError || sess.StateReason == state.ReasonAgentNotRunning
+	wasLive := sess.State != api.SessionError || sess.StateReason == api.ReasonAgentNotRunning
 	if m.cfg.Recovery.AutoResume != config.AutoResumeNone && wasLive {
 		if rerr := m.Resume(ctx, sessionID); rerr != nil {
 			m.log.Info("not auto-resuming session", "session", sessionID, "reason", rerr)
@@ -390,7 +391,7 @@ func (m *Manager) reclaimExpired(ctx context.Context, sessionID string) {
 // endLease releases a held lease (when the agent is known not to run).
 func (m *Manager) endLease(ctx context.Context, sessionID string, reclaim bool) {
 	l, ok := m.store.Lease(sessionID)
-	if !ok || l.State != state.LeaseHeld {
+	if !ok || l.State != api.LeaseHeld {
 		return
 	}
 	typ := state.CmdReleaseLease

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -164,14 +165,14 @@ func streamingRenewals(t *testing.T, stripLease bool) {
 	}
 	started := time.Now()
 	testkit.WaitFor(t, 60*time.Second, "the session to wait for input", testkit.Cond(func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
+		return w.session(s.id).State == api.SessionWaitingForInput
 	}))
 	ended := time.Now()
 	if ended.Sub(started) < 3*renew {
 		t.Fatalf("the turn took %s, too short to tell (want at least %s)", ended.Sub(started).Round(time.Millisecond), 3*renew)
 	}
 	msgs := w.r.store.Messages(s.id)
-	if last := msgs[len(msgs)-1]; last.Role != state.RoleAgent || !last.Complete {
+	if last := msgs[len(msgs)-1]; last.Role != api.RoleAgent || !last.Complete {
 		t.Fatalf("the reply was cut: last message %s, complete %v", last.Role, last.Complete)
 	}
 	// A renewal sent in the turn's first interval may still be due from
@@ -208,13 +209,13 @@ func BenchmarkLeaseKeeperRound(b *testing.B) {
 	r := newReplicated()
 	cfg := testConfig()
 	cfg.Lease.TTL = time.Hour // nothing falls due again while the benchmark runs
-	r.must(b, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "t1", Workspace: state.Workspace{Path: b.TempDir()}}})
+	r.must(b, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "t1", Workspace: api.Workspace{Path: b.TempDir()}}})
 	for i := range 1000 {
 		id, ex := fmt.Sprintf("s%04d", i), fmt.Sprintf("ex%04d", i)
-		r.must(b, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: id, TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+		r.must(b, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: id, TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 		r.must(b, state.CmdClaimLease, &state.ClaimLeaseBody{SessionID: id, ExecutorID: ex, Nonce: "n-" + id, TTL: cfg.Lease.TTL})
-		r.must(b, state.CmdPutExecutor, state.NewPutExecutor(state.Executor{ID: ex, SessionID: id, Runtime: "standalone", Node: "n1",
-			Status: state.ExecutorReady, AgentctlURL: answer.URL, Nonce: "n-" + id, Secret: secretForTests}))
+		r.must(b, state.CmdPutExecutor, state.NewPutExecutor(api.Executor{ID: ex, SessionID: id, Runtime: "standalone", Node: "n1",
+			Status: api.ExecutorReady, AgentctlURL: answer.URL, Nonce: "n-" + id, Secret: secretForTests}))
 	}
 	m := New(Options{Cluster: fsmCluster{id: "n1", r: r}, Config: cfg, Logger: hclog.NewNullLogger()})
 	m.startLeaseClock()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -27,7 +28,7 @@ var ErrNotResumable = errors.New("session cannot be resumed")
 // session moves to STARTING before Start returns; the executor and agent
 // come up in the background.
 func (m *Manager) Start(ctx context.Context, sessionID string) error {
-	return m.begin(ctx, sessionID, false, state.SessionCreated)
+	return m.begin(ctx, sessionID, false, api.SessionCreated)
 }
 
 // Resume restarts a STOPPED or ERROR session's agent from its resume token
@@ -42,7 +43,7 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 	if !ok {
 		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
-	if sess.State == state.SessionWaitingForInput || sess.State == state.SessionRunning {
+	if sess.State == api.SessionWaitingForInput || sess.State == api.SessionRunning {
 		sess = m.waitDrain(ctx, sess)
 	}
 	if ex, ok := m.store.Executor(sess.ExecutorID); ok && !m.IsRunning(sess.ID) && m.waitsForNode(ctx, ex) {
@@ -52,12 +53,12 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("%w: %s", state.ErrConflict, state.NodeUnavailableMessage(node))
 	}
 	switch sess.State {
-	case state.SessionStopped, state.SessionError:
-	case state.SessionWaitingForInput, state.SessionRunning:
+	case api.SessionStopped, api.SessionError:
+	case api.SessionWaitingForInput, api.SessionRunning:
 		return fmt.Errorf("%w: session %s is %s: its agent is running already", state.ErrConflict, sess.ID, sess.State)
-	case state.SessionCreated, state.SessionStarting:
+	case api.SessionCreated, api.SessionStarting:
 		return fmt.Errorf("%w: session %s is %s: its agent is being started already", state.ErrConflict, sess.ID, sess.State)
-	case state.SessionCompleted:
+	case api.SessionCompleted:
 		return fmt.Errorf("%w: session %s was deleted and cannot be resumed; create a new session", state.ErrConflict, sess.ID)
 	default:
 		return fmt.Errorf("%w: session %s is %s; only STOPPED or ERROR sessions can be resumed", state.ErrConflict, sess.ID, sess.State)
@@ -71,17 +72,17 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 	if reason := m.resumeBlocker(sess); reason != "" {
 		return fmt.Errorf("%w: %s", ErrNotResumable, state.ResumeMessage(reason))
 	}
-	return m.begin(ctx, sessionID, true, state.SessionStopped, state.SessionError)
+	return m.begin(ctx, sessionID, true, api.SessionStopped, api.SessionError)
 }
 
 // waitDrain waits, while a lifecycle operation holds the session's lock and
 // the session still looks active (a stop draining it), until the operation
 // ends or leaves the session inactive. It returns the session as last read;
 // an active session whose lock is free is running and is returned at once.
-func (m *Manager) waitDrain(ctx context.Context, sess state.Session) state.Session {
+func (m *Manager) waitDrain(ctx context.Context, sess api.Session) api.Session {
 	lock := m.sessionLock(sess.ID)
-	out, err := m.waitSession(ctx, sess.ID, drainWait, func(s state.Session) bool {
-		if s.State != state.SessionWaitingForInput && s.State != state.SessionRunning {
+	out, err := m.waitSession(ctx, sess.ID, drainWait, func(s api.Session) bool {
+		if s.State != api.SessionWaitingForInput && s.State != api.SessionRunning {
 			return true
 		}
 		if lock.TryLock() {
@@ -100,20 +101,20 @@ func (m *Manager) waitDrain(ctx context.Context, sess state.Session) state.Sessi
 }
 
 // resumeBlocker returns the reason a session cannot resume, or "".
-func (m *Manager) resumeBlocker(sess state.Session) string {
+func (m *Manager) resumeBlocker(sess api.Session) string {
 	supports := m.supportsResume(sess)
 	switch {
 	case supports != nil && !*supports:
-		return state.ReasonNotResumable
+		return api.ReasonNotResumable
 	case !sess.HasResumeToken:
-		return state.ReasonMissingResumeToken
+		return api.ReasonMissingResumeToken
 	}
 	return ""
 }
 
 // supportsResume is the agent's resume capability: probed by agentctl when
 // a probe answered, else the profile's declaration (nil when unknown).
-func (m *Manager) supportsResume(sess state.Session) *bool {
+func (m *Manager) supportsResume(sess api.Session) *bool {
 	if e, ok := m.store.Executor(sess.ExecutorID); ok {
 		if v, probed := e.ProbedResume(); probed {
 			return &v
@@ -127,7 +128,7 @@ func (m *Manager) supportsResume(sess state.Session) *bool {
 
 // begin claims the lease, moves the session to STARTING and launches in the
 // background under the leader context.
-func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from ...state.SessionState) error {
+func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from ...api.SessionState) error {
 	lock := m.sessionLock(sessionID)
 	if err := lock.Lock(ctx); err != nil {
 		return err
@@ -168,7 +169,7 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 	token := res.FencingToken
 	// The claim is committed: the caller giving up from here must not leave
 	// a claimed lease behind a session that never starts.
-	if err := m.move(lctx, sess.ID, state.SessionStarting, from...); err != nil {
+	if err := m.move(lctx, sess.ID, api.SessionStarting, from...); err != nil {
 		lock.Unlock()
 		m.releaseLease(lctx, sess.ID, token)
 		return err
@@ -188,7 +189,7 @@ func (m *Manager) begin(ctx context.Context, sessionID string, resume bool, from
 // launch finds the session's executor (placed, then launched or recovered
 // by its node's plugin) under the lease begin claimed, and brings the
 // executor and the agent up on the path recovery shares.
-func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executorID string, token uint64, resume bool) {
+func (m *Manager) launch(ctx, lctx context.Context, sess api.Session, executorID string, token uint64, resume bool) {
 	if m.cfg.Agent(sess.Agent) == nil {
 		m.record(ctx, sess, failure{Err: fmt.Errorf("agent profile %q is not configured", sess.Agent)})
 		return
@@ -206,22 +207,22 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 		placed() // refused, or an uncapped node: nothing to count
 	}
 	if err != nil {
-		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Err: err})
+		m.record(ctx, sess, failure{Reason: api.ReasonExecutorLost, Err: err})
 		return
 	}
 	rt, err := m.nodes.Runtime(node, sess.Runtime)
 	if err != nil {
 		placed()
-		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Err: fmt.Errorf("runtime %q on node %s: %w", sess.Runtime, node, err)})
+		m.record(ctx, sess, failure{Reason: api.ReasonExecutorLost, Err: fmt.Errorf("runtime %q on node %s: %w", sess.Runtime, node, err)})
 		return
 	}
 	task, _ := m.store.Task(sess.TaskID)
-	m.publish(ctx, sess.ID, state.EventAgentctlStarting, map[string]any{"executor_id": executorID, "runtime": sess.Runtime, "node": node})
+	m.publish(ctx, sess.ID, api.EventAgentctlStarting, map[string]any{"executor_id": executorID, "runtime": sess.Runtime, "node": node})
 
 	ex, err := m.launchExecutor(ctx, rt, node, sess, task, executorID, token, placed)
 	placed() // when its first write failed
 	if err != nil {
-		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Executor: executorID, Err: err})
+		m.record(ctx, sess, failure{Reason: api.ReasonExecutorLost, Executor: executorID, Err: err})
 		return
 	}
 	plan := planStart
@@ -238,8 +239,8 @@ func (m *Manager) launch(ctx, lctx context.Context, sess state.Session, executor
 // recover it (same workspace, agentctl reattached or restarted), else
 // launches a new one; the executor row is recorded (starting) either way,
 // and placed is called once it is.
-func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node string, sess state.Session, task state.Task, executorID string, token uint64, placed func()) (state.Executor, error) {
-	ex := state.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: node, Status: state.ExecutorStarting}
+func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node string, sess api.Session, task api.Task, executorID string, token uint64, placed func()) (api.Executor, error) {
+	ex := api.Executor{ID: executorID, SessionID: sess.ID, Runtime: sess.Runtime, Node: node, Status: api.ExecutorStarting}
 	old, recorded := m.store.Executor(executorID)
 	if recorded {
 		// Keep what agentctl reported until it is probed again: a launch
@@ -253,7 +254,7 @@ func (m *Manager) launchExecutor(ctx context.Context, rt runtime.Runtime, node s
 	// moves (shared workspace, its node gone) is launched afresh.
 	if recorded && len(old.Handle) > 0 && old.Node == node {
 		ex.Secret = old.Secret
-		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: state.ExecutorStarting}); err != nil {
+		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: executorID, Status: api.ExecutorStarting}); err != nil {
 			return ex, err
 		}
 		placed()
@@ -301,7 +302,7 @@ type attachOptions struct {
 
 // attach registers a live execution and starts its event pump, after
 // mirroring the events agentctl retained (catchUp).
-func (m *Manager) attach(lctx context.Context, sessionID string, ex state.Executor, client *agentctl.Client, o attachOptions) {
+func (m *Manager) attach(lctx context.Context, sessionID string, ex api.Executor, client *agentctl.Client, o attachOptions) {
 	pctx, cancel := context.WithCancel(lctx)
 	e := &execution{sessionID: sessionID, executorID: ex.ID, client: client, nonce: ex.Nonce, cancel: cancel, done: make(chan struct{}), events: o.events}
 	var seen turnSeen
@@ -374,10 +375,10 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	if !ok {
 		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
-	if sess.State == state.SessionCreated || sess.State == state.SessionStarting {
+	if sess.State == api.SessionCreated || sess.State == api.SessionStarting {
 		var err error
-		sess, err = m.waitSession(ctx, sessionID, startWait, func(s state.Session) bool {
-			return s.State != state.SessionCreated && s.State != state.SessionStarting
+		sess, err = m.waitSession(ctx, sessionID, startWait, func(s api.Session) bool {
+			return s.State != api.SessionCreated && s.State != api.SessionStarting
 		})
 		switch {
 		case errors.Is(err, state.ErrNotFound):
@@ -386,7 +387,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 			return fmt.Errorf("%w: session %s is still %s after %s; its agent is not ready for prompts yet", state.ErrConflict, sess.ID, sess.State, startWait)
 		}
 	}
-	if sess.State == state.SessionRunning && m.live1(sessionID) == nil {
+	if sess.State == api.SessionRunning && m.live1(sessionID) == nil {
 		// RUNNING that this leader has not brought up yet may be a
 		// previous leader's prompt that never reached the agent (RUNNING
 		// committed, then leadership lost before the prompt was sent).
@@ -394,7 +395,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 		// for delivered and wait for a reply that never comes; the
 		// recovery sets the state from the agent's, so wait for it.
 		if _, err := m.leaderCtx(ctx); err == nil {
-			m.waitLiveWhile(ctx, sessionID, state.SessionRunning)
+			m.waitLiveWhile(ctx, sessionID, api.SessionRunning)
 			if sess, ok = m.store.Session(sessionID); !ok {
 				return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 			}
@@ -404,14 +405,14 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 		return fmt.Errorf("%w: session %s is being stopped; resume it once it is STOPPED", state.ErrConflict, sess.ID)
 	}
 	switch sess.State {
-	case state.SessionWaitingForInput:
-	case state.SessionRunning:
+	case api.SessionWaitingForInput:
+	case api.SessionRunning:
 		return fmt.Errorf("%w: session %s is running a turn; wait for it or cancel it", state.ErrConflict, sess.ID)
-	case state.SessionError:
+	case api.SessionError:
 		return fmt.Errorf("%w: session %s is ERROR, its agent is not running: %s", state.ErrConflict, sess.ID, sess.ErrorMessage)
-	case state.SessionStopped:
+	case api.SessionStopped:
 		return fmt.Errorf("%w: session %s is STOPPED; resume it to continue the conversation", state.ErrConflict, sess.ID)
-	case state.SessionCompleted:
+	case api.SessionCompleted:
 		return fmt.Errorf("%w: session %s was deleted; create a new session", state.ErrConflict, sess.ID)
 	default:
 		return fmt.Errorf("%w: session %s is %s; it takes prompts when WAITING_FOR_INPUT", state.ErrConflict, sess.ID, sess.State)
@@ -419,7 +420,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	if _, err := m.leaderCtx(ctx); err != nil {
 		return err
 	}
-	e := m.waitLiveWhile(ctx, sessionID, state.SessionWaitingForInput)
+	e := m.waitLiveWhile(ctx, sessionID, api.SessionWaitingForInput)
 	if e == nil {
 		return fmt.Errorf("%w: session %s", ErrNotRunning, sess.ID)
 	}
@@ -435,7 +436,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.move(lctx, sess.ID, state.SessionRunning, state.SessionWaitingForInput); err != nil {
+	if err := m.move(lctx, sess.ID, api.SessionRunning, api.SessionWaitingForInput); err != nil {
 		return err
 	}
 	// RUNNING is committed: from here the prompt is delivered, or RUNNING
@@ -454,7 +455,7 @@ func (m *Manager) Prompt(ctx context.Context, sessionID, text string) error {
 			}
 			return fmt.Errorf("%w: session %s is running a turn; wait for it or cancel it", state.ErrConflict, sess.ID)
 		}
-		if uerr := m.move(lctx, sess.ID, state.SessionWaitingForInput, state.SessionRunning); uerr != nil && !errors.Is(uerr, state.ErrConflict) {
+		if uerr := m.move(lctx, sess.ID, api.SessionWaitingForInput, api.SessionRunning); uerr != nil && !errors.Is(uerr, state.ErrConflict) {
 			m.log.Warn("undo RUNNING after a failed prompt", "session", sess.ID, "error", uerr)
 		}
 		if refused && apiErr.Status == 409 {
@@ -495,7 +496,7 @@ const liveWait = 10 * time.Second
 // WAITING_FOR_INPUT, and the wait goes through that. The recovery pass is
 // asked to take the session next. It returns nil when the wait ends
 // without one.
-func (m *Manager) waitLiveWhile(ctx context.Context, sessionID string, while state.SessionState) *execution {
+func (m *Manager) waitLiveWhile(ctx context.Context, sessionID string, while api.SessionState) *execution {
 	if e := m.live1(sessionID); e != nil {
 		return e
 	}
@@ -511,7 +512,7 @@ func (m *Manager) waitLiveWhile(ctx context.Context, sessionID string, while sta
 	for {
 		e, attached := m.whenLive(sessionID)
 		sess, _ := m.store.Session(sessionID)
-		starting := sess.State == state.SessionStarting
+		starting := sess.State == api.SessionStarting
 		switch {
 		case e != nil && !starting:
 			return e
@@ -551,7 +552,7 @@ func (m *Manager) Stop(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
 	switch sess.State {
-	case state.SessionCreated, state.SessionStarting, state.SessionWaitingForInput, state.SessionRunning:
+	case api.SessionCreated, api.SessionStarting, api.SessionWaitingForInput, api.SessionRunning:
 	default:
 		return fmt.Errorf("%w: session %s is %s; only a starting or running session can be stopped", state.ErrConflict, sess.ID, sess.State)
 	}
@@ -622,7 +623,7 @@ func (m *Manager) finishStop(ctx context.Context, sessionID string) error {
 	if err := m.drain(ctx, sessionID, false); err != nil {
 		return err
 	}
-	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sessionID, State: state.SessionStopped, Reason: state.ReasonAgentNotRunning}); err != nil {
+	if _, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: sessionID, State: api.SessionStopped, Reason: api.ReasonAgentNotRunning}); err != nil {
 		return fmt.Errorf("record stop: %w", err)
 	}
 	return nil
@@ -660,7 +661,7 @@ func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) err
 		m.detach(sessionID)
 	}
 	ex, ok := m.store.Executor(sess.ExecutorID)
-	if ok && !destroy && agentStopped && ex.Status == state.ExecutorReady && ex.SupportsWorkspaceOnly {
+	if ok && !destroy && agentStopped && ex.Status == api.ExecutorReady && ex.SupportsWorkspaceOnly {
 		// A stop ends the agent, not the workspace: agentctl keeps serving
 		// files, git and shells until the session is deleted, and a resume
 		// starts the agent in it again.
@@ -680,7 +681,7 @@ func (m *Manager) drain(ctx context.Context, sessionID string, destroy bool) err
 		if err != nil && !errors.Is(err, runtime.ErrNotFound) {
 			return fmt.Errorf("stop executor %s: %w", ex.ID, err)
 		}
-		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: ex.ID, Status: state.ExecutorStopped}); err != nil {
+		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: ex.ID, Status: api.ExecutorStopped}); err != nil {
 			return err
 		}
 	}
@@ -714,7 +715,7 @@ func (m *Manager) Delete(ctx context.Context, sessionID string, force bool) erro
 		return err
 	}
 	defer lock.Unlock()
-	if sess, ok := m.store.Session(sessionID); ok && sess.State != state.SessionCompleted {
+	if sess, ok := m.store.Session(sessionID); ok && sess.State != api.SessionCompleted {
 		if ex, ok := m.store.Executor(sess.ExecutorID); ok && len(ex.Handle) > 0 && m.waitsForNode(ctx, ex) {
 			if !force {
 				return fmt.Errorf("%w: session %s: its node %s does not answer (only it can remove the executor and workspace); delete it when the node is back, or with force to have them removed then (-force, ?force=true)",
@@ -754,7 +755,7 @@ func (m *Manager) DestroyAbandoned(ctx context.Context, node string) {
 			m.log.Warn("destroy the executor of a deleted session", "executor", ex.ID, "node", ex.Node, "error", err)
 			continue
 		}
-		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: ex.ID, Status: state.ExecutorStopped, Destroyed: true}); err != nil {
+		if _, err := m.apply(ctx, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: ex.ID, Status: api.ExecutorStopped, Destroyed: true}); err != nil {
 			m.log.Warn("record the executor of a deleted session destroyed", "executor", ex.ID, "error", err)
 			continue
 		}

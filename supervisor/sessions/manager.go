@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -305,7 +306,7 @@ func applyBackoff(attempt int) time.Duration {
 // move moves a session to a state with no message or reason; from
 // (optional) makes it a compare-and-set. A state with a message or a reason
 // (ERROR, STOPPED) is written with its SetSessionStateBody.
-func (m *Manager) move(ctx context.Context, id string, to state.SessionState, from ...state.SessionState) error {
+func (m *Manager) move(ctx context.Context, id string, to api.SessionState, from ...api.SessionState) error {
 	_, err := m.apply(ctx, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: to, From: from, NotActivity: notActivity(ctx)})
 	return err
 }
@@ -382,7 +383,7 @@ func newExecutorID() string {
 const agentctlTimeout = 15 * time.Second
 
 // clientFor builds an agentctl client for an executor row.
-func clientFor(e state.Executor, token uint64) *agentctl.Client {
+func clientFor(e api.Executor, token uint64) *agentctl.Client {
 	c := agentctl.NewClient(e.AgentctlURL, e.Secret, agentctlTimeout)
 	if e.AgentctlFingerprint != "" {
 		c = agentctl.NewPinnedClient(e.AgentctlURL, e.Secret, e.AgentctlFingerprint, agentctlTimeout)
@@ -402,7 +403,7 @@ func (m *Manager) Agentctl(sessionID string) (*agentctl.Client, error) {
 	if !ok || e.AgentctlURL == "" {
 		return nil, fmt.Errorf("session %s has no executor yet: %w", sessionID, ErrUnavailable)
 	}
-	if e.Status != state.ExecutorReady && e.Status != state.ExecutorStarting {
+	if e.Status != api.ExecutorReady && e.Status != api.ExecutorStarting {
 		return nil, fmt.Errorf("executor of session %s is %s: %w", sessionID, e.Status, ErrUnavailable)
 	}
 	var token uint64

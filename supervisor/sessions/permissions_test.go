@@ -28,18 +28,18 @@ func (w *world) workSession(id, node string) live {
 
 // pendingPermission waits for the session to have one pending request in
 // the replicated state and returns it.
-func (w *world) pendingPermission(id string) state.Permission {
+func (w *world) pendingPermission(id string) api.Permission {
 	w.t.Helper()
 	testkit.WaitFor(w.t, 30*time.Second, "a pending permission request in the state", testkit.Cond(func() bool {
 		return w.r.store.PendingPermissions(id) == 1
 	}))
 	for _, p := range w.r.store.Permissions(id) {
-		if p.State == state.PermissionPending {
+		if p.State == api.PermissionPending {
 			return p
 		}
 	}
 	w.t.Fatal("no pending request listed")
-	return state.Permission{}
+	return api.Permission{}
 }
 
 // An agent's permission request is replicated while it waits (the session
@@ -59,7 +59,7 @@ func TestAPermissionRequestIsReplicatedAndItsAnswerReachesTheAgent(t *testing.T)
 	if p.Kind != api.ToolExecute || p.SessionID != s.id || len(p.Options) != 2 || p.ToolCallID != demoagent.WorkToolCallID(1, "run") {
 		t.Fatalf("pending request %+v", p)
 	}
-	if st := w.session(s.id).State; st != state.SessionRunning {
+	if st := w.session(s.id).State; st != api.SessionRunning {
 		t.Fatalf("session %s while its agent waits for an answer, want RUNNING", st)
 	}
 	c, err := m.Agentctl(s.id)
@@ -70,12 +70,12 @@ func TestAPermissionRequestIsReplicatedAndItsAnswerReachesTheAgent(t *testing.T)
 		t.Fatal(err)
 	}
 	w.agentSaid(s.id, "command allowed (allow_once)")
-	testkit.WaitFor(t, 10*time.Second, "the session to wait for input", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionWaitingForInput }))
+	testkit.WaitFor(t, 10*time.Second, "the session to wait for input", testkit.Cond(func() bool { return w.session(s.id).State == api.SessionWaitingForInput }))
 	got, _ := w.r.store.Permission(s.id, p.ID)
-	if got.State != state.PermissionAnswered || got.OptionID != demoagent.OptionAllowOnce || got.AnsweredBy != "user" || got.AnsweredAt == nil {
+	if got.State != api.PermissionAnswered || got.OptionID != demoagent.OptionAllowOnce || got.AnsweredBy != "user" || got.AnsweredAt == nil {
 		t.Fatalf("the answered request is recorded as %+v", got)
 	}
-	var edit, plan *state.Message
+	var edit, plan *api.Message
 	for _, msg := range w.r.store.Messages(s.id) {
 		switch {
 		case msg.ToolCall != nil && msg.ToolCall.ID == demoagent.WorkToolCallID(1, "edit"):
@@ -84,14 +84,14 @@ func TestAPermissionRequestIsReplicatedAndItsAnswerReachesTheAgent(t *testing.T)
 			plan = &msg
 		}
 	}
-	if edit == nil || edit.Role != state.RoleTool || edit.ToolCall.Kind != api.ToolEdit || edit.ToolCall.Status != api.ToolCompleted {
+	if edit == nil || edit.Role != api.RoleTool || edit.ToolCall.Kind != api.ToolEdit || edit.ToolCall.Status != api.ToolCompleted {
 		t.Fatalf("the edit's tool entry: %+v", edit)
 	}
 	diff := false
 	for _, c := range edit.ToolCall.Content {
 		diff = diff || c.Type == api.ContentDiff && c.Path != ""
 	}
-	if !diff || plan == nil || plan.Role != state.RolePlan || len(plan.Plan.Entries) == 0 {
+	if !diff || plan == nil || plan.Role != api.RolePlan || len(plan.Plan.Entries) == 0 {
 		t.Fatalf("edit content %+v, plan %+v", edit.ToolCall.Content, plan)
 	}
 	// Tool and plan entries are written whole.
@@ -138,14 +138,14 @@ func TestAPermissionRequestMadeWithoutALeaderIsFoundAndCancelledByAStop(t *testi
 	}
 	m := w.leader("n2")
 	continueSession(t, m, s.id)
-	if p, ok := w.r.store.Permission(s.id, pid); !ok || p.State != state.PermissionPending || p.SessionID != s.id {
+	if p, ok := w.r.store.Permission(s.id, pid); !ok || p.State != api.PermissionPending || p.SessionID != s.id {
 		t.Fatalf("after the take-over: %+v (recorded %v)", p, ok)
 	}
 	if err := m.Stop(recoverCtx(t), s.id); err != nil {
 		t.Fatal(err)
 	}
-	testkit.WaitFor(t, 30*time.Second, "the session to stop", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionStopped }))
-	if p, _ := w.r.store.Permission(s.id, pid); p.State != state.PermissionCancelled || w.r.store.PendingPermissions(s.id) != 0 {
+	testkit.WaitFor(t, 30*time.Second, "the session to stop", testkit.Cond(func() bool { return w.session(s.id).State == api.SessionStopped }))
+	if p, _ := w.r.store.Permission(s.id, pid); p.State != api.PermissionCancelled || w.r.store.PendingPermissions(s.id) != 0 {
 		t.Fatalf("after the stop: %+v", p)
 	}
 }
@@ -166,10 +166,10 @@ func TestACancelledTurnCancelsItsPermissionRequest(t *testing.T) {
 	}
 	testkit.WaitFor(t, 20*time.Second, "the request to be cancelled", testkit.Cond(func() bool {
 		got, _ := w.r.store.Permission(s.id, p.ID)
-		return got.State == state.PermissionCancelled
+		return got.State == api.PermissionCancelled
 	}))
-	testkit.WaitFor(t, 20*time.Second, "the session to wait for input", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionWaitingForInput }))
-	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCancelled {
+	testkit.WaitFor(t, 20*time.Second, "the session to wait for input", testkit.Cond(func() bool { return w.session(s.id).State == api.SessionWaitingForInput }))
+	if got := w.session(s.id).LastTurnOutcome; got != api.TurnCancelled {
 		t.Fatalf("last turn outcome %q, want cancelled", got)
 	}
 }
@@ -182,18 +182,18 @@ func TestToolAndPlanEntriesAreWrittenWholeAndWeighedByTheirEncodedSize(t *testin
 	call := &api.ToolCall{ID: "c1", Title: "Edit", Kind: api.ToolEdit, Status: api.ToolInProgress,
 		Content: []api.ToolContent{{Type: api.ContentDiff, Path: "a.txt", NewText: strings.Repeat("z", 500)}}}
 	encoded, _ := json.Marshal(call)
-	prop, n := p.messageWrite(agentctl.Message{ID: "m2", Role: string(state.RoleTool), ToolCall: call})
+	prop, n := p.messageWrite(agentctl.Message{ID: "m2", Role: string(api.RoleTool), ToolCall: call})
 	if b, ok := prop.Body.(*state.PutMessageBody); prop.Type != state.CmdPutMessage || !ok || b.Message.ToolCall != call || n != len(encoded) {
 		t.Fatalf("tool call write %d %+v weighing %d, want a whole put weighing %d", prop.Type, prop.Body, n, len(encoded))
 	}
 	plan := &api.Plan{Entries: []api.PlanEntry{{Content: "x", Priority: "high", Status: "pending"}}}
-	if prop, _ := p.messageWrite(agentctl.Message{ID: "m3", Role: string(state.RolePlan), Text: "xy", Plan: plan}); prop.Type != state.CmdPutMessage {
+	if prop, _ := p.messageWrite(agentctl.Message{ID: "m3", Role: string(api.RolePlan), Text: "xy", Plan: plan}); prop.Type != state.CmdPutMessage {
 		t.Fatalf("a plan whose text grew is written as %d, want a whole put", prop.Type)
 	}
-	if prop, n := p.messageWrite(agentctl.Message{ID: "m1", Role: string(state.RoleThought), Text: "abcd"}); prop.Type != state.CmdAppendMessage || n != 2 {
+	if prop, n := p.messageWrite(agentctl.Message{ID: "m1", Role: string(api.RoleThought), Text: "abcd"}); prop.Type != state.CmdAppendMessage || n != 2 {
 		t.Fatalf("a thought's growth is written as %d weighing %d, want an addition of 2 bytes", prop.Type, n)
 	}
-	p.recordWrite(agentctl.Message{ID: "m2", Role: string(state.RoleTool), ToolCall: call}, prop, nil)
+	p.recordWrite(agentctl.Message{ID: "m2", Role: string(api.RoleTool), ToolCall: call}, prop, nil)
 	if _, ok := p.proposed["m2"]; ok {
 		t.Fatal("a tool call's write is remembered for text additions")
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/nodes"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -63,7 +64,7 @@ func nodeDown(err error) bool { return errors.Is(err, ErrNodeUnavailable) }
 // the owner does not answer, a runtime that is not node-local (a remote
 // host, a shared Docker engine) or whose workspaces are on shared storage
 // is managed from this node instead.
-func (m *Manager) runtimeOf(ctx context.Context, ex state.Executor) (runtime.Runtime, error) {
+func (m *Manager) runtimeOf(ctx context.Context, ex api.Executor) (runtime.Runtime, error) {
 	rt, err := m.nodes.Runtime(ex.Node, ex.Runtime)
 	if err == nil && m.nodes.Available(ex.Node) {
 		return rt, nil
@@ -85,7 +86,7 @@ func (m *Manager) runtimeOf(ctx context.Context, ex state.Executor) (runtime.Run
 // executor (a resume finds its workspace there), else runtime_options.node,
 // else the usable node with the fewest live executors of the runtime (this
 // node first among equals).
-func (m *Manager) place(ctx context.Context, sess state.Session) (string, error) {
+func (m *Manager) place(ctx context.Context, sess api.Session) (string, error) {
 	live, load := m.executorCounts(sess)
 	if old, ok := m.store.Executor(sess.ExecutorID); ok && old.Node != "" {
 		if m.nodes.Available(old.Node) || !m.sharedWorkspace(ctx, sess.Runtime) {
@@ -126,10 +127,10 @@ func (m *Manager) place(ctx context.Context, sess state.Session) (string, error)
 // executorCounts counts the live (starting or ready) executors on each
 // node, over every runtime and over sess's runtime, leaving out sess's own
 // executor: a resume that recovers it adds none.
-func (m *Manager) executorCounts(sess state.Session) (all, ofRuntime map[string]int) {
+func (m *Manager) executorCounts(sess api.Session) (all, ofRuntime map[string]int) {
 	all, ofRuntime = map[string]int{}, map[string]int{}
 	for _, e := range m.store.Executors("") {
-		if e.ID == sess.ExecutorID || (e.Status != state.ExecutorStarting && e.Status != state.ExecutorReady) {
+		if e.ID == sess.ExecutorID || (e.Status != api.ExecutorStarting && e.Status != api.ExecutorReady) {
 			continue
 		}
 		all[e.Node]++
@@ -165,7 +166,7 @@ func (m *Manager) limitOf(node string) int {
 // edge may both pass this check; the launches then place one at a time
 // (launch), and the one that finds the node full ends in ERROR with
 // ErrNodeFull, so the cap holds exactly.
-func (m *Manager) CheckRoom(ctx context.Context, sess state.Session) error {
+func (m *Manager) CheckRoom(ctx context.Context, sess api.Session) error {
 	if _, err := m.place(ctx, sess); errors.Is(err, ErrNodeFull) {
 		return err
 	}
@@ -189,7 +190,7 @@ func (m *Manager) NodeUnavailable(sessionID string) (string, bool) {
 // launchOptions are the runtime options a launch passes to its plugin: the
 // session's own, without the placement key, and OptionExistingWorkspace
 // when an earlier launch made the workspace (a resume must find it).
-func launchOptions(sess state.Session, existing bool) map[string]string {
+func launchOptions(sess api.Session, existing bool) map[string]string {
 	out := map[string]string{}
 	for k, v := range sess.RuntimeOptions {
 		if k != OptionNode {
@@ -215,7 +216,7 @@ func (m *Manager) sharedWorkspace(ctx context.Context, name string) bool {
 
 // waitsForNode reports whether a session's executor must wait for its node:
 // the node does not answer and the runtime cannot move the session.
-func (m *Manager) waitsForNode(ctx context.Context, ex state.Executor) bool {
+func (m *Manager) waitsForNode(ctx context.Context, ex api.Executor) bool {
 	return ex.Node != "" && !m.nodes.Available(ex.Node) && !m.sharedWorkspace(ctx, ex.Runtime)
 }
 
@@ -225,7 +226,7 @@ func (m *Manager) waitsForNode(ctx context.Context, ex state.Executor) bool {
 // its status says node_unavailable, and recovery takes it up when the node
 // answers again (Recovery.RecoverNode). An agent that still runs behind a
 // partition stops itself when its lease is not renewed.
-func (m *Manager) nodeLost(ctx context.Context, sess state.Session, ex state.Executor, err error) {
+func (m *Manager) nodeLost(ctx context.Context, sess api.Session, ex api.Executor, err error) {
 	m.log.Warn("session's node does not answer; the session waits for it", "session", sess.ID, "node", ex.Node, "error", err)
-	m.publish(ctx, sess.ID, state.EventAgentctlError, map[string]any{"message": state.NodeUnavailableMessage(ex.Node), "reason": state.ReasonNodeUnavailable, "node": ex.Node})
+	m.publish(ctx, sess.ID, api.EventAgentctlError, map[string]any{"message": state.NodeUnavailableMessage(ex.Node), "reason": api.ReasonNodeUnavailable, "node": ex.Node})
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -21,25 +22,25 @@ import (
 // newSession records a task and a CREATED session with runtime options.
 func (w *world) newSession(id string, opts map[string]string) {
 	w.t.Helper()
-	w.r.must(w.t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t-" + id, Title: id, Workspace: state.Workspace{Path: workspaceDir(w.t)}}})
-	w.r.must(w.t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: id, TaskID: "t-" + id, Agent: "demo", Runtime: "standalone", RuntimeOptions: opts}})
+	w.r.must(w.t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t-" + id, Title: id, Workspace: api.Workspace{Path: workspaceDir(w.t)}}})
+	w.r.must(w.t, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: id, TaskID: "t-" + id, Agent: "demo", Runtime: "standalone", RuntimeOptions: opts}})
 }
 
 // load records n executors of runtime rt in status st on node, each with
 // its own session (placement counts live executors per node).
-func (w *world) load(node, rt string, st state.ExecutorStatus, n int) {
+func (w *world) load(node, rt string, st api.ExecutorStatus, n int) {
 	w.t.Helper()
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("load-%s-%s-%s-%d", node, rt, st, i)
 		w.newSession(id, nil)
-		w.r.must(w.t, state.CmdPutExecutor, state.NewPutExecutor(state.Executor{ID: "ex-" + id, SessionID: id, Runtime: rt, Node: node, Status: st}))
+		w.r.must(w.t, state.CmdPutExecutor, state.NewPutExecutor(api.Executor{ID: "ex-" + id, SessionID: id, Runtime: rt, Node: node, Status: st}))
 	}
 }
 
 // waitState waits until a session reaches one of states and returns it.
-func (w *world) waitState(id string, states ...state.SessionState) state.Session {
+func (w *world) waitState(id string, states ...api.SessionState) api.Session {
 	w.t.Helper()
-	var s state.Session
+	var s api.Session
 	testkit.WaitFor(w.t, 30*time.Second, fmt.Sprintf("session %s to reach %v", id, states), testkit.Cond(func() bool {
 		s = w.session(id)
 		for _, st := range states {
@@ -72,18 +73,18 @@ func TestStartPlacesOnTheRequestedNode(t *testing.T) {
 	if err := m.Start(context.Background(), "s1"); err != nil {
 		t.Fatal(err)
 	}
-	sess := w.waitState("s1", state.SessionWaitingForInput, state.SessionError)
-	if sess.State != state.SessionWaitingForInput {
+	sess := w.waitState("s1", api.SessionWaitingForInput, api.SessionError)
+	if sess.State != api.SessionWaitingForInput {
 		t.Fatalf("session %s: %s", sess.State, sess.ErrorMessage)
 	}
 	if got := w.launchedOn(); !reflect.DeepEqual(got, []string{"n3"}) {
 		t.Errorf("launched on %v, want [n3]", got)
 	}
 	ex := w.executor(sess.ExecutorID)
-	if ex.Node != "n3" || ex.Status != state.ExecutorReady {
+	if ex.Node != "n3" || ex.Status != api.ExecutorReady {
 		t.Errorf("executor %+v, want ready on n3", ex)
 	}
-	if l := w.lease("s1"); l.State != state.LeaseHeld || l.HolderNonce != ex.Nonce || l.HolderExecutorID != ex.ID {
+	if l := w.lease("s1"); l.State != api.LeaseHeld || l.HolderNonce != ex.Nonce || l.HolderExecutorID != ex.ID {
 		t.Errorf("lease %+v, want held by %s (nonce %s)", l, ex.ID, ex.Nonce)
 	}
 	if got := w.rts["n3"].launches[0].Options; !reflect.DeepEqual(got, map[string]string{"image": "x"}) {
@@ -116,14 +117,14 @@ func TestStartRefusesAnUnusableNode(t *testing.T) {
 			if err := m.Start(context.Background(), "s1"); err != nil {
 				t.Fatal(err)
 			}
-			sess := w.waitState("s1", state.SessionError, state.SessionWaitingForInput)
-			if sess.State != state.SessionError || !strings.Contains(sess.ErrorMessage, fmt.Sprintf("node %q cannot take the session", tc.node)) {
+			sess := w.waitState("s1", api.SessionError, api.SessionWaitingForInput)
+			if sess.State != api.SessionError || !strings.Contains(sess.ErrorMessage, fmt.Sprintf("node %q cannot take the session", tc.node)) {
 				t.Errorf("session %s %q, want ERROR naming node %s", sess.State, sess.ErrorMessage, tc.node)
 			}
 			if got := w.launchedOn(); len(got) != 0 {
 				t.Errorf("launched on %v", got)
 			}
-			if l := w.lease("s1"); l.State == state.LeaseHeld {
+			if l := w.lease("s1"); l.State == api.LeaseHeld {
 				t.Errorf("lease %+v still held by a session that never launched", l)
 			}
 		})
@@ -141,22 +142,22 @@ func TestStartPlacesOnTheLeastLoadedNode(t *testing.T) {
 		want  string
 	}{
 		{name: "fewest live executors of the runtime", self: "n1", want: "n2", setup: func(w *world) {
-			w.load("n1", "standalone", state.ExecutorReady, 2)
+			w.load("n1", "standalone", api.ExecutorReady, 2)
 			// Only live executors of this runtime count.
-			w.load("n2", "standalone", state.ExecutorReady, 1)
-			w.load("n2", "standalone", state.ExecutorStopped, 2)
-			w.load("n2", "standalone", state.ExecutorError, 2)
-			w.load("n2", "docker", state.ExecutorReady, 3)
-			w.load("n3", "standalone", state.ExecutorStarting, 2)
+			w.load("n2", "standalone", api.ExecutorReady, 1)
+			w.load("n2", "standalone", api.ExecutorStopped, 2)
+			w.load("n2", "standalone", api.ExecutorError, 2)
+			w.load("n2", "docker", api.ExecutorReady, 3)
+			w.load("n3", "standalone", api.ExecutorStarting, 2)
 		}},
 		{name: "the leader among equals", self: "n3", want: "n3", setup: func(w *world) {
 			for _, n := range []string{"n1", "n2", "n3"} {
-				w.load(n, "standalone", state.ExecutorReady, 1)
+				w.load(n, "standalone", api.ExecutorReady, 1)
 			}
 		}},
 		{name: "a node that does not answer is never chosen", self: "n1", want: "n3", setup: func(w *world) {
-			w.load("n1", "standalone", state.ExecutorReady, 2)
-			w.load("n3", "standalone", state.ExecutorReady, 1)
+			w.load("n1", "standalone", api.ExecutorReady, 2)
+			w.load("n3", "standalone", api.ExecutorReady, 1)
 			w.down("n2")
 		}},
 	}
@@ -169,8 +170,8 @@ func TestStartPlacesOnTheLeastLoadedNode(t *testing.T) {
 			if err := m.Start(context.Background(), "s1"); err != nil {
 				t.Fatal(err)
 			}
-			sess := w.waitState("s1", state.SessionWaitingForInput, state.SessionError)
-			if sess.State != state.SessionWaitingForInput {
+			sess := w.waitState("s1", api.SessionWaitingForInput, api.SessionError)
+			if sess.State != api.SessionWaitingForInput {
 				t.Fatalf("session %s: %s", sess.State, sess.ErrorMessage)
 			}
 			if got := w.launchedOn(); !reflect.DeepEqual(got, []string{tc.want}) {
@@ -192,20 +193,20 @@ func TestResumeStaysOnItsNode(t *testing.T) {
 	// The session was stopped (executor stopped, lease released), then its
 	// executor vanished with the machine's restart.
 	w.rts["n1"].proc(s.executorID).kill()
-	w.r.must(t, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: s.executorID, Status: state.ExecutorStopped})
+	w.r.must(t, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: s.executorID, Status: api.ExecutorStopped})
 	w.r.must(t, state.CmdReleaseLease, &state.ReleaseLeaseBody{SessionID: s.id, FencingToken: s.token})
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionStopped, Reason: state.ReasonAgentNotRunning})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: api.SessionStopped, Reason: api.ReasonAgentNotRunning})
 	w.rts["n1"].onRecover = func(h fakeHandle) (runtime.LaunchResponse, error) {
 		return runtime.LaunchResponse{}, fmt.Errorf("executor %s: %w", h.ID, runtime.ErrNotFound)
 	}
-	w.load("n1", "standalone", state.ExecutorReady, 3)
+	w.load("n1", "standalone", api.ExecutorReady, 3)
 	m := w.leader("n2")
 
 	if err := m.Resume(context.Background(), s.id); err != nil {
 		t.Fatal(err)
 	}
-	sess := w.waitState(s.id, state.SessionWaitingForInput, state.SessionError)
-	if sess.State != state.SessionWaitingForInput {
+	sess := w.waitState(s.id, api.SessionWaitingForInput, api.SessionError)
+	if sess.State != api.SessionWaitingForInput {
 		t.Fatalf("session %s: %s", sess.State, sess.ErrorMessage)
 	}
 	if got := w.launchedOn(); !reflect.DeepEqual(got, []string{"n1"}) {
@@ -218,10 +219,10 @@ func TestResumeStaysOnItsNode(t *testing.T) {
 		t.Errorf("relaunch options %v, want %s=true", w.rts["n1"].launches[0].Options, runtime.OptionExistingWorkspace)
 	}
 	ex := w.executor(s.executorID)
-	if ex.Node != "n1" || ex.Status != state.ExecutorReady {
+	if ex.Node != "n1" || ex.Status != api.ExecutorReady {
 		t.Errorf("executor %+v, want ready on n1", ex)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken <= s.token {
+	if l := w.lease(s.id); l.State != api.LeaseHeld || l.FencingToken <= s.token {
 		t.Errorf("lease %+v, want held with a token above %d", l, s.token)
 	}
 	if err := m.Prompt(context.Background(), s.id, "recall"); err != nil {
@@ -240,17 +241,17 @@ func TestResumeMovesOffADownNodeWithASharedWorkspace(t *testing.T) {
 	}
 	s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "lime", shared: workspaceDir(t)})
 	w.rts["n1"].proc(s.executorID).kill()
-	w.r.must(t, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: s.executorID, Status: state.ExecutorError, ErrorMessage: "lost"})
+	w.r.must(t, state.CmdSetExecutorState, &state.SetExecutorStateBody{ExecutorID: s.executorID, Status: api.ExecutorError, ErrorMessage: "lost"})
 	w.r.must(t, state.CmdReclaimLease, &state.ReleaseLeaseBody{SessionID: s.id, FencingToken: s.token})
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionError, Reason: state.ReasonExecutorLost, ErrorMessage: "lost"})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: api.SessionError, Reason: api.ReasonExecutorLost, ErrorMessage: "lost"})
 	w.down("n1")
 	m := w.leader("n2")
 
 	if err := m.Resume(context.Background(), s.id); err != nil {
 		t.Fatalf("Resume = %v; want the session relaunched on n2", err)
 	}
-	sess := w.waitState(s.id, state.SessionWaitingForInput, state.SessionError)
-	if sess.State != state.SessionWaitingForInput {
+	sess := w.waitState(s.id, api.SessionWaitingForInput, api.SessionError)
+	if sess.State != api.SessionWaitingForInput {
 		t.Fatalf("session %s: %s", sess.State, sess.ErrorMessage)
 	}
 	if ex := w.executor(s.executorID); ex.Node != "n2" {
@@ -280,7 +281,7 @@ func TestLaunchOptions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			before := maps.Clone(tc.opts)
-			got := launchOptions(state.Session{RuntimeOptions: tc.opts}, tc.existing)
+			got := launchOptions(api.Session{RuntimeOptions: tc.opts}, tc.existing)
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("launchOptions = %v, want %v", got, tc.want)
 			}
@@ -317,36 +318,36 @@ func TestPlacementKeepsWithinEachNodesSessionLimit(t *testing.T) {
 	for _, id := range w.ids {
 		w.view(id).caps["n2"] = 1 // n3 reported no cap
 	}
-	w.load("n1", "standalone", state.ExecutorReady, 2)
-	w.load("n2", "docker", state.ExecutorReady, 1)
-	w.load("n3", "standalone", state.ExecutorReady, 5)
-	w.load("n1", "standalone", state.ExecutorStopped, 3) // not live: not counted
+	w.load("n1", "standalone", api.ExecutorReady, 2)
+	w.load("n2", "docker", api.ExecutorReady, 1)
+	w.load("n3", "standalone", api.ExecutorReady, 5)
+	w.load("n1", "standalone", api.ExecutorStopped, 3) // not live: not counted
 	m := w.leader("n1")
 
 	w.newSession("s1", nil)
 	if err := m.Start(context.Background(), "s1"); err != nil {
 		t.Fatal(err)
 	}
-	sess := w.waitState("s1", state.SessionWaitingForInput, state.SessionError)
-	if sess.State != state.SessionWaitingForInput {
+	sess := w.waitState("s1", api.SessionWaitingForInput, api.SessionError)
+	if sess.State != api.SessionWaitingForInput {
 		t.Fatalf("session %s: %s", sess.State, sess.ErrorMessage)
 	}
 	if ex := w.executor(sess.ExecutorID); ex.Node != "n3" {
 		t.Fatalf("executor on %q; want n3, the only node under its cap (n1 and n2 are at theirs)", ex.Node)
 	}
 	for _, node := range []string{"n1", "n2"} {
-		err := m.CheckRoom(context.Background(), state.Session{Runtime: "standalone", RuntimeOptions: map[string]string{OptionNode: node}})
+		err := m.CheckRoom(context.Background(), api.Session{Runtime: "standalone", RuntimeOptions: map[string]string{OptionNode: node}})
 		if !errors.Is(err, ErrNodeFull) || !strings.Contains(err.Error(), "node "+node+" ") || !strings.Contains(err.Error(), "max_sessions_per_node") {
 			t.Errorf("a session placed on %s: %v; want ErrNodeFull naming the node and the limit", node, err)
 		}
 	}
-	if err := m.CheckRoom(context.Background(), state.Session{Runtime: "standalone"}); err != nil {
+	if err := m.CheckRoom(context.Background(), api.Session{Runtime: "standalone"}); err != nil {
 		t.Errorf("a session with n3 uncapped: %v", err)
 	}
 	for _, id := range w.ids {
 		w.view(id).caps["n3"] = 6 // s1 made it six
 	}
-	err := m.CheckRoom(context.Background(), state.Session{Runtime: "standalone"})
+	err := m.CheckRoom(context.Background(), api.Session{Runtime: "standalone"})
 	if !errors.Is(err, ErrNodeFull) || !strings.Contains(err.Error(), "every node") {
 		t.Errorf("every node at its cap: %v; want ErrNodeFull saying so", err)
 	}
@@ -384,9 +385,9 @@ func TestABurstOfStartsKeepsWithinTheSessionLimit(t *testing.T) {
 	}
 	running, full := 0, 0
 	for i := 0; i < starts; i++ {
-		sess := w.waitState(fmt.Sprintf("b%d", i), state.SessionWaitingForInput, state.SessionError)
+		sess := w.waitState(fmt.Sprintf("b%d", i), api.SessionWaitingForInput, api.SessionError)
 		switch {
-		case sess.State == state.SessionWaitingForInput:
+		case sess.State == api.SessionWaitingForInput:
 			running++
 		case strings.Contains(sess.ErrorMessage, "max_sessions_per_node"):
 			full++
@@ -396,7 +397,7 @@ func TestABurstOfStartsKeepsWithinTheSessionLimit(t *testing.T) {
 	}
 	live := 0
 	for _, ex := range w.r.store.Executors("") {
-		if ex.Node == "n1" && (ex.Status == state.ExecutorStarting || ex.Status == state.ExecutorReady) {
+		if ex.Node == "n1" && (ex.Status == api.ExecutorStarting || ex.Status == api.ExecutorReady) {
 			live++
 		}
 	}

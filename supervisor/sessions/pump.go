@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -170,7 +171,7 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) 
 	}
 	p.dropRecorded()
 	var end *state.SetSessionStateBody
-	if sess, ok := m.store.Session(e.sessionID); ok && ended != nil && sess.State == state.SessionRunning {
+	if sess, ok := m.store.Session(e.sessionID); ok && ended != nil && sess.State == api.SessionRunning {
 		end = p.turnEnd(*ended)
 	}
 	p.flushAnd(ctx, end)
@@ -189,7 +190,7 @@ func (p *pumper) mirrorPermissions(ctx context.Context) {
 		return
 	}
 	for _, perm := range list.Permissions {
-		if rec, ok := p.m.store.Permission(p.e.sessionID, perm.ID); ok && (rec.State != state.PermissionPending || perm.State == state.PermissionPending) &&
+		if rec, ok := p.m.store.Permission(p.e.sessionID, perm.ID); ok && (rec.State != api.PermissionPending || perm.State == api.PermissionPending) &&
 			rec.CreatedAt.Equal(perm.CreatedAt) {
 			continue // recorded, as it is or already ended
 		}
@@ -198,7 +199,7 @@ func (p *pumper) mirrorPermissions(ctx context.Context) {
 }
 
 // recordPermission writes one permission request of the session's agent.
-func (p *pumper) recordPermission(ctx context.Context, perm state.Permission) {
+func (p *pumper) recordPermission(ctx context.Context, perm api.Permission) {
 	perm.SessionID = p.e.sessionID
 	if _, err := p.m.apply(ctx, state.CmdUpsertPermission, &state.UpsertPermissionBody{SessionID: p.e.sessionID, Permission: perm}); err != nil {
 		p.m.log.Warn("record a permission request", "session", p.e.sessionID, "permission", perm.ID, "error", err)
@@ -215,7 +216,7 @@ func isPrompt(ev agentctl.Event) bool {
 // addsPrompt reports whether a message event of type typ adds msg as a
 // prompt.
 func addsPrompt(typ string, msg agentctl.Message) bool {
-	return typ == agentctl.EventMessageAdded && msg.Role == string(state.RoleUser) && !msg.History
+	return typ == agentctl.EventMessageAdded && msg.Role == string(api.RoleUser) && !msg.History
 }
 
 // setSource notes the agentctl boot the events come from.
@@ -360,7 +361,7 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 			data = map[string]any{}
 		}
 		data["agent_event"] = ev.Type
-		m.publish(ctx, id, state.EventAgentctlError, data)
+		m.publish(ctx, id, api.EventAgentctlError, data)
 	case agentctl.EventAgentStopped:
 		p.flush(ctx)
 		if m.store.PendingPermissions(id) > 0 {
@@ -390,22 +391,22 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 // runs: a line typed in a pty agent's terminal is a user message too, with
 // no turn (and no turn end) of agentctl's.
 func (p *pumper) promptSeen(ctx context.Context) {
-	if sess, ok := p.m.store.Session(p.e.sessionID); !ok || sess.State != state.SessionWaitingForInput {
+	if sess, ok := p.m.store.Session(p.e.sessionID); !ok || sess.State != api.SessionWaitingForInput {
 		return
 	}
 	if agent, err := retryTimeouts(ctx, p.e.client.AgentState); err != nil || !agent.TurnRunning {
 		return
 	}
-	if err := p.m.move(ctx, p.e.sessionID, state.SessionRunning, state.SessionWaitingForInput); err != nil && !errors.Is(err, state.ErrConflict) {
+	if err := p.m.move(ctx, p.e.sessionID, api.SessionRunning, api.SessionWaitingForInput); err != nil && !errors.Is(err, state.ErrConflict) {
 		p.m.log.Warn("a prompt the session state missed", "session", p.e.sessionID, "error", err)
 	}
 }
 
 // turnOutcomes maps agentctl's turn outcomes to the session's.
-var turnOutcomes = map[string]state.TurnOutcome{
-	agentctl.OutcomeEndTurn:   state.TurnCompleted,
-	agentctl.OutcomeCancelled: state.TurnCancelled,
-	agentctl.OutcomeError:     state.TurnFailed,
+var turnOutcomes = map[string]api.TurnOutcome{
+	agentctl.OutcomeEndTurn:   api.TurnCompleted,
+	agentctl.OutcomeCancelled: api.TurnCancelled,
+	agentctl.OutcomeError:     api.TurnFailed,
 }
 
 // turnEnd is the state change that ends a turn: RUNNING →
@@ -419,9 +420,9 @@ func (p *pumper) turnEnd(d agentctl.TurnFinishedData) *state.SetSessionStateBody
 	}
 	outcome, ok := turnOutcomes[d.Outcome]
 	if !ok {
-		outcome = state.TurnCompleted
+		outcome = api.TurnCompleted
 	}
-	return &state.SetSessionStateBody{SessionID: p.e.sessionID, State: state.SessionWaitingForInput, From: []state.SessionState{state.SessionRunning},
+	return &state.SetSessionStateBody{SessionID: p.e.sessionID, State: api.SessionWaitingForInput, From: []api.SessionState{api.SessionRunning},
 		TurnOutcome: outcome, TurnError: d.Error}
 }
 
@@ -502,7 +503,7 @@ func (p *pumper) messageWrite(msg agentctl.Message) (state.Proposal, int) {
 // whole reports whether a message is always written whole: a tool call or
 // a plan (an update replaces the entry; only text grows at its end).
 func whole(msg agentctl.Message) bool {
-	return msg.ToolCall != nil || msg.Plan != nil || msg.Role == string(state.RoleTool) || msg.Role == string(state.RolePlan)
+	return msg.ToolCall != nil || msg.Plan != nil || msg.Role == string(api.RoleTool) || msg.Role == string(api.RolePlan)
 }
 
 // encodedSize is what a whole write of msg weighs against
@@ -558,10 +559,10 @@ func (m *Manager) agentExited(ctx context.Context, e *execution, code int, selfF
 	}
 	sess, _ := m.store.Session(e.sessionID)
 	if !selfFenced {
-		m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: fmt.Errorf("the agent exited with code %d", code)})
+		m.record(ctx, sess, failure{Reason: api.ReasonAgentNotRunning, Err: fmt.Errorf("the agent exited with code %d", code)})
 		return
 	}
-	m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Err: errors.New("agentctl stopped the agent when its lease was not renewed in time")})
+	m.record(ctx, sess, failure{Reason: api.ReasonAgentNotRunning, Err: errors.New("agentctl stopped the agent when its lease was not renewed in time")})
 	if m.cfg.Recovery.AutoResume != config.AutoResumeNone {
 		if err := m.Resume(ctx, e.sessionID); err != nil {
 			m.log.Info("not auto-resuming session", "session", e.sessionID, "reason", err)
@@ -597,11 +598,11 @@ func (m *Manager) lost(ctx context.Context, e *execution, err error) {
 	if !dead {
 		// Unreachable but maybe alive: the lease expires first (agentctl
 		// self-fences), then reclaimExpired resumes the session.
-		m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: e.executorID, KeepLease: true, Err: err})
+		m.record(ctx, sess, failure{Reason: api.ReasonAgentNotRunning, Executor: e.executorID, KeepLease: true, Err: err})
 		return
 	}
 	// A dead holder is proven: its lease is reclaimed at once.
-	m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, Executor: e.executorID, Err: err})
+	m.record(ctx, sess, failure{Reason: api.ReasonAgentNotRunning, Executor: e.executorID, Err: err})
 	if m.cfg.Recovery.AutoResume == config.AutoResumeNone {
 		return
 	}

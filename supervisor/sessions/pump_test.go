@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -69,7 +70,7 @@ func TestAPromptTheStateMissedStillRunsTheSession(t *testing.T) {
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n2")
 	continueSession(t, m, s.id)
-	if got := w.session(s.id).State; got != state.SessionWaitingForInput {
+	if got := w.session(s.id).State; got != api.SessionWaitingForInput {
 		t.Fatalf("session %s, want WAITING_FOR_INPUT", got)
 	}
 	const n = 2000 // ≥ 2 s at the test agent's 1 ms chunk delay
@@ -79,15 +80,15 @@ func TestAPromptTheStateMissedStillRunsTheSession(t *testing.T) {
 	}
 	testkit.WaitFor(t, 20*time.Second, "the prompt in the transcript", testkit.Cond(func() bool {
 		for _, msg := range w.r.store.Messages(s.id) {
-			if msg.Role == state.RoleUser && msg.Text == prompt {
+			if msg.Role == api.RoleUser && msg.Text == prompt {
 				return true
 			}
 		}
 		return false
 	}))
 	w.streamedWhole(t, s.id, n)
-	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCompleted {
-		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
+	if got := w.session(s.id).LastTurnOutcome; got != api.TurnCompleted {
+		t.Errorf("last turn outcome %q, want %q", got, api.TurnCompleted)
 	}
 }
 
@@ -169,11 +170,11 @@ func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 20*time.Second, "the session to run the turn", testkit.Cond(func() bool {
-		return w.session(s.id).State == state.SessionRunning
+		return w.session(s.id).State == api.SessionRunning
 	}))
 	// The state misses the turn (as a recovery that asked the agent just
 	// before the prompt reached it did before the pump settled it).
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionWaitingForInput})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: api.SessionWaitingForInput})
 	err := m.Prompt(recoverCtx(t), s.id, "hello")
 	if !errors.Is(err, state.ErrConflict) {
 		t.Fatalf("prompt during a running turn: %v, want a conflict", err)
@@ -181,7 +182,7 @@ func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
 	if a, aerr := s.client.AgentState(recoverCtx(t)); aerr != nil || !a.TurnRunning {
 		t.Skipf("the turn ended before the check (%v, %+v)", aerr, a)
 	}
-	if got := w.session(s.id).State; got != state.SessionRunning {
+	if got := w.session(s.id).State; got != api.SessionRunning {
 		t.Fatalf("session %s after the refused prompt while a turn runs, want RUNNING", got)
 	}
 	w.streamedWhole(t, s.id, n)
@@ -282,18 +283,18 @@ func TestASessionRecordedWaitingMidReplyRunsAgain(t *testing.T) {
 	}
 	testkit.WaitFor(t, 20*time.Second, "the reply to stream", testkit.Cond(func() bool {
 		msgs := w.r.store.Messages(s.id)
-		return len(msgs) > 0 && msgs[len(msgs)-1].Role == state.RoleAgent
+		return len(msgs) > 0 && msgs[len(msgs)-1].Role == api.RoleAgent
 	}))
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionWaitingForInput, From: []state.SessionState{state.SessionRunning}})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: api.SessionWaitingForInput, From: []api.SessionState{api.SessionRunning}})
 	testkit.WaitFor(t, 3*time.Second, "the session to run again", testkit.Cond(func() bool {
-		return w.session(s.id).State == state.SessionRunning
+		return w.session(s.id).State == api.SessionRunning
 	}))
 	if a, err := s.client.AgentState(recoverCtx(t)); err != nil || !a.TurnRunning {
 		t.Skipf("the turn ended before the check (%v, %+v)", err, a)
 	}
 	w.streamedWhole(t, s.id, n)
-	if got := w.session(s.id).LastTurnOutcome; got != state.TurnCompleted {
-		t.Errorf("last turn outcome %q, want %q", got, state.TurnCompleted)
+	if got := w.session(s.id).LastTurnOutcome; got != api.TurnCompleted {
+		t.Errorf("last turn outcome %q, want %q", got, api.TurnCompleted)
 	}
 }
 
@@ -305,19 +306,19 @@ func TestATurnsEndIsProposedWithItsReply(t *testing.T) {
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	m := w.leader("n1")
 	continueSession(t, m, s.id)
-	if err := m.move(recoverCtx(t), s.id, state.SessionRunning, state.SessionWaitingForInput); err != nil {
+	if err := m.move(recoverCtx(t), s.id, api.SessionRunning, api.SessionWaitingForInput); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.client.Prompt(recoverCtx(t), "hello"); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitFor(t, 20*time.Second, "the session to wait for input", testkit.Cond(func() bool {
-		return w.session(s.id).State == state.SessionWaitingForInput
+		return w.session(s.id).State == api.SessionWaitingForInput
 	}))
 	var ends [][]state.Proposal
 	for _, batch := range w.r.proposedTogether() {
 		for _, p := range batch {
-			if b, ok := p.Body.(*state.SetSessionStateBody); ok && b.State == state.SessionWaitingForInput {
+			if b, ok := p.Body.(*state.SetSessionStateBody); ok && b.State == api.SessionWaitingForInput {
 				ends = append(ends, batch)
 			}
 		}
@@ -327,12 +328,12 @@ func TestATurnsEndIsProposedWithItsReply(t *testing.T) {
 	}
 	end := ends[0]
 	last := end[len(end)-1]
-	if b, ok := last.Body.(*state.SetSessionStateBody); !ok || b.State != state.SessionWaitingForInput {
+	if b, ok := last.Body.(*state.SetSessionStateBody); !ok || b.State != api.SessionWaitingForInput {
 		t.Fatalf("the turn's end is not the last command of its call: %v", end)
 	}
 	agentReply := false
 	for _, p := range end[:len(end)-1] {
-		if b, ok := p.Body.(*state.PutMessageBody); ok && b.Message.Role == state.RoleAgent && b.Message.Complete {
+		if b, ok := p.Body.(*state.PutMessageBody); ok && b.Message.Role == api.RoleAgent && b.Message.Complete {
 			agentReply = true
 		}
 	}
@@ -340,7 +341,7 @@ func TestATurnsEndIsProposedWithItsReply(t *testing.T) {
 		t.Fatalf("the turn's end was proposed without the reply's last write: %v", end)
 	}
 	msgs := w.r.store.Messages(s.id)
-	if got := msgs[len(msgs)-1]; got.Role != state.RoleAgent || !got.Complete {
+	if got := msgs[len(msgs)-1]; got.Role != api.RoleAgent || !got.Complete {
 		t.Fatalf("last message %+v, want the complete reply", got)
 	}
 }
@@ -364,7 +365,7 @@ func TestAStreamedReplyIsReplicatedOnce(t *testing.T) {
 		for _, p := range batch {
 			switch b := p.Body.(type) {
 			case *state.PutMessageBody:
-				if b.Message.Role == state.RoleAgent {
+				if b.Message.Role == api.RoleAgent {
 					writes, text = writes+1, text+len(b.Message.Text)
 				}
 			case *state.AppendMessageBody:
@@ -407,7 +408,7 @@ func TestAnAdditionTheStateCannotTakeIsWrittenWhole(t *testing.T) {
 		return false
 	}))
 	cut := len(w.r.proposedTogether())
-	w.r.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: s.id, Source: s.nonce, Message: state.Message{ID: mid, Role: state.RoleAgent, Text: "x"}})
+	w.r.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: s.id, Source: s.nonce, Message: api.Message{ID: mid, Role: api.RoleAgent, Text: "x"}})
 	w.streamedWhole(t, s.id, n)
 	rewritten := false
 	for _, batch := range w.r.proposedTogether()[cut:] {

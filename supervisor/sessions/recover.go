@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -63,7 +64,7 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 	if !ok {
 		return OutcomeSkipped, fmt.Errorf("session %q %w", sessionID, state.ErrNotFound)
 	}
-	if sess.StopRequested && (sess.State == state.SessionCreated || sess.State.Active()) {
+	if sess.StopRequested && (sess.State == api.SessionCreated || sess.State.Active()) {
 		// A previous leader answered a stop and was cut off before the
 		// session was STOPPED: the stop is finished, not the session
 		// continued (or resumed, were its agent already stopped).
@@ -85,21 +86,21 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 		return OutcomeLost, nil
 	}
 	ex, ok := m.store.Executor(sess.ExecutorID)
-	if ok && ex.Status == state.ExecutorError && sess.State.Active() {
+	if ok && ex.Status == api.ExecutorError && sess.State.Active() {
 		// The last leader recorded the executor's failure but lost
 		// leadership before recording the session's: finish recording it
 		// (the lease stays until it expires, as for any unproven failure).
-		m.record(ctx, sess, failure{Reason: state.ReasonAgentNotRunning, KeepLease: true,
+		m.record(ctx, sess, failure{Reason: api.ReasonAgentNotRunning, KeepLease: true,
 			Err: fmt.Errorf("the session's executor failed during a leader change: %s", ex.ErrorMessage)})
 		return OutcomeLost, nil
 	}
-	if !ok || (ex.Status != state.ExecutorStarting && ex.Status != state.ExecutorReady) {
+	if !ok || (ex.Status != api.ExecutorStarting && ex.Status != api.ExecutorReady) {
 		return OutcomeSkipped, nil
 	}
 	if len(ex.Handle) == 0 {
 		// The launch was cut off before the runtime answered: no agent ran
 		// under its lease, so the lease ends with the executor.
-		m.record(ctx, sess, failure{Reason: state.ReasonExecutorLost, Executor: ex.ID, Err: errors.New("the executor's launch was interrupted by a leader change")})
+		m.record(ctx, sess, failure{Reason: api.ReasonExecutorLost, Executor: ex.ID, Err: errors.New("the executor's launch was interrupted by a leader change")})
 		return OutcomeLost, nil
 	}
 	b, out, f := m.find(ctx, sess, ex)
@@ -123,14 +124,14 @@ func (m *Manager) Recover(ctx context.Context, sessionID string, autoResume bool
 // owner is gone, through this node's plugin, which takes it over. It
 // returns the bring-up to run, or the outcome and the failure (nil:
 // nothing to record) that end recovery here.
-func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executor) (*bringUp, Outcome, *failure) {
+func (m *Manager) find(ctx context.Context, sess api.Session, ex api.Executor) (*bringUp, Outcome, *failure) {
 	b, notAsRecorded := m.asRecorded(ctx, sess, ex)
 	if b != nil {
 		return b, "", nil
 	}
 	lost := func(err error) (*bringUp, Outcome, *failure) {
 		// The holder is not proven gone: its lease is waited out.
-		return nil, OutcomeLost, &failure{Reason: state.ReasonExecutorLost, Executor: ex.ID, KeepLease: true, Err: err}
+		return nil, OutcomeLost, &failure{Reason: api.ReasonExecutorLost, Executor: ex.ID, KeepLease: true, Err: err}
 	}
 	rt, err := m.runtimeOf(ctx, ex)
 	for i := 0; err != nil && !nodeDown(err) && i < runtimeRetries && ctx.Err() == nil; i++ {
@@ -150,11 +151,11 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
-		m.publish(ctx, sess.ID, state.EventAgentctlStarting, startingData(ex))
+		m.publish(ctx, sess.ID, api.EventAgentctlStarting, startingData(ex))
 	}()
 	defer func() { <-published }()
 	b = &bringUp{sess: sess, ex: ex, recorded: ex}
-	if lease, held := m.store.Lease(sess.ID); held && lease.State == state.LeaseHeld {
+	if lease, held := m.store.Lease(sess.ID); held && lease.State == api.LeaseHeld {
 		b.token = lease.FencingToken
 	}
 	if !ownerDown {
@@ -233,13 +234,13 @@ func (m *Manager) find(ctx context.Context, sess state.Session, ex state.Executo
 // batched: its agentctl_starting event is recorded with agentctl_ready in
 // one batched command (recordRecovered). Any other publishes
 // agentctl_starting here.
-func (m *Manager) asRecorded(ctx context.Context, sess state.Session, ex state.Executor) (*bringUp, error) {
+func (m *Manager) asRecorded(ctx context.Context, sess api.Session, ex api.Executor) (*bringUp, error) {
 	if ex.AgentctlURL == "" || ex.Nonce == "" {
 		return nil, fmt.Errorf("executor %s has no recorded agentctl", ex.ID)
 	}
 	b := &bringUp{sess: sess, ex: ex, recorded: ex}
 	lease, held := m.store.Lease(sess.ID)
-	held = held && lease.State == state.LeaseHeld
+	held = held && lease.State == api.LeaseHeld
 	if held {
 		b.token = lease.FencingToken
 	}
@@ -256,15 +257,15 @@ func (m *Manager) asRecorded(ctx context.Context, sess state.Session, ex state.E
 	}
 	b.health = health
 	b.batched = held && lease.FencingToken != 0 && lease.HolderNonce == ex.Nonce && lease.HolderExecutorID == ex.ID &&
-		sess.ExecutorID == ex.ID && sess.State != state.SessionStopped
+		sess.ExecutorID == ex.ID && sess.State != api.SessionStopped
 	if !b.batched {
-		m.publish(ctx, sess.ID, state.EventAgentctlStarting, startingData(ex))
+		m.publish(ctx, sess.ID, api.EventAgentctlStarting, startingData(ex))
 	}
 	return b, nil
 }
 
 // startingData is the agentctl_starting event of a recovery.
-func startingData(ex state.Executor) map[string]any {
+func startingData(ex api.Executor) map[string]any {
 	return map[string]any{"executor_id": ex.ID, "recovery": true, "node": ex.Node}
 }
 
@@ -284,7 +285,7 @@ func (b *bringUp) found(resp runtime.LaunchResponse) {
 
 // recoverExecutor asks the runtime to recover an executor, retrying while
 // the runtime is temporarily unavailable or the call times out.
-func (m *Manager) recoverExecutor(ctx context.Context, rt runtime.Runtime, ex state.Executor) (runtime.LaunchResponse, error) {
+func (m *Manager) recoverExecutor(ctx context.Context, rt runtime.Runtime, ex api.Executor) (runtime.LaunchResponse, error) {
 	var resp runtime.LaunchResponse
 	var err error
 	for i := 0; ; i++ {
@@ -324,7 +325,7 @@ func (m *Manager) reclaimAndClaim(ctx context.Context, sessionID, executorID, no
 // its owner's plugin says so (exited or not found), or a plugin that is not
 // node-local does. The error is the inspection's (a node that does not
 // answer proves nothing).
-func (m *Manager) provenGone(ctx context.Context, rt runtime.Runtime, ex state.Executor) (bool, error) {
+func (m *Manager) provenGone(ctx context.Context, rt runtime.Runtime, ex api.Executor) (bool, error) {
 	ictx, cancel := context.WithTimeout(ctx, agentctlTimeout)
 	defer cancel()
 	insp, err := rt.Inspect(ictx, ex.Handle)
@@ -352,7 +353,7 @@ func (m *Manager) waitLeaseExpiry(ctx context.Context, sessionID string) error {
 // messageBody is the put_message command that records msg.
 func (p *pumper) messageBody(msg agentctl.Message) *state.PutMessageBody {
 	return &state.PutMessageBody{SessionID: p.e.sessionID, Source: p.source, History: msg.History,
-		Message: state.Message{ID: msg.ID, Role: state.Role(msg.Role), Text: msg.Text, Complete: msg.Complete, ToolCall: msg.ToolCall, Plan: msg.Plan}}
+		Message: api.Message{ID: msg.ID, Role: api.Role(msg.Role), Text: msg.Text, Complete: msg.Complete, ToolCall: msg.ToolCall, Plan: msg.Plan}}
 }
 
 // dropRecorded forgets the pending messages the state already holds as

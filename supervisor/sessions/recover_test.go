@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/demoagent"
 	"github.com/paddockhq/paddock/shared/runtime"
@@ -38,13 +39,13 @@ func TestRecoverContinuesALiveAgent(t *testing.T) {
 	if err != nil || out != OutcomeContinued {
 		t.Fatalf("Recover = %s, %v; want continued", out, err)
 	}
-	if got := w.session(s.id); got.State != state.SessionWaitingForInput || got.StateReason != "" {
+	if got := w.session(s.id); got.State != api.SessionWaitingForInput || got.StateReason != "" {
 		t.Errorf("session %s (%q), want WAITING_FOR_INPUT", got.State, got.StateReason)
 	}
 	if got := w.executor(s.executorID); !reflect.DeepEqual(seenNow(got, s.executor), s.executor) {
 		t.Errorf("executor row changed (beyond last_seen_at):\n got %+v\nwant %+v", got, s.executor)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token || l.HolderNonce != s.nonce {
+	if l := w.lease(s.id); l.State != api.LeaseHeld || l.FencingToken != s.token || l.HolderNonce != s.nonce {
 		t.Errorf("lease %+v, want held with token %d by nonce %s", l, s.token, s.nonce)
 	}
 	// The agentctl answered as recorded: no plugin is asked anything.
@@ -60,11 +61,11 @@ func TestRecoverContinuesALiveAgent(t *testing.T) {
 	// agentctl_starting comes before agentctl_ready.
 	var order []string
 	for _, e := range w.r.events(s.id) {
-		if (e.Type == state.EventAgentctlStarting || e.Type == state.EventAgentctlReady) && e.Data["recovery"] == true {
+		if (e.Type == api.EventAgentctlStarting || e.Type == api.EventAgentctlReady) && e.Data["recovery"] == true {
 			order = append(order, e.Type)
 		}
 	}
-	if want := []string{state.EventAgentctlStarting, state.EventAgentctlReady}; !reflect.DeepEqual(order, want) {
+	if want := []string{api.EventAgentctlStarting, api.EventAgentctlReady}; !reflect.DeepEqual(order, want) {
 		t.Errorf("recovery events %v, want %v", order, want)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
@@ -100,10 +101,10 @@ func TestRecoverReattachesWhenOnlyTheOwnersServerIsDown(t *testing.T) {
 			t.Errorf("runtime of %s was asked %v; a reattach needs no plugin", n, calls)
 		}
 	}
-	if got := w.executor(s.executorID); got.Node != "n1" || got.Status != state.ExecutorReady || got.Nonce != s.nonce {
+	if got := w.executor(s.executorID); got.Node != "n1" || got.Status != api.ExecutorReady || got.Nonce != s.nonce {
 		t.Errorf("executor %+v, want ready on n1 with nonce %s", got, s.nonce)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+	if l := w.lease(s.id); l.State != api.LeaseHeld || l.FencingToken != s.token {
 		t.Errorf("lease %+v, want held with token %d", l, s.token)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
@@ -127,21 +128,21 @@ func TestRecoverWaitsForAnUnavailableNode(t *testing.T) {
 	if err != nil || out != OutcomeNodeUnavailable {
 		t.Fatalf("Recover = %s, %v; want node_unavailable", out, err)
 	}
-	if got := w.session(s.id); got.State != state.SessionWaitingForInput || got.ErrorMessage != "" {
+	if got := w.session(s.id); got.State != api.SessionWaitingForInput || got.ErrorMessage != "" {
 		t.Errorf("session %s %q, want its state kept (WAITING_FOR_INPUT, no error)", got.State, got.ErrorMessage)
 	}
-	if got := w.executor(s.executorID); got.Node != "n1" || got.Status != state.ExecutorReady {
+	if got := w.executor(s.executorID); got.Node != "n1" || got.Status != api.ExecutorReady {
 		t.Errorf("executor %+v, want still ready on n1", got)
 	}
 	var reported bool
 	for _, e := range w.r.events(s.id) {
-		if e.Type == state.EventAgentctlError && e.Data["reason"] == state.ReasonNodeUnavailable && e.Data["node"] == "n1" {
+		if e.Type == api.EventAgentctlError && e.Data["reason"] == api.ReasonNodeUnavailable && e.Data["node"] == "n1" {
 			reported = true
 			if msg, _ := e.Data["message"].(string); msg != state.NodeUnavailableMessage("n1") {
 				t.Errorf("event message %q, want %q", msg, state.NodeUnavailableMessage("n1"))
 			}
 		}
-		if e.Type == state.EventStateChanged && e.Data["to"] == string(state.SessionError) {
+		if e.Type == api.EventStateChanged && e.Data["to"] == string(api.SessionError) {
 			t.Errorf("the session went to ERROR: %v", e.Data)
 		}
 	}
@@ -167,10 +168,10 @@ func TestRecoverWaitsForAnUnavailableNode(t *testing.T) {
 	}
 	renew, _ := m.leaseTimes()
 	testkit.WaitFor(t, 10*time.Second, "the lease's expiry and two lease-clock ticks", testkit.Cond(func() bool { return time.Now().After(expiry.Add(2 * renew)) }))
-	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+	if l := w.lease(s.id); l.State != api.LeaseHeld || l.FencingToken != s.token {
 		t.Errorf("lease %+v after its expiry, want still held with token %d", l, s.token)
 	}
-	if got := w.session(s.id); got.State != state.SessionWaitingForInput {
+	if got := w.session(s.id); got.State != api.SessionWaitingForInput {
 		t.Errorf("session %s after the lease expiry, want WAITING_FOR_INPUT", got.State)
 	}
 }
@@ -194,10 +195,10 @@ func TestRecoverTakesOverASharedWorkspace(t *testing.T) {
 		t.Fatalf("Recover = %s, %v; want resumed", out, err)
 	}
 	ex := w.executor(s.executorID)
-	if ex.Node != "n2" || ex.Status != state.ExecutorReady || ex.Nonce == s.nonce || ex.AgentctlURL == s.executor.AgentctlURL {
+	if ex.Node != "n2" || ex.Status != api.ExecutorReady || ex.Nonce == s.nonce || ex.AgentctlURL == s.executor.AgentctlURL {
 		t.Errorf("executor %+v, want ready on n2 with a new agentctl", ex)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken <= s.token || l.HolderNonce != ex.Nonce {
+	if l := w.lease(s.id); l.State != api.LeaseHeld || l.FencingToken <= s.token || l.HolderNonce != ex.Nonce {
 		t.Errorf("lease %+v, want held by nonce %s with a token above %d", l, ex.Nonce, s.token)
 	}
 	if got := w.rts["n2"].callsOf("recover"); got != 1 {
@@ -209,7 +210,7 @@ func TestRecoverTakesOverASharedWorkspace(t *testing.T) {
 	if calls := w.rts["n1"].executorCalls(); len(calls) != 0 {
 		t.Errorf("the down node's runtime was asked %v", calls)
 	}
-	if got := w.session(s.id); got.State != state.SessionWaitingForInput {
+	if got := w.session(s.id); got.State != api.SessionWaitingForInput {
 		t.Errorf("session %s, want WAITING_FOR_INPUT", got.State)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
@@ -249,11 +250,11 @@ func TestRecoverResumesAGoneAgent(t *testing.T) {
 				t.Fatalf("Recover = %s, %v; want resumed", out, err)
 			}
 			ex := w.executor(s.executorID)
-			if ex.Node != "n1" || ex.Status != state.ExecutorReady {
+			if ex.Node != "n1" || ex.Status != api.ExecutorReady {
 				t.Errorf("executor %+v, want ready on n1", ex)
 			}
 			l := w.lease(s.id)
-			if l.State != state.LeaseHeld || l.HolderNonce != ex.Nonce {
+			if l.State != api.LeaseHeld || l.HolderNonce != ex.Nonce {
 				t.Errorf("lease %+v, want held by the executor's nonce %s", l, ex.Nonce)
 			}
 			if tc.newHolder && (l.FencingToken <= s.token || ex.Nonce == s.nonce) {
@@ -265,7 +266,7 @@ func TestRecoverResumesAGoneAgent(t *testing.T) {
 			if calls := w.rts["n2"].executorCalls(); len(calls) != 0 {
 				t.Errorf("the new leader's own plugin was asked %v", calls)
 			}
-			if got := w.session(s.id); got.State != state.SessionWaitingForInput {
+			if got := w.session(s.id); got.State != api.SessionWaitingForInput {
 				t.Errorf("session %s, want WAITING_FOR_INPUT", got.State)
 			}
 			if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
@@ -286,12 +287,12 @@ func TestRecoverGivesWorkspaceWhenTheAgentCannotResume(t *testing.T) {
 		autoResume bool
 		reason     string
 	}{
-		{name: "not resumable", opts: liveOpts{agent: "demo-noresume"}, autoResume: true, reason: state.ReasonNotResumable},
-		{name: "no resume token", opts: liveOpts{noToken: true}, autoResume: true, reason: state.ReasonMissingResumeToken},
+		{name: "not resumable", opts: liveOpts{agent: "demo-noresume"}, autoResume: true, reason: api.ReasonNotResumable},
+		{name: "no resume token", opts: liveOpts{noToken: true}, autoResume: true, reason: api.ReasonMissingResumeToken},
 		// A row with no probe answer says nothing of resume: the recovery
 		// asks the agent again, and its answer decides.
-		{name: "never probed, no resume token", opts: liveOpts{agent: "demo-noresume", noToken: true, unprobed: true}, autoResume: true, reason: state.ReasonNotResumable},
-		{name: "auto-resume off", autoResume: false, reason: state.ReasonAgentNotRunning},
+		{name: "never probed, no resume token", opts: liveOpts{agent: "demo-noresume", noToken: true, unprobed: true}, autoResume: true, reason: api.ReasonNotResumable},
+		{name: "auto-resume off", autoResume: false, reason: api.ReasonAgentNotRunning},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,14 +307,14 @@ func TestRecoverGivesWorkspaceWhenTheAgentCannotResume(t *testing.T) {
 			if err != nil || out != OutcomeWorkspace {
 				t.Fatalf("Recover = %s, %v; want workspace", out, err)
 			}
-			if got := w.session(s.id); got.State != state.SessionError || got.StateReason != tc.reason {
+			if got := w.session(s.id); got.State != api.SessionError || got.StateReason != tc.reason {
 				t.Errorf("session %s (%q: %s), want ERROR (%s)", got.State, got.StateReason, got.ErrorMessage, tc.reason)
 			}
 			ex := w.executor(s.executorID)
-			if ex.Node != "n1" || ex.Status != state.ExecutorReady || ex.Nonce == s.nonce {
+			if ex.Node != "n1" || ex.Status != api.ExecutorReady || ex.Nonce == s.nonce {
 				t.Errorf("executor %+v, want ready on n1 with the restarted agentctl", ex)
 			}
-			if l := w.lease(s.id); l.State == state.LeaseHeld {
+			if l := w.lease(s.id); l.State == api.LeaseHeld {
 				t.Errorf("lease %+v still held with no agent running", l)
 			}
 			if m.IsRunning(s.id) {
@@ -333,12 +334,12 @@ func TestRecoverGivesWorkspaceWhenTheAgentCannotResume(t *testing.T) {
 // recorded seeds a session and executor as a previous leader left them,
 // with no process behind them (for outcomes decided before agentctl is
 // reached).
-func (w *world) recorded(id string, sessState state.SessionState, ex state.Executor) (token uint64) {
+func (w *world) recorded(id string, sessState api.SessionState, ex api.Executor) (token uint64) {
 	t := w.t
 	t.Helper()
-	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t-" + id, Title: id}})
-	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: id, TaskID: "t-" + id, Agent: "demo", Runtime: "standalone"}, ResumeToken: "tok-" + id})
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: state.SessionStarting})
+	w.r.must(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t-" + id, Title: id}})
+	w.r.must(t, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: id, TaskID: "t-" + id, Agent: "demo", Runtime: "standalone"}, ResumeToken: "tok-" + id})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: api.SessionStarting})
 	token = w.r.must(t, state.CmdClaimLease, &state.ClaimLeaseBody{SessionID: id, ExecutorID: ex.ID, Nonce: "nonce-" + id, TTL: w.cfg.Lease.TTL}).FencingToken
 	ex.SessionID, ex.Runtime, ex.Secret = id, "standalone", secretForTests
 	if ex.AgentctlURL == "" {
@@ -346,11 +347,11 @@ func (w *world) recorded(id string, sessState state.SessionState, ex state.Execu
 	}
 	w.r.must(t, state.CmdPutExecutor, state.NewPutExecutor(ex))
 	switch sessState {
-	case state.SessionStarting:
-	case state.SessionStopped:
-		w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: state.SessionWaitingForInput})
+	case api.SessionStarting:
+	case api.SessionStopped:
+		w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: api.SessionWaitingForInput})
 		w.r.must(t, state.CmdReleaseLease, &state.ReleaseLeaseBody{SessionID: id, FencingToken: token})
-		w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: state.SessionStopped})
+		w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: api.SessionStopped})
 	default:
 		w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: id, State: sessState})
 	}
@@ -368,31 +369,31 @@ func handleOf(id string) []byte {
 func TestRecoverLosesAnUnrecoverableExecutor(t *testing.T) {
 	cases := []struct {
 		name      string
-		state     state.SessionState
-		ex        state.Executor
+		state     api.SessionState
+		ex        api.Executor
 		onRecover func(fakeHandle) (runtime.LaunchResponse, error)
 		reason    string
-		lease     state.LeaseState
+		lease     api.LeaseState
 		runtime   bool // whether the owner's runtime is asked to recover
 	}{
-		{name: "runtime fails", state: state.SessionWaitingForInput,
-			ex: state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1"), Nonce: "nonce-s1"},
+		{name: "runtime fails", state: api.SessionWaitingForInput,
+			ex: api.Executor{ID: "ex-1", Node: "n1", Status: api.ExecutorReady, Handle: handleOf("ex-1"), Nonce: "nonce-s1"},
 			onRecover: func(fakeHandle) (runtime.LaunchResponse, error) {
 				return runtime.LaunchResponse{}, errors.New("handle paths are outside workspace_root")
 			},
-			reason: state.ReasonExecutorLost, lease: state.LeaseHeld, runtime: true},
-		{name: "executor not found", state: state.SessionRunning,
-			ex: state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorReady, Handle: handleOf("ex-1"), Nonce: "nonce-s1"},
+			reason: api.ReasonExecutorLost, lease: api.LeaseHeld, runtime: true},
+		{name: "executor not found", state: api.SessionRunning,
+			ex: api.Executor{ID: "ex-1", Node: "n1", Status: api.ExecutorReady, Handle: handleOf("ex-1"), Nonce: "nonce-s1"},
 			onRecover: func(h fakeHandle) (runtime.LaunchResponse, error) {
 				return runtime.LaunchResponse{}, fmt.Errorf("executor %s: %w", h.ID, runtime.ErrNotFound)
 			},
-			reason: state.ReasonExecutorLost, lease: state.LeaseHeld, runtime: true},
-		{name: "launch interrupted before a handle", state: state.SessionStarting,
-			ex:     state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorStarting},
-			reason: state.ReasonExecutorLost, lease: state.LeaseExpired},
-		{name: "executor failed, session not recorded", state: state.SessionWaitingForInput,
-			ex:     state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorError, ErrorMessage: "agentctl died", Handle: handleOf("ex-1")},
-			reason: state.ReasonAgentNotRunning, lease: state.LeaseHeld},
+			reason: api.ReasonExecutorLost, lease: api.LeaseHeld, runtime: true},
+		{name: "launch interrupted before a handle", state: api.SessionStarting,
+			ex:     api.Executor{ID: "ex-1", Node: "n1", Status: api.ExecutorStarting},
+			reason: api.ReasonExecutorLost, lease: api.LeaseExpired},
+		{name: "executor failed, session not recorded", state: api.SessionWaitingForInput,
+			ex:     api.Executor{ID: "ex-1", Node: "n1", Status: api.ExecutorError, ErrorMessage: "agentctl died", Handle: handleOf("ex-1")},
+			reason: api.ReasonAgentNotRunning, lease: api.LeaseHeld},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -406,10 +407,10 @@ func TestRecoverLosesAnUnrecoverableExecutor(t *testing.T) {
 				t.Fatalf("Recover = %s, %v; want lost", out, err)
 			}
 			sess := w.session("s1")
-			if sess.State != state.SessionError || sess.StateReason != tc.reason || sess.ErrorMessage == "" {
+			if sess.State != api.SessionError || sess.StateReason != tc.reason || sess.ErrorMessage == "" {
 				t.Errorf("session %s (%q: %q), want ERROR (%s) with a message", sess.State, sess.StateReason, sess.ErrorMessage, tc.reason)
 			}
-			if ex := w.executor("ex-1"); ex.Status != state.ExecutorError || ex.Node != "n1" {
+			if ex := w.executor("ex-1"); ex.Status != api.ExecutorError || ex.Node != "n1" {
 				t.Errorf("executor %+v, want error on n1", ex)
 			}
 			if l := w.lease("s1"); l.State != tc.lease || l.FencingToken != token {
@@ -423,7 +424,7 @@ func TestRecoverLosesAnUnrecoverableExecutor(t *testing.T) {
 			}
 			var reported bool
 			for _, e := range w.r.events("s1") {
-				reported = reported || (e.Type == state.EventAgentctlError && e.Data["reason"] == tc.reason)
+				reported = reported || (e.Type == api.EventAgentctlError && e.Data["reason"] == tc.reason)
 			}
 			if !reported {
 				t.Errorf("no agentctl_error event with reason %s", tc.reason)
@@ -441,11 +442,11 @@ func TestRecoverSkips(t *testing.T) {
 		wantErr error
 	}{
 		{name: "stopped session", seed: func(w *world) {
-			w.recorded("s1", state.SessionStopped, state.Executor{ID: "ex-1", Node: "n1", Status: state.ExecutorStopped, Handle: handleOf("ex-1")})
+			w.recorded("s1", api.SessionStopped, api.Executor{ID: "ex-1", Node: "n1", Status: api.ExecutorStopped, Handle: handleOf("ex-1")})
 		}},
 		{name: "created, never started", seed: func(w *world) {
-			w.r.must(w.t, state.CmdCreateTask, &state.CreateTaskBody{Task: state.Task{ID: "t1", Title: "x"}})
-			w.r.must(w.t, state.CmdCreateSession, &state.CreateSessionBody{Session: state.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+			w.r.must(w.t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
+			w.r.must(w.t, state.CmdCreateSession, &state.CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 		}},
 		{name: "unknown session", seed: func(*world) {}, wantErr: state.ErrNotFound},
 	}
@@ -480,20 +481,20 @@ func TestRecoverReattachesAStoppedSessionsWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.r.must(t, state.CmdReleaseLease, &state.ReleaseLeaseBody{SessionID: s.id, FencingToken: s.token})
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionStopped, Reason: state.ReasonAgentNotRunning})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: api.SessionStopped, Reason: api.ReasonAgentNotRunning})
 	m := w.leader("n2")
 
 	out, err := m.Recover(recoverCtx(t), s.id, true)
 	if err != nil || out != OutcomeWorkspace {
 		t.Fatalf("Recover = %s, %v; want workspace", out, err)
 	}
-	if got := w.session(s.id); got.State != state.SessionStopped {
+	if got := w.session(s.id); got.State != api.SessionStopped {
 		t.Errorf("session %s, want STOPPED", got.State)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseReleased || l.FencingToken != s.token {
+	if l := w.lease(s.id); l.State != api.LeaseReleased || l.FencingToken != s.token {
 		t.Errorf("lease %s token %d, want released token %d (nothing claimed)", l.State, l.FencingToken, s.token)
 	}
-	if ex := w.executor(s.executorID); ex.Status != state.ExecutorReady || ex.Nonce != s.nonce {
+	if ex := w.executor(s.executorID); ex.Status != api.ExecutorReady || ex.Nonce != s.nonce {
 		t.Errorf("executor %+v, want ready with nonce %s", ex, s.nonce)
 	}
 	if m.IsRunning(s.id) {
@@ -533,7 +534,7 @@ func TestRecoverSaysWhyARunningTurnWasCut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, "n1", "n2")
 			s := w.seedLive(liveOpts{id: "s1", node: "n1", remember: "fig"})
-			w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionRunning})
+			w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: api.SessionRunning})
 			tc.gone(w, s)
 			m := w.leader("n2")
 			out, err := m.Recover(recoverCtx(t), s.id, true)
@@ -542,14 +543,14 @@ func TestRecoverSaysWhyARunningTurnWasCut(t *testing.T) {
 			}
 			var said string
 			for _, e := range w.r.events(s.id) {
-				if e.Type == state.EventAgentctlError && e.Data["turn_interrupted"] == true {
+				if e.Type == api.EventAgentctlError && e.Data["turn_interrupted"] == true {
 					said, _ = e.Data["agent_event"].(string)
 				}
 			}
 			if said != tc.event {
 				t.Fatalf("turn_interrupted event names %q, want %q", said, tc.event)
 			}
-			if got := w.session(s.id); got.State != state.SessionWaitingForInput {
+			if got := w.session(s.id); got.State != api.SessionWaitingForInput {
 				t.Errorf("session %s, want WAITING_FOR_INPUT after the resume", got.State)
 			}
 		})
@@ -586,7 +587,7 @@ func TestPromptToASessionNotYetRecoveredAsksForItNext(t *testing.T) {
 	w.agentSaid(s.id, "apple")
 	testkit.
 		// A prompt to a live session asks for nothing.
-		WaitFor(t, 20*time.Second, "the turn to end", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionWaitingForInput }))
+		WaitFor(t, 20*time.Second, "the turn to end", testkit.Cond(func() bool { return w.session(s.id).State == api.SessionWaitingForInput }))
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +614,7 @@ func TestAPromptWaitsThroughARecoveryThatBringsTheAgentUp(t *testing.T) {
 		defer m.mu.Unlock()
 		return m.attached[s.id] != nil
 	}))
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionStarting})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: api.SessionStarting})
 	select {
 	case err := <-done:
 		t.Fatalf("the prompt ended while its session was STARTING: %v", err)
@@ -675,13 +676,13 @@ func TestARecoveryWaitsForTheAgentAPreviousLeaderWasStarting(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("the previous leader's start: %v", err)
 	}
-	if got := w.session(s.id); got.State != state.SessionWaitingForInput || out != OutcomeContinued {
+	if got := w.session(s.id); got.State != api.SessionWaitingForInput || out != OutcomeContinued {
 		t.Fatalf("after the recovery: %s, session %s (%s); want the agent continued and the session waiting for input", out, got.State, got.ErrorMessage)
 	}
 	if err := m.Prompt(ctx, s.id, "hello"); err != nil {
 		t.Fatalf("prompt after the recovery: %v", err)
 	}
-	testkit.WaitFor(t, 20*time.Second, "the turn to end", testkit.Cond(func() bool { return w.session(s.id).State == state.SessionWaitingForInput }))
+	testkit.WaitFor(t, 20*time.Second, "the turn to end", testkit.Cond(func() bool { return w.session(s.id).State == api.SessionWaitingForInput }))
 }
 
 // TestAWaitForALiveSessionWakesWhenItAttaches: what a prompt waiting for a
@@ -724,7 +725,7 @@ func TestAPromptLostWithItsLeaderIsNotRefusedAsARunningTurn(t *testing.T) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
 	// The previous leader's RUNNING; its prompt never reached agentctl.
-	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: state.SessionRunning, From: []state.SessionState{state.SessionWaitingForInput}})
+	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: s.id, State: api.SessionRunning, From: []api.SessionState{api.SessionWaitingForInput}})
 	m := w.leader("n2")
 	m.OnAwaitingRecovery(func(id string) {
 		go func() {
@@ -739,8 +740,8 @@ func TestAPromptLostWithItsLeaderIsNotRefusedAsARunningTurn(t *testing.T) {
 	want := strings.Join(demoagent.StreamChunks(50), "")
 	testkit.WaitFor(t, 20*time.Second, "the whole streamed reply and the turn's end", testkit.Cond(func() bool {
 		for _, msg := range w.r.store.Messages(s.id) {
-			if msg.Role == state.RoleAgent && msg.Complete && msg.Text == want {
-				return w.session(s.id).State == state.SessionWaitingForInput
+			if msg.Role == api.RoleAgent && msg.Complete && msg.Text == want {
+				return w.session(s.id).State == api.SessionWaitingForInput
 			}
 		}
 		return false
@@ -773,8 +774,8 @@ func TestAPromptThatWaitedAcrossALeadershipGoesOnUnderTheNext(t *testing.T) {
 	}
 	testkit.WaitFor(t, 20*time.Second, "the reply and the turn's end", testkit.Cond(func() bool {
 		for _, msg := range w.r.store.Messages(s.id) {
-			if msg.Role == state.RoleAgent && msg.Complete && msg.Text == "ok, remembering sloe" {
-				return w.session(s.id).State == state.SessionWaitingForInput
+			if msg.Role == api.RoleAgent && msg.Complete && msg.Text == "ok, remembering sloe" {
+				return w.session(s.id).State == api.SessionWaitingForInput
 			}
 		}
 		return false
@@ -795,7 +796,7 @@ func TestAResumeThatWaitedAcrossALeadershipGoesOnUnderTheNext(t *testing.T) {
 	if err := m.Stop(recoverCtx(t), s.id); err != nil {
 		t.Fatal(err)
 	}
-	w.waitState(s.id, state.SessionStopped)
+	w.waitState(s.id, api.SessionStopped)
 	// Another lifecycle operation of the session holds its lock.
 	lock := m.sessionLock(s.id)
 	if err := lock.Lock(recoverCtx(t)); err != nil {
@@ -812,7 +813,7 @@ func TestAResumeThatWaitedAcrossALeadershipGoesOnUnderTheNext(t *testing.T) {
 	if err := <-resumed; err != nil {
 		t.Fatalf("the resume that waited across the leadership change: %v", err)
 	}
-	if sess := w.waitState(s.id, state.SessionWaitingForInput, state.SessionError); sess.State != state.SessionWaitingForInput {
+	if sess := w.waitState(s.id, api.SessionWaitingForInput, api.SessionError); sess.State != api.SessionWaitingForInput {
 		t.Fatalf("session %s after the resume: %s", sess.State, sess.ErrorMessage)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
@@ -855,10 +856,10 @@ func TestAStopALeaderAnsweredIsFinishedByTheNext(t *testing.T) {
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeStopped {
 		t.Fatalf("Recover = %s, %v; want stopped", out, err)
 	}
-	if sess := w.session(s.id); sess.State != state.SessionStopped || sess.StopRequested {
+	if sess := w.session(s.id); sess.State != api.SessionStopped || sess.StopRequested {
 		t.Fatalf("session %s (stop requested %v), want STOPPED with the request done", sess.State, sess.StopRequested)
 	}
-	if l, ok := w.r.store.Lease(s.id); ok && l.State == state.LeaseHeld {
+	if l, ok := w.r.store.Lease(s.id); ok && l.State == api.LeaseHeld {
 		t.Errorf("lease %+v still held after the stop", l)
 	}
 	if w.rts["n1"].proc(s.executorID).alive() {
@@ -867,7 +868,7 @@ func TestAStopALeaderAnsweredIsFinishedByTheNext(t *testing.T) {
 	if err := m.Resume(recoverCtx(t), s.id); err != nil {
 		t.Fatal(err)
 	}
-	if sess := w.waitState(s.id, state.SessionWaitingForInput, state.SessionError); sess.State != state.SessionWaitingForInput {
+	if sess := w.waitState(s.id, api.SessionWaitingForInput, api.SessionError); sess.State != api.SessionWaitingForInput {
 		t.Fatalf("session %s after the resume: %s", sess.State, sess.ErrorMessage)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
@@ -905,7 +906,7 @@ func TestAStopThatFailsForAPassingReasonIsTriedAgain(t *testing.T) {
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeStopped {
 		t.Fatalf("the retry: Recover = %s, %v; want stopped", out, err)
 	}
-	if sess := w.session(s.id); sess.State != state.SessionStopped || sess.StopRequested {
+	if sess := w.session(s.id); sess.State != api.SessionStopped || sess.StopRequested {
 		t.Fatalf("session %s (stop requested %v), want STOPPED", sess.State, sess.StopRequested)
 	}
 
@@ -917,7 +918,7 @@ func TestAStopThatFailsForAPassingReasonIsTriedAgain(t *testing.T) {
 	if err := m.Stop(recoverCtx(t), s2.id); err != nil {
 		t.Fatal(err)
 	}
-	if sess := w.waitState(s2.id, state.SessionStopped, state.SessionError); sess.State != state.SessionStopped {
+	if sess := w.waitState(s2.id, api.SessionStopped, api.SessionError); sess.State != api.SessionStopped {
 		t.Fatalf("session %s after a stop whose runtime was unavailable twice: %s", sess.State, sess.ErrorMessage)
 	}
 	if n := unavailable.Load(); n >= 0 {
@@ -940,10 +941,10 @@ func TestAStopWaitsForItsNode(t *testing.T) {
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeNodeUnavailable {
 		t.Fatalf("Recover = %s, %v; want node_unavailable", out, err)
 	}
-	if sess := w.session(s.id); sess.State != state.SessionWaitingForInput || !sess.StopRequested {
+	if sess := w.session(s.id); sess.State != api.SessionWaitingForInput || !sess.StopRequested {
 		t.Fatalf("session %s (stop requested %v, %q); want WAITING_FOR_INPUT with the stop still on record", sess.State, sess.StopRequested, sess.ErrorMessage)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+	if l := w.lease(s.id); l.State != api.LeaseHeld || l.FencingToken != s.token {
 		t.Fatalf("lease %+v; want still held with token %d while the node is away", l, s.token)
 	}
 	for _, id := range w.ids {
@@ -952,7 +953,7 @@ func TestAStopWaitsForItsNode(t *testing.T) {
 	if out, err := m.Recover(recoverCtx(t), s.id, true); err != nil || out != OutcomeStopped {
 		t.Fatalf("Recover once n1 answers = %s, %v; want stopped", out, err)
 	}
-	if sess := w.session(s.id); sess.State != state.SessionStopped || sess.StopRequested {
+	if sess := w.session(s.id); sess.State != api.SessionStopped || sess.StopRequested {
 		t.Fatalf("session %s (stop requested %v), want STOPPED", sess.State, sess.StopRequested)
 	}
 
@@ -971,7 +972,7 @@ func TestAStopWaitsForItsNode(t *testing.T) {
 		lock.Unlock()
 		return true
 	}))
-	if sess := w.session(s2.id); sess.State != state.SessionWaitingForInput || !sess.StopRequested {
+	if sess := w.session(s2.id); sess.State != api.SessionWaitingForInput || !sess.StopRequested {
 		t.Fatalf("session %s (stop requested %v, %q) after a stop while its node is down; want the stop still on record", sess.State, sess.StopRequested, sess.ErrorMessage)
 	}
 }
@@ -991,10 +992,10 @@ func TestAStopThatFailsKeepsTheLease(t *testing.T) {
 		t.Fatalf("Recover = %s, %v; want lost", out, err)
 	}
 	sess := w.session(s.id)
-	if sess.State != state.SessionError || sess.StopRequested || !strings.Contains(sess.ErrorMessage, "container is paused") {
+	if sess.State != api.SessionError || sess.StopRequested || !strings.Contains(sess.ErrorMessage, "container is paused") {
 		t.Fatalf("session %s (stop requested %v, %q); want ERROR saying why the stop failed", sess.State, sess.StopRequested, sess.ErrorMessage)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseHeld || l.FencingToken != s.token {
+	if l := w.lease(s.id); l.State != api.LeaseHeld || l.FencingToken != s.token {
 		t.Fatalf("lease %+v after the failed stop; want still held with token %d", l, s.token)
 	}
 	expiry, ok := m.LeaseExpiry(s.id)
@@ -1003,7 +1004,7 @@ func TestAStopThatFailsKeepsTheLease(t *testing.T) {
 	}
 	testkit.WaitFor(t, 20*time.Second, "the kept lease to be reclaimed at its expiry", testkit.Cond(func() bool {
 		l := w.lease(s.id)
-		return time.Now().After(expiry) && (l.State != state.LeaseHeld || l.FencingToken != s.token)
+		return time.Now().After(expiry) && (l.State != api.LeaseHeld || l.FencingToken != s.token)
 	}))
 	// Its renewals ended with the failure: agentctl stopped the agent
 	// itself before the expiry.
@@ -1014,7 +1015,7 @@ func TestAStopThatFailsKeepsTheLease(t *testing.T) {
 	if got := w.rts["n1"].callsOf("launch") + w.rts["n2"].callsOf("launch"); got != 0 {
 		t.Errorf("%d launches after the lease expired; a session whose stop failed is not resumed", got)
 	}
-	if sess := w.session(s.id); sess.State != state.SessionError {
+	if sess := w.session(s.id); sess.State != api.SessionError {
 		t.Errorf("session %s after the lease expired; want it left in ERROR", sess.State)
 	}
 }
@@ -1033,7 +1034,7 @@ func TestADeleteWaitsForTheSessionsNode(t *testing.T) {
 	if !errors.Is(err, state.ErrConflict) || !strings.Contains(err.Error(), "node n1 does not answer") {
 		t.Fatalf("Delete = %v; want a conflict naming n1", err)
 	}
-	if sess := w.session(s.id); sess.State != state.SessionWaitingForInput {
+	if sess := w.session(s.id); sess.State != api.SessionWaitingForInput {
 		t.Fatalf("session %s after the refused delete; want it as it was", sess.State)
 	}
 	for _, id := range w.ids {
@@ -1042,7 +1043,7 @@ func TestADeleteWaitsForTheSessionsNode(t *testing.T) {
 	if err := m.Delete(recoverCtx(t), s.id, false); err != nil {
 		t.Fatal(err)
 	}
-	if sess := w.session(s.id); sess.State != state.SessionCompleted {
+	if sess := w.session(s.id); sess.State != api.SessionCompleted {
 		t.Fatalf("session %s after the delete; want COMPLETED", sess.State)
 	}
 	if w.rts["n1"].callsOf("destroy") != 1 {
@@ -1071,13 +1072,13 @@ func TestAForcedDeleteDestroysTheExecutorWhenItsNodeAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	sess := w.session(s.id)
-	if sess.State != state.SessionCompleted {
+	if sess.State != api.SessionCompleted {
 		t.Fatalf("session %s after the forced delete; want COMPLETED", sess.State)
 	}
-	if l := w.lease(s.id); l.State == state.LeaseHeld {
+	if l := w.lease(s.id); l.State == api.LeaseHeld {
 		t.Errorf("lease %s after the forced delete; want it ended", l.State)
 	}
-	if ex := w.executor(s.executorID); !ex.DestroyPending || ex.Status != state.ExecutorStopped {
+	if ex := w.executor(s.executorID); !ex.DestroyPending || ex.Status != api.ExecutorStopped {
 		t.Fatalf("executor %s destroy_pending=%v after the forced delete; want stopped and pending", ex.Status, ex.DestroyPending)
 	}
 	m.DestroyAbandoned(recoverCtx(t), "") // n1 still does not answer
@@ -1157,10 +1158,10 @@ func TestAnAgentAPreviousLeaderStartedIsTakenOn(t *testing.T) {
 		t.Fatalf("the earlier start answered %d; the test needs it to have started the agent", got)
 	}
 	sess := w.session(s.id)
-	if sess.State != state.SessionWaitingForInput {
+	if sess.State != api.SessionWaitingForInput {
 		t.Fatalf("session %s (%q); want WAITING_FOR_INPUT with the agent the earlier start ran", sess.State, sess.ErrorMessage)
 	}
-	if l := w.lease(s.id); l.State != state.LeaseHeld {
+	if l := w.lease(s.id); l.State != api.LeaseHeld {
 		t.Fatalf("lease %+v; want still held by the running agent's agentctl", l)
 	}
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {

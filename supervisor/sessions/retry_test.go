@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/config"
 	"github.com/paddockhq/paddock/supervisor/state"
@@ -50,7 +51,7 @@ func (c *refusingCluster) LeaderApply(_ context.Context, typ state.CommandType, 
 func TestPublishWaitsOutATransfer(t *testing.T) {
 	c := &refusingCluster{err: fmt.Errorf("apply: %w", raft.ErrLeadershipTransferInProgress), refusals: 5, store: state.NewStore()}
 	m := New(Options{Cluster: c, Config: config.Default()})
-	m.publish(context.Background(), "s1", state.EventAgentctlStarting, nil)
+	m.publish(context.Background(), "s1", api.EventAgentctlStarting, nil)
 	if c.calls != 6 || len(c.committed) != 1 || c.committed[0] != state.CmdPublishEvent {
 		t.Fatalf("%d calls, committed %v; want the event committed on the 6th", c.calls, c.committed)
 	}

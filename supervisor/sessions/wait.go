@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -21,7 +22,7 @@ const (
 // bound passes or ctx ends, and returns the session as last read. It reads
 // the store after subscribing to the session's events, so no change is
 // missed between the read and the wait.
-func (m *Manager) waitSession(ctx context.Context, sessionID string, bound time.Duration, until func(state.Session) bool) (state.Session, error) {
+func (m *Manager) waitSession(ctx context.Context, sessionID string, bound time.Duration, until func(api.Session) bool) (api.Session, error) {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	// A tick re-reads the store as well: a subscriber that fell behind is

@@ -2,26 +2,28 @@ package state
 
 import (
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // sessionTransitions lists, for each state, the states a session may move to
 // (docs/API.md, "Sessions"). ERROR and COMPLETED are reachable from anywhere and
 // are handled separately.
-var sessionTransitions = map[SessionState][]SessionState{
-	SessionCreated:         {SessionStarting, SessionStopped},
-	SessionStarting:        {SessionWaitingForInput, SessionRunning, SessionStopped},
-	SessionWaitingForInput: {SessionRunning, SessionStopped, SessionStarting},
-	SessionRunning:         {SessionWaitingForInput, SessionStopped, SessionStarting},
-	SessionStopped:         {SessionStarting},
-	SessionError:           {SessionStarting},
+var sessionTransitions = map[api.SessionState][]api.SessionState{
+	api.SessionCreated:         {api.SessionStarting, api.SessionStopped},
+	api.SessionStarting:        {api.SessionWaitingForInput, api.SessionRunning, api.SessionStopped},
+	api.SessionWaitingForInput: {api.SessionRunning, api.SessionStopped, api.SessionStarting},
+	api.SessionRunning:         {api.SessionWaitingForInput, api.SessionStopped, api.SessionStarting},
+	api.SessionStopped:         {api.SessionStarting},
+	api.SessionError:           {api.SessionStarting},
 }
 
 // CanTransition reports whether a session may move from one state to another.
-func CanTransition(from, to SessionState) bool {
-	if from == SessionCompleted {
+func CanTransition(from, to api.SessionState) bool {
+	if from == api.SessionCompleted {
 		return false
 	}
-	if from == to || to == SessionError || to == SessionCompleted {
+	if from == to || to == api.SessionError || to == api.SessionCompleted {
 		return true
 	}
 	for _, s := range sessionTransitions[from] {
@@ -32,11 +34,11 @@ func CanTransition(from, to SessionState) bool {
 	return false
 }
 
-func sessionEvent(s *Session, typ string, idx uint64, data map[string]any) Event {
+func sessionEvent(s *api.Session, typ string, idx uint64, data map[string]any) api.Event {
 	if data == nil {
 		data = map[string]any{}
 	}
-	return Event{Type: typ, SessionID: s.ID, TaskID: s.TaskID, Index: idx, Data: data}
+	return api.Event{Type: typ, SessionID: s.ID, TaskID: s.TaskID, Index: idx, Data: data}
 }
 
 // CmdRegisterNode records a server's addresses (RegisterNodeBody).
@@ -44,7 +46,7 @@ const CmdRegisterNode CommandType = 1
 
 func init() { register(CmdRegisterNode, newBody[RegisterNodeBody], applyRegisterNode) }
 
-func applyRegisterNode(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64, error) {
+func applyRegisterNode(d *data, _ uint64, _ time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*RegisterNodeBody)
 	if b.Node.ID == "" {
 		return nil, 0, invalidf("node id is empty")
@@ -58,7 +60,7 @@ const CmdCreateTask CommandType = 2
 
 func init() { register(CmdCreateTask, newBody[CreateTaskBody], applyCreateTask) }
 
-func applyCreateTask(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyCreateTask(d *data, _ uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	t := body.(*CreateTaskBody).Task
 	if t.ID == "" {
 		return nil, 0, invalidf("task id is empty")
@@ -66,7 +68,7 @@ func applyCreateTask(d *data, _ uint64, now time.Time, body any) ([]Event, uint6
 	if _, ok := d.Tasks[t.ID]; ok {
 		return nil, 0, conflictf("task %q already exists", t.ID)
 	}
-	t.State = TaskOpen
+	t.State = api.TaskOpen
 	t.CreatedAt, t.UpdatedAt = now, now
 	d.Tasks[t.ID] = &t
 	return nil, 0, nil
@@ -77,26 +79,26 @@ const CmdSetTaskState CommandType = 3
 
 func init() { register(CmdSetTaskState, newBody[SetTaskStateBody], applySetTaskState) }
 
-func applySetTaskState(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applySetTaskState(d *data, _ uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*SetTaskStateBody)
 	t, ok := d.Tasks[b.TaskID]
 	if !ok {
 		return nil, 0, notFound("task", b.TaskID)
 	}
 	switch b.State {
-	case TaskDone:
-		if t.State != TaskDone {
-			t.State, t.UpdatedAt = TaskDone, now
+	case api.TaskDone:
+		if t.State != api.TaskDone {
+			t.State, t.UpdatedAt = api.TaskDone, now
 		}
-	case TaskOpen:
+	case api.TaskOpen:
 		// Reopen: the task follows its sessions again. A task that is not
 		// done is left as it is.
-		if t.State == TaskDone {
-			t.State, t.UpdatedAt = TaskOpen, now
+		if t.State == api.TaskDone {
+			t.State, t.UpdatedAt = api.TaskOpen, now
 			deriveTaskState(d, t.ID, now)
 		}
 	default:
-		return nil, 0, invalidf("a task is closed (%s) or reopened (%s), not set to %q", TaskDone, TaskOpen, b.State)
+		return nil, 0, invalidf("a task is closed (%s) or reopened (%s), not set to %q", api.TaskDone, api.TaskOpen, b.State)
 	}
 	return nil, 0, nil
 }
@@ -109,7 +111,7 @@ func init() { register(CmdDeleteTask, newBody[DeleteTaskBody], applyDeleteTask) 
 // applyDeleteTask removes a task and its sessions, which must all have
 // ended (COMPLETED): the caller stops and deletes them first, so a session
 // created meanwhile makes the delete a conflict instead of an orphan.
-func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64, error) {
+func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*DeleteTaskBody)
 	if _, ok := d.Tasks[b.TaskID]; !ok {
 		return nil, 0, notFound("task", b.TaskID)
@@ -119,7 +121,7 @@ func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]Event, uint64,
 		if s.TaskID != b.TaskID {
 			continue
 		}
-		if s.State != SessionCompleted {
+		if s.State != api.SessionCompleted {
 			return nil, 0, conflictf("task %s still has session %s in %s", b.TaskID, id, s.State)
 		}
 		ids = append(ids, id)
@@ -150,7 +152,7 @@ const CmdCreateSession CommandType = 4
 
 func init() { register(CmdCreateSession, newBody[CreateSessionBody], applyCreateSession) }
 
-func applyCreateSession(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyCreateSession(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*CreateSessionBody)
 	s := b.Session
 	if _, ok := d.Tasks[s.TaskID]; !ok {
@@ -162,7 +164,7 @@ func applyCreateSession(d *data, idx uint64, now time.Time, body any) ([]Event, 
 	if _, ok := d.Sessions[s.ID]; ok {
 		return nil, 0, conflictf("session %q already exists", s.ID)
 	}
-	s.State = SessionCreated
+	s.State = api.SessionCreated
 	s.CreatedAt, s.UpdatedAt, s.LastActivityAt = now, now, now
 	s.ResumeToken, s.HasResumeToken = "", b.ResumeToken != ""
 	if b.ResumeToken != "" {
@@ -172,7 +174,7 @@ func applyCreateSession(d *data, idx uint64, now time.Time, body any) ([]Event, 
 	if t, ok := d.tallies[s.TaskID]; ok {
 		t.add(s.State, 1)
 	}
-	return []Event{sessionEvent(&s, EventStateChanged, idx, map[string]any{"from": "", "to": string(SessionCreated)})}, 0, nil
+	return []api.Event{sessionEvent(&s, api.EventStateChanged, idx, map[string]any{"from": "", "to": string(api.SessionCreated)})}, 0, nil
 }
 
 // CmdSetSessionState moves a session to a state (SetSessionStateBody).
@@ -180,7 +182,7 @@ const CmdSetSessionState CommandType = 5
 
 func init() { register(CmdSetSessionState, newBody[SetSessionStateBody], applySetSessionState) }
 
-func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*SetSessionStateBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
@@ -199,9 +201,9 @@ func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event
 		s.LastActivityAt = now
 	}
 	switch b.State {
-	case SessionError, SessionStopped:
+	case api.SessionError, api.SessionStopped:
 		s.ErrorMessage, s.StateReason = b.ErrorMessage, b.Reason
-	case SessionStarting, SessionWaitingForInput, SessionRunning:
+	case api.SessionStarting, api.SessionWaitingForInput, api.SessionRunning:
 		s.ErrorMessage, s.StateReason = "", ""
 	}
 	deriveTaskState(d, s.TaskID, now)
@@ -212,16 +214,16 @@ func applySetSessionState(d *data, idx uint64, now time.Time, body any) ([]Event
 	if b.Reason != "" {
 		data["reason"] = b.Reason
 	}
-	events := []Event{sessionEvent(s, EventStateChanged, idx, data)}
+	events := []api.Event{sessionEvent(s, api.EventStateChanged, idx, data)}
 	events = append(events, endTurn(d, s, from, b, idx, now)...)
-	if b.State == SessionError || b.State == SessionStopped {
+	if b.State == api.SessionError || b.State == api.SessionStopped {
 		// The agent is gone: nobody waits for its requests any more.
 		events = append(events, d.cancelPermissions(s, idx, now)...)
 	}
 	return events, 0, nil
 }
 
-func containsState(list []SessionState, s SessionState) bool {
+func containsState(list []api.SessionState, s api.SessionState) bool {
 	for _, x := range list {
 		if x == s {
 			return true
@@ -237,16 +239,16 @@ func containsState(list []SessionState, s SessionState) bool {
 // 1,000-session task's log apply quadratic).
 func deriveTaskState(d *data, taskID string, now time.Time) {
 	t, ok := d.Tasks[taskID]
-	if !ok || t.State == TaskDone {
+	if !ok || t.State == api.TaskDone {
 		return
 	}
 	tally := d.tally(taskID)
 	next := t.State
 	switch {
 	case tally.busy > 0:
-		next = TaskInProgress
+		next = api.TaskInProgress
 	case tally.waiting > 0:
-		next = TaskReview
+		next = api.TaskReview
 	}
 	if next != t.State {
 		t.State, t.UpdatedAt = next, now
@@ -260,11 +262,11 @@ type taskTally struct {
 }
 
 // add counts a session in state st n times (n is 1 or -1).
-func (t *taskTally) add(st SessionState, n int) {
+func (t *taskTally) add(st api.SessionState, n int) {
 	switch st {
-	case SessionStarting, SessionRunning:
+	case api.SessionStarting, api.SessionRunning:
 		t.busy += n
-	case SessionWaitingForInput:
+	case api.SessionWaitingForInput:
 		t.waiting += n
 	}
 }
@@ -290,13 +292,13 @@ func (d *data) tally(taskID string) *taskTally {
 // setSessionState moves a session to st, keeping its task's tally (when
 // one was counted) in step. Every change of a recorded session's state
 // goes through here.
-func (d *data) setSessionState(s *Session, st SessionState) {
+func (d *data) setSessionState(s *api.Session, st api.SessionState) {
 	if t, ok := d.tallies[s.TaskID]; ok {
 		t.add(s.State, -1)
 		t.add(st, 1)
 	}
 	s.State = st
-	if st != SessionCreated && !st.Active() {
+	if st != api.SessionCreated && !st.Active() {
 		s.StopRequested = false // the stop is done, or overtaken
 	}
 }
@@ -308,13 +310,13 @@ const CmdRequestStop CommandType = IgnoreUnknownFlag | 19
 
 func init() { register(CmdRequestStop, newBody[RequestStopBody], applyRequestStop) }
 
-func applyRequestStop(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyRequestStop(d *data, _ uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*RequestStopBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
 		return nil, 0, notFound("session", b.SessionID)
 	}
-	if s.State != SessionCreated && !s.State.Active() {
+	if s.State != api.SessionCreated && !s.State.Active() {
 		return nil, 0, conflictf("session %s is %s; only a starting or running session can be stopped", s.ID, s.State)
 	}
 	s.StopRequested, s.UpdatedAt = true, now
@@ -326,7 +328,7 @@ const CmdSetResumeToken CommandType = 6
 
 func init() { register(CmdSetResumeToken, newBody[SetResumeTokenBody], applySetResumeToken) }
 
-func applySetResumeToken(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applySetResumeToken(d *data, _ uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*SetResumeTokenBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
@@ -346,7 +348,7 @@ const CmdPutExecutor CommandType = 7
 
 func init() { register(CmdPutExecutor, newBody[PutExecutorBody], applyPutExecutor) }
 
-func applyPutExecutor(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyPutExecutor(d *data, _ uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*PutExecutorBody)
 	e := b.Executor
 	s, ok := d.Sessions[e.SessionID]
@@ -370,7 +372,7 @@ const CmdSetExecutorState CommandType = 8
 
 func init() { register(CmdSetExecutorState, newBody[SetExecutorStateBody], applySetExecutorState) }
 
-func applySetExecutorState(d *data, _ uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applySetExecutorState(d *data, _ uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*SetExecutorStateBody)
 	e, ok := d.Executors[b.ExecutorID]
 	if !ok {
@@ -401,7 +403,7 @@ const CmdPutMessage CommandType = 9
 
 func init() { register(CmdPutMessage, newBody[PutMessageBody], applyPutMessage) }
 
-func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*PutMessageBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
@@ -417,16 +419,16 @@ func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uin
 		t.Seq = max(t.Seq, messageNumber(b.Message.ID))
 	}
 	msgs := d.Messages[s.ID]
-	typ := EventMessageAdded
-	var m *Message
+	typ := api.EventMessageAdded
+	var m *api.Message
 	for _, old := range msgs {
 		if old.ID == b.Message.ID {
-			m, typ = old, EventMessageUpdated
+			m, typ = old, api.EventMessageUpdated
 			break
 		}
 	}
 	if m == nil {
-		m = &Message{ID: b.Message.ID, Role: b.Message.Role, CreatedAt: now}
+		m = &api.Message{ID: b.Message.ID, Role: b.Message.Role, CreatedAt: now}
 		msgs = append(msgs, m)
 		if len(msgs) > MaxMessagesPerSession {
 			msgs = msgs[len(msgs)-MaxMessagesPerSession:]
@@ -436,7 +438,7 @@ func applyPutMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uin
 	m.Text, m.Complete, m.UpdatedAt = b.Message.Text, b.Message.Complete, now
 	m.ToolCall, m.Plan = b.Message.ToolCall, b.Message.Plan
 	s.LastActivityAt = now
-	return []Event{sessionEvent(s, typ, idx, map[string]any{"message": *m})}, 0, nil
+	return []api.Event{sessionEvent(s, typ, idx, map[string]any{"message": *m})}, 0, nil
 }
 
 // CmdClaimLease claims a session's lease (ClaimLeaseBody).
@@ -450,22 +452,22 @@ func init() { register(CmdClaimLease, newBody[ClaimLeaseBody], applyClaimLease) 
 // until agentctl answers). A claim by the same holder renews; a lease held by
 // anyone else is a conflict: a dead holder's lease must first be reclaimed
 // (a compare-and-set write), so the next claim gets a higher token.
-func applyClaimLease(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyClaimLease(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*ClaimLeaseBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
 		return nil, 0, notFound("session", b.SessionID)
 	}
-	if l, ok := d.Leases[s.ID]; ok && l.State == LeaseHeld {
+	if l, ok := d.Leases[s.ID]; ok && l.State == api.LeaseHeld {
 		if l.HolderExecutorID == b.ExecutorID && l.HolderNonce == b.Nonce {
 			l.ExpiresAt = now.Add(b.TTL)
 			return nil, l.FencingToken, nil
 		}
 		return nil, 0, conflictf("session %s has a live owner: executor %s (nonce %s, fencing token %d)", s.ID, l.HolderExecutorID, l.HolderNonce, l.FencingToken)
 	}
-	l := &Lease{SessionID: s.ID, HolderExecutorID: b.ExecutorID, HolderNonce: b.Nonce, FencingToken: idx, State: LeaseHeld, ExpiresAt: now.Add(b.TTL)}
+	l := &api.Lease{SessionID: s.ID, HolderExecutorID: b.ExecutorID, HolderNonce: b.Nonce, FencingToken: idx, State: api.LeaseHeld, ExpiresAt: now.Add(b.TTL)}
 	d.Leases[s.ID] = l
-	return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, idx, nil
+	return []api.Event{sessionEvent(s, api.EventLeaseChanged, idx, map[string]any{"lease": *l})}, idx, nil
 }
 
 // CmdSetLeaseNonce records a lease holder's boot nonce (SetLeaseNonceBody).
@@ -473,15 +475,15 @@ const CmdSetLeaseNonce CommandType = 15
 
 func init() { register(CmdSetLeaseNonce, newBody[SetLeaseNonceBody], applySetLeaseNonce) }
 
-func applySetLeaseNonce(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
+func applySetLeaseNonce(d *data, idx uint64, _ time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*SetLeaseNonceBody)
 	l, ok := d.Leases[b.SessionID]
-	if !ok || l.State != LeaseHeld || l.FencingToken != b.FencingToken {
+	if !ok || l.State != api.LeaseHeld || l.FencingToken != b.FencingToken {
 		return nil, 0, conflictf("lease of session %s is not held with token %d", b.SessionID, b.FencingToken)
 	}
 	l.HolderNonce = b.Nonce
 	if s := d.Sessions[b.SessionID]; s != nil {
-		return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, l.FencingToken, nil
+		return []api.Event{sessionEvent(s, api.EventLeaseChanged, idx, map[string]any{"lease": *l})}, l.FencingToken, nil
 	}
 	return nil, l.FencingToken, nil
 }
@@ -491,8 +493,8 @@ const CmdReleaseLease CommandType = 11
 
 func init() { register(CmdReleaseLease, newBody[ReleaseLeaseBody], applyReleaseLease) }
 
-func applyReleaseLease(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
-	return endLease(d, idx, body.(*ReleaseLeaseBody), LeaseReleased)
+func applyReleaseLease(d *data, idx uint64, _ time.Time, body any) ([]api.Event, uint64, error) {
+	return endLease(d, idx, body.(*ReleaseLeaseBody), api.LeaseReleased)
 }
 
 // CmdReclaimLease reclaims (expires) a dead holder's lease (ReleaseLeaseBody).
@@ -500,13 +502,13 @@ const CmdReclaimLease CommandType = 12
 
 func init() { register(CmdReclaimLease, newBody[ReleaseLeaseBody], applyReclaimLease) }
 
-func applyReclaimLease(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
-	return endLease(d, idx, body.(*ReleaseLeaseBody), LeaseExpired)
+func applyReclaimLease(d *data, idx uint64, _ time.Time, body any) ([]api.Event, uint64, error) {
+	return endLease(d, idx, body.(*ReleaseLeaseBody), api.LeaseExpired)
 }
 
 // endLease is a compare-and-set on the fencing token: only the grant it names
 // can be ended, so a stale release never frees a newer holder's lease.
-func endLease(d *data, idx uint64, b *ReleaseLeaseBody, to LeaseState) ([]Event, uint64, error) {
+func endLease(d *data, idx uint64, b *ReleaseLeaseBody, to api.LeaseState) ([]api.Event, uint64, error) {
 	l, ok := d.Leases[b.SessionID]
 	if !ok {
 		return nil, 0, notFound("lease of session", b.SessionID)
@@ -514,7 +516,7 @@ func endLease(d *data, idx uint64, b *ReleaseLeaseBody, to LeaseState) ([]Event,
 	if l.FencingToken != b.FencingToken {
 		return nil, 0, conflictf("lease of session %s has token %d, not %d", b.SessionID, l.FencingToken, b.FencingToken)
 	}
-	if l.State != LeaseHeld {
+	if l.State != api.LeaseHeld {
 		return nil, l.FencingToken, nil
 	}
 	l.State = to
@@ -522,7 +524,7 @@ func endLease(d *data, idx uint64, b *ReleaseLeaseBody, to LeaseState) ([]Event,
 	if s == nil {
 		return nil, l.FencingToken, nil
 	}
-	return []Event{sessionEvent(s, EventLeaseChanged, idx, map[string]any{"lease": *l})}, l.FencingToken, nil
+	return []api.Event{sessionEvent(s, api.EventLeaseChanged, idx, map[string]any{"lease": *l})}, l.FencingToken, nil
 }
 
 // CmdDeleteSession ends a session for good (DeleteSessionBody).
@@ -530,23 +532,23 @@ const CmdDeleteSession CommandType = 13
 
 func init() { register(CmdDeleteSession, newBody[DeleteSessionBody], applyDeleteSession) }
 
-func applyDeleteSession(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyDeleteSession(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*DeleteSessionBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
 		return nil, 0, notFound("session", b.SessionID)
 	}
 	from := s.State
-	d.setSessionState(s, SessionCompleted)
+	d.setSessionState(s, api.SessionCompleted)
 	s.UpdatedAt = now
 	if e, ok := d.Executors[s.ExecutorID]; ok {
-		e.Status = ExecutorStopped
+		e.Status = api.ExecutorStopped
 		if b.Abandon && len(d.Private[e.ID].Handle) > 0 {
 			e.DestroyPending = true
 		}
 	}
 	deriveTaskState(d, s.TaskID, now)
-	events := []Event{sessionEvent(s, EventStateChanged, idx, map[string]any{"from": string(from), "to": string(SessionCompleted)})}
+	events := []api.Event{sessionEvent(s, api.EventStateChanged, idx, map[string]any{"from": string(from), "to": string(api.SessionCompleted)})}
 	return append(events, d.cancelPermissions(s, idx, now)...), 0, nil
 }
 
@@ -555,13 +557,13 @@ const CmdPublishEvent CommandType = 14
 
 func init() { register(CmdPublishEvent, newBody[PublishEventBody], applyPublishEvent) }
 
-func applyPublishEvent(d *data, idx uint64, _ time.Time, body any) ([]Event, uint64, error) {
+func applyPublishEvent(d *data, idx uint64, _ time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*PublishEventBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
 		return nil, 0, notFound("session", b.SessionID)
 	}
-	return []Event{sessionEvent(s, b.Type, idx, b.Data)}, 0, nil
+	return []api.Event{sessionEvent(s, b.Type, idx, b.Data)}, 0, nil
 }
 
 // CmdRecoverExecutors records many sessions' recoveries in one entry
@@ -572,7 +574,7 @@ func init() { register(CmdRecoverExecutors, newBody[RecoverExecutorsBody], apply
 
 // applyRecoverExecutors checks every item against its session's lease
 // first, then applies them all: all or nothing.
-func applyRecoverExecutors(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyRecoverExecutors(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*RecoverExecutorsBody)
 	if len(b.Items) == 0 {
 		return nil, 0, invalidf("recover_executors carries no items")
@@ -588,7 +590,7 @@ func applyRecoverExecutors(d *data, idx uint64, now time.Time, body any) ([]Even
 			return nil, 0, notFound("session", it.SessionID)
 		}
 		l, ok := d.Leases[it.SessionID]
-		if !ok || l.State != LeaseHeld || l.FencingToken != it.FencingToken || it.Nonce == "" || l.HolderNonce != it.Nonce ||
+		if !ok || l.State != api.LeaseHeld || l.FencingToken != it.FencingToken || it.Nonce == "" || l.HolderNonce != it.Nonce ||
 			l.HolderExecutorID != it.ExecutorID || s.ExecutorID != it.ExecutorID {
 			return nil, 0, conflictf("lease of session %s is not held with token %d by executor %s (agentctl %s)", it.SessionID, it.FencingToken, it.ExecutorID, it.Nonce)
 		}
@@ -596,7 +598,7 @@ func applyRecoverExecutors(d *data, idx uint64, now time.Time, body any) ([]Even
 			return nil, 0, invalidf("recover_executors: executor %s is not the lease holder of session %s", e.Executor.ID, it.SessionID)
 		}
 	}
-	var events []Event
+	var events []api.Event
 	for _, it := range b.Items {
 		if it.Executor != nil {
 			if _, _, err := applyPutExecutor(d, idx, now, it.Executor); err != nil {

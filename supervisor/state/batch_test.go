@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/paddockhq/paddock/api"
 )
 
 // An entry encoded the way earlier builds did (the envelope marshalled
 // around the body as raw JSON) decodes to the same command, and this
 // build's encoding is byte for byte the same.
 func TestCommandEncodingMatchesEarlierBuilds(t *testing.T) {
-	body := &CreateTaskBody{Task: Task{ID: "t1", Title: `quote " and <tag> é`}}
+	body := &CreateTaskBody{Task: api.Task{ID: "t1", Title: `quote " and <tag> é`}}
 	raw, _ := json.Marshal(body)
 	old, err := json.Marshal(struct {
 		Key  string          `json:"key"`
@@ -67,12 +68,12 @@ func TestApplyBatchEqualsOneByOne(t *testing.T) {
 		body any
 	}
 	entries := []entry{
-		{CmdCreateTask, "a", &CreateTaskBody{Task: Task{ID: "t1", Title: "one"}}},
-		{CmdCreateTask, "a", &CreateTaskBody{Task: Task{ID: "t2", Title: "dup key"}}},
-		{CmdCreateSession, "b", &CreateSessionBody{Session: Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}}},
-		{CmdSetSessionState, "c", &SetSessionStateBody{SessionID: "s1", State: SessionRunning}}, // CREATED → RUNNING: conflict
+		{CmdCreateTask, "a", &CreateTaskBody{Task: api.Task{ID: "t1", Title: "one"}}},
+		{CmdCreateTask, "a", &CreateTaskBody{Task: api.Task{ID: "t2", Title: "dup key"}}},
+		{CmdCreateSession, "b", &CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}}},
+		{CmdSetSessionState, "c", &SetSessionStateBody{SessionID: "s1", State: api.SessionRunning}}, // CREATED → RUNNING: conflict
 		{0, "", nil}, // a configuration entry
-		{CmdSetSessionState, "d", &SetSessionStateBody{SessionID: "s1", State: SessionStarting}},
+		{CmdSetSessionState, "d", &SetSessionStateBody{SessionID: "s1", State: api.SessionStarting}},
 	}
 	var logs []*raft.Log
 	for i, e := range entries {

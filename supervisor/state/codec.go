@@ -3,6 +3,8 @@ package state
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // A hand-written codec for the hottest command bodies and for the envelope.
@@ -170,7 +172,7 @@ var (
 
 // appendTask appends t in layout l, or reports false when encoding/json
 // would escape one of its strings.
-func appendTask(dst []byte, t *Task, l *taskLayout) ([]byte, bool) {
+func appendTask(dst []byte, t *api.Task, l *taskLayout) ([]byte, bool) {
 	ok := true
 	str := func(lit, s string) {
 		dst = append(dst, lit...)
@@ -200,7 +202,7 @@ func appendTask(dst []byte, t *Task, l *taskLayout) ([]byte, bool) {
 // answers a task; ok is false when one of its strings is not printable
 // ASCII free of quotes, backslashes, <, > and & (the caller then uses
 // encoding/json).
-func AppendIndentedTask(dst []byte, t Task) ([]byte, bool) {
+func AppendIndentedTask(dst []byte, t api.Task) ([]byte, bool) {
 	return appendTask(dst, &t, &indentedTask)
 }
 
@@ -224,8 +226,8 @@ func (b *CreateTaskBody) decodeCanonical(data []byte) bool {
 }
 
 // task consumes a task in layout l.
-func (c *cursor) task(l *taskLayout) Task {
-	var t Task
+func (c *cursor) task(l *taskLayout) api.Task {
+	var t api.Task
 	c.lit(l.open)
 	c.lit(l.id)
 	t.ID = c.str()
@@ -236,7 +238,7 @@ func (c *cursor) task(l *taskLayout) Task {
 	c.lit(l.branch)
 	t.Workspace.Branch = c.str()
 	c.lit(l.state)
-	t.State = TaskState(c.str())
+	t.State = api.TaskState(c.str())
 	c.lit(l.created)
 	t.CreatedAt = c.time()
 	c.lit(l.updated)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // decodeWithEncodingJSON is DecodeCommand as it was before the hand-written
@@ -64,9 +66,9 @@ func sameDecoding(t *testing.T, data []byte) {
 	}
 }
 
-var codecTasks = []Task{
+var codecTasks = []api.Task{
 	{ID: "38f5fe02-7b96-464c-942d-75af82dc9e63", Title: "bench-1234"},
-	{ID: "t", Title: "x", Workspace: Workspace{Path: "/srv/repo", Branch: "feature/a.b-c"}, State: TaskDone,
+	{ID: "t", Title: "x", Workspace: api.Workspace{Path: "/srv/repo", Branch: "feature/a.b-c"}, State: api.TaskDone,
 		CreatedAt: t0, UpdatedAt: t0.Add(1500 * time.Millisecond)},
 	{ID: "t", Title: `quote " and backslash \ inside`},
 	{ID: "t", Title: "<tag> & more"},
@@ -95,8 +97,8 @@ func TestCanonicalCodecMatchesEncodingJSON(t *testing.T) {
 		sameDecoding(t, got)
 	}
 	others := []Command{
-		{Type: CmdSetTaskState, Key: "k", Now: t0, Body: &SetTaskStateBody{TaskID: "t", State: TaskDone}},
-		{Type: CmdPutMessage, Key: "k", Now: t0, Body: &PutMessageBody{SessionID: "s", Message: Message{ID: "m3", Role: RoleAgent, Text: "hello \"world\""}, Source: "boot"}},
+		{Type: CmdSetTaskState, Key: "k", Now: t0, Body: &SetTaskStateBody{TaskID: "t", State: api.TaskDone}},
+		{Type: CmdPutMessage, Key: "k", Now: t0, Body: &PutMessageBody{SessionID: "s", Message: api.Message{ID: "m3", Role: api.RoleAgent, Text: "hello \"world\""}, Source: "boot"}},
 		{Type: CmdClaimLease, Key: "k", Now: t0, Body: &ClaimLeaseBody{SessionID: "s", ExecutorID: "e", Nonce: "n", TTL: 15 * time.Second}},
 		{Type: CmdPublishEvent, Key: "k", Now: t0, Body: &PublishEventBody{SessionID: "s", Type: "agentctl_ready", Data: map[string]any{"n": 1.5, "s": "x"}}},
 	}
@@ -153,7 +155,7 @@ func FuzzCanonicalDecodeMatchesEncodingJSON(f *testing.F) {
 		data, _ := Command{Type: CmdCreateTask, Key: "k", Now: t0, Body: &CreateTaskBody{Task: task}}.Encode()
 		f.Add(data)
 	}
-	data, _ := Command{Type: CmdPutMessage, Key: "k", Now: t0, Body: &PutMessageBody{SessionID: "s", Message: Message{ID: "m1", Text: "hi"}}}.Encode()
+	data, _ := Command{Type: CmdPutMessage, Key: "k", Now: t0, Body: &PutMessageBody{SessionID: "s", Message: api.Message{ID: "m1", Text: "hi"}}}.Encode()
 	f.Add(data)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sameDecoding(t, data)

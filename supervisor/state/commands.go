@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // CommandType identifies a raft command. The high bit marks a command that an
@@ -122,14 +124,14 @@ type RegisterNodeBody struct {
 
 // CreateTaskBody creates a task; the leader fills in ID and times.
 type CreateTaskBody struct {
-	Task Task `json:"task"`
+	Task api.Task `json:"task"`
 }
 
 // SetTaskStateBody changes a task's state: DONE closes it; OPEN reopens a
 // task, whose state then follows its sessions again.
 type SetTaskStateBody struct {
-	TaskID string    `json:"task_id"`
-	State  TaskState `json:"state"`
+	TaskID string        `json:"task_id"`
+	State  api.TaskState `json:"state"`
 }
 
 // DeleteTaskBody removes a task whose sessions have all ended (COMPLETED),
@@ -141,8 +143,8 @@ type DeleteTaskBody struct {
 // CreateSessionBody creates a session in CREATED. ResumeToken is carried
 // beside the session because Session hides it from JSON.
 type CreateSessionBody struct {
-	Session     Session `json:"session"`
-	ResumeToken string  `json:"resume_token,omitempty"`
+	Session     api.Session `json:"session"`
+	ResumeToken string      `json:"resume_token,omitempty"`
 }
 
 // SetSessionStateBody moves a session to State. When From is not empty the
@@ -154,17 +156,17 @@ type RequestStopBody struct {
 }
 
 type SetSessionStateBody struct {
-	SessionID    string         `json:"session_id"`
-	State        SessionState   `json:"state"`
-	From         []SessionState `json:"from,omitempty"`
-	ErrorMessage string         `json:"error_message,omitempty"`
-	Reason       string         `json:"reason,omitempty"`
+	SessionID    string             `json:"session_id"`
+	State        api.SessionState   `json:"state"`
+	From         []api.SessionState `json:"from,omitempty"`
+	ErrorMessage string             `json:"error_message,omitempty"`
+	Reason       string             `json:"reason,omitempty"`
 	// TurnOutcome, when set, records how the turn that this change ends
 	// went; TurnError says why a failed or interrupted one did. A change
 	// from RUNNING to ERROR, STOPPED or STARTING needs neither: that turn
 	// was interrupted, and the FSM records it so.
-	TurnOutcome TurnOutcome `json:"turn_outcome,omitempty"`
-	TurnError   string      `json:"turn_error,omitempty"`
+	TurnOutcome api.TurnOutcome `json:"turn_outcome,omitempty"`
+	TurnError   string          `json:"turn_error,omitempty"`
 	// NotActivity: the change is not the session's activity (a recovery
 	// on a restart or failover moved it), so last_activity_at stays.
 	NotActivity bool `json:"not_activity,omitempty"`
@@ -180,23 +182,23 @@ type SetResumeTokenBody struct {
 // session. The fields Executor hides from JSON travel beside it; build it with
 // NewPutExecutor.
 type PutExecutorBody struct {
-	Executor         Executor `json:"executor"`
-	Secret           string   `json:"secret,omitempty"`
-	Handle           []byte   `json:"handle,omitempty"`
-	AgentExecutionID string   `json:"agent_execution_id,omitempty"`
+	Executor         api.Executor `json:"executor"`
+	Secret           string       `json:"secret,omitempty"`
+	Handle           []byte       `json:"handle,omitempty"`
+	AgentExecutionID string       `json:"agent_execution_id,omitempty"`
 }
 
 // NewPutExecutor returns the body that stores e, private fields included.
-func NewPutExecutor(e Executor) *PutExecutorBody {
+func NewPutExecutor(e api.Executor) *PutExecutorBody {
 	return &PutExecutorBody{Executor: e, Secret: e.Secret, Handle: e.Handle, AgentExecutionID: e.AgentExecutionID}
 }
 
 // SetExecutorStateBody updates an executor's status and liveness.
 type SetExecutorStateBody struct {
-	ExecutorID   string         `json:"executor_id"`
-	Status       ExecutorStatus `json:"status"`
-	ErrorMessage string         `json:"error_message,omitempty"`
-	Nonce        string         `json:"nonce,omitempty"`
+	ExecutorID   string             `json:"executor_id"`
+	Status       api.ExecutorStatus `json:"status"`
+	ErrorMessage string             `json:"error_message,omitempty"`
+	Nonce        string             `json:"nonce,omitempty"`
 	// Destroyed clears destroy_pending: the executor's node destroyed it.
 	Destroyed bool `json:"destroyed,omitempty"`
 }
@@ -209,10 +211,10 @@ type SetExecutorStateBody struct {
 // replayed when it resumed a conversation: it is recorded only into a
 // transcript that does not already hold the conversation.
 type PutMessageBody struct {
-	SessionID string  `json:"session_id"`
-	Message   Message `json:"message"`
-	Source    string  `json:"source,omitempty"`
-	History   bool    `json:"history,omitempty"`
+	SessionID string      `json:"session_id"`
+	Message   api.Message `json:"message"`
+	Source    string      `json:"source,omitempty"`
+	History   bool        `json:"history,omitempty"`
 }
 
 // AppendMessageBody records what a message that agentctl streams (Source,

@@ -1,7 +1,9 @@
 // Package state is Paddock's replicated state: the model (tasks, sessions,
 // executors, leases, messages), the raft commands that change it, the FSM that
 // applies them, and the session event log that the API streams. The model
-// types are aliases of the wire types in package api.
+// is package api's wire types (api.Task, api.Session, api.Executor, …), used
+// as they are: what the FSM stores is what the API sends, less the fields
+// tagged `json:"-"`.
 //
 // Commands are a type byte, a body version byte and a JSON envelope carrying an
 // idempotency key, the leader's clock reading and the body. Apply never reads

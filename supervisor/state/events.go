@@ -2,6 +2,8 @@ package state
 
 import (
 	"sync"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // defaultEventLogSize is how many recent events a node keeps for ?since=.
@@ -17,7 +19,7 @@ type EventFilter struct {
 	TaskID    string
 }
 
-func (f EventFilter) match(e Event) bool {
+func (f EventFilter) match(e api.Event) bool {
 	return (f.SessionID == "" || f.SessionID == e.SessionID) && (f.TaskID == "" || f.TaskID == e.TaskID)
 }
 
@@ -25,8 +27,8 @@ func (f EventFilter) match(e Event) bool {
 // subscription ends: on Close, or when the subscriber fell too far behind
 // (Lagged then reports true).
 type Subscription struct {
-	C      <-chan Event
-	c      chan Event
+	C      <-chan api.Event
+	c      chan api.Event
 	filter EventFilter
 	log    *eventLog
 	lagged bool
@@ -48,17 +50,17 @@ func (s *Subscription) Lagged() bool {
 // eventLog keeps the most recent events in a ring and fans new ones out.
 type eventLog struct {
 	mu   sync.Mutex
-	ring []Event
+	ring []api.Event
 	next int
 	full bool
 	subs map[*Subscription]struct{}
 }
 
 func newEventLog(size int) *eventLog {
-	return &eventLog{ring: make([]Event, size), subs: map[*Subscription]struct{}{}}
+	return &eventLog{ring: make([]api.Event, size), subs: map[*Subscription]struct{}{}}
 }
 
-func (l *eventLog) publish(events []Event) {
+func (l *eventLog) publish(events []api.Event) {
 	if len(events) == 0 {
 		return
 	}
@@ -89,7 +91,7 @@ func (l *eventLog) publish(events []Event) {
 func (l *eventLog) subscribe(f EventFilter, since uint64, replay bool) *Subscription {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var backlog []Event
+	var backlog []api.Event
 	if replay {
 		for _, e := range l.orderedLocked() {
 			if e.Index > since && f.match(e) {
@@ -97,7 +99,7 @@ func (l *eventLog) subscribe(f EventFilter, since uint64, replay bool) *Subscrip
 			}
 		}
 	}
-	c := make(chan Event, subscriberBuffer+len(backlog))
+	c := make(chan api.Event, subscriberBuffer+len(backlog))
 	for _, e := range backlog {
 		c <- e
 	}
@@ -106,11 +108,11 @@ func (l *eventLog) subscribe(f EventFilter, since uint64, replay bool) *Subscrip
 	return s
 }
 
-func (l *eventLog) orderedLocked() []Event {
+func (l *eventLog) orderedLocked() []api.Event {
 	if !l.full {
 		return l.ring[:l.next]
 	}
-	out := make([]Event, 0, len(l.ring))
+	out := make([]api.Event, 0, len(l.ring))
 	out = append(out, l.ring[l.next:]...)
 	return append(out, l.ring[:l.next]...)
 }

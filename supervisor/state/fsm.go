@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/paddockhq/paddock/api"
 )
 
 // FSM applies raft log entries to a Store. It is the only writer of the store.
@@ -22,7 +23,7 @@ func NewFSM(store *Store) *FSM {
 
 // applyFunc applies one decoded command body; it returns the events to
 // publish and, for lease claims, the fencing token.
-type applyFunc func(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error)
+type applyFunc func(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error)
 
 // Apply implements raft.FSM. A log entry that cannot be decoded panics: state
 // must never silently diverge between nodes.
@@ -51,7 +52,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 		cmds[i] = decoded{cmd, known}
 	}
 	out := make([]any, len(logs))
-	var events []Event
+	var events []api.Event
 	s := f.store
 	s.mu.Lock()
 	for i, l := range logs {
@@ -67,7 +68,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
 
 // applyLocked applies one decoded command at raft index idx (the store's
 // lock held), appending its events to events.
-func (d *data) applyLocked(idx uint64, cmd Command, known bool, events *[]Event) *Result {
+func (d *data) applyLocked(idx uint64, cmd Command, known bool, events *[]api.Event) *Result {
 	d.LastIndex = idx
 	if !known {
 		return &Result{Index: idx}
@@ -126,8 +127,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 func (d *data) snapshot() *snapshot {
 	c := &data{
 		Nodes:    make(map[string]NodeInfo, len(d.Nodes)),
-		Sessions: make(map[string]*Session, len(d.Sessions)), Executors: make(map[string]*Executor, len(d.Executors)),
-		Leases: make(map[string]*Lease, len(d.Leases)), Messages: make(map[string][]*Message, len(d.Messages)),
+		Sessions: make(map[string]*api.Session, len(d.Sessions)), Executors: make(map[string]*api.Executor, len(d.Executors)),
+		Leases: make(map[string]*api.Lease, len(d.Leases)), Messages: make(map[string][]*api.Message, len(d.Messages)),
 		Dedupe: make(map[string]outcome, len(d.Dedupe)), DedupeOrder: append([]string(nil), d.DedupeOrder...),
 		Private: make(map[string]executorPrivate, len(d.Private)), SessionTokens: make(map[string]string, len(d.SessionTokens)),
 		LastIndex: d.LastIndex,
@@ -153,7 +154,7 @@ func (d *data) snapshot() *snapshot {
 		c.Leases[k] = &l
 	}
 	for k, msgs := range d.Messages {
-		out := make([]*Message, len(msgs))
+		out := make([]*api.Message, len(msgs))
 		for i, m := range msgs {
 			mm := *m
 			out[i] = &mm
@@ -173,9 +174,9 @@ func (d *data) snapshot() *snapshot {
 	for k, v := range d.Transcripts {
 		c.Transcripts[k] = v.clone()
 	}
-	c.Permissions = make(map[string][]*Permission, len(d.Permissions))
+	c.Permissions = make(map[string][]*api.Permission, len(d.Permissions))
 	for k, ps := range d.Permissions {
-		out := make([]*Permission, len(ps))
+		out := make([]*api.Permission, len(ps))
 		for i, p := range ps {
 			pp := *p
 			out[i] = &pp
@@ -273,7 +274,7 @@ type snapshot struct {
 // keyedTask is one entry of the Tasks map in a snapshot.
 type keyedTask struct {
 	key  string
-	task Task
+	task api.Task
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/paddockhq/paddock/api"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -45,28 +46,28 @@ func (h *harness) mustApply(typ CommandType, body any) *Result {
 }
 
 func (h *harness) taskAndSession() {
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "x"}})
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 }
 
 func TestSessionTransitions(t *testing.T) {
 	cases := []struct {
-		path []SessionState
+		path []api.SessionState
 		ok   bool
 	}{
-		{[]SessionState{SessionStarting, SessionWaitingForInput, SessionRunning, SessionWaitingForInput, SessionStopped, SessionStarting}, true},
-		{[]SessionState{SessionStarting, SessionError, SessionStarting, SessionWaitingForInput}, true},
-		{[]SessionState{SessionRunning}, false},         // CREATED → RUNNING skips STARTING
-		{[]SessionState{SessionWaitingForInput}, false}, // CREATED → WAITING
-		{[]SessionState{SessionStarting, SessionWaitingForInput, SessionStopped, SessionRunning}, false},
-		{[]SessionState{SessionCompleted, SessionStarting}, false}, // COMPLETED is final
+		{[]api.SessionState{api.SessionStarting, api.SessionWaitingForInput, api.SessionRunning, api.SessionWaitingForInput, api.SessionStopped, api.SessionStarting}, true},
+		{[]api.SessionState{api.SessionStarting, api.SessionError, api.SessionStarting, api.SessionWaitingForInput}, true},
+		{[]api.SessionState{api.SessionRunning}, false},         // CREATED → RUNNING skips STARTING
+		{[]api.SessionState{api.SessionWaitingForInput}, false}, // CREATED → WAITING
+		{[]api.SessionState{api.SessionStarting, api.SessionWaitingForInput, api.SessionStopped, api.SessionRunning}, false},
+		{[]api.SessionState{api.SessionCompleted, api.SessionStarting}, false}, // COMPLETED is final
 	}
 	for _, c := range cases {
 		h := newHarness(t)
 		h.taskAndSession()
 		var err error
 		for _, to := range c.path {
-			if to == SessionCompleted {
+			if to == api.SessionCompleted {
 				err = h.apply(CmdDeleteSession, "", &DeleteSessionBody{SessionID: "s1"}).Err
 			} else {
 				err = h.apply(CmdSetSessionState, "", &SetSessionStateBody{SessionID: "s1", State: to}).Err
@@ -91,22 +92,22 @@ func TestStopRequestedLastsUntilTheSessionStops(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
 	requested := func() bool { s, _ := h.store.Session("s1"); return s.StopRequested }
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionStarting})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: api.SessionStarting})
 	h.mustApply(CmdRequestStop, &RequestStopBody{SessionID: "s1"})
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionWaitingForInput})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: api.SessionWaitingForInput})
 	if !requested() {
 		t.Fatal("the stop request did not outlast the move to WAITING_FOR_INPUT")
 	}
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionStopped})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: api.SessionStopped})
 	if requested() {
 		t.Fatal("STOPPED kept the stop request")
 	}
 	if err := h.apply(CmdRequestStop, "", &RequestStopBody{SessionID: "s1"}).Err; !errors.Is(err, ErrConflict) {
 		t.Fatalf("a stop request for a STOPPED session: %v, want a conflict", err)
 	}
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionStarting})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: api.SessionStarting})
 	h.mustApply(CmdRequestStop, &RequestStopBody{SessionID: "s1"})
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionError, ErrorMessage: "x"})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: api.SessionError, ErrorMessage: "x"})
 	if requested() {
 		t.Fatal("ERROR kept the stop request")
 	}
@@ -118,24 +119,24 @@ func TestStopRequestedLastsUntilTheSessionStops(t *testing.T) {
 func TestTaskStateFollowsSessions(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	step := func(to SessionState, want TaskState) {
+	step := func(to api.SessionState, want api.TaskState) {
 		t.Helper()
 		h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: to})
 		if task, _ := h.store.Task("t1"); task.State != want {
 			t.Fatalf("after session %s: task %s, want %s", to, task.State, want)
 		}
 	}
-	step(SessionStarting, TaskInProgress)
-	step(SessionWaitingForInput, TaskReview)
-	step(SessionRunning, TaskInProgress)
-	step(SessionWaitingForInput, TaskReview)
+	step(api.SessionStarting, api.TaskInProgress)
+	step(api.SessionWaitingForInput, api.TaskReview)
+	step(api.SessionRunning, api.TaskInProgress)
+	step(api.SessionWaitingForInput, api.TaskReview)
 }
 
 func TestIdempotentRetry(t *testing.T) {
 	h := newHarness(t)
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1"}})
-	first := h.apply(CmdCreateSession, "key-1", &CreateSessionBody{Session: Session{ID: "s1", TaskID: "t1"}})
-	again := h.apply(CmdCreateSession, "key-1", &CreateSessionBody{Session: Session{ID: "s1", TaskID: "t1"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t1"}})
+	first := h.apply(CmdCreateSession, "key-1", &CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1"}})
+	again := h.apply(CmdCreateSession, "key-1", &CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1"}})
 	if first.Err != nil || again.Err != nil {
 		t.Fatalf("errors: %v, %v", first.Err, again.Err)
 	}
@@ -143,8 +144,8 @@ func TestIdempotentRetry(t *testing.T) {
 		t.Fatalf("retry = %+v, want duplicate of index %d", again, first.Index)
 	}
 	// A failed command's retry returns the same error kind.
-	bad := h.apply(CmdSetSessionState, "key-2", &SetSessionStateBody{SessionID: "nope", State: SessionStarting})
-	badAgain := h.apply(CmdSetSessionState, "key-2", &SetSessionStateBody{SessionID: "nope", State: SessionStarting})
+	bad := h.apply(CmdSetSessionState, "key-2", &SetSessionStateBody{SessionID: "nope", State: api.SessionStarting})
+	badAgain := h.apply(CmdSetSessionState, "key-2", &SetSessionStateBody{SessionID: "nope", State: api.SessionStarting})
 	if !errors.Is(bad.Err, ErrNotFound) || !errors.Is(badAgain.Err, ErrNotFound) {
 		t.Fatalf("errors %v / %v, want ErrNotFound both times", bad.Err, badAgain.Err)
 	}
@@ -180,10 +181,10 @@ func TestSnapshotRestoreKeepsEverything(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
 	h.mustApply(CmdSetResumeToken, &SetResumeTokenBody{SessionID: "s1", ResumeToken: "tok-1"})
-	h.mustApply(CmdPutExecutor, NewPutExecutor(Executor{ID: "e1", SessionID: "s1", Status: ExecutorReady, Secret: "sekrit", Handle: []byte("h")}))
-	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: Message{ID: "m1", Role: RoleAgent, Text: "hi"}})
+	h.mustApply(CmdPutExecutor, NewPutExecutor(api.Executor{ID: "e1", SessionID: "s1", Status: api.ExecutorReady, Secret: "sekrit", Handle: []byte("h")}))
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: api.Message{ID: "m1", Role: api.RoleAgent, Text: "hi"}})
 	claim := h.mustApply(CmdClaimLease, &ClaimLeaseBody{SessionID: "s1", ExecutorID: "e1", Nonce: "n", TTL: time.Second})
-	h.apply(CmdCreateTask, "dedupe-key", &CreateTaskBody{Task: Task{ID: "t2"}})
+	h.apply(CmdCreateTask, "dedupe-key", &CreateTaskBody{Task: api.Task{ID: "t2"}})
 
 	snap, err := h.fsm.Snapshot()
 	if err != nil {
@@ -206,7 +207,7 @@ func TestSnapshotRestoreKeepsEverything(t *testing.T) {
 	if e.Secret != "sekrit" || string(e.Handle) != "h" {
 		t.Errorf("executor private fields lost: %+v", e)
 	}
-	if l.FencingToken != claim.FencingToken || l.State != LeaseHeld {
+	if l.FencingToken != claim.FencingToken || l.State != api.LeaseHeld {
 		t.Errorf("lease after restore: %+v", l)
 	}
 	if m := other.store.Messages("s1"); len(m) != 1 || m[0].Text != "hi" {
@@ -255,9 +256,9 @@ func TestMessagesUpsertAndBound(t *testing.T) {
 	h.taskAndSession()
 	sub := h.store.Subscribe(EventFilter{SessionID: "s1"}, 0)
 	defer sub.Close()
-	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: Message{ID: "m1", Role: RoleAgent, Text: "he"}})
-	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: Message{ID: "m1", Role: RoleAgent, Text: "hello", Complete: true}})
-	if got := []string{(<-sub.C).Type, (<-sub.C).Type}; got[0] != EventMessageAdded || got[1] != EventMessageUpdated {
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: api.Message{ID: "m1", Role: api.RoleAgent, Text: "he"}})
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: api.Message{ID: "m1", Role: api.RoleAgent, Text: "hello", Complete: true}})
+	if got := []string{(<-sub.C).Type, (<-sub.C).Type}; got[0] != api.EventMessageAdded || got[1] != api.EventMessageUpdated {
 		t.Fatalf("events %v", got)
 	}
 	msgs := h.store.Messages("s1")
@@ -265,7 +266,7 @@ func TestMessagesUpsertAndBound(t *testing.T) {
 		t.Fatalf("messages %+v", msgs)
 	}
 	for i := 0; i < MaxMessagesPerSession+5; i++ {
-		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: Message{ID: string(rune('a'+i%26)) + time.Duration(i).String(), Role: RoleUser}})
+		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: api.Message{ID: string(rune('a'+i%26)) + time.Duration(i).String(), Role: api.RoleUser}})
 	}
 	if n := len(h.store.Messages("s1")); n != MaxMessagesPerSession {
 		t.Fatalf("%d messages kept, want %d", n, MaxMessagesPerSession)
@@ -275,30 +276,30 @@ func TestMessagesUpsertAndBound(t *testing.T) {
 func TestEventsFilteredAndReplayedSince(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s2", TaskID: "t1"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "s2", TaskID: "t1"}})
 	mark := h.store.LastIndex()
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionStarting})
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s2", State: SessionStarting})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: api.SessionStarting})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s2", State: api.SessionStarting})
 
 	sub := h.store.Subscribe(EventFilter{SessionID: "s1"}, mark)
 	defer sub.Close()
 	e := <-sub.C
-	if e.SessionID != "s1" || e.Index <= mark || e.Data["to"] != string(SessionStarting) {
+	if e.SessionID != "s1" || e.Index <= mark || e.Data["to"] != string(api.SessionStarting) {
 		t.Fatalf("replayed event %+v", e)
 	}
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s2", State: SessionWaitingForInput})
-	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: SessionWaitingForInput})
-	if e := <-sub.C; e.SessionID != "s1" || e.Data["to"] != string(SessionWaitingForInput) {
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s2", State: api.SessionWaitingForInput})
+	h.mustApply(CmdSetSessionState, &SetSessionStateBody{SessionID: "s1", State: api.SessionWaitingForInput})
+	if e := <-sub.C; e.SessionID != "s1" || e.Data["to"] != string(api.SessionWaitingForInput) {
 		t.Fatalf("live event %+v leaked or wrong", e)
 	}
 }
 
 func TestComputeStatus(t *testing.T) {
 	yes, no := true, false
-	base := Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone", State: SessionStopped}
+	base := api.Session{ID: "s1", TaskID: "t1", Agent: "demo", Runtime: "standalone", State: api.SessionStopped}
 	withToken := base
 	withToken.HasResumeToken = true
-	lost := &Executor{Status: ExecutorError}
+	lost := &api.Executor{Status: api.ExecutorError}
 	cases := []struct {
 		name       string
 		in         StatusInput
@@ -307,13 +308,13 @@ func TestComputeStatus(t *testing.T) {
 		needResume bool
 	}{
 		{"running", StatusInput{Session: withToken, AgentRunning: true, SupportsResume: &yes}, "", true, false},
-		{"not resumable wins", StatusInput{Session: withToken, SupportsResume: &no, Executor: lost}, ReasonNotResumable, false, false},
-		{"no token", StatusInput{Session: base, SupportsResume: &yes}, ReasonMissingResumeToken, false, false},
-		{"executor lost", StatusInput{Session: withToken, SupportsResume: &yes, Executor: lost}, ReasonExecutorLost, true, true},
-		{"stopped", StatusInput{Session: withToken, SupportsResume: &yes}, ReasonAgentNotRunning, true, true},
-		{"starting new", StatusInput{Session: starting(base), SupportsResume: &yes}, ReasonMissingResumeToken, false, false},
-		{"created", StatusInput{Session: created(base)}, ReasonMissingResumeToken, false, false},
-		{"starting resume", StatusInput{Session: starting(withToken), SupportsResume: &yes}, ReasonAgentNotRunning, true, true},
+		{"not resumable wins", StatusInput{Session: withToken, SupportsResume: &no, Executor: lost}, api.ReasonNotResumable, false, false},
+		{"no token", StatusInput{Session: base, SupportsResume: &yes}, api.ReasonMissingResumeToken, false, false},
+		{"executor lost", StatusInput{Session: withToken, SupportsResume: &yes, Executor: lost}, api.ReasonExecutorLost, true, true},
+		{"stopped", StatusInput{Session: withToken, SupportsResume: &yes}, api.ReasonAgentNotRunning, true, true},
+		{"starting new", StatusInput{Session: starting(base), SupportsResume: &yes}, api.ReasonMissingResumeToken, false, false},
+		{"created", StatusInput{Session: created(base)}, api.ReasonMissingResumeToken, false, false},
+		{"starting resume", StatusInput{Session: starting(withToken), SupportsResume: &yes}, api.ReasonAgentNotRunning, true, true},
 	}
 	for _, c := range cases {
 		st := ComputeStatus(c.in)
@@ -327,17 +328,17 @@ func TestComputeStatus(t *testing.T) {
 		if got != c.reason || st.IsResumable != c.resumable || st.NeedsResume != c.needResume {
 			t.Errorf("%s: reason %q resumable %v needs %v; want %q %v %v", c.name, got, st.IsResumable, st.NeedsResume, c.reason, c.resumable, c.needResume)
 		}
-		if st.ResumeMessage != nil && (st.State == SessionStarting || st.State == SessionCreated) && *st.ResumeMessage != startingMessage {
+		if st.ResumeMessage != nil && (st.State == api.SessionStarting || st.State == api.SessionCreated) && *st.ResumeMessage != startingMessage {
 			t.Errorf("%s: a starting session's message %q asks for something", c.name, *st.ResumeMessage)
 		}
 	}
 }
 
-func starting(s Session) Session { s.State = SessionStarting; return s }
-func created(s Session) Session  { s.State = SessionCreated; return s }
+func starting(s api.Session) api.Session { s.State = api.SessionStarting; return s }
+func created(s api.Session) api.Session  { s.State = api.SessionCreated; return s }
 
 func FuzzDecodeCommand(f *testing.F) {
-	good, _ := Command{Type: CmdCreateTask, Key: "k", Now: t0, Body: &CreateTaskBody{Task: Task{ID: "t"}}}.Encode()
+	good, _ := Command{Type: CmdCreateTask, Key: "k", Now: t0, Body: &CreateTaskBody{Task: api.Task{ID: "t"}}}.Encode()
 	f.Add(good)
 	f.Add([]byte{0x80 | 5, 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -359,8 +360,8 @@ func (m *memSink) Close() error  { return nil }
 func TestHeldLeasesListsOnlyHeldOnes(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s2", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s3", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "s2", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "s3", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 	a := h.mustApply(CmdClaimLease, &ClaimLeaseBody{SessionID: "s1", ExecutorID: "e1", Nonce: "n1", TTL: time.Second})
 	b := h.mustApply(CmdClaimLease, &ClaimLeaseBody{SessionID: "s2", ExecutorID: "e2", Nonce: "n2", TTL: time.Second})
 	h.mustApply(CmdReleaseLease, &ReleaseLeaseBody{SessionID: "s2", FencingToken: b.FencingToken})
@@ -389,7 +390,7 @@ func BenchmarkSessionsThenLeases(b *testing.B) {
 	for b.Loop() {
 		n := 0
 		for _, s := range h.store.Sessions(SessionFilter{}) {
-			if l, ok := h.store.Lease(s.ID); ok && l.State == LeaseHeld {
+			if l, ok := h.store.Lease(s.ID); ok && l.State == api.LeaseHeld {
 				n++
 			}
 		}
@@ -407,7 +408,7 @@ func leasedSessions(b *testing.B, n int) *harness {
 	h.mustApply(CmdClaimLease, &ClaimLeaseBody{SessionID: "s1", ExecutorID: "e", Nonce: "n", TTL: time.Minute})
 	for i := 2; i <= n; i++ {
 		id := fmt.Sprintf("s%d", i)
-		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: id, TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: id, TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 		h.mustApply(CmdClaimLease, &ClaimLeaseBody{SessionID: id, ExecutorID: "e" + id, Nonce: "n" + id, TTL: time.Minute})
 	}
 	if len(h.store.HeldLeases()) != n {

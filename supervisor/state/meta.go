@@ -53,7 +53,7 @@ func init() { register(CmdSetSessionMeta, newBody[SetSessionMetaBody], applySetS
 // applySetSessionMeta sets a session's name and pin. A change publishes
 // session.meta_changed and moves updated_at, never last_activity_at; a
 // command that changes nothing publishes nothing.
-func applySetSessionMeta(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applySetSessionMeta(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*SetSessionMetaBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
@@ -78,5 +78,5 @@ func applySetSessionMeta(d *data, idx uint64, now time.Time, body any) ([]Event,
 		return nil, 0, nil
 	}
 	s.UpdatedAt = now
-	return []Event{sessionEvent(s, EventMetaChanged, idx, map[string]any{"name": s.Name, "pinned": s.Pinned})}, 0, nil
+	return []api.Event{sessionEvent(s, EventMetaChanged, idx, map[string]any{"name": s.Name, "pinned": s.Pinned})}, 0, nil
 }

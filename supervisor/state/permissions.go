@@ -4,6 +4,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // A session's agent asks permission before some tool calls; agentctl holds
@@ -23,8 +25,8 @@ const MaxPermissionsPerSession = 1000
 // new, or an update of the one with its id. Permission.SessionID is set
 // from SessionID.
 type UpsertPermissionBody struct {
-	SessionID  string     `json:"session_id"`
-	Permission Permission `json:"permission"`
+	SessionID  string         `json:"session_id"`
+	Permission api.Permission `json:"permission"`
 }
 
 // CancelPermissionsBody ends every pending permission request of a session
@@ -34,7 +36,7 @@ type CancelPermissionsBody struct {
 }
 
 // permissionStates are the states a recorded request may be in.
-var permissionStates = []PermissionState{PermissionPending, PermissionAnswered, PermissionCancelled, PermissionTimedOut}
+var permissionStates = []api.PermissionState{api.PermissionPending, api.PermissionAnswered, api.PermissionCancelled, api.PermissionTimedOut}
 
 // CmdUpsertPermission records one permission request of a session's agent
 // (UpsertPermissionBody). An older node may skip it: it loses only the
@@ -44,7 +46,7 @@ const CmdUpsertPermission CommandType = IgnoreUnknownFlag | 20
 
 func init() { register(CmdUpsertPermission, newBody[UpsertPermissionBody], applyUpsertPermission) }
 
-func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*UpsertPermissionBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
@@ -62,7 +64,7 @@ func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]Even
 	if !stamped {
 		p.CreatedAt = now
 	}
-	if p.State != PermissionPending && p.AnsweredAt == nil {
+	if p.State != api.PermissionPending && p.AnsweredAt == nil {
 		at := now
 		p.AnsweredAt = &at
 	}
@@ -75,27 +77,27 @@ func applyUpsertPermission(d *data, idx uint64, now time.Time, body any) ([]Even
 			// The id of an agentctl boot before, reused by a later
 			// request: the old record gives way to the new one.
 			list[i] = &p
-			return []Event{permissionEvent(s, requestEvent(&p), idx, &p)}, 0, nil
+			return []api.Event{permissionEvent(s, requestEvent(&p), idx, &p)}, 0, nil
 		}
-		if old.State != PermissionPending || p.State == PermissionPending {
+		if old.State != api.PermissionPending || p.State == api.PermissionPending {
 			// An ended request keeps its first end; a pending one seen
 			// pending again is the same request.
 			return nil, 0, nil
 		}
 		list[i] = &p
-		return []Event{permissionEvent(s, EventPermissionAnswered, idx, &p)}, 0, nil
+		return []api.Event{permissionEvent(s, api.EventPermissionAnswered, idx, &p)}, 0, nil
 	}
 	d.Permissions[s.ID] = boundPermissions(append(list, &p))
-	return []Event{permissionEvent(s, requestEvent(&p), idx, &p)}, 0, nil
+	return []api.Event{permissionEvent(s, requestEvent(&p), idx, &p)}, 0, nil
 }
 
 // requestEvent is the event of a request seen for the first time: answered
 // when it had already ended (a policy's answer).
-func requestEvent(p *Permission) string {
-	if p.State != PermissionPending {
-		return EventPermissionAnswered
+func requestEvent(p *api.Permission) string {
+	if p.State != api.PermissionPending {
+		return api.EventPermissionAnswered
 	}
-	return EventPermissionRequested
+	return api.EventPermissionRequested
 }
 
 // CmdCancelPermissions ends every pending permission request of a session
@@ -105,7 +107,7 @@ const CmdCancelPermissions CommandType = IgnoreUnknownFlag | 21
 
 func init() { register(CmdCancelPermissions, newBody[CancelPermissionsBody], applyCancelPermissions) }
 
-func applyCancelPermissions(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyCancelPermissions(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*CancelPermissionsBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
@@ -116,26 +118,26 @@ func applyCancelPermissions(d *data, idx uint64, now time.Time, body any) ([]Eve
 
 // cancelPermissions ends a session's pending requests as cancelled and
 // returns their events.
-func (d *data) cancelPermissions(s *Session, idx uint64, now time.Time) []Event {
-	var events []Event
+func (d *data) cancelPermissions(s *api.Session, idx uint64, now time.Time) []api.Event {
+	var events []api.Event
 	for i, p := range d.Permissions[s.ID] {
-		if p.State != PermissionPending {
+		if p.State != api.PermissionPending {
 			continue
 		}
 		c := *p
 		at := now
-		c.State, c.OptionID, c.AnsweredAt = PermissionCancelled, "", &at
+		c.State, c.OptionID, c.AnsweredAt = api.PermissionCancelled, "", &at
 		d.Permissions[s.ID][i] = &c
-		events = append(events, permissionEvent(s, EventPermissionAnswered, idx, &c))
+		events = append(events, permissionEvent(s, api.EventPermissionAnswered, idx, &c))
 	}
 	return events
 }
 
 // boundPermissions drops the oldest ended requests beyond
 // MaxPermissionsPerSession (pending ones are kept: an agent waits for them).
-func boundPermissions(list []*Permission) []*Permission {
+func boundPermissions(list []*api.Permission) []*api.Permission {
 	for over := len(list) - MaxPermissionsPerSession; over > 0; over-- {
-		i := slices.IndexFunc(list, func(p *Permission) bool { return p.State != PermissionPending })
+		i := slices.IndexFunc(list, func(p *api.Permission) bool { return p.State != api.PermissionPending })
 		if i < 0 {
 			break
 		}
@@ -144,17 +146,17 @@ func boundPermissions(list []*Permission) []*Permission {
 	return list
 }
 
-func permissionEvent(s *Session, typ string, idx uint64, p *Permission) Event {
+func permissionEvent(s *api.Session, typ string, idx uint64, p *api.Permission) api.Event {
 	return sessionEvent(s, typ, idx, map[string]any{"permission": *p})
 }
 
 // Permissions returns a session's permission requests, oldest first (by
 // created_at, then id).
-func (s *Store) Permissions(sessionID string) []Permission {
+func (s *Store) Permissions(sessionID string) []api.Permission {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	list := s.d.Permissions[sessionID]
-	out := make([]Permission, len(list))
+	out := make([]api.Permission, len(list))
 	for i, p := range list {
 		out[i] = *p
 	}
@@ -165,7 +167,7 @@ func (s *Store) Permissions(sessionID string) []Permission {
 }
 
 // Permission returns one permission request of a session.
-func (s *Store) Permission(sessionID, id string) (Permission, bool) {
+func (s *Store) Permission(sessionID, id string) (api.Permission, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, p := range s.d.Permissions[sessionID] {
@@ -173,7 +175,7 @@ func (s *Store) Permission(sessionID, id string) (Permission, bool) {
 			return *p, true
 		}
 	}
-	return Permission{}, false
+	return api.Permission{}, false
 }
 
 // PendingPermissions counts a session's requests that wait for an answer.
@@ -182,7 +184,7 @@ func (s *Store) PendingPermissions(sessionID string) int {
 	defer s.mu.RUnlock()
 	n := 0
 	for _, p := range s.d.Permissions[sessionID] {
-		if p.State == PermissionPending {
+		if p.State == api.PermissionPending {
 			n++
 		}
 	}

@@ -12,14 +12,14 @@ import (
 	"github.com/paddockhq/paddock/api"
 )
 
-func askPermission(id string, st PermissionState) Permission {
-	return Permission{ID: id, ToolCallID: "tc-" + id, Title: "Run make", Kind: api.ToolExecute, State: st,
+func askPermission(id string, st api.PermissionState) api.Permission {
+	return api.Permission{ID: id, ToolCallID: "tc-" + id, Title: "Run make", Kind: api.ToolExecute, State: st,
 		Options:   []api.PermissionOption{{OptionID: "allow", Name: "Allow", Kind: api.OptionAllowOnce}, {OptionID: "reject", Name: "Reject", Kind: api.OptionRejectOnce}},
 		CreatedAt: t0}
 }
 
-func answered(p Permission, option string) Permission {
-	p.State, p.OptionID, p.AnsweredBy = PermissionAnswered, option, "user"
+func answered(p api.Permission, option string) api.Permission {
+	p.State, p.OptionID, p.AnsweredBy = api.PermissionAnswered, option, "user"
 	return p
 }
 
@@ -43,52 +43,52 @@ func TestPermissionUpsertIsIdempotentAndOnlyMovesForward(t *testing.T) {
 	h.taskAndSession()
 	sub := h.store.Subscribe(EventFilter{SessionID: "s1"}, 0)
 	defer sub.Close()
-	up := func(p Permission) {
+	up := func(p api.Permission) {
 		h.t.Helper()
 		h.mustApply(CmdUpsertPermission, &UpsertPermissionBody{SessionID: "s1", Permission: p})
 	}
-	up(askPermission("p1", PermissionPending))
-	up(askPermission("p1", PermissionPending))
-	if got := h.store.Permissions("s1"); len(got) != 1 || got[0].State != PermissionPending || got[0].SessionID != "s1" {
+	up(askPermission("p1", api.PermissionPending))
+	up(askPermission("p1", api.PermissionPending))
+	if got := h.store.Permissions("s1"); len(got) != 1 || got[0].State != api.PermissionPending || got[0].SessionID != "s1" {
 		t.Fatalf("after two upserts of a pending request: %+v", got)
 	}
 	if n := h.store.PendingPermissions("s1"); n != 1 {
 		t.Fatalf("pending = %d, want 1", n)
 	}
-	up(answered(askPermission("p1", PermissionPending), "allow"))
-	up(askPermission("p1", PermissionPending))                     // a late pending copy
-	up(answered(askPermission("p1", PermissionPending), "reject")) // a second answer
+	up(answered(askPermission("p1", api.PermissionPending), "allow"))
+	up(askPermission("p1", api.PermissionPending))                     // a late pending copy
+	up(answered(askPermission("p1", api.PermissionPending), "reject")) // a second answer
 	p, ok := h.store.Permission("s1", "p1")
-	if !ok || p.State != PermissionAnswered || p.OptionID != "allow" || p.AnsweredAt == nil {
+	if !ok || p.State != api.PermissionAnswered || p.OptionID != "allow" || p.AnsweredAt == nil {
 		t.Fatalf("after the answer: %+v", p)
 	}
 	if n := h.store.PendingPermissions("s1"); n != 0 {
 		t.Fatalf("pending after the answer = %d, want 0", n)
 	}
-	if got, want := eventTypes(sub), []string{EventPermissionRequested, EventPermissionAnswered}; !reflect.DeepEqual(got, want) {
+	if got, want := eventTypes(sub), []string{api.EventPermissionRequested, api.EventPermissionAnswered}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
 	// A policy's answer is first seen ended: one answered event.
-	up(answered(askPermission("p2", PermissionPending), "allow"))
-	if got, want := eventTypes(sub), []string{EventPermissionAnswered}; !reflect.DeepEqual(got, want) {
+	up(answered(askPermission("p2", api.PermissionPending), "allow"))
+	if got, want := eventTypes(sub), []string{api.EventPermissionAnswered}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("events of a policy's answer %v, want %v", got, want)
 	}
 	// A later request under an id an agentctl boot before used replaces it.
-	again := askPermission("p1", PermissionPending)
+	again := askPermission("p1", api.PermissionPending)
 	again.CreatedAt = t0.Add(time.Hour)
 	up(again)
-	if p, _ := h.store.Permission("s1", "p1"); p.State != PermissionPending || !p.CreatedAt.Equal(again.CreatedAt) || len(h.store.Permissions("s1")) != 2 {
+	if p, _ := h.store.Permission("s1", "p1"); p.State != api.PermissionPending || !p.CreatedAt.Equal(again.CreatedAt) || len(h.store.Permissions("s1")) != 2 {
 		t.Fatalf("a reused id: %+v", h.store.Permissions("s1"))
 	}
-	if got, want := eventTypes(sub), []string{EventPermissionRequested}; !reflect.DeepEqual(got, want) {
+	if got, want := eventTypes(sub), []string{api.EventPermissionRequested}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("events of a reused id %v, want %v", got, want)
 	}
-	for _, bad := range []Permission{{State: PermissionPending}, {ID: "p3", State: "maybe"}} {
+	for _, bad := range []api.Permission{{State: api.PermissionPending}, {ID: "p3", State: "maybe"}} {
 		if err := h.apply(CmdUpsertPermission, "", &UpsertPermissionBody{SessionID: "s1", Permission: bad}).Err; err == nil {
 			t.Errorf("upsert of %+v was accepted", bad)
 		}
 	}
-	if err := h.apply(CmdUpsertPermission, "", &UpsertPermissionBody{SessionID: "nope", Permission: askPermission("p9", PermissionPending)}).Err; err == nil {
+	if err := h.apply(CmdUpsertPermission, "", &UpsertPermissionBody{SessionID: "nope", Permission: askPermission("p9", api.PermissionPending)}).Err; err == nil {
 		t.Error("upsert into an unknown session was accepted")
 	}
 }
@@ -98,7 +98,7 @@ func TestPermissionsAreListedOldestFirst(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
 	for _, id := range []string{"b", "a", "c"} {
-		p := askPermission(id, PermissionPending)
+		p := askPermission(id, api.PermissionPending)
 		p.CreatedAt = t0
 		if id == "c" {
 			p.CreatedAt = t0.Add(-1)
@@ -120,23 +120,23 @@ func TestPermissionsAreListedOldestFirst(t *testing.T) {
 func TestPendingPermissionsAreCancelledWhenTheAgentIsGone(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	up := func(p Permission) {
+	up := func(p api.Permission) {
 		h.mustApply(CmdUpsertPermission, &UpsertPermissionBody{SessionID: "s1", Permission: p})
 	}
-	up(askPermission("p1", PermissionPending))
-	up(answered(askPermission("p2", PermissionPending), "allow"))
-	up(askPermission("p3", PermissionPending))
+	up(askPermission("p1", api.PermissionPending))
+	up(answered(askPermission("p2", api.PermissionPending), "allow"))
+	up(askPermission("p3", api.PermissionPending))
 	sub := h.store.Subscribe(EventFilter{SessionID: "s1"}, 0)
 	defer sub.Close()
 	h.mustApply(CmdCancelPermissions, &CancelPermissionsBody{SessionID: "s1"})
-	if got, want := eventTypes(sub), []string{EventPermissionAnswered, EventPermissionAnswered}; !reflect.DeepEqual(got, want) {
+	if got, want := eventTypes(sub), []string{api.EventPermissionAnswered, api.EventPermissionAnswered}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
-	states := map[string]PermissionState{}
+	states := map[string]api.PermissionState{}
 	for _, p := range h.store.Permissions("s1") {
 		states[p.ID] = p.State
 	}
-	if want := map[string]PermissionState{"p1": PermissionCancelled, "p2": PermissionAnswered, "p3": PermissionCancelled}; !reflect.DeepEqual(states, want) {
+	if want := map[string]api.PermissionState{"p1": api.PermissionCancelled, "p2": api.PermissionAnswered, "p3": api.PermissionCancelled}; !reflect.DeepEqual(states, want) {
 		t.Fatalf("states %v, want %v", states, want)
 	}
 	h.mustApply(CmdCancelPermissions, &CancelPermissionsBody{SessionID: "s1"}) // nothing left: no events
@@ -145,16 +145,16 @@ func TestPendingPermissionsAreCancelledWhenTheAgentIsGone(t *testing.T) {
 	}
 
 	for i, end := range []func(){
-		func() { h.setState(SessionStopped, SetSessionStateBody{}) },
-		func() { h.setState(SessionError, SetSessionStateBody{ErrorMessage: "gone"}) },
+		func() { h.setState(api.SessionStopped, SetSessionStateBody{}) },
+		func() { h.setState(api.SessionError, SetSessionStateBody{ErrorMessage: "gone"}) },
 		func() { h.mustApply(CmdDeleteSession, &DeleteSessionBody{SessionID: "s1"}) },
 	} {
-		h.setState(SessionStarting, SetSessionStateBody{})
-		h.setState(SessionWaitingForInput, SetSessionStateBody{})
+		h.setState(api.SessionStarting, SetSessionStateBody{})
+		h.setState(api.SessionWaitingForInput, SetSessionStateBody{})
 		id := fmt.Sprintf("later-%d", i)
-		up(askPermission(id, PermissionPending))
+		up(askPermission(id, api.PermissionPending))
 		end()
-		if p, _ := h.store.Permission("s1", id); p.State != PermissionCancelled || h.store.PendingPermissions("s1") != 0 {
+		if p, _ := h.store.Permission("s1", id); p.State != api.PermissionCancelled || h.store.PendingPermissions("s1") != 0 {
 			t.Fatalf("after the session ended (%d): %+v", i, p)
 		}
 	}
@@ -168,8 +168,8 @@ func TestPendingPermissionsAreCancelledWhenTheAgentIsGone(t *testing.T) {
 func TestPermissionsAndTheAgentsWorkSurviveASnapshot(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.mustApply(CmdUpsertPermission, &UpsertPermissionBody{SessionID: "s1", Permission: askPermission("p1", PermissionPending)})
-	h.mustApply(CmdUpsertPermission, &UpsertPermissionBody{SessionID: "s1", Permission: answered(askPermission("p2", PermissionPending), "reject")})
+	h.mustApply(CmdUpsertPermission, &UpsertPermissionBody{SessionID: "s1", Permission: askPermission("p1", api.PermissionPending)})
+	h.mustApply(CmdUpsertPermission, &UpsertPermissionBody{SessionID: "s1", Permission: answered(askPermission("p2", api.PermissionPending), "reject")})
 	tool, plan := toolMessage("1", api.ToolInProgress), planMessage("2")
 	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Source: "boot", Message: tool})
 	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Source: "boot", Message: plan})
@@ -201,10 +201,10 @@ func TestPermissionsAndTheAgentsWorkSurviveASnapshot(t *testing.T) {
 	}
 }
 
-func toolMessage(id string, status api.ToolCallStatus) Message {
+func toolMessage(id string, status api.ToolCallStatus) api.Message {
 	line := 3
 	old := "a\n"
-	return Message{ID: id, Role: api.RoleTool, Complete: status == api.ToolCompleted, ToolCall: &api.ToolCall{
+	return api.Message{ID: id, Role: api.RoleTool, Complete: status == api.ToolCompleted, ToolCall: &api.ToolCall{
 		ID: "call-1", Title: "Edit notes.txt", Kind: api.ToolEdit, Status: status,
 		Locations: []api.ToolLocation{{Path: "notes.txt", Line: &line}},
 		Content:   []api.ToolContent{{Type: api.ContentDiff, Path: "notes.txt", OldText: &old, NewText: "b\n"}, {Type: api.ContentTerminal, Terminal: "cmd-1"}},
@@ -212,8 +212,8 @@ func toolMessage(id string, status api.ToolCallStatus) Message {
 	}}
 }
 
-func planMessage(id string) Message {
-	return Message{ID: id, Role: api.RolePlan, Complete: true, Plan: &api.Plan{Entries: []api.PlanEntry{
+func planMessage(id string) api.Message {
+	return api.Message{ID: id, Role: api.RolePlan, Complete: true, Plan: &api.Plan{Entries: []api.PlanEntry{
 		{Content: "read", Priority: "high", Status: "completed"}, {Content: "edit", Priority: "medium", Status: "pending"}}}}
 }
 
@@ -237,11 +237,11 @@ func TestToolAndPlanEntriesAreRecordedWhole(t *testing.T) {
 	if len(msgs) != 1 || msgs[0].Role != api.RoleTool || !reflect.DeepEqual(msgs[0].ToolCall, done.ToolCall) || !msgs[0].Complete {
 		t.Fatalf("messages %+v", msgs)
 	}
-	var last Event
+	var last api.Event
 	for n := 0; n < 2; n++ {
 		last = <-sub.C
 	}
-	if m := last.Data["message"].(Message); last.Type != EventMessageUpdated || m.ToolCall == nil || m.ToolCall.Status != api.ToolCompleted {
+	if m := last.Data["message"].(api.Message); last.Type != api.EventMessageUpdated || m.ToolCall == nil || m.ToolCall.Status != api.ToolCompleted {
 		t.Fatalf("last event %s %+v", last.Type, last.Data)
 	}
 	// An unsourced put keeps them too.

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // recovered is a recover_executors item for session id's held lease.
 func recovered(id, executor string, token uint64, nonce string) RecoveredExecutor {
 	return RecoveredExecutor{SessionID: id, ExecutorID: executor, FencingToken: token, Nonce: nonce,
-		Events: []RecoveredEvent{{Type: EventAgentctlStarting, Data: map[string]any{"recovery": true}}, {Type: EventAgentctlReady, Data: map[string]any{"recovery": true}}}}
+		Events: []RecoveredEvent{{Type: api.EventAgentctlStarting, Data: map[string]any{"recovery": true}}, {Type: api.EventAgentctlReady, Data: map[string]any{"recovery": true}}}}
 }
 
 // One recover_executors command records many sessions' recoveries: each
@@ -19,10 +21,10 @@ func recovered(id, executor string, token uint64, nonce string) RecoveredExecuto
 func TestRecoverExecutorsIsACompareAndSetOnEveryLease(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s2", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "s2", TaskID: "t1", Agent: "demo", Runtime: "standalone"}})
 	tokens := map[string]uint64{}
 	for _, id := range []string{"s1", "s2"} {
-		ex := Executor{ID: "e-" + id, SessionID: id, Status: ExecutorReady, Nonce: "n-" + id, AgentctlURL: "http://old"}
+		ex := api.Executor{ID: "e-" + id, SessionID: id, Status: api.ExecutorReady, Nonce: "n-" + id, AgentctlURL: "http://old"}
 		h.mustApply(CmdPutExecutor, NewPutExecutor(ex))
 		tokens[id] = h.mustApply(CmdClaimLease, &ClaimLeaseBody{SessionID: id, ExecutorID: ex.ID, Nonce: ex.Nonce, TTL: time.Second}).FencingToken
 	}
@@ -35,10 +37,10 @@ func TestRecoverExecutorsIsACompareAndSetOnEveryLease(t *testing.T) {
 		"other executor":  recovered("s2", "e-other", tokens["s2"], "n-s2"),
 		"no nonce":        recovered("s2", "e-s2", tokens["s2"], ""),
 		"unknown session": recovered("s9", "e-s9", tokens["s2"], "n-s2"),
-		"row of another":  {SessionID: "s2", ExecutorID: "e-s2", FencingToken: tokens["s2"], Nonce: "n-s2", Executor: NewPutExecutor(Executor{ID: "e-s1", SessionID: "s2", Nonce: "n-s2"})},
-		"row's nonce":     {SessionID: "s2", ExecutorID: "e-s2", FencingToken: tokens["s2"], Nonce: "n-s2", Executor: NewPutExecutor(Executor{ID: "e-s2", SessionID: "s2", Nonce: "n-new"})},
+		"row of another":  {SessionID: "s2", ExecutorID: "e-s2", FencingToken: tokens["s2"], Nonce: "n-s2", Executor: NewPutExecutor(api.Executor{ID: "e-s1", SessionID: "s2", Nonce: "n-s2"})},
+		"row's nonce":     {SessionID: "s2", ExecutorID: "e-s2", FencingToken: tokens["s2"], Nonce: "n-s2", Executor: NewPutExecutor(api.Executor{ID: "e-s2", SessionID: "s2", Nonce: "n-new"})},
 	} {
-		row := Executor{ID: "e-s1", SessionID: "s1", Status: ExecutorReady, Nonce: "n-s1", AgentctlURL: "http://changed"}
+		row := api.Executor{ID: "e-s1", SessionID: "s1", Status: api.ExecutorReady, Nonce: "n-s1", AgentctlURL: "http://changed"}
 		good := recovered("s1", "e-s1", tokens["s1"], "n-s1")
 		good.Executor = NewPutExecutor(row)
 		r := h.apply(CmdRecoverExecutors, "", &RecoverExecutorsBody{Items: []RecoveredExecutor{good, bad}})
@@ -61,7 +63,7 @@ func TestRecoverExecutorsIsACompareAndSetOnEveryLease(t *testing.T) {
 	default:
 	}
 
-	row := Executor{ID: "e-s1", SessionID: "s1", Status: ExecutorReady, Nonce: "n-s1", AgentctlURL: "http://changed"}
+	row := api.Executor{ID: "e-s1", SessionID: "s1", Status: api.ExecutorReady, Nonce: "n-s1", AgentctlURL: "http://changed"}
 	one := recovered("s1", "e-s1", tokens["s1"], "n-s1")
 	one.Executor = NewPutExecutor(row)
 	r := h.mustApply(CmdRecoverExecutors, &RecoverExecutorsBody{Items: []RecoveredExecutor{one, recovered("s2", "e-s2", tokens["s2"], "n-s2")}})
@@ -79,13 +81,13 @@ func TestRecoverExecutorsIsACompareAndSetOnEveryLease(t *testing.T) {
 		}
 		got = append(got, e.SessionID+" "+e.Type)
 	}
-	want := []string{"s1 " + EventAgentctlStarting, "s1 " + EventAgentctlReady, "s2 " + EventAgentctlStarting, "s2 " + EventAgentctlReady}
+	want := []string{"s1 " + api.EventAgentctlStarting, "s1 " + api.EventAgentctlReady, "s2 " + api.EventAgentctlStarting, "s2 " + api.EventAgentctlReady}
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("events %v, want %v", got, want)
 		}
 	}
-	if l, _ := h.store.Lease("s1"); l.FencingToken != tokens["s1"] || l.State != LeaseHeld {
+	if l, _ := h.store.Lease("s1"); l.FencingToken != tokens["s1"] || l.State != api.LeaseHeld {
 		t.Fatalf("the lease changed: %+v", l)
 	}
 

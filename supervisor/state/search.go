@@ -63,7 +63,7 @@ func unixNanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-func keyOf(s *Session) SearchKey {
+func keyOf(s *api.Session) SearchKey {
 	return SearchKey{Pinned: s.Pinned, Activity: unixNanos(s.LastActivityAt), ID: s.ID}
 }
 
@@ -129,7 +129,7 @@ type SearchQuery struct {
 	Text string
 	// TaskID and State, when not empty, keep only those sessions.
 	TaskID string
-	State  SessionState
+	State  api.SessionState
 	// After, when set, starts the page after that key (a cursor).
 	After *SearchKey
 	// Limit bounds the page (0: DefaultSearchLimit).
@@ -148,7 +148,7 @@ type SearchResult struct {
 // candidate is a session that may be on the page, as it sorted.
 type candidate struct {
 	key SearchKey
-	s   *Session
+	s   *api.Session
 }
 
 // SearchSessions returns a page of the sessions q selects, ordered by
@@ -247,7 +247,7 @@ type match struct {
 
 // match tests a session against a query (nil: everything matches) and
 // returns how many transcript bytes it compared.
-func (d *data) match(s *Session, f *folder) (match, int) {
+func (d *data) match(s *api.Session, f *folder) (match, int) {
 	if f == nil {
 		return match{ok: true}, 0
 	}
@@ -274,7 +274,7 @@ func (d *data) match(s *Session, f *folder) (match, int) {
 	scanned := 0
 	for j := len(msgs) - 1; j >= 0; j-- {
 		m := msgs[j]
-		if m.Role != RoleUser && m.Role != RoleAgent {
+		if m.Role != api.RoleUser && m.Role != api.RoleAgent {
 			continue
 		}
 		i := f.index(m.Text)
@@ -288,20 +288,20 @@ func (d *data) match(s *Session, f *folder) (match, int) {
 
 // item is a session's page entry (the store's lock held): the session,
 // its transcript summary, and m.
-func (d *data) item(s *Session, m match) SessionItem {
+func (d *data) item(s *api.Session, m match) SessionItem {
 	out := SessionItem{Session: *s, Match: m.text, MatchField: m.field, MatchMessageID: m.message}
 	out.ResumeToken = d.SessionTokens[s.ID]
 	msgs := d.Messages[s.ID]
 	out.MessageCount = len(msgs)
 	for _, m := range msgs {
-		if m.Role == RoleUser {
+		if m.Role == api.RoleUser {
 			if out.FirstPrompt = firstLine(m.Text); out.FirstPrompt != "" {
 				break
 			}
 		}
 	}
 	for j := len(msgs) - 1; j >= 0; j-- {
-		if msgs[j].Role == RoleAgent {
+		if msgs[j].Role == api.RoleAgent {
 			if out.LastReply = firstLine(msgs[j].Text); out.LastReply != "" {
 				break
 			}

@@ -16,17 +16,17 @@ import (
 // s3 whose transcript mentions a PostgreSQL migration. Activity: s3 newest.
 func searchFixture(t *testing.T) *harness {
 	h := newHarness(t)
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "Fix the login page"}})
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t2", Title: "Refactor storage"}})
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s1", TaskID: "t1", Agent: "demo"}})
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s2", TaskID: "t1", Agent: "claude"}})
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "s3", TaskID: "t2", Agent: "demo"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t1", Title: "Fix the login page"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t2", Title: "Refactor storage"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "s1", TaskID: "t1", Agent: "demo"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "s2", TaskID: "t1", Agent: "claude"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "s3", TaskID: "t2", Agent: "demo"}})
 	h.mustApply(CmdSetSessionMeta, &SetSessionMetaBody{SessionID: "s2", Name: ptrTo("Release notes")})
-	for i, m := range []Message{
-		{Role: RoleUser, Text: "\n  Move the schema to PostgreSQL\nand keep the data"},
-		{Role: RoleThought, Text: "thinking about Zanzibar"},
-		{Role: RoleAgent, Text: "Done: the MIGRATION runs on boot.\nDetails follow."},
-		{Role: RoleTool, Text: "ran make"},
+	for i, m := range []api.Message{
+		{Role: api.RoleUser, Text: "\n  Move the schema to PostgreSQL\nand keep the data"},
+		{Role: api.RoleThought, Text: "thinking about Zanzibar"},
+		{Role: api.RoleAgent, Text: "Done: the MIGRATION runs on boot.\nDetails follow."},
+		{Role: api.RoleTool, Text: "ran make"},
 	} {
 		m.ID = fmt.Sprintf("m%d", i+1)
 		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s3", Message: m})
@@ -76,7 +76,7 @@ func TestSearchSessionsMatches(t *testing.T) {
 	if got := ids(h.store.SearchSessions(SearchQuery{Text: "demo", TaskID: "t1"}).Items); got != "s1" {
 		t.Errorf("task filter: %s", got)
 	}
-	if got := ids(h.store.SearchSessions(SearchQuery{State: SessionStopped}).Items); got != "" {
+	if got := ids(h.store.SearchSessions(SearchQuery{State: api.SessionStopped}).Items); got != "" {
 		t.Errorf("state filter: %s", got)
 	}
 }
@@ -84,8 +84,8 @@ func TestSearchSessionsMatches(t *testing.T) {
 func TestSessionItemSummaries(t *testing.T) {
 	h := searchFixture(t)
 	long := strings.Repeat("ü", 300)
-	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: Message{ID: "m1", Role: RoleUser, Text: long}})
-	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: Message{ID: "m2", Role: RoleAgent, Text: "  "}}) // a reply just begun
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: api.Message{ID: "m1", Role: api.RoleUser, Text: long}})
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: api.Message{ID: "m2", Role: api.RoleAgent, Text: "  "}}) // a reply just begun
 	items := h.store.SessionItems(SessionFilter{})
 	if ids(items) != "s1,s2,s3" {
 		t.Fatalf("items %s, want oldest first", ids(items))
@@ -110,7 +110,7 @@ func TestSearchOrder(t *testing.T) {
 	if got := ids(h.store.SearchSessions(SearchQuery{}).Items); got != "s1,s3,s2" {
 		t.Errorf("order %s, want s1 (pinned), s3, s2", got)
 	}
-	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s2", Message: Message{ID: "m1", Role: RoleUser, Text: "hi"}})
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s2", Message: api.Message{ID: "m1", Role: api.RoleUser, Text: "hi"}})
 	if got := ids(h.store.SearchSessions(SearchQuery{}).Items); got != "s1,s2,s3" {
 		t.Errorf("order %s after s2's activity, want s1,s2,s3", got)
 	}
@@ -122,11 +122,11 @@ func TestSearchOrder(t *testing.T) {
 // the cursor: they sort before it).
 func TestSearchPagingListsEachSessionOnce(t *testing.T) {
 	h := newHarness(t)
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "x"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
 	for i := 1; i <= 5; i++ {
-		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: fmt.Sprintf("s%d", i), TaskID: "t1"}})
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: fmt.Sprintf("s%d", i), TaskID: "t1"}})
 	}
-	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "other", TaskID: "t1"}})
+	h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "other", TaskID: "t1"}})
 	h.mustApply(CmdSetSessionMeta, &SetSessionMetaBody{SessionID: "other", Pinned: ptrTo(true)})
 	seen := map[string]int{}
 	var after *SearchKey
@@ -140,9 +140,9 @@ func TestSearchPagingListsEachSessionOnce(t *testing.T) {
 		// (it stays first), renames of listed and unlisted sessions, a
 		// new session (newer than every listed one: it sorts before the
 		// cursor).
-		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "other", Message: Message{ID: fmt.Sprintf("m%d", pages), Role: RoleUser, Text: "x"}})
+		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "other", Message: api.Message{ID: fmt.Sprintf("m%d", pages), Role: api.RoleUser, Text: "x"}})
 		h.mustApply(CmdSetSessionMeta, &SetSessionMetaBody{SessionID: "s3", Name: ptrTo(fmt.Sprint("name ", pages))})
-		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: fmt.Sprintf("new%d", pages), TaskID: "t1"}})
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: fmt.Sprintf("new%d", pages), TaskID: "t1"}})
 		pages++
 		if res.Next == nil {
 			break
@@ -166,15 +166,15 @@ func TestSearchPagingListsEachSessionOnce(t *testing.T) {
 // pages with a cursor, and going on finds every match.
 func TestSearchWorkIsBounded(t *testing.T) {
 	h := newHarness(t)
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "x"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
 	for i := 0; i < 20; i++ {
 		id := fmt.Sprintf("s%02d", i)
-		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: id, TaskID: "t1"}})
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: id, TaskID: "t1"}})
 		text := strings.Repeat("filler ", 200)
 		if i%5 == 0 {
 			text += "needle"
 		}
-		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: Message{ID: "m1", Role: RoleAgent, Text: text}})
+		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: api.Message{ID: "m1", Role: api.RoleAgent, Text: text}})
 	}
 	var found []string
 	var after *SearchKey
@@ -257,13 +257,13 @@ func TestSearchBesideApplies(t *testing.T) {
 	defer func(n int) { searchChunk = n }(searchChunk)
 	searchChunk = 1 // let go after every session
 	h := newHarness(t)
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "x"}})
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t2", Title: "busy"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t2", Title: "busy"}})
 	for i := range 40 {
 		id := fmt.Sprintf("s%02d", i)
-		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: id, TaskID: "t1"}})
-		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: Message{ID: "m1", Role: RoleUser, Text: "find the needle " + id}})
-		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: "busy" + id, TaskID: "t2"}})
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: id, TaskID: "t1"}})
+		h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: api.Message{ID: "m1", Role: api.RoleUser, Text: "find the needle " + id}})
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: "busy" + id, TaskID: "t2"}})
 	}
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -276,7 +276,7 @@ func TestSearchBesideApplies(t *testing.T) {
 			default:
 			}
 			id := fmt.Sprintf("busys%02d", n%40)
-			h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: Message{ID: "m1", Role: RoleAgent, Text: fmt.Sprint("needle ", n)}})
+			h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: api.Message{ID: "m1", Role: api.RoleAgent, Text: fmt.Sprint("needle ", n)}})
 			h.mustApply(CmdSetSessionMeta, &SetSessionMetaBody{SessionID: fmt.Sprintf("s%02d", n%40), Name: ptrTo(fmt.Sprint("n", n))})
 		}
 	}()
@@ -311,13 +311,13 @@ func TestSearchBesideApplies(t *testing.T) {
 func BenchmarkSearchTranscripts(b *testing.B) {
 	h := &harness{t: b, store: NewStore()}
 	h.fsm = NewFSM(h.store)
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "x"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t1", Title: "x"}})
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 9)
 	for i := range 1000 {
 		id := fmt.Sprintf("s%04d", i)
-		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: Session{ID: id, TaskID: "t1", Agent: "demo"}})
+		h.mustApply(CmdCreateSession, &CreateSessionBody{Session: api.Session{ID: id, TaskID: "t1", Agent: "demo"}})
 		for j := range 50 {
-			h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: Message{ID: fmt.Sprintf("m%d", j+1), Role: RoleAgent, Text: text}})
+			h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: id, Message: api.Message{ID: fmt.Sprintf("m%d", j+1), Role: api.RoleAgent, Text: text}})
 		}
 	}
 	b.ResetTimer()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/paddockhq/paddock/api"
 )
 
 // encodedWithEncodingJSON is a snapshot as Persist wrote it before it had
@@ -52,16 +53,16 @@ func TestSnapshotIsWhatEncodingJSONWrites(t *testing.T) {
 	// through the task codec.
 	titles := []string{"plain", "quote \" and \\ backslash", "<b>&amp;</b>", "naïve ☃", "tab\tnewline\n", "\u2028\u2029", "bad \xff utf-8", ""}
 	for i, title := range titles {
-		h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: fmt.Sprintf("t%02d", i), Title: title,
-			Workspace: Workspace{Path: "/srv/repo " + title, Branch: "b"}}})
+		h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: fmt.Sprintf("t%02d", i), Title: title,
+			Workspace: api.Workspace{Path: "/srv/repo " + title, Branch: "b"}}})
 	}
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "é<key>", Title: "a key encoding/json escapes"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "é<key>", Title: "a key encoding/json escapes"}})
 	h.taskAndSession()
 	h.mustApply(CmdSetResumeToken, &SetResumeTokenBody{SessionID: "s1", ResumeToken: "tok-1"})
-	h.mustApply(CmdPutExecutor, NewPutExecutor(Executor{ID: "e1", SessionID: "s1", Status: ExecutorReady, Secret: "sekrit", Handle: []byte("h")}))
-	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: Message{ID: "m1", Role: RoleAgent, Text: "hi <there>"}})
+	h.mustApply(CmdPutExecutor, NewPutExecutor(api.Executor{ID: "e1", SessionID: "s1", Status: api.ExecutorReady, Secret: "sekrit", Handle: []byte("h")}))
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Message: api.Message{ID: "m1", Role: api.RoleAgent, Text: "hi <there>"}})
 	h.mustApply(CmdClaimLease, &ClaimLeaseBody{SessionID: "s1", ExecutorID: "e1", Nonce: "n", TTL: time.Second})
-	h.apply(CmdCreateTask, "dedupe-key", &CreateTaskBody{Task: Task{ID: "t-deduped"}})
+	h.apply(CmdCreateTask, "dedupe-key", &CreateTaskBody{Task: api.Task{ID: "t-deduped"}})
 	same("populated state")
 
 	// A task's times in another zone and with nanoseconds.
@@ -76,14 +77,14 @@ func TestSnapshotIsWhatEncodingJSONWrites(t *testing.T) {
 
 func TestSnapshotIsNotChangedByLaterApplies(t *testing.T) {
 	h := newHarness(t)
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t1", Title: "before"}})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t1", Title: "before"}})
 	before := encodedWithEncodingJSON(t, h.store)
 	snap, err := h.fsm.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.mustApply(CmdSetTaskState, &SetTaskStateBody{TaskID: "t1", State: TaskDone})
-	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: "t2", Title: "after"}})
+	h.mustApply(CmdSetTaskState, &SetTaskStateBody{TaskID: "t1", State: api.TaskDone})
+	h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: "t2", Title: "after"}})
 	sink := &memSink{}
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
@@ -95,7 +96,7 @@ func TestSnapshotIsNotChangedByLaterApplies(t *testing.T) {
 	if err := other.fsm.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
-	if tk, ok := other.store.Task("t1"); !ok || tk.State != TaskOpen || tk.Title != "before" {
+	if tk, ok := other.store.Task("t1"); !ok || tk.State != api.TaskOpen || tk.Title != "before" {
 		t.Errorf("restored task t1: %+v, %v", tk, ok)
 	}
 	if _, ok := other.store.Task("t2"); ok {
@@ -108,7 +109,7 @@ func TestSnapshotIsNotChangedByLaterApplies(t *testing.T) {
 func TestSnapshotPersistsWhileAppliesGoOn(t *testing.T) {
 	h := newHarness(t)
 	for i := range 200 {
-		h.mustApply(CmdCreateTask, &CreateTaskBody{Task: Task{ID: fmt.Sprintf("t%03d", i), Title: "x"}})
+		h.mustApply(CmdCreateTask, &CreateTaskBody{Task: api.Task{ID: fmt.Sprintf("t%03d", i), Title: "x"}})
 	}
 	want := encodedWithEncodingJSON(t, h.store)
 	snap, err := h.fsm.Snapshot()
@@ -124,7 +125,7 @@ func TestSnapshotPersistsWhileAppliesGoOn(t *testing.T) {
 		done <- sink.Bytes()
 	}()
 	for i := range 200 {
-		h.mustApply(CmdSetTaskState, &SetTaskStateBody{TaskID: fmt.Sprintf("t%03d", i), State: TaskDone})
+		h.mustApply(CmdSetTaskState, &SetTaskStateBody{TaskID: fmt.Sprintf("t%03d", i), State: api.TaskDone})
 	}
 	if got := <-done; !bytes.Equal(got, want) {
 		t.Fatalf("snapshot persisted during applies differs from the state it was taken of")
@@ -140,7 +141,7 @@ func BenchmarkSnapshotOfManyTasks(b *testing.B) {
 	now := time.Now()
 	for i := range 100_000 {
 		id := fmt.Sprintf("%08x-8c1e-4b7a-9d2f-%012x", i*7919, i)
-		s.d.Tasks[id] = &Task{ID: id, Title: fmt.Sprintf("bench-%d", i), State: TaskOpen, CreatedAt: now, UpdatedAt: now}
+		s.d.Tasks[id] = &api.Task{ID: id, Title: fmt.Sprintf("bench-%d", i), State: api.TaskOpen, CreatedAt: now, UpdatedAt: now}
 	}
 	b.ResetTimer()
 	for range b.N {

@@ -13,10 +13,10 @@ func NodeUnavailableMessage(node string) string {
 
 // resumeMessages are the sentences a client shows for each reason.
 var resumeMessages = map[string]string{
-	ReasonNotResumable:       "This agent cannot resume previous sessions. Create a new session.",
-	ReasonMissingResumeToken: "This session has no conversation to resume. Create a new session.",
-	ReasonExecutorLost:       "The executor of this session was lost. Resume the session to start it again.",
-	ReasonAgentNotRunning:    "The agent is not running. Resume the session to continue the conversation.",
+	api.ReasonNotResumable:       "This agent cannot resume previous sessions. Create a new session.",
+	api.ReasonMissingResumeToken: "This session has no conversation to resume. Create a new session.",
+	api.ReasonExecutorLost:       "The executor of this session was lost. Resume the session to start it again.",
+	api.ReasonAgentNotRunning:    "The agent is not running. Resume the session to continue the conversation.",
 }
 
 // startingMessage is the sentence while a session starts (or resumes).
@@ -29,8 +29,8 @@ func ResumeMessage(reason string) string { return resumeMessages[reason] }
 // an agent execution is live; SupportsResume is the agent's resume capability
 // (probed by agentctl, else declared by the profile; nil when unknown).
 type StatusInput struct {
-	Session        Session
-	Executor       *Executor
+	Session        api.Session
+	Executor       *api.Executor
 	AgentRunning   bool
 	SupportsResume *bool
 	// NodeUnavailable names the executor's node when it does not answer.
@@ -46,9 +46,9 @@ type StatusInput struct {
 
 // ComputeStatus builds the session status object: every field present, null
 // when unknown, and only this session's facts (never a task-level fallback).
-func ComputeStatus(in StatusInput) Status {
+func ComputeStatus(in StatusInput) api.Status {
 	s := in.Session
-	st := Status{SessionID: s.ID, TaskID: s.TaskID, State: s.State, PendingPermissions: in.PendingPermissions,
+	st := api.Status{SessionID: s.ID, TaskID: s.TaskID, State: s.State, PendingPermissions: in.PendingPermissions,
 		Commands: in.Commands, Modes: in.Modes}
 	if st.Commands == nil {
 		st.Commands = []api.AgentCommand{}
@@ -73,31 +73,31 @@ func ComputeStatus(in StatusInput) Status {
 	st.IsAgentRunning = in.AgentRunning
 	st.IsResumable = supports && s.HasResumeToken
 	st.NeedsResume = !in.AgentRunning && st.IsResumable
-	if in.AgentRunning || s.State == SessionCompleted {
+	if in.AgentRunning || s.State == api.SessionCompleted {
 		return st
 	}
 	var reason string
 	switch {
 	case in.SupportsResume != nil && !*in.SupportsResume:
-		reason = ReasonNotResumable
+		reason = api.ReasonNotResumable
 	case in.NodeUnavailable != "":
-		reason = ReasonNodeUnavailable
+		reason = api.ReasonNodeUnavailable
 	case !s.HasResumeToken:
-		reason = ReasonMissingResumeToken
-	case s.StateReason == ReasonExecutorLost || s.StateReason == ReasonAgentNotRunning:
+		reason = api.ReasonMissingResumeToken
+	case s.StateReason == api.ReasonExecutorLost || s.StateReason == api.ReasonAgentNotRunning:
 		reason = s.StateReason
-	case in.Executor != nil && in.Executor.Status == ExecutorError:
-		reason = ReasonExecutorLost
+	case in.Executor != nil && in.Executor.Status == api.ExecutorError:
+		reason = api.ReasonExecutorLost
 	default:
-		reason = ReasonAgentNotRunning
+		reason = api.ReasonAgentNotRunning
 	}
 	st.ResumeReason = strPtr(reason)
 	st.ResumeMessage = strPtr(resumeMessages[reason])
-	if reason == ReasonNodeUnavailable {
+	if reason == api.ReasonNodeUnavailable {
 		st.ResumeMessage = strPtr(NodeUnavailableMessage(in.NodeUnavailable))
 		return st
 	}
-	if s.State == SessionCreated || s.State == SessionStarting {
+	if s.State == api.SessionCreated || s.State == api.SessionStarting {
 		// The agent is not running yet, so a reason is given; the sentence
 		// says what is happening rather than ask for a resume or a new
 		// session while the start is under way.

@@ -3,6 +3,8 @@ package state
 import (
 	"sort"
 	"sync"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // Limits that keep replicated state bounded.
@@ -16,12 +18,12 @@ const (
 
 // data is everything that is replicated and snapshotted.
 type data struct {
-	Nodes     map[string]NodeInfo   `json:"nodes"`
-	Tasks     map[string]*Task      `json:"tasks"`
-	Sessions  map[string]*Session   `json:"sessions"`
-	Executors map[string]*Executor  `json:"executors"`
-	Leases    map[string]*Lease     `json:"leases"`
-	Messages  map[string][]*Message `json:"messages"`
+	Nodes     map[string]NodeInfo       `json:"nodes"`
+	Tasks     map[string]*api.Task      `json:"tasks"`
+	Sessions  map[string]*api.Session   `json:"sessions"`
+	Executors map[string]*api.Executor  `json:"executors"`
+	Leases    map[string]*api.Lease     `json:"leases"`
+	Messages  map[string][]*api.Message `json:"messages"`
 	// Dedupe maps idempotency keys to their first outcome; DedupeOrder is
 	// the insertion order used to forget the oldest keys.
 	Dedupe      map[string]outcome `json:"dedupe"`
@@ -35,8 +37,8 @@ type data struct {
 	Transcripts map[string]*transcript `json:"transcripts,omitempty"`
 	// Permissions holds each session's permission requests, in the order
 	// they were first recorded (permissions.go).
-	Permissions map[string][]*Permission `json:"permissions,omitempty"`
-	LastIndex   uint64                   `json:"last_index"`
+	Permissions map[string][]*api.Permission `json:"permissions,omitempty"`
+	LastIndex   uint64                       `json:"last_index"`
 	// tallies counts each task's busy and waiting sessions (see
 	// deriveTaskState); derived, so not in snapshots, and built per task
 	// on first use.
@@ -59,16 +61,16 @@ type executorPrivate struct {
 func newData() *data {
 	return &data{
 		Nodes:         map[string]NodeInfo{},
-		Tasks:         map[string]*Task{},
-		Sessions:      map[string]*Session{},
-		Executors:     map[string]*Executor{},
-		Leases:        map[string]*Lease{},
-		Messages:      map[string][]*Message{},
+		Tasks:         map[string]*api.Task{},
+		Sessions:      map[string]*api.Session{},
+		Executors:     map[string]*api.Executor{},
+		Leases:        map[string]*api.Lease{},
+		Messages:      map[string][]*api.Message{},
 		Dedupe:        map[string]outcome{},
 		Private:       map[string]executorPrivate{},
 		SessionTokens: map[string]string{},
 		Transcripts:   map[string]*transcript{},
-		Permissions:   map[string][]*Permission{},
+		Permissions:   map[string][]*api.Permission{},
 	}
 }
 
@@ -104,21 +106,21 @@ func (s *Store) Nodes() map[string]NodeInfo {
 }
 
 // Task returns a task by id.
-func (s *Store) Task(id string) (Task, bool) {
+func (s *Store) Task(id string) (api.Task, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	t, ok := s.d.Tasks[id]
 	if !ok {
-		return Task{}, false
+		return api.Task{}, false
 	}
 	return *t, true
 }
 
 // Tasks returns every task, oldest first.
-func (s *Store) Tasks() []Task {
+func (s *Store) Tasks() []api.Task {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Task, 0, len(s.d.Tasks))
+	out := make([]api.Task, 0, len(s.d.Tasks))
 	for _, t := range s.d.Tasks {
 		out = append(out, *t)
 	}
@@ -127,12 +129,12 @@ func (s *Store) Tasks() []Task {
 }
 
 // Session returns a session by id, with its resume token filled in.
-func (s *Store) Session(id string) (Session, bool) {
+func (s *Store) Session(id string) (api.Session, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	sess, ok := s.d.Sessions[id]
 	if !ok {
-		return Session{}, false
+		return api.Session{}, false
 	}
 	out := *sess
 	out.ResumeToken = s.d.SessionTokens[id]
@@ -142,14 +144,14 @@ func (s *Store) Session(id string) (Session, bool) {
 // SessionFilter selects sessions; empty fields match everything.
 type SessionFilter struct {
 	TaskID string
-	State  SessionState
+	State  api.SessionState
 }
 
 // Sessions returns the sessions matching f, oldest first.
-func (s *Store) Sessions(f SessionFilter) []Session {
+func (s *Store) Sessions(f SessionFilter) []api.Session {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Session, 0, len(s.d.Sessions))
+	out := make([]api.Session, 0, len(s.d.Sessions))
 	for id, sess := range s.d.Sessions {
 		if f.TaskID != "" && sess.TaskID != f.TaskID {
 			continue
@@ -166,17 +168,17 @@ func (s *Store) Sessions(f SessionFilter) []Session {
 }
 
 // Executor returns an executor by id, with its private fields filled in.
-func (s *Store) Executor(id string) (Executor, bool) {
+func (s *Store) Executor(id string) (api.Executor, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e, ok := s.d.Executors[id]
 	if !ok {
-		return Executor{}, false
+		return api.Executor{}, false
 	}
 	return s.executorLocked(e), true
 }
 
-func (s *Store) executorLocked(e *Executor) Executor {
+func (s *Store) executorLocked(e *api.Executor) api.Executor {
 	out := *e
 	p := s.d.Private[e.ID]
 	out.Secret, out.Handle, out.AgentExecutionID = p.Secret, p.Handle, p.AgentExecutionID
@@ -184,10 +186,10 @@ func (s *Store) executorLocked(e *Executor) Executor {
 }
 
 // Executors returns executors, optionally only those of one session.
-func (s *Store) Executors(sessionID string) []Executor {
+func (s *Store) Executors(sessionID string) []api.Executor {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Executor, 0, len(s.d.Executors))
+	out := make([]api.Executor, 0, len(s.d.Executors))
 	for _, e := range s.d.Executors {
 		if sessionID != "" && e.SessionID != sessionID {
 			continue
@@ -199,12 +201,12 @@ func (s *Store) Executors(sessionID string) []Executor {
 }
 
 // Lease returns a session's lease.
-func (s *Store) Lease(sessionID string) (Lease, bool) {
+func (s *Store) Lease(sessionID string) (api.Lease, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	l, ok := s.d.Leases[sessionID]
 	if !ok {
-		return Lease{}, false
+		return api.Lease{}, false
 	}
 	return *l, true
 }
@@ -212,12 +214,12 @@ func (s *Store) Lease(sessionID string) (Lease, bool) {
 // HeldLeases returns the held lease of every session, in no order: what
 // the leader's lease keeper renews, read several times a second, without
 // the copy and sort of every session that Sessions makes.
-func (s *Store) HeldLeases() []Lease {
+func (s *Store) HeldLeases() []api.Lease {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Lease, 0, len(s.d.Leases))
+	out := make([]api.Lease, 0, len(s.d.Leases))
 	for id, l := range s.d.Leases {
-		if _, ok := s.d.Sessions[id]; ok && l.State == LeaseHeld {
+		if _, ok := s.d.Sessions[id]; ok && l.State == api.LeaseHeld {
 			c := *l
 			c.SessionID = id // the key names the session
 			out = append(out, c)
@@ -227,11 +229,11 @@ func (s *Store) HeldLeases() []Lease {
 }
 
 // Messages returns a session's messages in order.
-func (s *Store) Messages(sessionID string) []Message {
+func (s *Store) Messages(sessionID string) []api.Message {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	msgs := s.d.Messages[sessionID]
-	out := make([]Message, len(msgs))
+	out := make([]api.Message, len(msgs))
 	for i, m := range msgs {
 		out[i] = *m
 	}

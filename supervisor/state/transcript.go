@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paddockhq/paddock/api"
 )
 
 // A session's transcript outlives its agent executions: every execution runs
@@ -74,7 +76,7 @@ func (d *data) newMessageID(sessionID string) string {
 	}
 }
 
-func findMessage(msgs []*Message, id string) *Message {
+func findMessage(msgs []*api.Message, id string) *api.Message {
 	for _, m := range msgs {
 		if m.ID == id {
 			return m
@@ -85,7 +87,7 @@ func findMessage(msgs []*Message, id string) *Message {
 
 // appendMessage adds a message to a session, dropping the oldest beyond
 // MaxMessagesPerSession, and returns its message.added event.
-func (d *data) appendMessage(s *Session, m *Message, idx uint64) Event {
+func (d *data) appendMessage(s *api.Session, m *api.Message, idx uint64) api.Event {
 	msgs := append(d.Messages[s.ID], m)
 	if len(msgs) > MaxMessagesPerSession {
 		msgs = msgs[len(msgs)-MaxMessagesPerSession:]
@@ -100,12 +102,12 @@ func (d *data) appendMessage(s *Session, m *Message, idx uint64) Event {
 		}
 	}
 	d.Messages[s.ID] = msgs
-	return sessionEvent(s, EventMessageAdded, idx, map[string]any{"message": *m})
+	return sessionEvent(s, api.EventMessageAdded, idx, map[string]any{"message": *m})
 }
 
 // putSourcedMessage records a message numbered by an agentctl boot
 // (PutMessageBody.Source) under the session's own id.
-func putSourcedMessage(d *data, s *Session, b *PutMessageBody, idx uint64, now time.Time) []Event {
+func putSourcedMessage(d *data, s *api.Session, b *PutMessageBody, idx uint64, now time.Time) []api.Event {
 	t := d.transcriptOf(s.ID)
 	if b.Source != t.Source {
 		if b.History && len(d.Messages[s.ID]) > 0 {
@@ -121,13 +123,13 @@ func putSourcedMessage(d *data, s *Session, b *PutMessageBody, idx uint64, now t
 	if m := findMessage(d.Messages[s.ID], id); known && m != nil {
 		m.Text, m.Complete, m.UpdatedAt = b.Message.Text, b.Message.Complete, now
 		m.ToolCall, m.Plan = b.Message.ToolCall, b.Message.Plan
-		return []Event{sessionEvent(s, EventMessageUpdated, idx, map[string]any{"message": *m})}
+		return []api.Event{sessionEvent(s, api.EventMessageUpdated, idx, map[string]any{"message": *m})}
 	}
 	id = d.newMessageID(s.ID)
 	t.Keys[b.Message.ID] = id
-	m := &Message{ID: id, Role: b.Message.Role, Text: b.Message.Text, Complete: b.Message.Complete, CreatedAt: now, UpdatedAt: now,
+	m := &api.Message{ID: id, Role: b.Message.Role, Text: b.Message.Text, Complete: b.Message.Complete, CreatedAt: now, UpdatedAt: now,
 		ToolCall: b.Message.ToolCall, Plan: b.Message.Plan}
-	return []Event{d.appendMessage(s, m, idx)}
+	return []api.Event{d.appendMessage(s, m, idx)}
 }
 
 // CmdAppendMessage adds to the text of a message agentctl streams
@@ -138,13 +140,13 @@ func init() { register(CmdAppendMessage, newBody[AppendMessageBody], applyAppend
 
 // applyAppendMessage records the text a streamed message added (see
 // AppendMessageBody).
-func applyAppendMessage(d *data, idx uint64, now time.Time, body any) ([]Event, uint64, error) {
+func applyAppendMessage(d *data, idx uint64, now time.Time, body any) ([]api.Event, uint64, error) {
 	b := body.(*AppendMessageBody)
 	s, ok := d.Sessions[b.SessionID]
 	if !ok {
 		return nil, 0, notFound("session", b.SessionID)
 	}
-	var m *Message
+	var m *api.Message
 	if t := d.Transcripts[s.ID]; t != nil && b.Source != "" && t.Source == b.Source {
 		if id, known := t.Keys[b.MessageID]; known {
 			m = findMessage(d.Messages[s.ID], id)
@@ -158,23 +160,23 @@ func applyAppendMessage(d *data, idx uint64, now time.Time, body any) ([]Event, 
 	}
 	m.Text, m.Complete, m.UpdatedAt = m.Text[:b.From]+b.Text, b.Complete, now
 	s.LastActivityAt = now
-	return []Event{sessionEvent(s, EventMessageUpdated, idx, map[string]any{"message": *m})}, 0, nil
+	return []api.Event{sessionEvent(s, api.EventMessageUpdated, idx, map[string]any{"message": *m})}, 0, nil
 }
 
 // endTurn records how a turn ended when a state change ends one: the
 // outcome the change carries, or interrupted when a running turn's session
 // leaves RUNNING for ERROR, STOPPED or STARTING (its agent is gone). An
 // interrupted or failed turn gets a system message saying so and why.
-func endTurn(d *data, s *Session, from SessionState, b *SetSessionStateBody, idx uint64, now time.Time) []Event {
+func endTurn(d *data, s *api.Session, from api.SessionState, b *SetSessionStateBody, idx uint64, now time.Time) []api.Event {
 	outcome, why := b.TurnOutcome, b.TurnError
-	if outcome == "" && from == SessionRunning {
+	if outcome == "" && from == api.SessionRunning {
 		switch b.State {
-		case SessionError:
-			outcome, why = TurnInterrupted, b.ErrorMessage
-		case SessionStopped:
-			outcome, why = TurnInterrupted, "the session was stopped"
-		case SessionStarting:
-			outcome, why = TurnInterrupted, "the agent stopped and the session is being resumed"
+		case api.SessionError:
+			outcome, why = api.TurnInterrupted, b.ErrorMessage
+		case api.SessionStopped:
+			outcome, why = api.TurnInterrupted, "the session was stopped"
+		case api.SessionStarting:
+			outcome, why = api.TurnInterrupted, "the agent stopped and the session is being resumed"
 		}
 	}
 	if outcome == "" {
@@ -183,9 +185,9 @@ func endTurn(d *data, s *Session, from SessionState, b *SetSessionStateBody, idx
 	s.LastTurnOutcome = outcome
 	var text string
 	switch outcome {
-	case TurnInterrupted:
+	case api.TurnInterrupted:
 		text = "This turn was interrupted"
-	case TurnFailed:
+	case api.TurnFailed:
 		text = "This turn failed"
 	default:
 		return nil
@@ -195,8 +197,8 @@ func endTurn(d *data, s *Session, from SessionState, b *SetSessionStateBody, idx
 	} else {
 		text += "."
 	}
-	m := &Message{ID: d.newMessageID(s.ID), Role: RoleSystem, Text: text, Complete: true, CreatedAt: now, UpdatedAt: now}
-	return []Event{d.appendMessage(s, m, idx)}
+	m := &api.Message{ID: d.newMessageID(s.ID), Role: api.RoleSystem, Text: text, Complete: true, CreatedAt: now, UpdatedAt: now}
+	return []api.Event{d.appendMessage(s, m, idx)}
 }
 
 // Recorded reports whether the sourced message b would change nothing but

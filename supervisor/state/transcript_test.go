@@ -6,15 +6,17 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/api"
 )
 
-func (h *harness) put(source, id string, role Role, text string, history bool) {
+func (h *harness) put(source, id string, role api.Role, text string, history bool) {
 	h.t.Helper()
 	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Source: source, History: history,
-		Message: Message{ID: id, Role: role, Text: text, Complete: true}})
+		Message: api.Message{ID: id, Role: role, Text: text, Complete: true}})
 }
 
-func (h *harness) setState(to SessionState, b SetSessionStateBody) {
+func (h *harness) setState(to api.SessionState, b SetSessionStateBody) {
 	h.t.Helper()
 	b.SessionID, b.State = "s1", to
 	h.mustApply(CmdSetSessionState, &b)
@@ -34,21 +36,21 @@ func transcriptOf(store *Store) (ids, texts []string) {
 func TestTranscriptNumbersMessagesAcrossExecutions(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.put("boot1", "m1", RoleUser, "remember cats", false)
-	h.put("boot1", "m2", RoleAgent, "ok, remembering", false)
-	h.put("boot1", "m2", RoleAgent, "ok, remembering cats", false) // a streamed update
+	h.put("boot1", "m1", api.RoleUser, "remember cats", false)
+	h.put("boot1", "m2", api.RoleAgent, "ok, remembering", false)
+	h.put("boot1", "m2", api.RoleAgent, "ok, remembering cats", false) // a streamed update
 	// The next execution replays the conversation, then takes a new turn.
-	h.put("boot2", "m1", RoleUser, "remember cats", true)
-	h.put("boot2", "m2", RoleAgent, "ok, remembering cats", true)
-	h.put("boot2", "m3", RoleUser, "recall", false)
-	h.put("boot2", "m4", RoleAgent, "you asked me to remember: cats", false)
+	h.put("boot2", "m1", api.RoleUser, "remember cats", true)
+	h.put("boot2", "m2", api.RoleAgent, "ok, remembering cats", true)
+	h.put("boot2", "m3", api.RoleUser, "recall", false)
+	h.put("boot2", "m4", api.RoleAgent, "you asked me to remember: cats", false)
 	// A new leader catching up with boot2 sends everything again.
 	for i, text := range []string{"remember cats", "ok, remembering cats"} {
-		h.put("boot2", []string{"m1", "m2"}[i], RoleUser, text, true)
+		h.put("boot2", []string{"m1", "m2"}[i], api.RoleUser, text, true)
 	}
-	h.put("boot2", "m4", RoleAgent, "you asked me to remember: cats", false)
+	h.put("boot2", "m4", api.RoleAgent, "you asked me to remember: cats", false)
 	// A pty agent replays nothing; its agentctl starts again at m1.
-	h.put("boot3", "m1", RoleUser, "hello", false)
+	h.put("boot3", "m1", api.RoleUser, "hello", false)
 
 	ids, texts := transcriptOf(h.store)
 	wantIDs := []string{"m1", "m2", "m3", "m4", "m5"}
@@ -63,9 +65,9 @@ func TestTranscriptNumbersMessagesAcrossExecutions(t *testing.T) {
 func TestTranscriptRecordsReplayedHistoryIntoAnEmptyTranscript(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.put("boot1", "m1", RoleUser, "earlier", true)
-	h.put("boot1", "m2", RoleAgent, "turn 1: earlier", true)
-	h.put("boot1", "m3", RoleUser, "now", false)
+	h.put("boot1", "m1", api.RoleUser, "earlier", true)
+	h.put("boot1", "m2", api.RoleAgent, "turn 1: earlier", true)
+	h.put("boot1", "m3", api.RoleUser, "now", false)
 	if _, texts := transcriptOf(h.store); len(texts) != 3 {
 		t.Fatalf("transcript %q, want the replayed history and the new turn", texts)
 	}
@@ -75,9 +77,9 @@ func TestTranscriptRecordsReplayedHistoryIntoAnEmptyTranscript(t *testing.T) {
 func TestTranscriptContinuesAfterUnsourcedIDs(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.put("", "m1", RoleUser, "old", false)
-	h.put("", "m2", RoleAgent, "old reply", false)
-	h.put("boot1", "m1", RoleUser, "new", false)
+	h.put("", "m1", api.RoleUser, "old", false)
+	h.put("", "m2", api.RoleAgent, "old reply", false)
+	h.put("boot1", "m1", api.RoleUser, "new", false)
 	if ids, _ := transcriptOf(h.store); strings.Join(ids, " ") != "m1 m2 m3" {
 		t.Fatalf("ids %v, want m1 m2 m3", ids)
 	}
@@ -88,33 +90,33 @@ func TestTranscriptContinuesAfterUnsourcedIDs(t *testing.T) {
 func TestTurnOutcomes(t *testing.T) {
 	cases := []struct {
 		name   string
-		end    SessionState
+		end    api.SessionState
 		body   SetSessionStateBody
-		want   TurnOutcome
+		want   api.TurnOutcome
 		system string // "" when no system message is expected
 	}{
-		{"completed", SessionWaitingForInput, SetSessionStateBody{TurnOutcome: TurnCompleted}, TurnCompleted, ""},
-		{"cancelled", SessionWaitingForInput, SetSessionStateBody{TurnOutcome: TurnCancelled}, TurnCancelled, ""},
-		{"failed", SessionWaitingForInput, SetSessionStateBody{TurnOutcome: TurnFailed, TurnError: "session/prompt: boom"}, TurnFailed, "This turn failed: session/prompt: boom."},
-		{"agent died", SessionError, SetSessionStateBody{ErrorMessage: "the agent exited with code 137", Reason: ReasonAgentNotRunning}, TurnInterrupted, "This turn was interrupted: the agent exited with code 137."},
-		{"stopped", SessionStopped, SetSessionStateBody{Reason: ReasonAgentNotRunning}, TurnInterrupted, "This turn was interrupted: the session was stopped."},
-		{"resumed by recovery", SessionStarting, SetSessionStateBody{}, TurnInterrupted, "This turn was interrupted: the agent stopped and the session is being resumed."},
-		{"prompt undone", SessionWaitingForInput, SetSessionStateBody{}, "", ""},
+		{"completed", api.SessionWaitingForInput, SetSessionStateBody{TurnOutcome: api.TurnCompleted}, api.TurnCompleted, ""},
+		{"cancelled", api.SessionWaitingForInput, SetSessionStateBody{TurnOutcome: api.TurnCancelled}, api.TurnCancelled, ""},
+		{"failed", api.SessionWaitingForInput, SetSessionStateBody{TurnOutcome: api.TurnFailed, TurnError: "session/prompt: boom"}, api.TurnFailed, "This turn failed: session/prompt: boom."},
+		{"agent died", api.SessionError, SetSessionStateBody{ErrorMessage: "the agent exited with code 137", Reason: api.ReasonAgentNotRunning}, api.TurnInterrupted, "This turn was interrupted: the agent exited with code 137."},
+		{"stopped", api.SessionStopped, SetSessionStateBody{Reason: api.ReasonAgentNotRunning}, api.TurnInterrupted, "This turn was interrupted: the session was stopped."},
+		{"resumed by recovery", api.SessionStarting, SetSessionStateBody{}, api.TurnInterrupted, "This turn was interrupted: the agent stopped and the session is being resumed."},
+		{"prompt undone", api.SessionWaitingForInput, SetSessionStateBody{}, "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.taskAndSession()
-			h.setState(SessionStarting, SetSessionStateBody{})
-			h.setState(SessionWaitingForInput, SetSessionStateBody{})
+			h.setState(api.SessionStarting, SetSessionStateBody{})
+			h.setState(api.SessionWaitingForInput, SetSessionStateBody{})
 			if st := ComputeStatus(StatusInput{Session: mustSession(t, h.store)}); st.LastTurnOutcome != nil {
 				t.Fatalf("last_turn_outcome before any turn: %v", *st.LastTurnOutcome)
 			}
-			h.setState(SessionRunning, SetSessionStateBody{})
-			h.put("boot1", "m1", RoleUser, "a prompt", false)
+			h.setState(api.SessionRunning, SetSessionStateBody{})
+			h.put("boot1", "m1", api.RoleUser, "a prompt", false)
 			h.setState(c.end, c.body)
 			st := ComputeStatus(StatusInput{Session: mustSession(t, h.store)})
-			got := TurnOutcome("")
+			got := api.TurnOutcome("")
 			if st.LastTurnOutcome != nil {
 				got = *st.LastTurnOutcome
 			}
@@ -128,7 +130,7 @@ func TestTurnOutcomes(t *testing.T) {
 			switch {
 			case c.system == "" && len(msgs) != 1:
 				t.Errorf("messages %+v, want only the prompt", msgs)
-			case c.system != "" && (len(msgs) != 2 || msgs[1].Role != RoleSystem || msgs[1].Text != c.system || msgs[1].ID != "m2" || !msgs[1].Complete):
+			case c.system != "" && (len(msgs) != 2 || msgs[1].Role != api.RoleSystem || msgs[1].Text != c.system || msgs[1].ID != "m2" || !msgs[1].Complete):
 				t.Errorf("messages %+v, want the prompt then system m2 %q", msgs, c.system)
 			}
 		})
@@ -140,12 +142,12 @@ func TestTurnOutcomes(t *testing.T) {
 func TestStopBetweenTurnsKeepsTheOutcome(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.setState(SessionStarting, SetSessionStateBody{})
-	h.setState(SessionWaitingForInput, SetSessionStateBody{})
-	h.setState(SessionRunning, SetSessionStateBody{})
-	h.setState(SessionWaitingForInput, SetSessionStateBody{TurnOutcome: TurnCompleted})
-	h.setState(SessionStopped, SetSessionStateBody{})
-	if s := mustSession(t, h.store); s.LastTurnOutcome != TurnCompleted || len(h.store.Messages("s1")) != 0 {
+	h.setState(api.SessionStarting, SetSessionStateBody{})
+	h.setState(api.SessionWaitingForInput, SetSessionStateBody{})
+	h.setState(api.SessionRunning, SetSessionStateBody{})
+	h.setState(api.SessionWaitingForInput, SetSessionStateBody{TurnOutcome: api.TurnCompleted})
+	h.setState(api.SessionStopped, SetSessionStateBody{})
+	if s := mustSession(t, h.store); s.LastTurnOutcome != api.TurnCompleted || len(h.store.Messages("s1")) != 0 {
 		t.Fatalf("outcome %q, messages %+v", s.LastTurnOutcome, h.store.Messages("s1"))
 	}
 }
@@ -154,7 +156,7 @@ func TestStopBetweenTurnsKeepsTheOutcome(t *testing.T) {
 func TestTranscriptSurvivesASnapshot(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.put("boot1", "m1", RoleUser, "one", false)
+	h.put("boot1", "m1", api.RoleUser, "one", false)
 	snap, err := h.fsm.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -168,14 +170,14 @@ func TestTranscriptSurvivesASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2.idx = h.idx
-	h2.put("boot1", "m1", RoleUser, "one, edited", false)
-	h2.put("boot1", "m2", RoleAgent, "two", false)
+	h2.put("boot1", "m1", api.RoleUser, "one, edited", false)
+	h2.put("boot1", "m2", api.RoleAgent, "two", false)
 	if ids, texts := transcriptOf(h2.store); strings.Join(ids, " ") != "m1 m2" || texts[0] != "user:one, edited" {
 		t.Fatalf("after restore: %v %q", ids, texts)
 	}
 }
 
-func mustSession(t *testing.T, s *Store) Session {
+func mustSession(t *testing.T, s *Store) api.Session {
 	t.Helper()
 	sess, ok := s.Session("s1")
 	if !ok {
@@ -190,7 +192,7 @@ func mustSession(t *testing.T, s *Store) Session {
 func TestAppendMessageAddsToAStreamedMessage(t *testing.T) {
 	h := newHarness(t)
 	h.taskAndSession()
-	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Source: "boot1", Message: Message{ID: "m1", Role: RoleAgent, Text: "chunk 1\n"}})
+	h.mustApply(CmdPutMessage, &PutMessageBody{SessionID: "s1", Source: "boot1", Message: api.Message{ID: "m1", Role: api.RoleAgent, Text: "chunk 1\n"}})
 	add := func(source, id string, from int, text string, complete bool) *Result {
 		t.Helper()
 		return h.apply(CmdAppendMessage, "", &AppendMessageBody{SessionID: "s1", Source: source, MessageID: id, From: from, Text: text, Complete: complete})
