@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -44,21 +46,29 @@ const (
 
 var attachCommand = command{
 	path:    "attach",
-	args:    "SESSION [-name shell]",
-	summary: "attach to a session's terminal (ctrl-] detaches; ctrl-] r resets it)",
+	args:    "SESSION [-name shell] [-force]",
+	summary: "attach to a session's terminal (ctrl-] detaches; ctrl-] r resets a shell; a pty agent's terminal that another client controls is taken over after a question, or with -force)",
 	bind:    withFlags(attachFlags, runAttach),
 	id:      idSession,
 }
 
-func attachFlags(fs *flag.FlagSet) *string {
-	return fs.String("name", "shell", "terminal name (\"agent\" is a pty agent's own terminal)")
+type attachOpts struct {
+	name  *string
+	force *bool
 }
 
-func runAttach(e *env, nameFlag *string, pos []string) error {
+func attachFlags(fs *flag.FlagSet) *attachOpts {
+	return &attachOpts{
+		name:  fs.String("name", "shell", "terminal name (\"agent\" is a pty agent's own terminal)"),
+		force: fs.Bool("force", false, "take the agent's terminal over from another client without asking"),
+	}
+}
+
+func runAttach(e *env, o *attachOpts, pos []string) error {
 	if err := exactArgs(pos, "SESSION"); err != nil {
 		return err
 	}
-	name := *nameFlag
+	name := *o.name
 	// The terminal route answers a missing session only at the WebSocket
 	// upgrade: expand an id prefix first.
 	id, err := e.resolveID(idSession, pos[0])
@@ -81,23 +91,62 @@ func runAttach(e *env, nameFlag *string, pos []string) error {
 	if err != nil {
 		return err
 	}
-	a := &attacher{url: u.String(), token: e.g.token, tls: tc, in: os.Stdin, out: e.stdout, errOut: e.stderr, fd: -1}
+	a := &attacher{url: u.String(), server: e.g.address, sessionID: id, name: name, token: e.g.token, tls: tc, in: os.Stdin, out: e.stdout, errOut: e.stderr, fd: -1}
 	if fd := int(os.Stdin.Fd()); xterm.IsTerminal(fd) {
 		a.fd = fd
 	}
+	if name == "agent" && !*o.force {
+		if err := e.askTakeover(id, a.fd >= 0); err != nil {
+			return err
+		}
+	}
+	if isTerminal(e.stderr) {
+		fmt.Fprint(e.stderr, "Connecting…\n") // a progress line: errors stay one line
+	}
 	return a.run(ctx)
+}
+
+// askTakeover asks before attaching to an agent terminal that another live
+// client controls (attaching takes it over); without a terminal to ask on
+// it refuses.
+func (e *env) askTakeover(id string, tty bool) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	st, err := c.SessionStatus(e.ctx(), id)
+	if err != nil || ownerOf(st.Controller) != ownerOther {
+		return nil // the attach itself reports a session it cannot reach
+	}
+	who := "a client that did not say who it is"
+	if st.Controller.Host != "" {
+		who = fmt.Sprintf("%s, pid %d", st.Controller.Host, st.Controller.PID)
+	}
+	q := fmt.Sprintf("another client (%s) controls this terminal", who)
+	if !tty {
+		return fmt.Errorf("%s; -force takes it over", q)
+	}
+	fmt.Fprintf(e.stderr, "%s; take it over? [y/N] ", q)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	if !isYes(line) {
+		return errors.New("not attached; the other client keeps the terminal")
+	}
+	return nil
 }
 
 // attacher is one `paddock attach`: a terminal (raw mode) or pipes (tests, scripts)
 // connected to a session terminal, reconnecting with delta replay until detached.
 type attacher struct {
-	url    string
-	tls    *tls.Config // for a wss url (nil: the system's roots)
-	token  string
-	in     io.Reader
-	out    io.Writer
-	errOut io.Writer
-	fd     int // stdin's fd when it is a terminal, else -1
+	url       string
+	server    string // the paddock address, for errors
+	sessionID string
+	name      string
+	tls       *tls.Config // for a wss url (nil: the system's roots)
+	token     string
+	in        io.Reader
+	out       io.Writer
+	errOut    io.Writer
+	fd        int // stdin's fd when it is a terminal, else -1
 
 	epoch    string
 	pos      int64
@@ -303,6 +352,12 @@ func (a *attacher) keys(chunks <-chan []byte, input chan<- []byte, detach chan<-
 				if p[0] != resetKey {
 					return
 				}
+				if a.name == "agent" {
+					// The agent's terminal runs the agent, not a shell.
+					p, window, mode = p[1:], nil, typing
+					a.notice("the agent's terminal is not reset from here: \"paddock session stop %s\" and \"paddock session resume %s\" restart the agent's program", a.sessionID, a.sessionID)
+					continue
+				}
 				p, window, mode = p[1:], nil, confirming
 				a.notice("reset the terminal? Its program is ended and a new shell started. [y/N]")
 			case confirming:
@@ -342,7 +397,7 @@ func (a *attacher) session(ctx context.Context, input <-chan []byte, detach <-ch
 			}
 			return errors.New(msg)
 		}
-		return fmt.Errorf("dial %s: %w", a.url, err)
+		return fmt.Errorf("cannot reach paddock at %s: %w", orDefault(a.server, "the server"), unwrapDial(err))
 	}
 	defer ws.Close()
 	ws.SetReadLimit(termproto.MaxFrameBytes + 64)
@@ -461,6 +516,9 @@ func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
 		switch m := msg.(type) {
 		case termproto.Attached:
 			attached = true
+			if !a.hasPos && a.sessionID != "" {
+				fmt.Fprintf(a.errOut, "attached to %s (%s); ctrl-] detaches\r\n", a.sessionID, a.name)
+			}
 			a.epoch, a.pos, a.hasPos = m.Epoch, m.Offset, true
 			if a.dropped {
 				a.dropped = false
@@ -486,6 +544,16 @@ func (a *attacher) readLoop(ws *websocket.Conn, acks chan int64) error {
 			a.notice("error: %s", m.Message)
 		}
 	}
+}
+
+// unwrapDial is a dial error without the URL it names (a *net.OpError says
+// what failed: "connect: connection refused").
+func unwrapDial(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op
+	}
+	return err
 }
 
 // closed turns a read error into the session's outcome.

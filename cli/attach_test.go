@@ -382,3 +382,24 @@ func TestAttachRawModeFollowsWindowSize(t *testing.T) {
 		t.Fatal("terminal mode not restored")
 	}
 }
+
+// TestAttachAsksBeforeTakingOver: attaching to an agent terminal that
+// another live client controls asks first; without a terminal to ask on
+// it refuses and names -force.
+func TestAttachAsksBeforeTakingOver(t *testing.T) {
+	f, addr := startFake(t)
+	f.routes["GET /v1/sessions/s1"] = route{200, sessionS1}
+	f.routes["GET /v1/sessions/s1/status"] = route{200, strings.Replace(resumableStatus, `"worktree_branch":null`, `"worktree_branch":null,"controller":{"host":"elsewhere","pid":4242,"nonce":"","since":"2025-01-02T03:04:05Z"}`, 1)}
+	code, _, errOut := runCLI(addr, "attach", "s1", "-name", "agent")
+	if code != 1 || !strings.Contains(errOut, "another client (elsewhere, pid 4242) controls this terminal; -force takes it over") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	// -force skips the question (and then meets the fake's missing route).
+	code, _, errOut = runCLI(addr, "attach", "s1", "-name", "agent", "-force")
+	if code != 1 || strings.Contains(errOut, "controls this terminal") {
+		t.Fatalf("-force: exit %d, stderr %q", code, errOut)
+	}
+	if strings.Contains(errOut, "ws://") {
+		t.Errorf("the error names a ws:// URL: %q", errOut)
+	}
+}
