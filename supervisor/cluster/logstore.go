@@ -170,17 +170,37 @@ func lockDir(dir string) (unlock func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDataDir, err)
 	}
-	deadline := time.Now().Add(lockWait)
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+	refuse := func(err error) error {
+		return fmt.Errorf("%w: lock raft log %s: %v (is another server using this data_dir?)", ErrDataDir, dir, err)
+	}
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		return func() { f.Close() }, nil
+	}
+	if !errors.Is(err, unix.EWOULDBLOCK) {
+		f.Close()
+		return nil, refuse(err)
+	}
+	// Held by another process: a blocking flock returns when it lets go
+	// (or dies). flock(2) cannot be interrupted from here, so past
+	// lockWait the wait is abandoned to its goroutine, which lets go of a
+	// lock it gets too late (the server is refusing to start by then).
+	got := make(chan error, 1)
+	go func() {
+		got <- unix.Flock(int(f.Fd()), unix.LOCK_EX)
+	}()
+	t := time.NewTimer(lockWait)
+	defer t.Stop()
+	select {
+	case err := <-got:
+		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("%w: lock raft log %s: %v (is another server using this data_dir?)", ErrDataDir, dir, err)
+			return nil, refuse(err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return func() { f.Close() }, nil
+	case <-t.C:
+		go func() { <-got; f.Close() }()
+		return nil, refuse(unix.EWOULDBLOCK)
 	}
 }
 
