@@ -365,3 +365,38 @@ func runSessionDelete(e *env, d *deleteOpts, pos []string) error {
 	}
 	return e.finishWait(c, s.ID, *o.timeout, untilCompleted)
 }
+
+func runSessionRename(e *env, pos []string) error {
+	if len(pos) > 2 {
+		pos = []string{pos[0], strings.Join(pos[1:], " ")}
+	}
+	if err := exactArgs(pos, "session ID", "NAME"); err != nil {
+		return err
+	}
+	return show(e, func(c *client.Client, o []client.CallOption) (*api.Session, error) {
+		return c.RenameSession(e.ctx(), pos[0], pos[1], o...)
+	}, func(s *api.Session) error {
+		fmt.Fprintf(e.stdout, "Session %s is named %q\n", s.ID, noControls(s.Name, ""))
+		return nil
+	})
+}
+
+func unpinFlags(fs *flag.FlagSet) *bool {
+	return fs.Bool("unpin", false, "unpin the session instead")
+}
+
+func runSessionPin(e *env, unpin *bool, pos []string) error {
+	if err := exactArgs(pos, "session ID"); err != nil {
+		return err
+	}
+	return show(e, func(c *client.Client, o []client.CallOption) (*api.Session, error) {
+		return c.PinSession(e.ctx(), pos[0], !*unpin, o...)
+	}, func(s *api.Session) error {
+		if s.Pinned {
+			fmt.Fprintf(e.stdout, "Pinned session %s: paddock resume lists it first\n", s.ID)
+		} else {
+			fmt.Fprintf(e.stdout, "Unpinned session %s\n", s.ID)
+		}
+		return nil
+	})
+}

@@ -30,6 +30,8 @@ func commandTable() []command {
 		{path: "session resume", args: "ID [-detach] [-timeout D]", summary: "resume a stopped or failed session and wait until its agent takes prompts", bind: withFlags(waitFlags, runSessionResume), id: idSession},
 		{path: "session stop", args: "ID [-detach] [-timeout D]", summary: "stop a session and wait until it is STOPPED", bind: withFlags(waitFlags, runSessionStop), id: idSession},
 		{path: "session delete", args: "ID [-force] [-detach] [-timeout D]", summary: "end a session for good", bind: withFlags(deleteFlags, runSessionDelete), id: idSession},
+		{path: "session rename", args: "ID NAME", summary: "name a session (the picker and the web page show the name)", bind: noFlags(runSessionRename), id: idSession},
+		{path: "session pin", args: "ID [-unpin]", summary: "pin a session: paddock resume lists pinned sessions first", bind: withFlags(unpinFlags, runSessionPin), id: idSession},
 		{path: "session cancel", args: "ID", summary: "cancel the running turn (the session stays)", bind: noFlags(runSessionCancel), id: idSession},
 		{path: "session permissions", args: "ID", summary: "list the permission requests of a session's agent, pending and ended", bind: noFlags(runSessionPermissions), id: idSession},
 		{path: "session approve", args: "ID [PERMISSION_ID] [-option KIND]", summary: "answer the oldest pending permission request (or PERMISSION_ID; while a turn runs, waits up to 30s for one) with the agent's allow_once option (or the -option kind)", bind: withFlags(approveFlags, runSessionApprove), id: idSession},

@@ -60,3 +60,37 @@ func TestQuietAndShortIDs(t *testing.T) {
 		t.Errorf("a failed create -q: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestSessionRenameAndPin: rename and pin call their routes and say what
+// they did; -unpin unpins.
+func TestSessionRenameAndPin(t *testing.T) {
+	f, addr := startFake(t)
+	f.routes["POST /v1/sessions/s1/rename"] = route{200, `{"id":"s1","task_id":"t1","state":"RUNNING","name":"fix the login"}`}
+	f.routes["POST /v1/sessions/s1/pin"] = route{200, `{"id":"s1","task_id":"t1","state":"RUNNING","pinned":true}`}
+	code, out, errOut := runCLI(addr, "session", "rename", "s1", "fix", "the", "login")
+	if code != 0 || out != "Session s1 is named \"fix the login\"\n" {
+		t.Fatalf("rename: exit %d, %q %q", code, out, errOut)
+	}
+	if code, out, _ := runCLI(addr, "session", "pin", "s1"); code != 0 || !strings.Contains(out, "Pinned session s1") {
+		t.Fatalf("pin: exit %d, %q", code, out)
+	}
+	f.routes["POST /v1/sessions/s1/pin"] = route{200, `{"id":"s1","task_id":"t1","state":"RUNNING","pinned":false}`}
+	if code, out, _ := runCLI(addr, "session", "pin", "s1", "-unpin"); code != 0 || !strings.Contains(out, "Unpinned session s1") {
+		t.Fatalf("unpin: exit %d, %q", code, out)
+	}
+	var bodies []string
+	for _, r := range posts(f) {
+		bodies = append(bodies, r.path+" "+r.body)
+	}
+	want := []string{`/v1/sessions/s1/rename {"name":"fix the login"}`, `/v1/sessions/s1/pin {"pinned":true}`, `/v1/sessions/s1/pin {"pinned":false}`}
+	if len(bodies) != 3 {
+		t.Fatalf("posts %q", bodies)
+	}
+	for i, b := range bodies {
+		p, body, _ := strings.Cut(b, " ")
+		wp, wbody, _ := strings.Cut(want[i], " ")
+		if p != wp || !jsonEqual(body, wbody) {
+			t.Errorf("post %d: %q, want %q", i, b, want[i])
+		}
+	}
+}
