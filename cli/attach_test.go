@@ -21,6 +21,7 @@ import (
 	xterm "golang.org/x/term"
 
 	"github.com/paddockhq/paddock/shared/term"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // syncBuffer is a goroutine-safe bytes.Buffer.
@@ -137,24 +138,13 @@ func (ra *runningAttach) wait(t *testing.T) error {
 	}
 }
 
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // marker makes the shell print a random marker that the typed line does not contain.
 func (ra *runningAttach) marker(t *testing.T) string {
 	t.Helper()
 	n := rand.IntN(1_000_000)
 	ra.typeText(t, fmt.Sprintf("echo \"MK$((%d+1))\"\n", n))
 	m := fmt.Sprintf("MK%d", n+1)
-	waitUntil(t, "marker "+m, func() bool { return strings.Contains(ra.out.String(), m) })
+	testkit.WaitFor(t, 10*time.Second, "marker "+m, testkit.Cond(func() bool { return strings.Contains(ra.out.String(), m) }))
 	return m
 }
 
@@ -165,14 +155,14 @@ func (ra *runningAttach) pid(t *testing.T) string {
 	before := len(pidLine.FindAllString(ra.out.String(), -1))
 	ra.typeText(t, "echo \"PID$$:\"\n")
 	var pid string
-	waitUntil(t, "echo $$", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "echo $$", testkit.Cond(func() bool {
 		all := pidLine.FindAllStringSubmatch(ra.out.String(), -1)
 		if len(all) <= before {
 			return false
 		}
 		pid = all[len(all)-1][1]
 		return true
-	})
+	}))
 	return pid
 }
 
@@ -197,11 +187,11 @@ func TestAttachReconnectsWithDeltaAndDetaches(t *testing.T) {
 
 	// The connection drops: attach reconnects by itself with only what it missed.
 	proxy.drop()
-	waitUntil(t, "reconnect notice", func() bool { return strings.Contains(ra.errOut.String(), "reconnecting") })
-	waitUntil(t, "shell answers after reconnect", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "reconnect notice", testkit.Cond(func() bool { return strings.Contains(ra.errOut.String(), "reconnecting") }))
+	testkit.WaitFor(t, 10*time.Second, "shell answers after reconnect", testkit.Cond(func() bool {
 		ra.typeText(t, "\n")
 		return strings.Count(ra.out.String(), "$ ") > 4
-	})
+	}))
 	if p := ra.pid(t); p != pid {
 		t.Fatalf("pid after reconnect %s, want %s", p, pid)
 	}
@@ -221,7 +211,7 @@ func TestAttachReconnectsWithDeltaAndDetaches(t *testing.T) {
 
 	// A new attach (fresh screen) gets the full replay with the marker.
 	rb := startAttach(t, url)
-	waitUntil(t, "replayed marker", func() bool { return strings.Contains(rb.out.String(), mark) })
+	testkit.WaitFor(t, 10*time.Second, "replayed marker", testkit.Cond(func() bool { return strings.Contains(rb.out.String(), mark) }))
 
 	// A second client takes over: the first says so and ends without an error.
 	rc := startAttach(t, url)
@@ -242,7 +232,7 @@ func TestAttachReconnectsWithDeltaAndDetaches(t *testing.T) {
 		t.Fatalf("no exit notice: %q", rc.errOut.String())
 	}
 	rd := startAttach(t, url)
-	waitUntil(t, "new shell notice", func() bool { return strings.Contains(rd.out.String(), "previous shell exited with code 3") })
+	testkit.WaitFor(t, 10*time.Second, "new shell notice", testkit.Cond(func() bool { return strings.Contains(rd.out.String(), "previous shell exited with code 3") }))
 	if p := rd.pid(t); p == pid {
 		t.Fatal("exited shell was not replaced")
 	}
@@ -256,14 +246,14 @@ func TestAttachResetKeyReconnectAndDetach(t *testing.T) {
 	pid := ra.pid(t)
 
 	ra.typeText(t, "\x1dr")
-	waitUntil(t, "the reset question", func() bool { return strings.Contains(ra.errOut.String(), "reset the terminal?") })
+	testkit.WaitFor(t, 10*time.Second, "the reset question", testkit.Cond(func() bool { return strings.Contains(ra.errOut.String(), "reset the terminal?") }))
 	ra.typeText(t, "n")
-	waitUntil(t, "the answer", func() bool { return strings.Contains(ra.errOut.String(), "not reset") })
+	testkit.WaitFor(t, 10*time.Second, "the answer", testkit.Cond(func() bool { return strings.Contains(ra.errOut.String(), "not reset") }))
 	if p := ra.pid(t); p != pid {
 		t.Fatalf("the shell changed after answering no: %s, want %s", p, pid)
 	}
 	ra.typeText(t, "\x1dry")
-	waitUntil(t, "the reset", func() bool { return strings.Contains(ra.errOut.String(), "the terminal was reset") })
+	testkit.WaitFor(t, 10*time.Second, "the reset", testkit.Cond(func() bool { return strings.Contains(ra.errOut.String(), "the terminal was reset") }))
 	newPID := ra.pid(t)
 	if newPID == pid {
 		t.Fatal("the shell was not replaced")
@@ -272,13 +262,14 @@ func TestAttachResetKeyReconnectAndDetach(t *testing.T) {
 	ra.typeText(t, "trap 'echo WIN\"CHED\"' WINCH\n")
 	ra.marker(t)
 	proxy.drop()
-	waitUntil(t, "the reconnected line", func() bool { return strings.Contains(ra.errOut.String(), "[paddock] reconnected") })
-	// The shell runs its trap once it reads a line.
-	waitUntil(t, "the redraw", func() bool {
-		ra.typeText(t, "\n")
-		time.Sleep(20 * time.Millisecond)
-		return strings.Contains(ra.out.String(), "WINCHED")
-	})
+	testkit.WaitFor(t, 10*time.Second, "the reconnected line", testkit.Cond(func() bool { return strings.Contains(ra.errOut.String(), "[paddock] reconnected") }))
+	testkit.
+		// The shell runs its trap once it reads a line.
+		WaitFor(t, 10*time.Second, "the redraw", testkit.Cond(func() bool {
+			ra.typeText(t, "\n")
+			time.Sleep(20 * time.Millisecond)
+			return strings.Contains(ra.out.String(), "WINCHED")
+		}))
 	if p := ra.pid(t); p != newPID {
 		t.Fatalf("the shell changed across the reconnect: %s, want %s", p, newPID)
 	}
@@ -300,7 +291,7 @@ func TestAttachDetachesWhileReconnecting(t *testing.T) {
 	ra.marker(t)
 	_ = proxy.l.Close() // the server is gone: every reconnect fails
 	proxy.drop()
-	waitUntil(t, "the reconnect notice", func() bool { return strings.Contains(ra.errOut.String(), "reconnecting") })
+	testkit.WaitFor(t, 10*time.Second, "the reconnect notice", testkit.Cond(func() bool { return strings.Contains(ra.errOut.String(), "reconnecting") }))
 	ra.typeText(t, "typed into the void\n")
 	ra.typeText(t, "\x1d")
 	if err := ra.wait(t); err != nil {
@@ -355,16 +346,16 @@ func TestAttachRawModeFollowsWindowSize(t *testing.T) {
 	go func() { done <- a.run(context.Background()) }()
 
 	_, _ = ptmx.Write([]byte("stty size\r"))
-	waitUntil(t, "initial size", func() bool { return strings.Contains(screen.String(), "29 97") })
+	testkit.WaitFor(t, 10*time.Second, "initial size", testkit.Cond(func() bool { return strings.Contains(screen.String(), "29 97") }))
 	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: 111, Rows: 33}); err != nil {
 		t.Fatal(err)
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGWINCH)
-	waitUntil(t, "size after SIGWINCH", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "size after SIGWINCH", testkit.Cond(func() bool {
 		_, _ = ptmx.Write([]byte("stty size\r"))
 		time.Sleep(50 * time.Millisecond)
 		return strings.Contains(screen.String(), "33 111")
-	})
+	}))
 	_, _ = ptmx.Write([]byte{0x1d})
 	select {
 	case err := <-done:

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/api"
 	"github.com/paddockhq/paddock/supervisor/cluster"
 	"github.com/paddockhq/paddock/supervisor/config"
@@ -25,7 +25,7 @@ func startNode(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raftPorts, err := harness.FreePorts("127.0.0.1", 1)
+	raftPorts, err := testkit.FreePorts("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

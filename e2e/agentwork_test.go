@@ -18,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/demoagent"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // The agent's work end to end, on real server processes: an ACP agent's
@@ -88,7 +89,7 @@ func workSession(t *testing.T, c *client.Client, agent, node string) *api.Sessio
 func waitPending(t *testing.T, c *client.Client, sessionID, toolCallID string, opts ...client.CallOption) api.Permission {
 	t.Helper()
 	var found api.Permission
-	waitFor(t, 30*time.Second, "a pending permission request for "+toolCallID, func() bool {
+	testkit.WaitFor(t, 30*time.Second, "a pending permission request for "+toolCallID, testkit.Cond(func() bool {
 		list, err := c.Permissions(testCtx(t), sessionID, opts...)
 		if err != nil {
 			return false
@@ -100,7 +101,7 @@ func waitPending(t *testing.T, c *client.Client, sessionID, toolCallID string, o
 			}
 		}
 		return false
-	})
+	}))
 	return found
 }
 
@@ -125,14 +126,14 @@ func permissionNamed(t *testing.T, c *client.Client, sessionID, id string, opts 
 func waitWorkEnd(t *testing.T, c *client.Client, sessionID, last string) string {
 	t.Helper()
 	var reply string
-	waitFor(t, 30*time.Second, fmt.Sprintf("the turn to end with %q", last), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("the turn to end with %q", last), testkit.Cond(func() bool {
 		s, err := c.GetSession(testCtx(t), sessionID)
 		if err != nil || s.State != api.SessionWaitingForInput {
 			return false
 		}
 		reply = lastAgentText(t, c, sessionID)
 		return strings.HasSuffix(reply, last)
-	})
+	}))
 	return reply
 }
 
@@ -231,7 +232,7 @@ func eventPermission(e api.Event) (id string, st api.PermissionState, option str
 func (l *workEvents) waitPermissionEvent(t *testing.T, typ, id string, st api.PermissionState) string {
 	t.Helper()
 	var option string
-	waitFor(t, 30*time.Second, fmt.Sprintf("event %s of %s (%s)", typ, id, st), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("event %s of %s (%s)", typ, id, st), testkit.Cond(func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, e := range l.events {
@@ -247,7 +248,7 @@ func (l *workEvents) waitPermissionEvent(t *testing.T, typ, id string, st api.Pe
 			t.Fatalf("event stream ended: %v", l.err)
 		}
 		return false
-	})
+	}))
 	return option
 }
 
@@ -396,10 +397,10 @@ func TestAgentWorkWithTheDemoAgent(t *testing.T) {
 	if got := permissionNamed(t, cl, s.ID, p3.ID); got.State != api.PermissionCancelled || got.OptionID != "" {
 		t.Fatalf("after the cancel: %+v, want cancelled", got)
 	}
-	waitFor(t, 10*time.Second, "the turn to be recorded cancelled", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the turn to be recorded cancelled", testkit.Cond(func() bool {
 		st, err := cl.SessionStatus(testCtx(t), s.ID)
 		return err == nil && st.LastTurnOutcome != nil && *st.LastTurnOutcome == api.TurnCancelled && st.PendingPermissions == 0
-	})
+	}))
 	_, err = cl.AnswerPermission(testCtx(t), s.ID, p3.ID, "allow_once")
 	wantStatus(t, "an answer to a cancelled request", err, http.StatusConflict)
 	t.Logf("turn 3 (cancel) done after %v", time.Since(start).Round(time.Millisecond))
@@ -537,7 +538,7 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderIsKilled(t *testing.T)
 	leader := leaderOf(t, c)
 	home := otherNode(c, leader)
 	cl := tokenClient(t, leader, workToken)
-	waitFor(t, 30*time.Second, "every node to be a server with its runtime", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every node to be a server with its runtime", testkit.Cond(func() bool {
 		hs, err := cl.Nodes(testCtx(t))
 		ok := 0
 		for _, h := range hs {
@@ -546,7 +547,7 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderIsKilled(t *testing.T)
 			}
 		}
 		return err == nil && ok == 3
-	})
+	}))
 	s := workSession(t, cl, "demo", home.Name)
 	if exs, err := cl.Executors(testCtx(t), s.ID); err != nil || len(exs) != 1 || exs[0].Node != home.Name {
 		t.Fatalf("executors %+v %v, want one on %s", exs, err, home.Name)
@@ -580,7 +581,7 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderIsKilled(t *testing.T)
 	via := otherNode(c, leader, newLeader)
 	fc := tokenClient(t, via, workToken)
 	var answered *api.Permission
-	waitFor(t, 30*time.Second, "an answer through "+via.Name+" to be taken", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "an answer through "+via.Name+" to be taken", testkit.Cond(func() bool {
 		var err error
 		answered, err = fc.AnswerPermission(testCtx(t), s.ID, p.ID, "allow_once")
 		if err != nil {
@@ -594,7 +595,7 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderIsKilled(t *testing.T)
 			return true
 		}
 		return err == nil
-	})
+	}))
 	if answered != nil && (answered.State != api.PermissionAnswered || answered.OptionID != "allow_once" || answered.AnsweredBy != "user") {
 		t.Fatalf("answer through %s: %+v", via.Name, answered)
 	}
@@ -605,10 +606,10 @@ func TestAPermissionAnsweredThroughAFollowerAfterTheLeaderIsKilled(t *testing.T)
 	// event stream replaying the session's events.
 	for _, n := range c.Running() {
 		nc := tokenClient(t, n, workReadToken)
-		waitFor(t, 10*time.Second, n.Name+" to show the request answered", func() bool {
+		testkit.WaitFor(t, 10*time.Second, n.Name+" to show the request answered", testkit.Cond(func() bool {
 			list, err := nc.Permissions(testCtx(t), s.ID, client.Stale())
 			return err == nil && len(list) == 1 && list[0].State == api.PermissionAnswered && list[0].OptionID == "allow_once"
-		})
+		}))
 		if st, err := nc.SessionStatus(testCtx(t), s.ID); err != nil || st.PendingPermissions != 0 {
 			t.Fatalf("status on %s: %+v %v", n.Name, st, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // TestAttachInATerminal runs `paddock attach` in tmux against a real server:
@@ -43,10 +44,10 @@ func TestAttachInATerminal(t *testing.T) {
 		x.keys("at", "Enter")
 		re := regexp.MustCompile(tag + `=(\d+):`)
 		var m []string
-		waitFor(t, 30*time.Second, "the shell's "+tag+" line", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the shell's "+tag+" line", testkit.Cond(func() bool {
 			m = re.FindStringSubmatch(x.screen("at"))
 			return m != nil
-		})
+		}))
 		return m[1]
 	}
 	first := shellPID("PA")

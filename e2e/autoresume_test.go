@@ -10,6 +10,7 @@ import (
 	"time"
 
 	wire "github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // agentPIDOf returns the pid of the agent process agentctl (pid) runs: its
@@ -17,7 +18,7 @@ import (
 func agentPIDOf(t *testing.T, agentctl int) int {
 	t.Helper()
 	var found int
-	waitFor(t, 10*time.Second, fmt.Sprintf("the agent under agentctl %d", agentctl), func() bool {
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("the agent under agentctl %d", agentctl), testkit.Cond(func() bool {
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
 			pid, err := strconv.Atoi(e.Name())
@@ -42,7 +43,7 @@ func agentPIDOf(t *testing.T, agentctl int) int {
 			}
 		}
 		return false
-	})
+	}))
 	return found
 }
 
@@ -68,10 +69,10 @@ func TestAutoResumePolicies(t *testing.T) {
 			aAgentctl, bAgentctl := agentctlPID(t, api, a.id), agentctlPID(t, api, b.id)
 
 			killPID(t, agentPIDOf(t, aAgentctl))
-			waitFor(t, 30*time.Second, "A to be ERROR after its agent died", func() bool {
+			testkit.WaitFor(t, 30*time.Second, "A to be ERROR after its agent died", testkit.Cond(func() bool {
 				st, err := api.SessionStatus(testCtx(t), a.id)
 				return err == nil && st.State == wire.SessionError
-			})
+			}))
 
 			node.Kill()
 			killPID(t, agentPIDOf(t, bAgentctl))
@@ -82,20 +83,20 @@ func TestAutoResumePolicies(t *testing.T) {
 			api = apiClient(t, node)
 			for _, s := range ss {
 				if policy == "all" {
-					waitFor(t, 60*time.Second, "session "+s.id+" resumed", func() bool {
+					testkit.WaitFor(t, 60*time.Second, "session "+s.id+" resumed", testkit.Cond(func() bool {
 						st, err := api.SessionStatus(testCtx(t), s.id)
 						return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-					})
+					}))
 					if got, want := promptAndWait(t, api, s.id, "recall"), "you asked me to remember: "+s.word; got != want {
 						t.Fatalf("recall after an auto-resume: %q, want %q", got, want)
 					}
 					continue
 				}
-				waitFor(t, 60*time.Second, "session "+s.id+" left in ERROR with its workspace", func() bool {
+				testkit.WaitFor(t, 60*time.Second, "session "+s.id+" left in ERROR with its workspace", testkit.Cond(func() bool {
 					st, err := api.SessionStatus(testCtx(t), s.id)
 					return err == nil && st.State == wire.SessionError && !st.IsAgentRunning &&
 						st.ResumeReason != nil && *st.ResumeReason == wire.ReasonAgentNotRunning
-				})
+				}))
 				if err := api.WriteFile(testCtx(t), s.id, "still-here.txt", stringsReader("yes")); err != nil {
 					t.Fatalf("workspace of a session auto_resume none left alone: %v", err)
 				}

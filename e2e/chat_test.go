@@ -9,6 +9,7 @@ import (
 
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // TestChatInATerminal runs `paddock chat` in tmux against a real server: it
@@ -65,24 +66,24 @@ agent "demo-stream" {
 	// The reply streams: its first chunk shows before its last.
 	x.keys("chat", "-l", "alpha beta gamma delta epsilon zeta eta theta")
 	x.keys("chat", "Enter")
-	waitFor(t, 30*time.Second, "the first chunk of the reply alone", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the first chunk of the reply alone", testkit.Cond(func() bool {
 		for _, l := range strings.Split(x.screen("chat"), "\n") {
 			if strings.HasPrefix(l, "turn 2: alpha") && !strings.Contains(l, "theta") {
 				return true
 			}
 		}
 		return false
-	})
+	}))
 	x.waitScreen("chat", "turn 2: alpha beta gamma delta epsilon zeta eta theta")
 	waitTurnEnd(t, cl, id, 2)
 
 	// ctrl-c cancels the running turn, not the chat.
 	x.keys("chat", "-l", "sleep 30")
 	x.keys("chat", "Enter")
-	waitFor(t, 30*time.Second, "the agent to get the prompt", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the agent to get the prompt", testkit.Cond(func() bool {
 		msgs, err := cl.Messages(testCtx(t), id)
 		return err == nil && hasUserMessage(msgs, "sleep 30")
-	})
+	}))
 	start := time.Now()
 	x.keys("chat", "C-c")
 	x.waitScreen("chat", "[paddock] turn cancelled")
@@ -99,10 +100,10 @@ agent "demo-stream" {
 	x.run("set-buffer", "line one\nline two")
 	x.run("paste-buffer", "-p", "-t", "chat")
 	x.keys("chat", "Enter")
-	waitFor(t, 30*time.Second, "the pasted prompt", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the pasted prompt", testkit.Cond(func() bool {
 		msgs, err := cl.Messages(testCtx(t), id)
 		return err == nil && len(msgs) > 0 && hasUserMessage(msgs, "line one\nline two")
-	})
+	}))
 	x.waitScreen("chat", "line two")
 
 	// The server restarts under the chat: it reconnects and goes on.
@@ -149,7 +150,7 @@ agent "demo-stream" {
 // waitTurnEnd waits until the session has answered its n-th prompt.
 func waitTurnEnd(t *testing.T, cl *client.Client, id string, n int) {
 	t.Helper()
-	waitFor(t, 60*time.Second, fmt.Sprintf("turn %d of %s to end", n, id), func() bool {
+	testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("turn %d of %s to end", n, id), testkit.Cond(func() bool {
 		s, err := cl.GetSession(testCtx(t), id)
 		if err != nil || s.State != api.SessionWaitingForInput {
 			return false
@@ -162,7 +163,7 @@ func waitTurnEnd(t *testing.T, cl *client.Client, id string, n int) {
 			}
 		}
 		return err == nil && users >= n
-	})
+	}))
 }
 
 func hasUserMessage(msgs []api.Message, text string) bool {
@@ -199,10 +200,10 @@ func TestChatAsksBeforeResendingAnInterruptedTurn(t *testing.T) {
 		if err := cl.Prompt(testCtx(t), id, "sleep 20"); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 30*time.Second, "the agent to get the prompt", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the agent to get the prompt", testkit.Cond(func() bool {
 			msgs, err := cl.Messages(testCtx(t), id)
 			return err == nil && hasUserMessage(msgs, "sleep 20")
-		})
+		}))
 		if _, err := cl.Stop(testCtx(t), id); err != nil {
 			t.Fatal(err)
 		}
@@ -374,9 +375,9 @@ agent "demo-ask" {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	waitFor(t, 60*time.Second, "session prompt to show the request", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "session prompt to show the request", testkit.Cond(func() bool {
 		return strings.Contains(out.String(), `answer with "paddock session approve `+id)
-	})
+	}))
 	if code, o, e := r.run("session", "deny", id[:8]); code != 0 || !strings.Contains(o, "Denied permission request") || !strings.Contains(o, "Reject (reject_once)") {
 		t.Fatalf("session deny: exit %d: %s%s", code, o, e)
 	}
@@ -436,10 +437,10 @@ func TestChatLineEditing(t *testing.T) {
 	// ↑: the prompt comes back; the cursor goes 5 left (before "apple"),
 	// "green " is typed there, and Enter sends the edited line.
 	x.keys("edit", "Up")
-	waitFor(t, 30*time.Second, "the previous prompt in the editor", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the previous prompt in the editor", testkit.Cond(func() bool {
 		lines := strings.Split(strings.TrimRight(x.screen("edit"), "\n"), "\n")
 		return strings.TrimSpace(lines[len(lines)-1]) == "> remember apple"
-	})
+	}))
 	x.keys("edit", "Left", "Left", "Left", "Left", "Left")
 	x.keys("edit", "-l", "green ")
 	x.keys("edit", "Enter")
@@ -465,10 +466,10 @@ func TestChatLineEditing(t *testing.T) {
 	if err := cl.Prompt(testCtx(t), id, "sleep 20"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the agent to get the prompt", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the agent to get the prompt", testkit.Cond(func() bool {
 		msgs, err := cl.Messages(testCtx(t), id)
 		return err == nil && hasUserMessage(msgs, "sleep 20")
-	})
+	}))
 	if _, err := cl.Stop(testCtx(t), id); err != nil {
 		t.Fatal(err)
 	}

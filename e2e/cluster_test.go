@@ -12,6 +12,7 @@ import (
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 func TestThreeProcessClusterSurvivesLeaderKill(t *testing.T) {
@@ -34,10 +35,10 @@ func TestThreeProcessClusterSurvivesLeaderKill(t *testing.T) {
 	}
 	for _, n := range c.Nodes {
 		stale := apiClient(t, n)
-		waitFor(t, 5*time.Second, n.Name+" to see the write with ?stale=true", func() bool {
+		testkit.WaitFor(t, 5*time.Second, n.Name+" to see the write with ?stale=true", testkit.Cond(func() bool {
 			_, err := stale.GetTask(testCtx(t), first.ID, client.Stale())
 			return err == nil
-		})
+		}))
 	}
 	acked := []string{first.ID}
 	for i := 0; i < 10; i++ {
@@ -69,10 +70,10 @@ func TestThreeProcessClusterSurvivesLeaderKill(t *testing.T) {
 	if err := leader.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "restarted node to catch up", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "restarted node to catch up", testkit.Cond(func() bool {
 		_, err := apiClient(t, leader).GetTask(testCtx(t), after.ID, client.Stale())
 		return err == nil
-	})
+	}))
 	tasks, err := apiClient(t, leader).ListTasks(testCtx(t), client.Stale())
 	if err != nil || len(tasks) != len(acked) {
 		t.Fatalf("restarted node has %d tasks (%v), want %d", len(tasks), err, len(acked))
@@ -100,10 +101,10 @@ func TestRunConfigAnswersStatus(t *testing.T) {
 	}
 	n := startNode(t, "make-run", dir, "config.hcl", "127.0.0.1:7700")
 	var out []byte
-	waitFor(t, 20*time.Second, "paddock status to succeed", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "paddock status to succeed", testkit.Cond(func() bool {
 		out, err = exec.Command(filepath.Join(binDir, "paddock"), "status", "-address", n.URL()).CombinedOutput()
 		return err == nil
-	})
+	}))
 	if !strings.Contains(string(out), "Leader") {
 		t.Fatalf("paddock status output:\n%s", out)
 	}

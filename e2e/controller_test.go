@@ -10,6 +10,7 @@ import (
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // TestAgentTerminalControllerInStatus: the status object names the client
@@ -38,15 +39,15 @@ func TestAgentTerminalControllerInStatus(t *testing.T) {
 	id := termproto.ClientID{Host: "laptop", PID: 4242, Nonce: "n-1"}
 	conn, _ := termAttach(t, node, sid, "agent", termproto.Hello{Client: &id})
 	var got *api.Controller
-	waitFor(t, 15*time.Second, "the status to name the controller", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the status to name the controller", testkit.Cond(func() bool {
 		got = controller()
 		return got != nil
-	})
+	}))
 	if got.Host != id.Host || got.PID != id.PID || got.Nonce != id.Nonce || got.Since.Before(before) || got.Since.After(time.Now()) {
 		t.Fatalf("controller %+v, want %+v since about now", got, id)
 	}
 	conn.Close()
-	waitFor(t, 15*time.Second, "the controller to go after the detach", func() bool { return controller() == nil })
+	testkit.WaitFor(t, 15*time.Second, "the controller to go after the detach", testkit.Cond(func() bool { return controller() == nil }))
 
 	// The shell terminal is not the agent's: attaching it names no controller.
 	sh, _ := termAttach(t, node, sid, "shell", termproto.Hello{Client: &id})
@@ -68,10 +69,10 @@ func TestAgentTerminalControllerInStatus(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-	waitFor(t, 15*time.Second, "paddock attach to show as the controller", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "paddock attach to show as the controller", testkit.Cond(func() bool {
 		got = controller()
 		return got != nil
-	})
+	}))
 	host, _ := os.Hostname()
 	if got.Host != host || got.PID != cmd.Process.Pid || len(got.Nonce) != 32 {
 		t.Fatalf("paddock attach's identity %+v, want host %s pid %d and a nonce", got, host, cmd.Process.Pid)
@@ -88,7 +89,7 @@ func TestAgentTerminalControllerInStatus(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("ctrl-] did not detach")
 	}
-	waitFor(t, 15*time.Second, "the controller to go after paddock attach left", func() bool { return controller() == nil })
+	testkit.WaitFor(t, 15*time.Second, "the controller to go after paddock attach left", testkit.Cond(func() bool { return controller() == nil }))
 
 	// A malformed identity is refused, and nobody becomes the controller.
 	bad, resp, err := termDial(t, termURL(node, sid, "agent"), authHeader(), termproto.Hello{Client: &termproto.ClientID{Host: "evil\x1b[2J", PID: 1, Nonce: "x"}})

@@ -13,6 +13,7 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // requireTool returns the path of a command the test needs; without it the
@@ -145,7 +146,7 @@ func TestComposeCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 90*time.Second, "a leader with every node healthy", func() bool {
+	testkit.WaitFor(t, 90*time.Second, "a leader with every node healthy", testkit.Cond(func() bool {
 		st, err := api.Status(testCtx(t))
 		if err != nil || st.LeaderID == "" || len(st.Nodes) != 3 {
 			return false
@@ -156,7 +157,7 @@ func TestComposeCluster(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
 	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "compose"})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/netns"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // The docker runtime on three machines. Each machine is a network
@@ -82,9 +83,9 @@ func startMachineEngines(t *testing.T, nw *netns.Net, image, cluster string) []*
 		engines = append(engines, e)
 	}
 	for i, e := range engines {
-		waitFor(t, 60*time.Second, fmt.Sprintf("the engine of machine %d to answer", i+1), func() bool {
+		testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("the engine of machine %d to answer", i+1), testkit.Cond(func() bool {
 			return exec.Command("docker", "-H", e.host, "version").Run() == nil
-		})
+		}))
 		e.docker(t, "load", "-i", tarball)
 	}
 	return engines
@@ -171,7 +172,7 @@ plugin "docker" {
 	})
 	leader := leaderOf(t, m.c)
 	api := machineClient(t, leader)
-	waitFor(t, 30*time.Second, "every machine registered with a healthy docker plugin", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "every machine registered with a healthy docker plugin", testkit.Cond(func() bool {
 		hs, err := api.Nodes(testCtx(t))
 		ok := 0
 		for _, h := range hs {
@@ -180,7 +181,7 @@ plugin "docker" {
 			}
 		}
 		return err == nil && ok == 3
-	})
+	}))
 	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "docker on three machines"})
 	if err != nil {
 		t.Fatal(err)
@@ -228,10 +229,10 @@ plugin "docker" {
 	newLeader := leaderOf(t, m.c)
 	napi := machineClient(t, newLeader)
 	for i, s := range sessions {
-		waitFor(t, 30*time.Second, fmt.Sprintf("docker session %d live on the new leader", i), func() bool {
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("docker session %d live on the new leader", i), testkit.Cond(func() bool {
 			st, err := napi.SessionStatus(testCtx(t), s.id)
 			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-		})
+		}))
 		if got, want := promptAndWait(t, napi, s.id, "recall"), "you asked me to remember: "+s.word; got != want {
 			t.Fatalf("session %d on %s after the leader's kill: recall = %q, want %q", i, s.node, got, want)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/plugins/docker/enginetest"
 	"github.com/paddockhq/paddock/shared/term/termtest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // The docker runtime's supervisor-level tests (issue 8) run against the real
@@ -207,7 +208,7 @@ func shellRun(t *testing.T, c *termtest.Client, cmd string) string {
 	begin, end := fmt.Sprintf("BEGIN%d", n+1), fmt.Sprintf("END%d", n+2)
 	c.Input(fmt.Sprintf("echo \"BEGIN$((%d+1))\"; %s; echo \"END$((%d+2))\"\r", n, cmd, n))
 	var got string
-	waitFor(t, 15*time.Second, "the output of "+cmd, func() bool {
+	testkit.WaitFor(t, 15*time.Second, "the output of "+cmd, testkit.Cond(func() bool {
 		out := c.Output()
 		i, j := strings.LastIndex(out, begin), strings.LastIndex(out, end)
 		if i < 0 || j < i {
@@ -215,7 +216,7 @@ func shellRun(t *testing.T, c *termtest.Client, cmd string) string {
 		}
 		got = strings.TrimSpace(out[i+len(begin) : j])
 		return true
-	})
+	}))
 	return got
 }
 
@@ -261,13 +262,13 @@ func checkSameShell(t *testing.T, n *harness.Node, s dockerSession) {
 // is served by the same container and that the agent remembers word.
 func checkRecoveredContainer(t *testing.T, api *client.Client, e dockerEnv, s dockerSession, word string) {
 	t.Helper()
-	waitFor(t, 60*time.Second, "session "+s.id+" to run again", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "session "+s.id+" to run again", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.id)
 		if err == nil && st.State == wire.SessionError {
 			t.Fatalf("session %s is ERROR after recovery: %+v", s.id, st)
 		}
 		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-	})
+	}))
 	ex := dockerExecutor(t, api, s.id)
 	if ex.ID != s.executorID || ex.ContainerID != s.containerID || ex.Status != wire.ExecutorReady {
 		t.Fatalf("executor after recovery %s/%s (%s), want %s/%s ready", ex.ID, ex.ContainerID, ex.Status, s.executorID, s.containerID)
@@ -388,11 +389,11 @@ func TestDockerContainerRemovedWhileSupervisorDown(t *testing.T) {
 	}
 	leaderOf(t, c)
 	var st *wire.Status
-	waitFor(t, 60*time.Second, "the session whose container was removed to be ERROR executor_lost", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the session whose container was removed to be ERROR executor_lost", testkit.Cond(func() bool {
 		var err error
 		st, err = api.SessionStatus(testCtx(t), s.id)
 		return err == nil && st.State == wire.SessionError && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonExecutorLost
-	})
+	}))
 	ex, err := api.Executor(testCtx(t), s.executorID)
 	if err != nil || ex.Status != wire.ExecutorError {
 		t.Fatalf("executor after its container was removed: %+v %v", ex, err)
@@ -514,13 +515,13 @@ func TestDockerStoppedOrRecreatedContainerRecovered(t *testing.T) {
 		{stopped, stopped.containerID, "elder"}, // started again in place
 		{recreated, newID, "fig"},               // found by its session label
 	} {
-		waitFor(t, 60*time.Second, "session "+tc.s.id+" to run again", func() bool {
+		testkit.WaitFor(t, 60*time.Second, "session "+tc.s.id+" to run again", testkit.Cond(func() bool {
 			st, err := api.SessionStatus(testCtx(t), tc.s.id)
 			if err == nil && st.State == wire.SessionError {
 				t.Fatalf("session %s is ERROR after recovery: %+v", tc.s.id, st)
 			}
 			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-		})
+		}))
 		ex := dockerExecutor(t, api, tc.s.id)
 		if ex.ID != tc.s.executorID || ex.ContainerID != tc.containerID || ex.Status != wire.ExecutorReady || ex.Nonce == tc.s.nonce {
 			t.Fatalf("executor after recovery %s/%s (%s, nonce %s), want %s/%s ready with a new nonce", ex.ID, ex.ContainerID, ex.Status, ex.Nonce, tc.s.executorID, tc.containerID)
@@ -565,7 +566,7 @@ func TestDockerInvalidLimitsRefusedAtStart(t *testing.T) {
 			e := newDockerEnv(t, dockerTestImage)
 			e.extra = fmt.Sprintf("    %s = %s", tc.attr, tc.value)
 			dir := t.TempDir()
-			pair, err := harness.FreePorts("127.0.0.1", 2)
+			pair, err := testkit.FreePorts("127.0.0.1", 2)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -640,16 +641,16 @@ func TestDockerReconcileRemovesOrphanContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the orphan to be older than the grace", func() bool { return time.Since(created) > 2500*time.Millisecond })
+	testkit.WaitFor(t, 10*time.Second, "the orphan to be older than the grace", testkit.Cond(func() bool { return time.Since(created) > 2500*time.Millisecond }))
 
 	node.Kill()
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
 	}
 	leaderOf(t, c)
-	waitFor(t, 60*time.Second, "the leader to remove the orphaned container", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the leader to remove the orphaned container", testkit.Cond(func() bool {
 		return docker(t, "ps", "-aq", "--no-trunc", "--filter", "id="+orphan) == ""
-	})
+	}))
 	checkRecoveredContainer(t, api, e, live, "elderberry")
 	if got := e.containers(t, stopped.id); len(got) != 1 || got[0] != stopped.containerID {
 		t.Fatalf("containers of the stopped session: %v, want its own %s", got, stopped.containerID)
@@ -688,16 +689,17 @@ func TestDockerEngineStoppedDuringSupervisorRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaderOf(t, c)
-	// Recovery is retrying the runtime now; the engine comes back within
-	// its budget.
-	waitFor(t, 30*time.Second, "the restarted node's recovery to start", func() bool {
-		return strings.Count(node.Log(), "recovery started") >= 2
-	})
+	testkit.
+		// Recovery is retrying the runtime now; the engine comes back within
+		// its budget.
+		WaitFor(t, 30*time.Second, "the restarted node's recovery to start", testkit.Cond(func() bool {
+			return strings.Count(node.Log(), "recovery started") >= 2
+		}))
 	engine.Start()
-	waitFor(t, 90*time.Second, "session "+s.id+" to run again", func() bool {
+	testkit.WaitFor(t, 90*time.Second, "session "+s.id+" to run again", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.id)
 		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-	})
+	}))
 	ex := dockerExecutor(t, api, s.id)
 	if ex.ContainerID != s.containerID || ex.Status != wire.ExecutorReady {
 		t.Fatalf("executor after the engine restart: %s (%s), want container %s ready", ex.ContainerID, ex.Status, s.containerID)

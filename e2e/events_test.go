@@ -10,6 +10,7 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // eventLog records every event of one task's stream, in arrival order.
@@ -67,7 +68,7 @@ func (l *eventLog) waitUntil(t *testing.T, from int, id, what string, match func
 	t.Helper()
 	var got []wire.Event
 	next := from
-	waitFor(t, 60*time.Second, what, func() bool {
+	testkit.WaitFor(t, 60*time.Second, what, testkit.Cond(func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		if l.err != nil {
@@ -86,7 +87,7 @@ func (l *eventLog) waitUntil(t *testing.T, from int, id, what string, match func
 			}
 		}
 		return false
-	})
+	}))
 	return got, next
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/paddockhq/paddock/bench/chaos"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/agentctl"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // leaseConfig is standaloneConfig with a short lease TTL.
@@ -90,25 +91,26 @@ func TestConcurrentResumeOnTwoNodesOneWins(t *testing.T) {
 	pairs := [][2]*client.Client{{others[0], others[1]}, {others[1], api}, {api, others[0]}}
 	var lastToken uint64
 	for round, pair := range pairs {
-		// A stop interrupted by a leader change (this machine is loaded)
-		// is recovered, not finished, by the next leader: stop again.
-		waitFor(t, 90*time.Second, "the session to be STOPPED", func() bool {
-			s, err := api.GetSession(testCtx(t), sess.ID)
-			if err == nil && s.State == wire.SessionStopped {
-				return true
-			}
-			if err == nil && s.State != wire.SessionStarting {
-				_, _ = api.Stop(testCtx(t), sess.ID)
-			}
-			deadline := time.Now().Add(15 * time.Second)
-			for time.Now().Before(deadline) {
-				if s, err := api.GetSession(testCtx(t), sess.ID); err == nil && s.State == wire.SessionStopped {
+		testkit.
+			// A stop interrupted by a leader change (this machine is loaded)
+			// is recovered, not finished, by the next leader: stop again.
+			WaitFor(t, 90*time.Second, "the session to be STOPPED", testkit.Cond(func() bool {
+				s, err := api.GetSession(testCtx(t), sess.ID)
+				if err == nil && s.State == wire.SessionStopped {
 					return true
 				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			return false
-		})
+				if err == nil && s.State != wire.SessionStarting {
+					_, _ = api.Stop(testCtx(t), sess.ID)
+				}
+				deadline := time.Now().Add(15 * time.Second)
+				for time.Now().Before(deadline) {
+					if s, err := api.GetSession(testCtx(t), sess.ID); err == nil && s.State == wire.SessionStopped {
+						return true
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				return false
+			}))
 		l, err := api.Lease(testCtx(t), sess.ID)
 		if err != nil || l.State != wire.LeaseReleased {
 			t.Fatalf("round %d: lease after stop: %+v %v", round, l, err)
@@ -217,28 +219,28 @@ func TestKilledAgentctlLeaseReclaimedAndFenced(t *testing.T) {
 	// The holder is dead: its lease ends (expired by reclaim, or already
 	// re-granted by the auto-resume) at once when detected, TTL at the latest.
 	var reclaimedAfter time.Duration
-	waitFor(t, 2*ttl+5*time.Second, "the dead holder's lease to be reclaimed", func() bool {
+	testkit.WaitFor(t, 2*ttl+5*time.Second, "the dead holder's lease to be reclaimed", testkit.Cond(func() bool {
 		l, err := api.Lease(testCtx(t), s.id)
 		if err == nil && (l.State != wire.LeaseHeld || l.FencingToken != old.FencingToken) {
 			reclaimedAfter = time.Since(killed)
 			return true
 		}
 		return false
-	})
+	}))
 	t.Logf("lease reclaimed %s after the kill (ttl %s)", reclaimedAfter.Round(time.Millisecond), ttl)
 	if reclaimedAfter > ttl+time.Second {
 		t.Errorf("reclaimed %s after the kill; want at TTL (%s) at the latest", reclaimedAfter, ttl)
 	}
 	// The auto-resume (or a resume) holds a strictly higher token.
 	var cur *wire.Lease
-	waitFor(t, 60*time.Second, "the session to run again under a new lease", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the session to run again under a new lease", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.id)
 		if err == nil && st.State == wire.SessionError {
 			_, _ = api.Resume(testCtx(t), s.id)
 		}
 		cur, err = api.Lease(testCtx(t), s.id)
 		return err == nil && cur.State == wire.LeaseHeld && cur.FencingToken != old.FencingToken && st != nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-	})
+	}))
 	if cur.FencingToken <= old.FencingToken {
 		t.Fatalf("new token %d is not above the dead holder's %d", cur.FencingToken, old.FencingToken)
 	}

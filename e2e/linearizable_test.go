@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // Linearizability of the task API, checked the Jepsen way: clients create
@@ -284,9 +285,9 @@ func linearizableUnderLeaderPausesAndKills(t *testing.T, store string) {
 	)
 	c := startClusterWith(t, harness.Options{Size: 3, SeparateIPs: true, ServerExtra: fmt.Sprintf("  raft_store = %q", store)})
 	for _, n := range c.Nodes {
-		waitFor(t, 20*time.Second, n.Name+" to open a "+store+" raft store", func() bool {
+		testkit.WaitFor(t, 20*time.Second, n.Name+" to open a "+store+" raft store", testkit.Cond(func() bool {
 			return strings.Contains(n.Log(), "store="+store)
-		})
+		}))
 	}
 	leaderOf(t, c)
 	h := newHistory()
@@ -360,10 +361,10 @@ func linearizableUnderLeaderPausesAndKills(t *testing.T, store string) {
 			t.Fatal(err)
 		}
 		kills++
-		waitFor(t, 20*time.Second, victim.Name+" to rejoin", func() bool {
+		testkit.WaitFor(t, 20*time.Second, victim.Name+" to rejoin", testkit.Cond(func() bool {
 			_, err := victim.Leads()
 			return err == nil
-		})
+		}))
 		time.Sleep(calm)
 	}
 	close(stop)

@@ -15,6 +15,7 @@ import (
 	"github.com/paddockhq/paddock/bench/netns"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // machines is a cluster of three "machines": each node in its own network
@@ -142,7 +143,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	m := startMachines(t)
 	leader := leaderOf(t, m.c)
 	api := machineClient(t, leader)
-	waitFor(t, 20*time.Second, "every machine registered and answering", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "every machine registered and answering", testkit.Cond(func() bool {
 		hs, err := api.Nodes(testCtx(t))
 		ok := 0
 		for _, h := range hs {
@@ -151,7 +152,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 			}
 		}
 		return err == nil && ok == 3
-	})
+	}))
 	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "three machines"})
 	if err != nil {
 		t.Fatal(err)
@@ -216,10 +217,10 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	newLeader := leaderOf(t, m.c)
 	napi := machineClient(t, newLeader)
 	for i, s := range sessions {
-		waitFor(t, 30*time.Second, fmt.Sprintf("session %d live on the new leader", i), func() bool {
+		testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("session %d live on the new leader", i), testkit.Cond(func() bool {
 			st, err := napi.SessionStatus(testCtx(t), s.id)
 			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-		})
+		}))
 		if got, want := promptAndWait(t, napi, s.id, "recall"), "you asked me to remember: "+s.word; got != want {
 			t.Fatalf("session %d on %s after the leader's kill: recall = %q, want %q", i, s.node, got, want)
 		}
@@ -239,18 +240,19 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	victim := followerOf(t, m.c, newLeader)
 	vi := m.index(victim)
 	lost := sessions[vi]
-	// And one session there that is deleted, with force, while the
-	// machine is gone: its workspace goes when the machine is back. (The
-	// victim may be the server just restarted: it must answer first.)
-	waitFor(t, 20*time.Second, victim.Name+" answering as an executor host", func() bool {
-		hs, _ := napi.Nodes(testCtx(t))
-		for _, h := range hs {
-			if h.Node == victim.Name && h.Available && h.Plugins["standalone"] {
-				return true
+	testkit.
+		// And one session there that is deleted, with force, while the
+		// machine is gone: its workspace goes when the machine is back. (The
+		// victim may be the server just restarted: it must answer first.)
+		WaitFor(t, 20*time.Second, victim.Name+" answering as an executor host", testkit.Cond(func() bool {
+			hs, _ := napi.Nodes(testCtx(t))
+			for _, h := range hs {
+				if h.Node == victim.Name && h.Available && h.Plugins["standalone"] {
+					return true
+				}
 			}
-		}
-		return false
-	})
+			return false
+		}))
 	doomed, err := napi.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
 		RuntimeOptions: map[string]string{"node": victim.Name}})
 	if err != nil {
@@ -264,19 +266,19 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	doomedWorkspace := doomedExs[0].WorkspacePath
 	lostAt := time.Now()
 	m.killMachine(t, vi)
-	waitFor(t, 30*time.Second, "the lost machine's session to say node_unavailable", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the lost machine's session to say node_unavailable", testkit.Cond(func() bool {
 		st, err := napi.SessionStatus(testCtx(t), lost.id)
 		if err == nil && st.State == wire.SessionError {
 			t.Fatalf("the lost machine's session went to ERROR: %+v", st)
 		}
 		return err == nil && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonNodeUnavailable &&
 			st.ResumeMessage != nil && strings.Contains(*st.ResumeMessage, victim.Name)
-	})
+	}))
 	t.Logf("%s's session showed node_unavailable %s after the machine was killed", victim.Name, time.Since(lostAt).Round(time.Millisecond))
 	// The operator sees it too: list-peers shows the killed server failed
 	// (once autopilot's next round has seen it miss its contact threshold).
 	peersSay := ""
-	waitFor(t, 15*time.Second, "list-peers to show the killed server unhealthy", func() bool {
+	testkit.WaitFor(t, 15*time.Second, "list-peers to show the killed server unhealthy", testkit.Cond(func() bool {
 		peers, err := napi.RaftPeers(testCtx(t))
 		if err != nil {
 			peersSay = err.Error()
@@ -290,7 +292,7 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
 	if peersSay != "" {
 		t.Logf("list-peers caught up after a while; before, it said %s", peersSay)
 	}
@@ -327,17 +329,17 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	if err := victim.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the deleted session's executor destroyed on its machine", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the deleted session's executor destroyed on its machine", testkit.Cond(func() bool {
 		exs, err := napi.Executors(testCtx(t), doomed.ID)
 		return err == nil && len(exs) == 1 && !exs[0].DestroyPending
-	})
+	}))
 	if _, err := os.Stat(doomedWorkspace); !os.IsNotExist(err) {
 		t.Fatalf("the deleted session's workspace %s after its machine came back: %v, want it removed", doomedWorkspace, err)
 	}
-	waitFor(t, 60*time.Second, "the lost machine's session to run again", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the lost machine's session to run again", testkit.Cond(func() bool {
 		st, err := napi.SessionStatus(testCtx(t), lost.id)
 		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-	})
+	}))
 	if got, want := promptAndWait(t, napi, lost.id, "recall"), "you asked me to remember: "+lost.word; got != want {
 		t.Fatalf("session on %s after its machine came back: recall = %q, want %q", victim.Name, got, want)
 	}

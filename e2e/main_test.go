@@ -118,9 +118,6 @@ func apiClient(t *testing.T, n *harness.Node) *client.Client {
 	return c
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
-var waitFor = runtimetest.WaitFor
-
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)

@@ -15,17 +15,8 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
-
-// freePorts returns n loopback ports that were free a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	out, err := harness.FreePorts("127.0.0.1", n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // TestServerFromAnotherDirectory starts a server from a directory
 // unrelated to its config file: every relative path the file sets
@@ -40,7 +31,7 @@ func TestServerFromAnotherDirectory(t *testing.T) {
 	if err := os.Symlink(binDir, filepath.Join(etc, "bin")); err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 2)
+	ports := testkit.MustFreePorts(t, "127.0.0.1", 2)
 	cfg := fmt.Sprintf(`node_name = "elsewhere"
 data_dir   = "data"
 plugin_dir = "bin/plugins"
@@ -64,10 +55,10 @@ agent "demo" {
 		t.Fatal(err)
 	}
 	n := startNode(t, "elsewhere", cwd, path, fmt.Sprintf("127.0.0.1:%d", ports[0]))
-	waitFor(t, 30*time.Second, "the node to lead", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the node to lead", testkit.Cond(func() bool {
 		leads, err := n.Leads()
 		return err == nil && leads
-	})
+	}))
 	api := apiClient(t, n)
 	plugins, err := api.Plugins(testCtx(t))
 	if err != nil || len(plugins) != 1 || !plugins[0].Healthy {
@@ -81,10 +72,10 @@ agent "demo" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the session to wait for input", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the session to wait for input", testkit.Cond(func() bool {
 		s, err := api.GetSession(testCtx(t), sess.ID)
 		return err == nil && s.State == wire.SessionWaitingForInput
-	})
+	}))
 	execs, err := api.Executors(testCtx(t), sess.ID)
 	if err != nil || len(execs) != 1 {
 		t.Fatalf("executors: %+v %v", execs, err)
@@ -109,7 +100,7 @@ func TestMissingPluginBinary(t *testing.T) {
 		t.Skip("process test")
 	}
 	dir := t.TempDir()
-	ports := freePorts(t, 2)
+	ports := testkit.MustFreePorts(t, "127.0.0.1", 2)
 	base := fmt.Sprintf("data_dir = \"data\"\nplugin_dir = %q\nports {\n  http = %d\n  raft = %d\n}\nplugin \"standalone\" {\n  config {\n    workspace_root = \"ws\"\n  }\n}\n",
 		filepath.Join(binDir, "plugins"), ports[0], ports[1])
 	path := filepath.Join(dir, "paddock.hcl")
@@ -145,10 +136,10 @@ func TestMissingPluginBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := startNode(t, "optional", dir, path, fmt.Sprintf("127.0.0.1:%d", ports[0]))
-	waitFor(t, 30*time.Second, "the node to lead", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the node to lead", testkit.Cond(func() bool {
 		leads, err := n.Leads()
 		return err == nil && leads
-	})
+	}))
 	list, err := apiClient(t, n).Plugins(testCtx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +167,7 @@ func TestDevServerHTTPPort(t *testing.T) {
 	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "-http-port 70000 is not a port") {
 		t.Errorf("-http-port 70000: %v\n%s", err, out)
 	}
-	ports := freePorts(t, 2)
+	ports := testkit.MustFreePorts(t, "127.0.0.1", 2)
 	port := ports[0]
 	runtimetest.CleanupProcesses(t)
 	p := &harness.Process{}
@@ -191,14 +182,14 @@ func TestDevServerHTTPPort(t *testing.T) {
 			t.Logf("server log:\n%s", b)
 		}
 	})
-	waitFor(t, 30*time.Second, "the dev server on its -http-port", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the dev server on its -http-port", testkit.Cond(func() bool {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/v1/health", port))
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	})
+	}))
 	api, err := client.New(fmt.Sprintf("http://127.0.0.1:%d", port), "")
 	if err != nil {
 		t.Fatal(err)

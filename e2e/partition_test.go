@@ -21,6 +21,7 @@ import (
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // requireNetns skips without network namespaces, except under CI, where
@@ -97,7 +98,7 @@ agent "demo" {
 func leaderAmong(t *testing.T, nodes []*harness.Node, timeout time.Duration) *harness.Node {
 	t.Helper()
 	var leader *harness.Node
-	waitFor(t, timeout, "a leader among "+fmt.Sprint(len(nodes))+" nodes", func() bool {
+	testkit.WaitFor(t, timeout, "a leader among "+fmt.Sprint(len(nodes))+" nodes", testkit.Cond(func() bool {
 		for _, n := range nodes {
 			resp, err := (&http.Client{Timeout: 500 * time.Millisecond}).Get(n.URL() + "/v1/health")
 			if err != nil {
@@ -114,7 +115,7 @@ func leaderAmong(t *testing.T, nodes []*harness.Node, timeout time.Duration) *ha
 			}
 		}
 		return false
-	})
+	}))
 	return leader
 }
 
@@ -190,7 +191,7 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	mapi := apiClient(t, newLeader)
 	// The majority reclaims after expiry and resumes the session on its side.
 	var cur *wire.Lease
-	waitFor(t, 90*time.Second, "the majority to resume the session under a new lease", func() bool {
+	testkit.WaitFor(t, 90*time.Second, "the majority to resume the session under a new lease", testkit.Cond(func() bool {
 		st, err := mapi.SessionStatus(testCtx(t), s.id)
 		if err != nil {
 			return false
@@ -200,7 +201,7 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 		}
 		cur, err = mapi.Lease(testCtx(t), s.id)
 		return err == nil && cur.State == wire.LeaseHeld && cur.FencingToken > old.FencingToken && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-	})
+	}))
 	regranted := time.Now()
 	t.Logf("session resumed under token %d (was %d) %s after the cut", cur.FencingToken, old.FencingToken, time.Since(cut).Round(time.Millisecond))
 	exs, err = mapi.Executors(testCtx(t), s.id)
@@ -249,10 +250,10 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	healed = true
 	final := leaderOf(t, c)
 	fapi := apiClient(t, final)
-	waitFor(t, 30*time.Second, "the healed node to agree on the lease", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the healed node to agree on the lease", testkit.Cond(func() bool {
 		l, err := apiClient(t, leader).Lease(testCtx(t), s.id, client.Stale())
 		return err == nil && l.FencingToken == cur.FencingToken
-	})
+	}))
 	if vs := chaos.Check(executions(t, watch, s.id), nil, time.Now()); len(vs) > 0 {
 		t.Fatalf("executions: %v", vs)
 	}
@@ -265,11 +266,12 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	if alive != 1 || demoAgentsIn(newEx.WorkspacePath) != 1 {
 		t.Fatalf("%d journaled and %d running agent executions after healing; want exactly 1", alive, demoAgentsIn(newEx.WorkspacePath))
 	}
-	// The session may have moved leaders while healing; wait until it runs.
-	waitFor(t, 60*time.Second, "the session to run after healing", func() bool {
-		st, err := fapi.SessionStatus(testCtx(t), s.id)
-		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-	})
+	testkit.
+		// The session may have moved leaders while healing; wait until it runs.
+		WaitFor(t, 60*time.Second, "the session to run after healing", testkit.Cond(func() bool {
+			st, err := fapi.SessionStatus(testCtx(t), s.id)
+			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
+		}))
 	if got := promptAndWait(t, fapi, s.id, "recall"); got != "you asked me to remember: "+s.word {
 		t.Fatalf("after the partition: %q", got)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // pluginPIDs lists the pids of this test's running processes whose
@@ -63,10 +64,10 @@ func TestPluginCrashAndSupervisorRestart(t *testing.T) {
 	}
 	// kill -9 the plugin: it is restarted and healthy, the session keeps working.
 	killPID(t, before[0])
-	waitFor(t, 30*time.Second, "the plugin to be restarted and healthy", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the plugin to be restarted and healthy", testkit.Cond(func() bool {
 		ok, pid := pluginHealthy(t, api, "standalone")
 		return ok && pid != before[0] && pid != 0
-	})
+	}))
 	if got := promptAndWait(t, api, sessions[0].id, "recall"); got != "you asked me to remember: "+sessions[0].word {
 		t.Fatalf("after plugin restart: %q", got)
 	}
@@ -78,17 +79,17 @@ func TestPluginCrashAndSupervisorRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaderOf(t, c)
-	waitFor(t, 30*time.Second, "the plugin to be healthy after the restart", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the plugin to be healthy after the restart", testkit.Cond(func() bool {
 		ok, _ := pluginHealthy(t, api, "standalone")
 		return ok
-	})
+	}))
 	if after := pluginPIDs(t, "standalone"); len(after) != 1 || after[0] != running[0] {
 		t.Fatalf("plugin processes after restart: %v, want the same single %v", after, running)
 	}
-	waitFor(t, 30*time.Second, "the session to be recovered", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the session to be recovered", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), sessions[0].id)
 		return err == nil && st.IsAgentRunning
-	})
+	}))
 	if got := promptAndWait(t, api, sessions[0].id, "recall"); got != "you asked me to remember: "+sessions[0].word {
 		t.Fatalf("after supervisor restart: %q", got)
 	}
@@ -161,10 +162,10 @@ plugin "remote" {
 	c := startCluster(t, 1, false, cfg)
 	node := leaderOf(t, c)
 	api := apiClient(t, node)
-	waitFor(t, 20*time.Second, "the remote plugin to be healthy", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the remote plugin to be healthy", testkit.Cond(func() bool {
 		ok, _ := pluginHealthy(t, api, "remote")
 		return ok
-	})
+	}))
 	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "remote"})
 	if err != nil {
 		t.Fatal(err)
@@ -186,10 +187,10 @@ plugin "remote" {
 		t.Fatal(err)
 	}
 	leaderOf(t, c)
-	waitFor(t, 60*time.Second, "the remote session to be recovered", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the remote session to be recovered", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), sess.ID)
 		return err == nil && st.IsAgentRunning
-	})
+	}))
 	if got := promptAndWait(t, api, sess.ID, "recall"); got != "you asked me to remember: remote" {
 		t.Fatalf("remote session after restart: %q", got)
 	}

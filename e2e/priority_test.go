@@ -11,6 +11,7 @@ import (
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/shared/nice"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // TestTheServerRunsAboveItsSessions: a server started in a session of its
@@ -41,7 +42,7 @@ func TestTheServerRunsAboveItsSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var agentctl, agent int
-	waitFor(t, 30*time.Second, "the session's agentctl and agent", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the session's agentctl and agent", testkit.Cond(func() bool {
 		exs, err := api.Executors(testCtx(t), sess.ID)
 		if err != nil {
 			return false
@@ -57,7 +58,7 @@ func TestTheServerRunsAboveItsSessions(t *testing.T) {
 		}
 		agent = kids[0]
 		return true
-	})
+	}))
 	if g, ok, err := nice.GroupOf(agentctl); err != nil || (ok && g != 0) {
 		t.Fatalf("agentctl's scheduling group at nice %d (%v), want 0", g, err)
 	}
@@ -87,7 +88,7 @@ func waitPriority(t *testing.T, pid, n int) {
 			t.Logf("pid %d, last seen: %s", pid, got)
 		}
 	}()
-	waitFor(t, 10*time.Second, fmt.Sprintf("pid %d at nice %d", pid, n), func() bool {
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("pid %d at nice %d", pid, n), testkit.Cond(func() bool {
 		var bad []string
 		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 		if err != nil {
@@ -105,5 +106,5 @@ func waitPriority(t *testing.T, pid, n int) {
 		}
 		got = strings.Join(bad, ", ")
 		return len(bad) == 0
-	})
+	}))
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/bench/harness"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // quickStartCommands returns the commands of the README's quick start: the
@@ -83,7 +83,7 @@ func quickStartServer(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pair, err := harness.FreePorts("127.0.0.1", 2)
+	pair, err := testkit.FreePorts("127.0.0.1", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +105,12 @@ func quickStartServer(t *testing.T) (string, string) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", httpPort)
 	n := startNode(t, "quickstart", dir, "config.hcl", addr)
-	// A newcomer runs the block once make run says the node is up.
-	waitFor(t, 30*time.Second, "the node to lead", func() bool {
-		leads, err := n.Leads()
-		return err == nil && leads
-	})
+	testkit.
+		// A newcomer runs the block once make run says the node is up.
+		WaitFor(t, 30*time.Second, "the node to lead", testkit.Cond(func() bool {
+			leads, err := n.Leads()
+			return err == nil && leads
+		}))
 	return dir, addr
 }
 

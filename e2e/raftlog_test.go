@@ -17,6 +17,7 @@ import (
 
 	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // A leader whose followers died appends writes it cannot commit; the
@@ -32,7 +33,7 @@ func TestNodeWhoseLogTailWasReplacedRestartsAfterAKill(t *testing.T) {
 	}
 	c := startClusterWith(t, harness.Options{Size: 3, SeparateIPs: true, ServerExtra: `  raft_store = "wal"`})
 	for _, n := range c.Nodes {
-		waitFor(t, 20*time.Second, n.Name+" to open the WAL", func() bool { return strings.Contains(n.Log(), "store=wal") })
+		testkit.WaitFor(t, 20*time.Second, n.Name+" to open the WAL", testkit.Cond(func() bool { return strings.Contains(n.Log(), "store=wal") }))
 	}
 	old := leaderOf(t, c)
 	cleared := strings.Count(old.Log(), "clearing log suffix")
@@ -46,10 +47,10 @@ func TestNodeWhoseLogTailWasReplacedRestartsAfterAKill(t *testing.T) {
 	if err := old.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, old.Name+" to answer after its restart", func() bool {
+	testkit.WaitFor(t, 20*time.Second, old.Name+" to answer after its restart", testkit.Cond(func() bool {
 		_, err := old.Leads()
 		return err == nil
-	})
+	}))
 	leader := leaderOf(t, c)
 	if _, err := apiClient(t, leader).CreateTask(testCtx(t), api.CreateTaskRequest{Title: "after-the-restart"}); err != nil {
 		t.Fatal(err)
@@ -93,10 +94,10 @@ func replaceUncommittedTail(t *testing.T, old *harness.Node, followers []*harnes
 			_, _ = nodeClient(old).CreateTask(ctx, api.CreateTaskRequest{Title: fmt.Sprintf("uncommitted-%d", i)})
 		}()
 	}
-	waitFor(t, 10*time.Second, old.Name+" to append entries it cannot commit", func() bool {
+	testkit.WaitFor(t, 10*time.Second, old.Name+" to append entries it cannot commit", testkit.Cond(func() bool {
 		last, err := raftGauge(old, "paddock_raft_last_log_index")
 		return err == nil && last > before
-	})
+	}))
 	if err := old.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -123,10 +124,10 @@ func caughtUp(t *testing.T, n, leader *harness.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, fmt.Sprintf("%s to apply up to index %.0f", n.Name, commit), func() bool {
+	testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("%s to apply up to index %.0f", n.Name, commit), testkit.Cond(func() bool {
 		applied, err := raftGauge(n, "paddock_state_applied_index")
 		return err == nil && applied >= commit
-	})
+	}))
 }
 
 // raftGauge reads one unlabelled gauge from n's /v1/metrics, with a timeout
@@ -164,7 +165,7 @@ func TestADataDirKeepsItsRaftStore(t *testing.T) {
 	}
 	c := startCluster(t, 3, true, "")
 	for _, n := range c.Nodes {
-		waitFor(t, 20*time.Second, n.Name+" to open its raft log", func() bool { return strings.Contains(n.Log(), "raft log store") })
+		testkit.WaitFor(t, 20*time.Second, n.Name+" to open its raft log", testkit.Cond(func() bool { return strings.Contains(n.Log(), "raft log store") }))
 		if _, err := os.Stat(filepath.Join(n.Dir, "data", "raft", "raft.db")); err != nil {
 			t.Fatalf("%s on a new data_dir with raft_store unset has no bolt raft.db: %v", n.Name, err)
 		}
@@ -176,7 +177,7 @@ func TestADataDirKeepsItsRaftStore(t *testing.T) {
 		if _, err := apiClient(t, l).TransferLeadership(testCtx(t), leader.Name); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, leader.Name+" to lead", func() bool { return leaderOf(t, c) == leader })
+		testkit.WaitFor(t, 20*time.Second, leader.Name+" to lead", testkit.Cond(func() bool { return leaderOf(t, c) == leader }))
 	}
 	raftDir := filepath.Join(moved.Dir, "data", "raft")
 
@@ -191,17 +192,17 @@ func TestADataDirKeepsItsRaftStore(t *testing.T) {
 			t.Fatal(err)
 		}
 		if want == "" {
-			waitFor(t, 20*time.Second, fmt.Sprintf("%s with raft_store %q to be refused", moved.Name, store), func() bool {
+			testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("%s with raft_store %q to be refused", moved.Name, store), testkit.Cond(func() bool {
 				return !moved.Running()
-			})
+			}))
 			if strings.Count(moved.Log(), "server.raft_store is") == refused {
 				t.Fatalf("%s exited without saying why:\n%s", moved.Name, moved.Log())
 			}
 			return
 		}
-		waitFor(t, 20*time.Second, fmt.Sprintf("%s to open its raft log in %s", moved.Name, want), func() bool {
+		testkit.WaitFor(t, 20*time.Second, fmt.Sprintf("%s to open its raft log in %s", moved.Name, want), testkit.Cond(func() bool {
 			return strings.Count(moved.Log(), "store="+want) > opened
-		})
+		}))
 		if !moved.Running() {
 			t.Fatalf("%s exited:\n%s", moved.Name, moved.Log())
 		}
@@ -250,7 +251,7 @@ func TestADataDirKeepsItsRaftStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	restart("wal", "wal")
-	waitFor(t, 30*time.Second, moved.Name+" to be a voter again", func() bool {
+	testkit.WaitFor(t, 30*time.Second, moved.Name+" to be a voter again", testkit.Cond(func() bool {
 		peers, err := apiClient(t, leader).RaftPeers(testCtx(t))
 		if err != nil {
 			return false
@@ -261,7 +262,7 @@ func TestADataDirKeepsItsRaftStore(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}))
 	write("on-wal")
 	if _, err := os.Stat(boltFile); err == nil {
 		t.Errorf("%s still has a raft.db after its move", moved.Name)

@@ -17,6 +17,7 @@ import (
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // liveSession is a session created for a recovery test with what it was told.
@@ -61,9 +62,9 @@ func killPID(t *testing.T, pid int) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill %d: %v", pid, err)
 	}
-	waitFor(t, 10*time.Second, fmt.Sprintf("pid %d to die", pid), func() bool {
+	testkit.WaitFor(t, 10*time.Second, fmt.Sprintf("pid %d to die", pid), testkit.Cond(func() bool {
 		return syscall.Kill(pid, 0) != nil || isZombie(pid)
-	})
+	}))
 }
 
 func isZombie(pid int) bool {
@@ -86,19 +87,19 @@ func checkRecovered(t *testing.T, api *client.Client, sessions []liveSession, de
 	t.Helper()
 	for _, s := range sessions {
 		if s.id == deadNonResumable {
-			waitFor(t, 60*time.Second, "the non-resumable session to be ERROR", func() bool {
+			testkit.WaitFor(t, 60*time.Second, "the non-resumable session to be ERROR", testkit.Cond(func() bool {
 				st, err := api.SessionStatus(testCtx(t), s.id)
 				return err == nil && st.State == wire.SessionError && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonNotResumable
-			})
+			}))
 			if err := api.WriteFile(testCtx(t), s.id, "still-usable.txt", stringsReader("yes")); err != nil {
 				t.Fatalf("workspace of the non-resumable session: %v", err)
 			}
 			continue
 		}
-		waitFor(t, 60*time.Second, "session "+s.id+" to run again", func() bool {
+		testkit.WaitFor(t, 60*time.Second, "session "+s.id+" to run again", testkit.Cond(func() bool {
 			st, err := api.SessionStatus(testCtx(t), s.id)
 			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-		})
+		}))
 		want := "you asked me to remember: " + s.word
 		if got := promptAndWait(t, api, s.id, "recall"); got != want {
 			t.Fatalf("session %s (%s) after recovery: recall = %q, want %q", s.id, s.agent, got, want)
@@ -144,7 +145,7 @@ func TestRestartSingleNodeRecoversSessions(t *testing.T) {
 		lines = append(lines, fmt.Sprintf("paddock_recovery_last_sessions{outcome=%q} %d\n", outcome, want))
 	}
 	var metrics string
-	waitFor(t, 30*time.Second, "the recovery run in the metrics", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the recovery run in the metrics", testkit.Cond(func() bool {
 		metrics = metricsText(t, node)
 		for _, l := range lines {
 			if !strings.Contains(metrics, l) {
@@ -152,7 +153,7 @@ func TestRestartSingleNodeRecoversSessions(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}))
 	if strings.Contains(metrics, "paddock_recovery_last_duration_seconds 0\n") {
 		t.Error("the recovery run has no duration")
 	}
@@ -213,10 +214,10 @@ func TestLeaderKillRecoversSessionsOnNewLeader(t *testing.T) {
 	if err := os.WriteFile(goFile, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the detached shell printed", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "the detached shell printed", testkit.Cond(func() bool {
 		_, err := os.Stat(goFile)
 		return errors.Is(err, os.ErrNotExist)
-	})
+	}))
 	tc2, att2 := termAttach(t, newLeader, sessions[3].id, "shell", termproto.Hello{Epoch: att.Epoch, Offset: &pos})
 	if att2.Epoch != att.Epoch || att2.Replay != termproto.ReplayDelta {
 		t.Fatalf("reattach: epoch %s replay %s, want the same epoch and a delta", att2.Epoch, att2.Replay)
@@ -268,10 +269,10 @@ func TestRecoveryFailurePaths(t *testing.T) {
 		}
 		sawError = e.Type == wire.EventStateChanged && e.Data["to"] == string(wire.SessionError) && e.Data["reason"] == wire.ReasonAgentNotRunning
 	}
-	waitFor(t, 60*time.Second, "auto-resume of the session whose agentctl died", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "auto-resume of the session whose agentctl died", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), killed.id)
 		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-	})
+	}))
 	if got := promptAndWait(t, api, killed.id, "recall"); got != "you asked me to remember: "+killed.word {
 		t.Fatalf("after auto-resume: %q", got)
 	}
@@ -291,10 +292,10 @@ func TestRecoveryFailurePaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaderOf(t, c)
-	waitFor(t, 60*time.Second, "the session without workspace to be ERROR executor_lost", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the session without workspace to be ERROR executor_lost", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), gone.id)
 		return err == nil && st.State == wire.SessionError && st.ResumeReason != nil && *st.ResumeReason == wire.ReasonExecutorLost
-	})
+	}))
 	ex, err := api.Executor(testCtx(t), exs[0].ID)
 	if err != nil || ex.Status != wire.ExecutorError || ex.ErrorMessage == "" {
 		t.Fatalf("executor after losing its workspace: %+v %v", ex, err)
@@ -320,7 +321,7 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 		rs.leader.Kill()
 		next := leaderOf(t, c)
 		target := otherNode(c, rs.leader, next)
-		waitFor(t, 60*time.Second, "leadership to move to "+target.Name, func() bool {
+		testkit.WaitFor(t, 60*time.Second, "leadership to move to "+target.Name, testkit.Cond(func() bool {
 			if leads, _ := target.Leads(); leads {
 				return true
 			}
@@ -329,7 +330,7 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 			}
 			leads, _ := target.Leads()
 			return leads
-		})
+		}))
 		rs.waitRecoveredOn(t, leaderOf(t, c))
 	})
 
@@ -349,7 +350,7 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 
 		// Move leadership to a follower, which starts recovering.
 		recovering := otherNode(c, rs.leader)
-		waitFor(t, 60*time.Second, "leadership to move to "+recovering.Name, func() bool {
+		testkit.WaitFor(t, 60*time.Second, "leadership to move to "+recovering.Name, testkit.Cond(func() bool {
 			if leads, _ := recovering.Leads(); leads {
 				return true
 			}
@@ -358,7 +359,7 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 			}
 			leads, _ := recovering.Leads()
 			return leads
-		})
+		}))
 		// Wait until the leader has recovered every session it can and a
 		// follower has caught up with it, so that the transfer below finds
 		// its target up to date and stays pending until the target's answer
@@ -368,7 +369,7 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 		var target *harness.Node
 		for target == nil {
 			var lastCommit uint64
-			waitFor(t, 60*time.Second, "the sessions not held up to be recovered and a follower to catch up", func() bool {
+			testkit.WaitFor(t, 60*time.Second, "the sessions not held up to be recovered and a follower to catch up", testkit.Cond(func() bool {
 				l, err := c.Leader(time.Second)
 				if err != nil {
 					return false
@@ -403,7 +404,7 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 					return true
 				}
 				return false
-			})
+			}))
 			// The target is paused: it cannot take over, so the transfer fails.
 			if err := target.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
@@ -428,7 +429,7 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 		// loaded machine can still elect the other running node on its own;
 		// that node must then recover every session just the same.)
 		final := recovering
-		waitFor(t, 60*time.Second, "a running node to lead", func() bool {
+		testkit.WaitFor(t, 60*time.Second, "a running node to lead", testkit.Cond(func() bool {
 			for _, n := range []*harness.Node{recovering, otherNode(c, recovering, target)} {
 				if leads, _ := n.Leads(); leads {
 					final = n
@@ -436,7 +437,7 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 				}
 			}
 			return false
-		})
+		}))
 		if final != recovering {
 			t.Logf("%s was elected on its own after the failed transfer (machine load)", final.Name)
 		}
@@ -444,10 +445,10 @@ func TestLeadershipLostDuringRecovery(t *testing.T) {
 		recovering = final
 		// The run is over with nothing failed or left pending.
 		var metrics string
-		waitFor(t, 60*time.Second, "the recovery run in the metrics", func() bool {
+		testkit.WaitFor(t, 60*time.Second, "the recovery run in the metrics", testkit.Cond(func() bool {
 			metrics = metricsText(t, recovering)
 			return strings.Contains(metrics, fmt.Sprintf("paddock_recovery_last_sessions{outcome=\"continued\"} %d\n", len(rs.ids)))
-		})
+		}))
 		for _, want := range []string{"paddock_recovery_last_failed_sessions 0\n", "paddock_recovery_last_pending_sessions 0\n"} {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("metrics lack %q", strings.TrimSpace(want))
@@ -511,7 +512,7 @@ func (rs *recoverySessions) waitRecoveredOn(t *testing.T, leader *harness.Node) 
 	t.Helper()
 	api := apiClient(t, leader)
 	for _, id := range rs.ids {
-		waitFor(t, 60*time.Second, "session "+id+" to be recovered by "+leader.Name, func() bool {
+		testkit.WaitFor(t, 60*time.Second, "session "+id+" to be recovered by "+leader.Name, testkit.Cond(func() bool {
 			st, err := api.SessionStatus(testCtx(t), id)
 			if err != nil || !st.IsAgentRunning || st.State != wire.SessionWaitingForInput {
 				return false
@@ -520,7 +521,7 @@ func (rs *recoverySessions) waitRecoveredOn(t *testing.T, leader *harness.Node) 
 			// node that launched it, whichever node leads.
 			exs, err := api.Executors(testCtx(t), id)
 			return err == nil && len(exs) == 1 && exs[0].Node == rs.before[id].Node
-		})
+		}))
 		exs, err := api.Executors(testCtx(t), id)
 		if err != nil || len(exs) != 1 {
 			t.Fatalf("executors of %s after recovery: %v %v", id, exs, err)

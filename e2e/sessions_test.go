@@ -13,6 +13,7 @@ import (
 
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // standaloneConfig is HCL for the standalone runtime and the demo agents,
@@ -54,14 +55,14 @@ agent "demo-slow" {
 func waitState(t *testing.T, c *client.Client, id string, want wire.SessionState) wire.Session {
 	t.Helper()
 	var s *wire.Session
-	waitFor(t, 60*time.Second, fmt.Sprintf("session %s to be %s", id, want), func() bool {
+	testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("session %s to be %s", id, want), testkit.Cond(func() bool {
 		var err error
 		s, err = c.GetSession(testCtx(t), id)
 		if err == nil && s.State == wire.SessionError && want != wire.SessionError {
 			t.Fatalf("session %s is ERROR: %s", id, s.ErrorMessage)
 		}
 		return err == nil && s.State == want
-	})
+	}))
 	return *s
 }
 
@@ -87,14 +88,14 @@ func promptAndWait(t *testing.T, c *client.Client, id, text string) string {
 		t.Fatalf("prompt %q: %v", text, err)
 	}
 	var reply string
-	waitFor(t, 60*time.Second, "the reply to "+text, func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the reply to "+text, testkit.Cond(func() bool {
 		s, err := c.GetSession(testCtx(t), id)
 		if err != nil || s.State != wire.SessionWaitingForInput {
 			return false
 		}
 		reply = lastAgentText(t, c, id)
 		return reply != ""
-	})
+	}))
 	return reply
 }
 

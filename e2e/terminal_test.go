@@ -18,6 +18,7 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 const (
@@ -45,10 +46,10 @@ func termClusterOn(t *testing.T, base, agent string, extra ...string) (*harness.
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the node to lead", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the node to lead", testkit.Cond(func() bool {
 		h, err := api.Health(testCtx(t))
 		return err == nil && h.Leader
-	})
+	}))
 	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "terminals"})
 	if err != nil {
 		t.Fatal(err)
@@ -243,7 +244,7 @@ func TestAttachCommandPipeMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("MARK%d", n+1)
-	waitFor(t, 15*time.Second, "marker on stdout", func() bool { return strings.Contains(stdout.String(), want) })
+	testkit.WaitFor(t, 15*time.Second, "marker on stdout", testkit.Cond(func() bool { return strings.Contains(stdout.String(), want) }))
 	if _, err := stdin.Write([]byte{0x1d}); err != nil { // ctrl-]
 		t.Fatal(err)
 	}
@@ -324,10 +325,10 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 	}
 	waitState(t, api, s.ID, wire.SessionWaitingForInput)
 	for _, n := range c.Nodes {
-		waitFor(t, 10*time.Second, n.Name+" to hold the session", func() bool {
+		testkit.WaitFor(t, 10*time.Second, n.Name+" to hold the session", testkit.Cond(func() bool {
 			_, err := apiClient(t, n).GetSession(testCtx(t), s.ID, client.Stale())
 			return err == nil
-		})
+		}))
 	}
 
 	// Every server dies; one comes back alone: it cannot learn what is
@@ -339,10 +340,10 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 	if err := back.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, back.Name+" to serve its API again", func() bool {
+	testkit.WaitFor(t, 20*time.Second, back.Name+" to serve its API again", testkit.Cond(func() bool {
 		_, err := apiClient(t, back).Health(testCtx(t))
 		return err == nil
-	})
+	}))
 	_, resp, err := termDial(t, termURL(back, s.ID, "main"), nil, termproto.Hello{})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("terminal on a node that cannot catch up: %v (%v), want 503", err, resp)
@@ -353,7 +354,7 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 	if err := other.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, back.Name+" to relay the terminal", func() bool {
+	testkit.WaitFor(t, 30*time.Second, back.Name+" to relay the terminal", testkit.Cond(func() bool {
 		tc, resp, err := termDial(t, termURL(back, s.ID, "main"), nil, termproto.Hello{})
 		if resp != nil && resp.StatusCode == http.StatusNotFound {
 			t.Fatalf("%s answered 404 for session %s that the cluster holds", back.Name, s.ID)
@@ -364,5 +365,5 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 		defer tc.Close()
 		tc.WaitMsg("attached")
 		return true
-	})
+	}))
 }

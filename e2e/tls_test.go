@@ -19,6 +19,7 @@ import (
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
 	"github.com/paddockhq/paddock/shared/term/termtest"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 const tlsToken = "e2e-tls-token"
@@ -107,10 +108,10 @@ func TestTLSClusterMadeWithPaddockTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "every node registered", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "every node registered", testkit.Cond(func() bool {
 		ns, err := api.Nodes(testCtx(t))
 		return err == nil && len(ns) == 3
-	})
+	}))
 
 	// A session on the follower, made and prompted with the CLI through the
 	// leader (runtime calls cross to the follower over TLS).
@@ -168,7 +169,7 @@ func TestTLSClusterMadeWithPaddockTLS(t *testing.T) {
 	// A node whose certificate comes from another CA cannot join: the
 	// leader cannot verify it, and it cannot verify the cluster.
 	ip := "127.0.0.1"
-	pair, err := harness.FreePorts(ip, 2)
+	pair, err := testkit.FreePorts(ip, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,10 +207,11 @@ tls {
 	}
 	refusedBefore := refusedHandshakes(c)
 	n4 := startNode(t, "node4", n4dir, cfgPath, fmt.Sprintf("%s:%d", ip, httpPort))
-	// node4's retry_join probes reach the cluster and fail their handshakes.
-	waitFor(t, 30*time.Second, "node4's join attempts to fail their handshakes", func() bool {
-		return refusedHandshakes(c) > refusedBefore
-	})
+	testkit.
+		// node4's retry_join probes reach the cluster and fail their handshakes.
+		WaitFor(t, 30*time.Second, "node4's join attempts to fail their handshakes", testkit.Cond(func() bool {
+			return refusedHandshakes(c) > refusedBefore
+		}))
 	if code, _, errOut := tlsCLI(t, leader.URL(), dir).run("operator", "raft", "add-peer", n4.HTTP); code == 0 {
 		t.Fatalf("add-peer of another CA's node succeeded: %s", errOut)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // TestUIAgentWork is the agent's work as a person supervises it in the web
@@ -105,11 +106,11 @@ func TestUIAgentWork(t *testing.T) {
 	// Allow once: the command runs, the tool call completes, the agent's
 	// last line names the option, and every badge goes.
 	p.click("button", "Allow once")
-	waitFor(t, 60*time.Second, "the run tool call to complete", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the run tool call to complete", testkit.Cond(func() bool {
 		var status string
 		p.run("read the tool call", chromedp.Evaluate(`document.querySelector('[data-tool-call="work-1-run"]')?.dataset.status ?? ""`, &status))
 		return status == "completed"
-	})
+	}))
 	p.waitText(`[data-tool-call="work-1-run"] .tool-status`, "completed")
 	waitLastAgent(p, "command allowed (allow_once)")
 	p.waitText(`[data-tool-call="work-1-run"] .perm-note`, "Permission answered: Allow once (allow_once) by user")
@@ -117,9 +118,9 @@ func TestUIAgentWork(t *testing.T) {
 	if n := len(p.query("button", "Allow once")); n != 0 {
 		t.Fatal("the answered request still offers Allow once")
 	}
-	waitFor(t, 30*time.Second, "the task list's badge to go", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the task list's badge to go", testkit.Cond(func() bool {
 		return !strings.Contains(second.text(fmt.Sprintf(`li[data-task=%q]`, s.TaskID)), "Needs approval")
-	})
+	}))
 	var title string
 	p.run("read the title", chromedp.Evaluate(`document.title`, &title))
 	if title != "Paddock" {
@@ -158,31 +159,31 @@ func TestUIAgentWork(t *testing.T) {
 
 	// The Mode select switches the agent's mode.
 	p.choose("Mode", "plan")
-	waitFor(t, 30*time.Second, "the agent's mode to be plan", func() bool {
+	testkit.WaitFor(t, 30*time.Second, "the agent's mode to be plan", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.ID)
 		return err == nil && st.Modes != nil && st.Modes.CurrentModeID == "plan"
-	})
+	}))
 }
 
 // waitLastAgent waits until the transcript's last agent message holds want.
 func waitLastAgent(p page, want string) {
 	p.t.Helper()
 	var got string
-	waitFor(p.t, 60*time.Second, fmt.Sprintf("an agent message with %q", want), func() bool {
+	testkit.WaitFor(p.t, 60*time.Second, fmt.Sprintf("an agent message with %q", want), testkit.Cond(func() bool {
 		p.run("read the last agent message", chromedp.Evaluate(`[...document.querySelectorAll("ol.messages li.msg.agent")].pop()?.textContent ?? ""`, &got))
 		return strings.Contains(got, want)
-	})
+	}))
 }
 
 // waitVisible waits until the element sel is shown (or hidden).
 func waitVisible(p page, sel string, shown bool) {
 	p.t.Helper()
 	js := fmt.Sprintf(`(() => { const el = document.querySelector(%q); return !!el && !el.hidden && el.getClientRects().length > 0; })()`, sel)
-	waitFor(p.t, 60*time.Second, fmt.Sprintf("%s to be shown=%v", sel, shown), func() bool {
+	testkit.WaitFor(p.t, 60*time.Second, fmt.Sprintf("%s to be shown=%v", sel, shown), testkit.Cond(func() bool {
 		var ok bool
 		p.run("look at "+sel, chromedp.Evaluate(js, &ok))
 		return ok == shown
-	})
+	}))
 }
 
 // backgroundTitle waits for the tab ctx, which another tab has put in the
@@ -192,12 +193,12 @@ func backgroundTitle(t *testing.T, ctx context.Context, want string) {
 	t.Helper()
 	var hidden bool
 	var title string
-	waitFor(t, 30*time.Second, fmt.Sprintf("the background tab's title %q", want), func() bool {
+	testkit.WaitFor(t, 30*time.Second, fmt.Sprintf("the background tab's title %q", want), testkit.Cond(func() bool {
 		c, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if err := chromedp.Run(c, chromedp.Evaluate(`document.hidden`, &hidden), chromedp.Evaluate(`document.title`, &title)); err != nil {
 			t.Fatalf("read the background tab: %v", err)
 		}
 		return hidden && title == want
-	})
+	}))
 }

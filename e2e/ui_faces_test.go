@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	wire "github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // statusPatch makes every page of the tab read session statuses with the
@@ -81,9 +82,9 @@ func TestWebUIFaces(t *testing.T) {
 		p.choose("Runtime", "standalone")
 		p.click("button", "New session")
 		p.find("region", "Terminal")
-		waitFor(t, 15*time.Second, "the shell's prompt without a key pressed", func() bool {
+		testkit.WaitFor(t, 15*time.Second, "the shell's prompt without a key pressed", testkit.Cond(func() bool {
 			return strings.TrimSpace(p.text(`[aria-label="Terminal"] .xterm-rows`)) != ""
-		})
+		}))
 		if n := p.text(`[aria-label="Terminal"] .term-notice`); n != "" {
 			t.Fatalf("the terminal's notice is %q once its prompt is shown, want none", n)
 		}
@@ -143,7 +144,7 @@ func TestWebUIFaces(t *testing.T) {
 		p.click("button", "Send")
 		waitState(t, api, s.ID, wire.SessionRunning)
 		if !disabled(p, "form.prompt button[type=submit]") {
-			waitFor(t, 10*time.Second, "Send to be disabled while the turn runs", func() bool { return disabled(p, "form.prompt button[type=submit]") })
+			testkit.WaitFor(t, 10*time.Second, "Send to be disabled while the turn runs", testkit.Cond(func() bool { return disabled(p, "form.prompt button[type=submit]") }))
 		}
 		p.click("button", "Cancel turn")
 		waitState(t, api, s.ID, wire.SessionWaitingForInput)
@@ -200,9 +201,9 @@ func TestWebUIFaces(t *testing.T) {
 		}
 		p.find("button", "New session")
 		p.waitText("dl.status", "Stopped")
-		waitFor(t, 10*time.Second, "Send and Cancel turn to be disabled", func() bool {
+		testkit.WaitFor(t, 10*time.Second, "Send and Cancel turn to be disabled", testkit.Cond(func() bool {
 			return disabled(p, "form.prompt button[type=submit]") && disabled(p, "form.prompt .row button[type=button]")
-		})
+		}))
 		if why := attr(p, "form.prompt button[type=submit]", "title"); why == "" {
 			t.Fatal("Send is disabled without a reason in its title")
 		}
@@ -280,13 +281,13 @@ func TestWebUIFaces(t *testing.T) {
 
 		// Delete session (confirmed): the page goes to its task.
 		p.click("button", "Delete session")
-		waitFor(t, 30*time.Second, "the task's page after deleting the session", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the task's page after deleting the session", testkit.Cond(func() bool {
 			return strings.HasSuffix(p.location(), "/ui/tasks/"+s.TaskID)
-		})
-		waitFor(t, 30*time.Second, "the session to be deleted", func() bool {
+		}))
+		testkit.WaitFor(t, 30*time.Second, "the session to be deleted", testkit.Cond(func() bool {
 			ss, err := api.GetSession(testCtx(t), s.ID)
 			return err != nil || ss.State == wire.SessionCompleted
-		})
+		}))
 
 		// Close and reopen the task from its page.
 		p.click("button", "Close task")
@@ -297,29 +298,29 @@ func TestWebUIFaces(t *testing.T) {
 		}
 		p.click("button", "Reopen task")
 		p.find("button", "Close task")
-		waitFor(t, 30*time.Second, "the task to be reopened", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the task to be reopened", testkit.Cond(func() bool {
 			return !strings.Contains(p.text("h1"), "Done")
-		})
+		}))
 		if task, err := api.GetTask(testCtx(t), s.TaskID); err != nil || task.State == wire.TaskDone {
 			t.Fatalf("the reopened task: %+v %v", task, err)
 		}
 
 		// Delete the other session from the list.
 		p.click("button", "Delete session "+s2.ID[:8])
-		waitFor(t, 30*time.Second, "the listed session to be deleted", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the listed session to be deleted", testkit.Cond(func() bool {
 			ss, err := api.GetSession(testCtx(t), s2.ID)
 			return err != nil || ss.State == wire.SessionCompleted
-		})
+		}))
 
 		// Delete the task: the page goes to the task list, without it.
 		p.click("button", "Delete task")
-		waitFor(t, 30*time.Second, "the task list after deleting the task", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the task list after deleting the task", testkit.Cond(func() bool {
 			return strings.HasSuffix(p.location(), "/ui/")
-		})
-		waitFor(t, 30*time.Second, "the task to be gone", func() bool {
+		}))
+		testkit.WaitFor(t, 30*time.Second, "the task to be gone", testkit.Cond(func() bool {
 			_, err := api.GetTask(testCtx(t), s.TaskID)
 			return err != nil
-		})
+		}))
 		p.find("button", "Create task")
 		if strings.Contains(p.text("ul.tasks"), "to delete") {
 			t.Fatal("the deleted task is still listed")
@@ -347,7 +348,7 @@ func TestWebUIFaces(t *testing.T) {
 		}
 		node.Kill()
 		p.find("status", "Reconnecting…")
-		waitFor(t, 10*time.Second, "every header field to be marked stale", func() bool { all, _ := stale(); return all })
+		testkit.WaitFor(t, 10*time.Second, "every header field to be marked stale", testkit.Cond(func() bool { all, _ := stale(); return all }))
 		if busy := attr(p, "dl.status", "aria-busy"); busy != "true" {
 			t.Fatalf("the header's aria-busy is %q while reconnecting", busy)
 		}
@@ -356,6 +357,6 @@ func TestWebUIFaces(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.find("status", "Connected")
-		waitFor(t, 60*time.Second, "the header to be fresh again", func() bool { _, none := stale(); return none })
+		testkit.WaitFor(t, 60*time.Second, "the header to be fresh again", testkit.Cond(func() bool { _, none := stale(); return none }))
 	})
 }

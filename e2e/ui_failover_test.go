@@ -17,6 +17,7 @@ import (
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 // frontDoor is what a person's browser reaches a cluster through: one
@@ -133,10 +134,10 @@ func TestWebUIFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the session to be usable after the failover", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the session to be usable after the failover", testkit.Cond(func() bool {
 		st, err := napi.SessionStatus(testCtx(t), s.ID)
 		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-	})
+	}))
 	p.fill("textbox", "Prompt", "recall")
 	p.click("button", "Send")
 	p.waitText("ol.messages", "you asked me to remember: plums")

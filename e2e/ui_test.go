@@ -26,6 +26,7 @@ import (
 	wire "github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/client"
+	"github.com/paddockhq/paddock/shared/testkit"
 )
 
 const uiToken = "e2e-ui-token"
@@ -75,7 +76,7 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(func() {
 		cancel()
 		cancelAlloc()
-		waitFor(t, 10*time.Second, "the browser profile to be removed", func() bool { return os.RemoveAll(profile) == nil })
+		testkit.WaitFor(t, 10*time.Second, "the browser profile to be removed", testkit.Cond(func() bool { return os.RemoveAll(profile) == nil }))
 	})
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("start chromium: %v", err)
@@ -129,13 +130,13 @@ func (p page) query(role, name string) []*accessibility.Node {
 func (p page) find(role, name string) *accessibility.Node {
 	p.t.Helper()
 	var n *accessibility.Node
-	waitFor(p.t, 60*time.Second, fmt.Sprintf("a %s named %q", role, name), func() bool {
+	testkit.WaitFor(p.t, 60*time.Second, fmt.Sprintf("a %s named %q", role, name), testkit.Cond(func() bool {
 		if found := p.query(role, name); len(found) > 0 {
 			n = found[0]
 			return true
 		}
 		return false
-	})
+	}))
 	return n
 }
 
@@ -149,10 +150,10 @@ func (p page) click(role, name string) {
 	for attempt := 0; attempt < 5; attempt++ {
 		// As a person does, wait for a disabled control to be enabled.
 		var n *accessibility.Node
-		waitFor(p.t, 60*time.Second, fmt.Sprintf("the %s %q to be enabled", role, name), func() bool {
+		testkit.WaitFor(p.t, 60*time.Second, fmt.Sprintf("the %s %q to be enabled", role, name), testkit.Cond(func() bool {
 			n = p.find(role, name)
 			return !axDisabled(n)
-		})
+		}))
 		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 		err = chromedp.Run(ctx, cdppage.BringToFront(), chromedp.ActionFunc(func(ctx context.Context) error {
 			if err := dom.ScrollIntoViewIfNeeded().WithBackendNodeID(n.BackendDOMNodeID).Do(ctx); err != nil {
@@ -313,7 +314,7 @@ func (p page) termTypeIn(sel, line string) {
 	usable := fmt.Sprintf(`(() => { const el = document.querySelector(%q);
 		return !!el?.dataset.pid && el.dataset.connection === "attached" && !document.querySelector("section.workspace").inert; })()`, sel)
 	focused := fmt.Sprintf(`!!document.activeElement?.closest(%q)`, sel+" .term-screen")
-	waitFor(p.t, 60*time.Second, "the terminal to attach, be usable and take the focus", func() bool {
+	testkit.WaitFor(p.t, 60*time.Second, "the terminal to attach, be usable and take the focus", testkit.Cond(func() bool {
 		var ok bool
 		p.run("read the terminal's state", chromedp.Evaluate(usable, &ok))
 		if !ok {
@@ -324,7 +325,7 @@ func (p page) termTypeIn(sel, line string) {
 		p.run("focus the terminal", chromedp.MouseClickXY(box[0], box[1]))
 		p.run("read the focus", chromedp.Evaluate(focused, &ok))
 		return ok
-	})
+	}))
 	// Enter as a raw key press: a full key event also sends a character,
 	// which xterm.js would read as a second Enter.
 	enter := func(t input.KeyType) chromedp.Action {
@@ -340,13 +341,13 @@ func (p page) termPID(mark string) string {
 	p.waitText(".xterm-rows", mark+"-") // the typed line (a failure leaves a screenshot)
 	re := regexp.MustCompile(regexp.QuoteMeta(mark) + `-(\d+)`)
 	var pid string
-	waitFor(p.t, 60*time.Second, "the shell pid after "+mark, func() bool {
+	testkit.WaitFor(p.t, 60*time.Second, "the shell pid after "+mark, testkit.Cond(func() bool {
 		if m := re.FindStringSubmatch(p.text(".xterm-rows")); m != nil {
 			pid = m[1]
 			return true
 		}
 		return false
-	})
+	}))
 	return pid
 }
 
@@ -392,10 +393,10 @@ func uiNode(t *testing.T, n int, separateIPs bool) (*harness.Cluster, *client.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "a leader", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "a leader", testkit.Cond(func() bool {
 		st, err := api.Status(testCtx(t))
 		return err == nil && st.LeaderID != ""
-	})
+	}))
 	return c, api
 }
 
@@ -420,10 +421,10 @@ func (p page) open(url string) {
 	p.t.Helper()
 	p.run("open "+url, chromedp.Navigate(url))
 	var shown string
-	waitFor(p.t, 30*time.Second, "the page or the login form", func() bool {
+	testkit.WaitFor(p.t, 30*time.Second, "the page or the login form", testkit.Cond(func() bool {
 		p.run("look at the page", chromedp.Evaluate(`document.querySelector("#login-token") ? "login" : document.querySelector("#app h1") ? "page" : ""`, &shown))
 		return shown != ""
-	})
+	}))
 	if shown == "login" {
 		p.login()
 	}
@@ -605,12 +606,12 @@ func TestWebUI(t *testing.T) {
 			Inert    bool   `json:"inert"`
 		}
 		var seen []seenState
-		waitFor(t, 20*time.Second, "the spinner to go once the executor is ready", func() bool {
+		testkit.WaitFor(t, 20*time.Second, "the spinner to go once the executor is ready", testkit.Cond(func() bool {
 			var busy bool
 			p.run("read the workspace", chromedp.Evaluate(`window.seen`, &seen),
 				chromedp.Evaluate(`document.querySelector('section.workspace').inert || !!document.querySelector('[role=progressbar]')`, &busy))
 			return !busy
-		})
+		}))
 		sawStarting := false
 		for _, s := range seen {
 			if s.Executor == "starting" && (!s.Spinner || !s.Inert) {
@@ -667,10 +668,11 @@ func TestWebUI(t *testing.T) {
 			t.Fatalf("shell pid %s after Take back, want %s", got, pid)
 		}
 
-		first.click("button", "Reset terminal") // confirmed by acceptDialogs
-		waitFor(t, 30*time.Second, "a clean screen after the reset", func() bool {
-			return !strings.Contains(first.text(".xterm-rows"), "back-"+pid)
-		})
+		first.click("button", "Reset terminal")
+		testkit. // confirmed by acceptDialogs
+				WaitFor(t, 30*time.Second, "a clean screen after the reset", testkit.Cond(func() bool {
+				return !strings.Contains(first.text(".xterm-rows"), "back-"+pid)
+			}))
 		reset := first.termPID("reset")
 		if reset == pid {
 			t.Fatalf("shell pid %s after Reset terminal, want a new shell", reset)
@@ -702,17 +704,17 @@ func TestWebUI(t *testing.T) {
 		p.click("button", "New shell")
 		p.find("region", "Terminal shell-2")
 		var other string
-		waitFor(t, 30*time.Second, "the second shell's prompt", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the second shell's prompt", testkit.Cond(func() bool {
 			return strings.TrimSpace(p.text(`[aria-label="Terminal shell-2"] .xterm-rows`)) != ""
-		})
+		}))
 		p.termTypeIn(`[aria-label="Terminal shell-2"]`, "echo second-$$")
-		waitFor(t, 30*time.Second, "the second shell's pid", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the second shell's pid", testkit.Cond(func() bool {
 			m := regexp.MustCompile(`second-(\d+)`).FindStringSubmatch(p.text(`[aria-label="Terminal shell-2"] .xterm-rows`))
 			if m != nil {
 				other = m[1]
 			}
 			return m != nil
-		})
+		}))
 		if other == shell {
 			t.Fatalf("New shell opened the same shell (pid %s)", shell)
 		}
@@ -763,9 +765,9 @@ func TestWebUI(t *testing.T) {
 		}
 		p.screenshot("not-resumable.png")
 		p.click("button", "New session")
-		waitFor(t, 30*time.Second, "the new session's page", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the new session's page", testkit.Cond(func() bool {
 			return !strings.HasSuffix(p.location(), s.ID)
-		})
+		}))
 		p.find("region", "Terminal")
 		ns, err := api.GetSession(testCtx(t), p.sessionOnPage())
 		if err != nil || ns.Agent != "demo-noresume" || ns.TaskID != s.TaskID {
@@ -797,12 +799,13 @@ func TestWebUI(t *testing.T) {
 		if _, err := api.Stop(testCtx(t), s.ID); err != nil {
 			t.Fatal(err)
 		}
-		// A new agent execution: the page resumed the session.
-		waitFor(t, 60*time.Second, "the page to resume the stopped session", func() bool {
-			st, err := api.SessionStatus(testCtx(t), s.ID)
-			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput &&
-				st.AgentExecutionID != nil && *st.AgentExecutionID != *before.AgentExecutionID
-		})
+		testkit.
+			// A new agent execution: the page resumed the session.
+			WaitFor(t, 60*time.Second, "the page to resume the stopped session", testkit.Cond(func() bool {
+				st, err := api.SessionStatus(testCtx(t), s.ID)
+				return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput &&
+					st.AgentExecutionID != nil && *st.AgentExecutionID != *before.AgentExecutionID
+			}))
 		p.fill("textbox", "Prompt", "recall")
 		p.click("button", "Send")
 		p.waitText("ol.messages", "you asked me to remember: figs")
@@ -824,24 +827,24 @@ func TestWebUI(t *testing.T) {
 			p.termType("echo " + mark + "-$(stty size | tr ' ' x)")
 			re := regexp.MustCompile(mark + `-(\d+)x(\d+)`)
 			p.waitText(".xterm-rows", mark+"-")
-			waitFor(t, 30*time.Second, "the tty size", func() bool {
+			testkit.WaitFor(t, 30*time.Second, "the tty size", testkit.Cond(func() bool {
 				m := re.FindStringSubmatch(p.text(".xterm-rows"))
 				if m != nil {
 					rows, _ = strconv.Atoi(m[1])
 					cols, _ = strconv.Atoi(m[2])
 				}
 				return m != nil
-			})
+			}))
 			return rows, cols
 		}
 		r1, c1 := size("big")
 		p.run("shrink the window", chromedp.EmulateViewport(1100, 650))
 		defer p.run("restore the window", chromedp.EmulateViewport(1400, 900))
 		var r2, c2 int
-		waitFor(t, 30*time.Second, "the tty to shrink with the panel", func() bool {
+		testkit.WaitFor(t, 30*time.Second, "the tty to shrink with the panel", testkit.Cond(func() bool {
 			r2, c2 = size(fmt.Sprintf("small%d", time.Now().UnixNano()%1000))
 			return r2 < r1 && c2 < c1
-		})
+		}))
 		t.Logf("tty %dx%d in the large window, %dx%d in the small one", r1, c1, r2, c2)
 	})
 
@@ -857,11 +860,11 @@ func TestWebUI(t *testing.T) {
 		failed := waitState(t, api, s.ID, wire.SessionError)
 		p.waitText("[role=alert]:not([hidden])", failed.ErrorMessage)
 		p.click("button", "Retry")
-		waitFor(t, 60*time.Second, "the session to run again", func() bool {
+		testkit.WaitFor(t, 60*time.Second, "the session to run again", testkit.Cond(func() bool {
 			st, err := api.SessionStatus(testCtx(t), s.ID)
 			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-		})
-		waitFor(t, 30*time.Second, "the error badge to go", func() bool { return p.text("[role=alert]:not([hidden])") == "" })
+		}))
+		testkit.WaitFor(t, 30*time.Second, "the error badge to go", testkit.Cond(func() bool { return p.text("[role=alert]:not([hidden])") == "" }))
 		p.find("region", "Terminal")
 		p.fill("textbox", "Prompt", "recall")
 		p.click("button", "Send")

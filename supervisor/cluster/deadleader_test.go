@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/bench/harness"
 	"github.com/paddockhq/paddock/shared/testkit"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
@@ -42,7 +41,7 @@ func TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout(t *testing.T) {
 
 func oneVoter(t *testing.T, edit func(*Config)) func() *Node {
 	t.Helper()
-	ports, err := harness.FreePorts("127.0.0.1", 1)
+	ports, err := testkit.FreePorts("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
