@@ -49,7 +49,6 @@ const (
 // while its acks come back.
 const MaxLiveChunk = 64 << 10
 
-
 // ResetSequence is sent as an out-of-band frame before a full replay: RIS, a full
 // terminal reset, so the replay does not mix with what the screen held.
 var ResetSequence = []byte("\x1bc")
