@@ -398,3 +398,13 @@ func TestPickerRowSaysNeedsApproval(t *testing.T) {
 	assertInOrder(t, screen(p), []string{"approve me", "needs approval", "s-asks-0005",
 		"Session s-asks-0005", "The agent waits for an answer to 1 permission request: select it to answer."})
 }
+
+// An empty scope says so and points at -all instead of opening an empty
+// full-screen picker (or, without a terminal, failing with exit 2).
+func TestResumeWithNothingHerePointsAtAll(t *testing.T) {
+	_, addr := startFake(t)
+	code, out, errOut := runCLI(addr, "resume")
+	if code != 0 || !strings.Contains(out, "No sessions of tasks in this directory") || !strings.Contains(out, `"paddock resume -all"`) {
+		t.Fatalf("resume in a directory without tasks: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

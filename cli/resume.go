@@ -87,6 +87,19 @@ func runResumePicker(e *env, o *resumeOpts, pos []string) error {
 	if err != nil {
 		return err
 	}
+	if len(rows) == 0 && !e.g.json {
+		// Nothing to pick: say so and where else to look, rather than open
+		// an empty full-screen picker.
+		switch {
+		case scope.all:
+			fmt.Fprintln(e.stdout, "No sessions to resume in this cluster.")
+		case scope.taskID != "":
+			fmt.Fprintf(e.stdout, "Task %s has no sessions to resume; \"paddock resume -all\" lists every task's.\n", shortID(scope.taskID))
+		default:
+			fmt.Fprintf(e.stdout, "No sessions of tasks in this directory (%s); \"paddock resume -all\" lists every task's.\n", strings.Join(scope.dirs, ", "))
+		}
+		return nil
+	}
 	if !xterm.IsTerminal(int(os.Stdin.Fd())) || !isTerminal(e.stdout) {
 		if err := printPickRows(e, rows); err != nil {
 			return err
