@@ -383,6 +383,9 @@ func TestClassify(t *testing.T) {
 			if tc.loadErr != nil && !strings.Contains(r.Failure, "boom") {
 				t.Errorf("failure %q does not carry the load error", r.Failure)
 			}
+			if m := tc.st; m != nil && m.ResumeMessage != nil && strings.Contains(r.Disabled, *m.ResumeMessage) && strings.Contains(r.Detail, *m.ResumeMessage) {
+				t.Errorf("the row says its reason twice: disabled %q, detail %q", r.Disabled, r.Detail)
+			}
 		})
 	}
 }

@@ -394,6 +394,10 @@ func classify(s api.Session, title string, st *api.Status, agents map[string]api
 	case !st.IsAgentRunning && !st.IsResumable:
 		r.Disabled = "not resumable: " + orDefault(msg, orDefault(reason, "the server refuses to resume it"))
 	}
+	if msg != "" && strings.Contains(r.Disabled, msg) {
+		// Said once: the reason the row cannot be selected carries it.
+		r.Detail = strings.TrimSuffix(strings.TrimSuffix(r.Detail, msg), " — ")
+	}
 	return r
 }
 
