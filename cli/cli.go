@@ -37,6 +37,7 @@ type globals struct {
 	address string
 	token   string
 	json    bool
+	tmpl    string // -t: a Go template for a read's JSON answer
 	stale   bool
 	tls     client.TLSOptions
 }
@@ -226,6 +227,7 @@ func registerGlobals(fs *flag.FlagSet, g *globals) {
 	fs.StringVar(&g.address, "address", g.address, "supervisor HTTP address (env "+EnvAddress+")")
 	fs.StringVar(&g.token, "token", g.token, "ACL token (env "+EnvToken+")")
 	fs.BoolVar(&g.json, "json", g.json, "print the server's JSON")
+	fs.StringVar(&g.tmpl, "t", g.tmpl, "format the JSON answer with a Go template, e.g. -t '{{.state}}' (implies -json)")
 	fs.BoolVar(&g.stale, "stale", g.stale, "read the local node's state instead of the leader's")
 	fs.StringVar(&g.tls.CACert, "ca-cert", g.tls.CACert, "CA certificate that verifies an https server (env "+EnvCACert+")")
 	fs.StringVar(&g.tls.ClientCert, "client-cert", g.tls.ClientCert, "client certificate for a server with tls.verify_incoming (env "+EnvClientCert+")")
@@ -246,6 +248,13 @@ func (e *env) runCommand(cmd *command, args []string) int {
 			return 0
 		}
 		return e.fail(&usageError{msg: err.Error(), usage: cmd.usage()})
+	}
+	if e.g.tmpl != "" {
+		tw, err := newTemplateWriter(e.g.tmpl, e.stdout)
+		if err != nil {
+			return e.fail(&usageError{msg: err.Error(), usage: cmd.usage()})
+		}
+		e.g.json, e.stdout = true, tw
 	}
 	err = run(e, pos)
 	if cmd.id != "" && len(pos) > 0 && len(pos[0]) >= minPrefix && client.IsCode(err, "not_found") {

@@ -500,3 +500,20 @@ func FuzzParseInterspersed(f *testing.F) {
 		}
 	})
 }
+
+// -t formats a read's JSON answer with a Go template, as Nomad's -t does;
+// a template that does not parse is a usage error.
+func TestTemplateOutput(t *testing.T) {
+	_, addr := startFake(t)
+	code, out, errOut := runCLI(addr, "session", "status", "s1", "-t", "{{.state}} {{.is_resumable}}")
+	if code != 0 || out != "RUNNING true\n" {
+		t.Fatalf("-t on session status: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, _ = runCLI(addr, "task", "list", "-t", "{{range .tasks}}{{.id}} {{end}}")
+	if code != 0 || strings.TrimSpace(out) != "t1 t2" {
+		t.Fatalf("-t on task list: exit %d, stdout %q", code, out)
+	}
+	if code, _, errOut := runCLI(addr, "task", "list", "-t", "{{.tasks"); code == 0 || !strings.Contains(errOut, "-t:") {
+		t.Fatalf("a broken template: exit %d, stderr %q", code, errOut)
+	}
+}

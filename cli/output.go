@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -82,4 +83,41 @@ func strOr[T ~string](p *T, def string) string {
 		return def
 	}
 	return string(*p)
+}
+
+// templateWriter formats each JSON document written to it with a Go
+// template (-t, as Nomad's -t): the document decoded into maps and slices,
+// keys as the API names them ({{.state}}, {{range .sessions}}{{.id}}
+// {{end}}). Anything that is not JSON is written as it is.
+type templateWriter struct {
+	t   *template.Template
+	out io.Writer
+}
+
+func newTemplateWriter(text string, out io.Writer) (*templateWriter, error) {
+	t, err := template.New("-t").Option("missingkey=zero").Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("-t: %w", err)
+	}
+	return &templateWriter{t: t, out: out}, nil
+}
+
+func (w *templateWriter) Write(p []byte) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return w.out.Write(p)
+	}
+	var buf bytes.Buffer
+	if err := w.t.Execute(&buf, doc); err != nil {
+		return 0, fmt.Errorf("-t: %w", err)
+	}
+	if buf.Len() > 0 && buf.Bytes()[buf.Len()-1] != '\n' {
+		buf.WriteByte('\n')
+	}
+	if _, err := w.out.Write(buf.Bytes()); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
