@@ -11,7 +11,8 @@ import (
 	"github.com/paddockhq/paddock/bench/chaos"
 )
 
-// TestChaosNoDoubleOwners injects at least 50 faults into a three-node
+// TestChaosNoDoubleOwners injects at least 50 faults, once per raft store
+// (server.raft_store = bolt, then wal), into a three-node
 // cluster running three sessions: leader faults (kill -9 the leader,
 // SIGSTOP/SIGCONT it, cut it off with network namespaces), at least 15 of
 // them, one at a time, while a second injector kill -9s sessions' agentctls
@@ -34,34 +35,40 @@ func TestChaosNoDoubleOwners(t *testing.T) {
 	if os.Getenv("CI") != "" {
 		partitions = "on" // .ci/run installs iproute2 and runs as root
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	res, err := chaos.Run(ctx, chaos.Options{Bin: binDir, Dir: dir, Faults: faults, MinLeaderFaults: leaderFaults, Sessions: 3,
-		PromptsPerSession: 20, Partitions: partitions, MaxDuration: 2 * time.Minute, Logf: t.Logf})
-	t.Logf("chaos: %d faults %v in %.0fs, %d operations checked (%d executions, %d lease changes, %d/%d prompts answered, %d/%d sessions answered the final recall, %d sessions added), %d violations, partitions=%v, seed %d, %s",
-		res.Faults, res.ByKind, res.FaultSeconds, res.Operations, res.Executions, res.Grants, res.PromptsAnswered, res.PromptsSent, res.Recalls, res.Sessions,
-		res.SessionsAdded, res.Violations, res.Partitions, res.Seed, res.Took.Round(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range res.Details {
-		t.Errorf("violation: %s", d)
-	}
-	if res.Faults < faults {
-		t.Errorf("only %d of %d faults were injected in the time bound", res.Faults, faults)
-	}
-	if n := res.Faults - res.ByKind[chaos.KillAgentctl]; n < leaderFaults {
-		t.Errorf("only %d of %d leader faults were injected in the time bound", n, leaderFaults)
-	}
-	if res.Executions < res.ByKind[chaos.KillAgentctl] {
-		t.Errorf("%d executions recorded for %d agentctl kills: the journal misses executions", res.Executions, res.ByKind[chaos.KillAgentctl])
-	}
-	if res.PromptsAnswered == 0 {
-		t.Errorf("no prompt was answered during the run (%d sent)", res.PromptsSent)
-	}
-	if res.Violations > 0 {
-		keepLogs(t, dir)
+	// Both raft stores (server.raft_store): bolt, the default, and the WAL.
+	for _, store := range []string{"bolt", "wal"} {
+		t.Run(store, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+			defer cancel()
+			dir := t.TempDir()
+			res, err := chaos.Run(ctx, chaos.Options{Bin: binDir, Dir: dir, Faults: faults, MinLeaderFaults: leaderFaults, Sessions: 3,
+				PromptsPerSession: 20, Partitions: partitions, MaxDuration: 2 * time.Minute, RaftStore: store, Logf: t.Logf})
+			t.Logf("chaos: %d faults %v in %.0fs, %d operations checked (%d executions, %d lease changes, %d/%d prompts answered, %d/%d sessions answered the final recall, %d sessions added), %d violations, partitions=%v, seed %d, %s",
+				res.Faults, res.ByKind, res.FaultSeconds, res.Operations, res.Executions, res.Grants, res.PromptsAnswered, res.PromptsSent, res.Recalls, res.Sessions,
+				res.SessionsAdded, res.Violations, res.Partitions, res.Seed, res.Took.Round(time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range res.Details {
+				t.Errorf("violation: %s", d)
+			}
+			if res.Faults < faults {
+				t.Errorf("only %d of %d faults were injected in the time bound", res.Faults, faults)
+			}
+			if n := res.Faults - res.ByKind[chaos.KillAgentctl]; n < leaderFaults {
+				t.Errorf("only %d of %d leader faults were injected in the time bound", n, leaderFaults)
+			}
+			if res.Executions < res.ByKind[chaos.KillAgentctl] {
+				t.Errorf("%d executions recorded for %d agentctl kills: the journal misses executions", res.Executions, res.ByKind[chaos.KillAgentctl])
+			}
+			if res.PromptsAnswered == 0 {
+				t.Errorf("no prompt was answered during the run (%d sent)", res.PromptsSent)
+			}
+			if res.Violations > 0 {
+				keepLogs(t, dir)
+			}
+
+		})
 	}
 }
 
