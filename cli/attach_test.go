@@ -263,13 +263,12 @@ func TestAttachResetKeyReconnectAndDetach(t *testing.T) {
 	ra.marker(t)
 	proxy.drop()
 	testkit.WaitFor(t, 10*time.Second, "the reconnected line", testkit.Cond(func() bool { return strings.Contains(ra.errOut.String(), "[paddock] reconnected") }))
-	testkit.
-		// The shell runs its trap once it reads a line.
-		WaitFor(t, 10*time.Second, "the redraw", testkit.Cond(func() bool {
-			ra.typeText(t, "\n")
-			time.Sleep(20 * time.Millisecond)
-			return strings.Contains(ra.out.String(), "WINCHED")
-		}))
+	// The shell runs its trap once it reads a line.
+	testkit.WaitFor(t, 10*time.Second, "the redraw", testkit.Cond(func() bool {
+		ra.typeText(t, "\n")
+		time.Sleep(20 * time.Millisecond)
+		return strings.Contains(ra.out.String(), "WINCHED")
+	}))
 	if p := ra.pid(t); p != newPID {
 		t.Fatalf("the shell changed across the reconnect: %s, want %s", p, newPID)
 	}

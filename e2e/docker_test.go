@@ -689,12 +689,11 @@ func TestDockerEngineStoppedDuringSupervisorRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaderOf(t, c)
-	testkit.
-		// Recovery is retrying the runtime now; the engine comes back within
-		// its budget.
-		WaitFor(t, 30*time.Second, "the restarted node's recovery to start", testkit.Cond(func() bool {
-			return strings.Count(node.Log(), "recovery started") >= 2
-		}))
+	// Recovery is retrying the runtime now; the engine comes back within
+	// its budget.
+	testkit.WaitFor(t, 30*time.Second, "the restarted node's recovery to start", testkit.Cond(func() bool {
+		return strings.Count(node.Log(), "recovery started") >= 2
+	}))
 	engine.Start()
 	testkit.WaitFor(t, 90*time.Second, "session "+s.id+" to run again", testkit.Cond(func() bool {
 		st, err := api.SessionStatus(testCtx(t), s.id)

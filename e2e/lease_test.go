@@ -91,26 +91,25 @@ func TestConcurrentResumeOnTwoNodesOneWins(t *testing.T) {
 	pairs := [][2]*client.Client{{others[0], others[1]}, {others[1], api}, {api, others[0]}}
 	var lastToken uint64
 	for round, pair := range pairs {
-		testkit.
-			// A stop interrupted by a leader change (this machine is loaded)
-			// is recovered, not finished, by the next leader: stop again.
-			WaitFor(t, 90*time.Second, "the session to be STOPPED", testkit.Cond(func() bool {
-				s, err := api.GetSession(testCtx(t), sess.ID)
-				if err == nil && s.State == wire.SessionStopped {
+		// A stop interrupted by a leader change (this machine is loaded)
+		// is recovered, not finished, by the next leader: stop again.
+		testkit.WaitFor(t, 90*time.Second, "the session to be STOPPED", testkit.Cond(func() bool {
+			s, err := api.GetSession(testCtx(t), sess.ID)
+			if err == nil && s.State == wire.SessionStopped {
+				return true
+			}
+			if err == nil && s.State != wire.SessionStarting {
+				_, _ = api.Stop(testCtx(t), sess.ID)
+			}
+			deadline := time.Now().Add(15 * time.Second)
+			for time.Now().Before(deadline) {
+				if s, err := api.GetSession(testCtx(t), sess.ID); err == nil && s.State == wire.SessionStopped {
 					return true
 				}
-				if err == nil && s.State != wire.SessionStarting {
-					_, _ = api.Stop(testCtx(t), sess.ID)
-				}
-				deadline := time.Now().Add(15 * time.Second)
-				for time.Now().Before(deadline) {
-					if s, err := api.GetSession(testCtx(t), sess.ID); err == nil && s.State == wire.SessionStopped {
-						return true
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
-				return false
-			}))
+				time.Sleep(50 * time.Millisecond)
+			}
+			return false
+		}))
 		l, err := api.Lease(testCtx(t), sess.ID)
 		if err != nil || l.State != wire.LeaseReleased {
 			t.Fatalf("round %d: lease after stop: %+v %v", round, l, err)

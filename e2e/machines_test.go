@@ -240,19 +240,18 @@ func TestMachinesKeepSessionsThroughLeaderKillAndNodeLoss(t *testing.T) {
 	victim := followerOf(t, m.c, newLeader)
 	vi := m.index(victim)
 	lost := sessions[vi]
-	testkit.
-		// And one session there that is deleted, with force, while the
-		// machine is gone: its workspace goes when the machine is back. (The
-		// victim may be the server just restarted: it must answer first.)
-		WaitFor(t, 20*time.Second, victim.Name+" answering as an executor host", testkit.Cond(func() bool {
-			hs, _ := napi.Nodes(testCtx(t))
-			for _, h := range hs {
-				if h.Node == victim.Name && h.Available && h.Plugins["standalone"] {
-					return true
-				}
+	// And one session there that is deleted, with force, while the
+	// machine is gone: its workspace goes when the machine is back. (The
+	// victim may be the server just restarted: it must answer first.)
+	testkit.WaitFor(t, 20*time.Second, victim.Name+" answering as an executor host", testkit.Cond(func() bool {
+		hs, _ := napi.Nodes(testCtx(t))
+		for _, h := range hs {
+			if h.Node == victim.Name && h.Available && h.Plugins["standalone"] {
+				return true
 			}
-			return false
-		}))
+		}
+		return false
+	}))
 	doomed, err := napi.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone",
 		RuntimeOptions: map[string]string{"node": victim.Name}})
 	if err != nil {

@@ -266,12 +266,11 @@ func TestPartitionedLeaderLosesSessionToMajority(t *testing.T) {
 	if alive != 1 || demoAgentsIn(newEx.WorkspacePath) != 1 {
 		t.Fatalf("%d journaled and %d running agent executions after healing; want exactly 1", alive, demoAgentsIn(newEx.WorkspacePath))
 	}
-	testkit.
-		// The session may have moved leaders while healing; wait until it runs.
-		WaitFor(t, 60*time.Second, "the session to run after healing", testkit.Cond(func() bool {
-			st, err := fapi.SessionStatus(testCtx(t), s.id)
-			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
-		}))
+	// The session may have moved leaders while healing; wait until it runs.
+	testkit.WaitFor(t, 60*time.Second, "the session to run after healing", testkit.Cond(func() bool {
+		st, err := fapi.SessionStatus(testCtx(t), s.id)
+		return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput
+	}))
 	if got := promptAndWait(t, fapi, s.id, "recall"); got != "you asked me to remember: "+s.word {
 		t.Fatalf("after the partition: %q", got)
 	}

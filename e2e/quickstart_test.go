@@ -105,12 +105,11 @@ func quickStartServer(t *testing.T) (string, string) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", httpPort)
 	n := startNode(t, "quickstart", dir, "config.hcl", addr)
-	testkit.
-		// A newcomer runs the block once make run says the node is up.
-		WaitFor(t, 30*time.Second, "the node to lead", testkit.Cond(func() bool {
-			leads, err := n.Leads()
-			return err == nil && leads
-		}))
+	// A newcomer runs the block once make run says the node is up.
+	testkit.WaitFor(t, 30*time.Second, "the node to lead", testkit.Cond(func() bool {
+		leads, err := n.Leads()
+		return err == nil && leads
+	}))
 	return dir, addr
 }
 

@@ -207,11 +207,10 @@ tls {
 	}
 	refusedBefore := refusedHandshakes(c)
 	n4 := startNode(t, "node4", n4dir, cfgPath, fmt.Sprintf("%s:%d", ip, httpPort))
-	testkit.
-		// node4's retry_join probes reach the cluster and fail their handshakes.
-		WaitFor(t, 30*time.Second, "node4's join attempts to fail their handshakes", testkit.Cond(func() bool {
-			return refusedHandshakes(c) > refusedBefore
-		}))
+	// node4's retry_join probes reach the cluster and fail their handshakes.
+	testkit.WaitFor(t, 30*time.Second, "node4's join attempts to fail their handshakes", testkit.Cond(func() bool {
+		return refusedHandshakes(c) > refusedBefore
+	}))
 	if code, _, errOut := tlsCLI(t, leader.URL(), dir).run("operator", "raft", "add-peer", n4.HTTP); code == 0 {
 		t.Fatalf("add-peer of another CA's node succeeded: %s", errOut)
 	}

@@ -799,13 +799,12 @@ func TestWebUI(t *testing.T) {
 		if _, err := api.Stop(testCtx(t), s.ID); err != nil {
 			t.Fatal(err)
 		}
-		testkit.
-			// A new agent execution: the page resumed the session.
-			WaitFor(t, 60*time.Second, "the page to resume the stopped session", testkit.Cond(func() bool {
-				st, err := api.SessionStatus(testCtx(t), s.ID)
-				return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput &&
-					st.AgentExecutionID != nil && *st.AgentExecutionID != *before.AgentExecutionID
-			}))
+		// A new agent execution: the page resumed the session.
+		testkit.WaitFor(t, 60*time.Second, "the page to resume the stopped session", testkit.Cond(func() bool {
+			st, err := api.SessionStatus(testCtx(t), s.ID)
+			return err == nil && st.IsAgentRunning && st.State == wire.SessionWaitingForInput &&
+				st.AgentExecutionID != nil && *st.AgentExecutionID != *before.AgentExecutionID
+		}))
 		p.fill("textbox", "Prompt", "recall")
 		p.click("button", "Send")
 		p.waitText("ol.messages", "you asked me to remember: figs")

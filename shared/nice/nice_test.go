@@ -99,13 +99,12 @@ func TestLowerSetsTheChildsSessionAndGroup(t *testing.T) {
 	if _, childGroups, err := GroupOf(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	} else if childGroups {
-		testkit.
-			// The change may wait out the kernel's rate limit (without
-			// CAP_SYS_ADMIN).
-			WaitFor(t, 5*time.Second, "the child's scheduling group at its nice value", testkit.Cond(func() bool {
-				n, _, _ := GroupOf(cmd.Process.Pid)
-				return n == want
-			}))
+		// The change may wait out the kernel's rate limit (without
+		// CAP_SYS_ADMIN).
+		testkit.WaitFor(t, 5*time.Second, "the child's scheduling group at its nice value", testkit.Cond(func() bool {
+			n, _, _ := GroupOf(cmd.Process.Pid)
+			return n == want
+		}))
 	}
 	if groups {
 		if n, _, _ := GroupOf(os.Getpid()); n != ownGroup {
@@ -223,12 +222,11 @@ func TestRaiseHelper(t *testing.T) {
 		return false
 	}))
 	if group {
-		testkit.
-			// Past the kernel's rate limit the group follows within a second.
-			WaitFor(t, 5*time.Second, "the scheduling group at the nice value", testkit.Cond(func() bool {
-				g, _, _ := GroupOf(os.Getpid())
-				return g == n
-			}))
+		// Past the kernel's rate limit the group follows within a second.
+		testkit.WaitFor(t, 5*time.Second, "the scheduling group at the nice value", testkit.Cond(func() bool {
+			g, _, _ := GroupOf(os.Getpid())
+			return g == n
+		}))
 	}
 	for tid, nv := range threadNices(t) {
 		age := "new"

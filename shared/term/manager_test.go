@@ -258,9 +258,8 @@ func TestCreditFlowControl(t *testing.T) {
 	c.sendJSON(termproto.Ack{Offset: c.position()})
 	acked := c.position()
 	c.input("while :; do echo flooding-the-terminal-with-lines; done\r")
-	testkit.
-		// Without further acks the server stops at the window.
-		WaitFor(t, 10*time.Second, "window filled", testkit.Cond(func() bool { return c.position() >= acked+window-MaxChunk }))
+	// Without further acks the server stops at the window.
+	testkit.WaitFor(t, 10*time.Second, "window filled", testkit.Cond(func() bool { return c.position() >= acked+window-MaxChunk }))
 	pos := c.position()
 	time.Sleep(300 * time.Millisecond) // give an unbounded sender time to overrun
 	if got := c.position(); got > acked+window {

@@ -31,14 +31,12 @@ func TestOnlyVoterElectsItselfWithoutAHeartbeatTimeout(t *testing.T) {
 	if took := time.Since(began); took >= 1500*time.Millisecond {
 		t.Fatalf("the only voter led %s after its restart; a heartbeat timeout is 2 s", took)
 	}
-	testkit.WaitFor(t, 5*time.Second, "the configured timing to be restored", testkit.
-
-		// oneVoter returns a one-server config on a free loopback raft port (with
-		// cfg's timing and snapshot fields as edit sets them) and a start that
-		// opens and starts a node from it; each start reads the same data dir.
-		Cond(func() bool { return n.raft.ReloadableConfig().HeartbeatTimeout == 2*time.Second }))
+	testkit.WaitFor(t, 5*time.Second, "the configured timing to be restored", testkit.Cond(func() bool { return n.raft.ReloadableConfig().HeartbeatTimeout == 2*time.Second }))
 }
 
+// oneVoter returns a one-server config on a free loopback raft port (with
+// cfg's timing and snapshot fields as edit sets them) and a start that
+// opens and starts a node from it; each start reads the same data dir.
 func oneVoter(t *testing.T, edit func(*Config)) func() *Node {
 	t.Helper()
 	ports, err := testkit.FreePorts("127.0.0.1", 1)

@@ -130,16 +130,13 @@ func TestStallWatchDistrustsRoundsNearAStall(t *testing.T) {
 	if d := s.settle(time.Now()); d == 0 {
 		t.Fatal("a round right after a stall was trusted")
 	}
-	testkit.
-		// A round that began a threshold after the stall ended is trusted.
-		WaitFor(t, 5*time.Second, "rounds to be trusted again", testkit.
-
-			// TestConfirmReadOnASingleNode: a read round on a fresh leader whose log ends
-			// in entries the FSM never sees (the leader's no-op, the configuration)
-			// returns, and one after a write waits for that write.
-			Cond(func() bool { return s.settle(time.Now()) == 0 }))
+	// A round that began a threshold after the stall ended is trusted.
+	testkit.WaitFor(t, 5*time.Second, "rounds to be trusted again", testkit.Cond(func() bool { return s.settle(time.Now()) == 0 }))
 }
 
+// TestConfirmReadOnASingleNode: a read round on a fresh leader whose log ends
+// in entries the FSM never sees (the leader's no-op, the configuration)
+// returns, and one after a write waits for that write.
 func TestConfirmReadOnASingleNode(t *testing.T) {
 	store := state.NewStore()
 	n, err := New(Config{NodeID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:1",

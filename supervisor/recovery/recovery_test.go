@@ -194,13 +194,12 @@ func TestExpediteRecoversASessionAheadOfThePass(t *testing.T) {
 		defer close(done)
 		r.Run(context.Background())
 	}()
-	testkit.
-		// Both workers are held by the first two sessions; the last waits its
-		// turn behind three more unless it is expedited.
-		WaitFor(t, 10*time.Second, "the pass to be under way", testkit.Cond(func() bool {
-			r.Expedite(last)
-			return g.recovered(last)
-		}))
+	// Both workers are held by the first two sessions; the last waits its
+	// turn behind three more unless it is expedited.
+	testkit.WaitFor(t, 10*time.Second, "the pass to be under way", testkit.Cond(func() bool {
+		r.Expedite(last)
+		return g.recovered(last)
+	}))
 	if r.Last() != nil {
 		t.Fatal("the pass finished before its held sessions were released")
 	}

@@ -76,20 +76,19 @@ func TestAutopilotShowsAStoppedServerFailed(t *testing.T) {
 		return false
 	}))
 	t.Logf("%s showed unhealthy %s after it stopped", name, time.Since(stoppedAt).Round(time.Millisecond))
-	testkit.
-		// Failed, not forgotten: it stays a voter, and the others are healthy.
-		WaitFor(t, 15*time.Second, "the other servers healthy while "+name+" is listed unhealthy", testkit.Cond(func() bool {
-			h := c.peerHealth(leader)
-			if len(h) != 3 || h[name] == nil || *h[name] {
+	// Failed, not forgotten: it stays a voter, and the others are healthy.
+	testkit.WaitFor(t, 15*time.Second, "the other servers healthy while "+name+" is listed unhealthy", testkit.Cond(func() bool {
+		h := c.peerHealth(leader)
+		if len(h) != 3 || h[name] == nil || *h[name] {
+			return false
+		}
+		for id, ok := range h {
+			if id != name && (ok == nil || !*ok) {
 				return false
 			}
-			for id, ok := range h {
-				if id != name && (ok == nil || !*ok) {
-					return false
-				}
-			}
-			return true
-		}))
+		}
+		return true
+	}))
 }
 
 // TestAutopilotCleansUpADeadServer: with server.cleanup_dead_servers the

@@ -36,10 +36,9 @@ func TestLeaseShowsTheLiveExpiry(t *testing.T) {
 		first, err = cl.Lease(ctx(t), sess.ID)
 		return err == nil && first.State == api.LeaseHeld
 	}))
-	testkit.
-		// Wait until the claim's own expiry has passed: the lease has been
-		// renewed at least twice by then.
-		WaitFor(t, 10*time.Second, "the claim's expiry to pass", testkit.Cond(func() bool { return time.Now().After(first.ExpiresAt.Add(ttl / 2)) }))
+	// Wait until the claim's own expiry has passed: the lease has been
+	// renewed at least twice by then.
+	testkit.WaitFor(t, 10*time.Second, "the claim's expiry to pass", testkit.Cond(func() bool { return time.Now().After(first.ExpiresAt.Add(ttl / 2)) }))
 	now := time.Now()
 	l, err := cl.Lease(ctx(t), sess.ID)
 	if err != nil {

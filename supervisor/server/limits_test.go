@@ -88,13 +88,12 @@ func TestRequestRateLimit(t *testing.T) {
 			t.Fatalf("health check %d past the rate: %d", i, resp.StatusCode)
 		}
 	}
-	testkit.
-		// Nothing else is disturbed: the cluster still commits (the nodes' own
-		// calls are not counted), and the client is served again after a wait.
-		WaitFor(t, 5*time.Second, "the client's bucket to refill", testkit.Cond(func() bool {
-			st, _, _, _ := getStatus(t, lbase, "/v1/tasks")
-			return st == http.StatusOK
-		}))
+	// Nothing else is disturbed: the cluster still commits (the nodes' own
+	// calls are not counted), and the client is served again after a wait.
+	testkit.WaitFor(t, 5*time.Second, "the client's bucket to refill", testkit.Cond(func() bool {
+		st, _, _, _ := getStatus(t, lbase, "/v1/tasks")
+		return st == http.StatusOK
+	}))
 	if _, err := c.client(f).CreateTask(ctx(t), api.CreateTaskRequest{Title: "after the limit"}); err != nil {
 		t.Fatalf("a write through the follower after the limit: %v", err)
 	}

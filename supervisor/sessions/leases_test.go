@@ -86,12 +86,11 @@ func TestAFailedLeaseRenewalIsRetriedSoon(t *testing.T) {
 	if _, ok := m.LeaseExpiry(s.id); !ok {
 		t.Fatal("the leader does not track the renewed lease")
 	}
-	testkit.
-		// Once renewed, the lease keeps its interval: no renewal storm.
-		WaitFor(t, 3*renew, "the next regular renewal", testkit.Cond(func() bool {
-			_, passed := dropper.times()
-			return len(passed) > 1
-		}))
+	// Once renewed, the lease keeps its interval: no renewal storm.
+	testkit.WaitFor(t, 3*renew, "the next regular renewal", testkit.Cond(func() bool {
+		_, passed := dropper.times()
+		return len(passed) > 1
+	}))
 	_, passed = dropper.times()
 	if d := passed[1].Sub(passed[0]); d < renew*3/4 || d > w.cfg.Lease.TTL/4 {
 		t.Errorf("renewed again %s after a renewal that passed, want about the %s interval (TTL/5: a leader stall of up to ~0.6 TTL is survived)", d.Round(time.Millisecond), renew)
@@ -185,11 +184,10 @@ func streamingRenewals(t *testing.T, stripLease bool) {
 	if !stripLease && during > 1 {
 		t.Errorf("%d keeper renewals while the pump's polls renewed the lease, want at most 1", during)
 	}
-	testkit.
-		// Idle again: the keeper renews.
-		WaitFor(t, 5*renew, "the keeper to renew the idle session", testkit.Cond(func() bool {
-			return counter.between(ended, time.Now()) >= 2
-		}))
+	// Idle again: the keeper renews.
+	testkit.WaitFor(t, 5*renew, "the keeper to renew the idle session", testkit.Cond(func() bool {
+		return counter.between(ended, time.Now()) >= 2
+	}))
 	if _, ok := m.LeaseExpiry(s.id); !ok {
 		t.Fatal("the leader does not track the lease")
 	}

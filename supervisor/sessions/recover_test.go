@@ -517,12 +517,11 @@ func TestRecoverSaysWhyARunningTurnWasCut(t *testing.T) {
 		event string
 	}{
 		{name: "agentctl fenced the agent", event: agentctl.EventLeaseExpired, gone: func(w *world, s live) {
-			testkit.
-				// No leader renews the lease (1 s here): agentctl stops the agent itself.
-				WaitFor(w.t, 10*time.Second, "agentctl to fence its agent", testkit.Cond(func() bool {
-					a, err := s.client.AgentState(context.Background())
-					return err == nil && a.Status != agentctl.StatusWaitingForInput && a.Status != agentctl.StatusRunning
-				}))
+			// No leader renews the lease (1 s here): agentctl stops the agent itself.
+			testkit.WaitFor(w.t, 10*time.Second, "agentctl to fence its agent", testkit.Cond(func() bool {
+				a, err := s.client.AgentState(context.Background())
+				return err == nil && a.Status != agentctl.StatusWaitingForInput && a.Status != agentctl.StatusRunning
+			}))
 		}},
 		{name: "the agent stopped", event: agentctl.EventAgentStopped, gone: func(w *world, s live) {
 			if _, err := s.client.StopAgent(context.Background()); err != nil {
@@ -585,9 +584,8 @@ func TestPromptToASessionNotYetRecoveredAsksForItNext(t *testing.T) {
 		t.Fatalf("asked to expedite %q, want %q", id, s.id)
 	}
 	w.agentSaid(s.id, "apple")
-	testkit.
-		// A prompt to a live session asks for nothing.
-		WaitFor(t, 20*time.Second, "the turn to end", testkit.Cond(func() bool { return w.session(s.id).State == api.SessionWaitingForInput }))
+	// A prompt to a live session asks for nothing.
+	testkit.WaitFor(t, 20*time.Second, "the turn to end", testkit.Cond(func() bool { return w.session(s.id).State == api.SessionWaitingForInput }))
 	if err := m.Prompt(recoverCtx(t), s.id, "recall"); err != nil {
 		t.Fatal(err)
 	}

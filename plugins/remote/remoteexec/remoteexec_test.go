@@ -277,10 +277,9 @@ func makeUnreachable(t *testing.T, h *agentHost, pid int) {
 		t.Fatalf("SIGSTOP instance: %v", err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
-	testkit.
-		// SIGSTOP takes effect asynchronously: wait until the kernel reports
-		// every thread of the process stopped.
-		WaitFor(t, 10*time.Second, "the instance to be stopped", testkit.Cond(func() bool { return allStopped(pid) }))
+	// SIGSTOP takes effect asynchronously: wait until the kernel reports
+	// every thread of the process stopped.
+	testkit.WaitFor(t, 10*time.Second, "the instance to be stopped", testkit.Cond(func() bool { return allStopped(pid) }))
 	h.kill()
 }
 

@@ -172,9 +172,8 @@ func TestIsSessionAgentctlProcess(t *testing.T) {
 				_ = cmd.Wait()
 			}
 		})
-		testkit.
-			// Until the child has exec'd, its command line is the test binary's.
-			WaitFor(t, 10*time.Second, "the running process to be recognised", testkit.Cond(func() bool { return IsSessionAgentctl(pid, "s1") }))
+		// Until the child has exec'd, its command line is the test binary's.
+		testkit.WaitFor(t, 10*time.Second, "the running process to be recognised", testkit.Cond(func() bool { return IsSessionAgentctl(pid, "s1") }))
 		if IsSessionAgentctl(pid, "s2") {
 			t.Fatalf("pad %d: taken for another session's agentctl", pad)
 		}
