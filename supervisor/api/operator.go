@@ -157,11 +157,6 @@ func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) internalNode(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, s.cluster.LocalInfo())
-	return nil
-}
-
 // internalProof answers a node's challenge (cluster/proof.go). It is open:
 // the asking node may not yet know whether this server is one of its own,
 // so it sends no secret, and the answer gives away only who this server is

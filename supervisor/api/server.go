@@ -270,7 +270,6 @@ func (s *Server) routes() {
 
 	// Node-to-node routes. A join reaches the leader directly (a node asks
 	// the leader it knows), so none of these is forwarded.
-	s.handle("GET /v1/internal/node", local|node, s.internalNode)
 	// Nodes probe each other here every second without a secret (autopilot):
 	// not counted against limits.max_request_rate, like health checks.
 	s.handle("GET "+cluster.ProofRoute, local|open|uncounted, s.internalProof)

@@ -12,7 +12,7 @@ import (
 
 // Server health is hashicorp/raft-autopilot's, as in Consul, Nomad and
 // Vault: on the leader, probe gathers every server's raft stats (over the
-// peer's /v1/internal/node) each autopilotInterval, and autopilot calls a server
+// peer's proof route, cluster/proof.go) each autopilotInterval, and autopilot calls a server
 // healthy when it answers, heard from the leader within
 // LastContactThreshold, is on the leader's term and trails its log by at
 // most MaxTrailingLogs entries. A server that has not answered for
@@ -179,7 +179,7 @@ func (p *pilot) FetchServerStats(_ context.Context, servers map[raft.ServerID]*a
 }
 
 // probe asks every other server of the raft configuration for its stats
-// (GET /v1/internal/node) each autopilotInterval until ctx ends. It runs on
+// (the proof route: a challenge, never the secret) each autopilotInterval until ctx ends. It runs on
 // every node, so a new leader knows at once which servers answer and when
 // each last did.
 func (p *pilot) probe(ctx context.Context) {

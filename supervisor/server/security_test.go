@@ -61,7 +61,6 @@ func TestUpgradeHeaderNeverSkipsTheToken(t *testing.T) {
 		{"POST", "/v1/tasks", `{"title":"planted"}`},
 		{"POST", "/v1/internal/apply", encodedCommand(t, state.CmdCreateTask, &state.CreateTaskBody{Task: api.Task{ID: "planted", Title: "planted"}})},
 		{"POST", "/v1/internal/join", `{"id":"evil","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`},
-		{"GET", "/v1/internal/node", ""},
 		{"GET", "/v1/internal/read-index", ""},
 		{"GET", "/v1/sessions/x/terminal", ""}, // not a real upgrade: no subprotocol, no key
 	}
@@ -125,7 +124,6 @@ func TestNodeRoutesTakeOnlyTheNodeSecret(t *testing.T) {
 			for _, rt := range []struct{ method, path, body string }{
 				{"POST", "/v1/internal/apply", planted},
 				{"POST", "/v1/internal/join", `{"id":"evil","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`},
-				{"GET", "/v1/internal/node", ""},
 				{"GET", "/v1/internal/read-index", ""},
 			} {
 				if status, code, body := rawCall(t, rt.method, base+rt.path, tc.token, rt.body, tc.header); status != http.StatusUnauthorized {
