@@ -653,18 +653,8 @@ func TestAgentWorkWithTheTypeScriptSDKAgent(t *testing.T) {
 		}
 		t.Skipf("ts-agent's dependencies are not installed (cd e2e/testdata/ts-agent && npm ci): %v", err)
 	}
-	// The agents run at nice 19 (the standalone plugin's default), each in
-	// a scheduling group of its own, which on a loaded 2-core machine gets
-	// a sliver of the CPU: Node.js loading the SDK (~0.6 CPU-seconds) can
-	// then outlast agentctl's 10-second bound on initialize. This test is
-	// about the protocol, so its agent keeps the server's priority.
-	base := standaloneConfig(t)
-	niced := strings.Replace(base, "config {", "config {\n    nice = 0", 1)
-	if niced == base {
-		t.Fatal("standaloneConfig has no plugin config block to set nice in")
-	}
 	start := time.Now()
-	c := startClusterWith(t, harness.Options{Size: 1, Token: workToken, Extra: workConfigFrom(niced, fmt.Sprintf(`
+	c := startClusterWith(t, harness.Options{Size: 1, Token: workToken, Extra: workConfigFrom(standaloneConfig(t), fmt.Sprintf(`
 agent "ts" {
   protocol = "acp"
   command  = [%q, %q]

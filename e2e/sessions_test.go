@@ -19,6 +19,14 @@ import (
 // standaloneConfig is HCL for the standalone runtime and the demo agents,
 // with plugins from the built binaries. Task workspaces may be any test's
 // temporary directory.
+//
+// The agents keep the server's CPU priority here (nice = 0). The plugin's
+// default, nice 19 in a scheduling group of its own, gets about 1.5% of a
+// core against one busy process at nice 0; with the other packages' tests
+// running beside these, an agent then can take longer than agentctl's
+// 10-second bound on initialize (seen in CI: a resume failing, a page's
+// prompt waiting a minute). The default itself is tested by
+// TestTheServerRunsAboveItsSessions, which asks for it (defaultNice).
 func standaloneConfig(t *testing.T) string {
 	return fmt.Sprintf(`
 plugin_dir = %q
@@ -27,6 +35,7 @@ plugin "standalone" {
     workspace_root        = %q
     task_workspace_root   = %q
     shared_workspace_root = true # every node of these clusters shares it
+    nice                  = 0
   }
 }
 agent "demo" {

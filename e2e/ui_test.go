@@ -792,6 +792,11 @@ func TestWebUI(t *testing.T) {
 		p.open(node.URL() + "/ui/sessions/" + s.ID)
 		p.find("region", "Terminal")
 		p.click("checkbox", "Auto-resume")
+		// Off again for the tests after this one even when this one fails
+		// (a page left resuming by itself hides their error badges).
+		t.Cleanup(func() {
+			p.run("turn auto-resume off", chromedp.Evaluate(`localStorage.setItem("paddock.autoResume", "0")`, nil))
+		})
 		before, err := api.SessionStatus(testCtx(t), s.ID)
 		if err != nil || before.AgentExecutionID == nil {
 			t.Fatalf("status: %+v %v", before, err)
