@@ -14,6 +14,14 @@
 //     turn ends, WORKSPACE/.paddock-demo/stream-times.json holds when each
 //     chunk was handed to the protocol (StreamTimes), so a load test can
 //     measure from each chunk's emission;
+//   - "stream N every MS" → the same reply at a real agent's pace, on a
+//     fixed schedule: chunk i (from 0) is due MS milliseconds × i after
+//     the turn began and the closing line MS after the last chunk
+//     (1 ≤ MS ≤ MaxStreamEvery). An agent that falls behind (its output
+//     not read, its CPU taken) does not sleep until it has caught up, so
+//     the load it offers is exactly N chunks per N×MS whatever happens in
+//     between; StreamTimes then also holds the start and the interval,
+//     from which each chunk's due time follows;
 //   - "work FILE" (ACP mode; "/work FILE" too) → the work of a coding agent
 //     on FILE, relative to the session's cwd: a plan, a thought, tool calls
 //     that read FILE and append EditedLine(K) to it through the client's
@@ -79,6 +87,20 @@ type StreamTimes struct {
 	// EmittedUnixNano holds, for each chunk sent (the N numbered ones,
 	// then the closing line), the moment it was handed to the protocol.
 	EmittedUnixNano []int64 `json:"emitted_unix_nano"`
+	// StartUnixNano and IntervalNano are set by a paced turn ("stream N
+	// every MS"): chunk i (from 0) was due at StartUnixNano + i ×
+	// IntervalNano.
+	StartUnixNano int64 `json:"start_unix_nano,omitempty"`
+	IntervalNano  int64 `json:"interval_nano,omitempty"`
+}
+
+// Due is when chunk i (from 0) of a paced turn was due (zero for an
+// unpaced one).
+func (st StreamTimes) Due(i int) time.Time {
+	if st.IntervalNano <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, st.StartUnixNano+int64(i)*st.IntervalNano)
 }
 
 // ReadStreamTimes decodes a StreamTimesFile.
@@ -92,6 +114,9 @@ func ReadStreamTimes(b []byte) (StreamTimes, error) {
 
 // MaxStream is the largest N "stream N" accepts.
 const MaxStream = 100000
+
+// MaxStreamEvery is the largest MS "stream N every MS" accepts.
+const MaxStreamEvery = 60000
 
 // Conversation is the persisted state of one demo conversation.
 type Conversation struct {
@@ -264,11 +289,23 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 	// A reply of many chunks is built once, not copied again with each.
 	var sent strings.Builder
 	var times *StreamTimes
-	if n, ok := streamLength(text); ok {
+	n, every, isStream := parseStream(text)
+	start := time.Now()
+	if isStream {
 		times = &StreamTimes{Chunks: n, EmittedUnixNano: make([]int64, 0, len(chunks))}
+		if every > 0 {
+			times.StartUnixNano, times.IntervalNano = start.UnixNano(), int64(every)
+		}
 	}
 	if err == nil {
-		for _, ch := range chunks {
+		for i, ch := range chunks {
+			// Paced: chunk i is due at start + i×every, and a chunk already
+			// due goes out at once (no pause after a late one), so the
+			// schedule, not the previous chunk, sets the pace. Unpaced:
+			// the chunk delay after each chunk.
+			if every > 0 && i > 0 {
+				pause(ctx, time.Until(start.Add(time.Duration(i)*every)))
+			}
 			if err = ctx.Err(); err != nil {
 				break
 			}
@@ -280,12 +317,9 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 				times.EmittedUnixNano = append(times.EmittedUnixNano, at.UnixNano())
 			}
 			sent.WriteString(ch)
-			t := time.NewTimer(cfg.chunkDelay())
-			select {
-			case <-ctx.Done():
-			case <-t.C:
+			if every == 0 {
+				pause(ctx, cfg.chunkDelay())
 			}
-			t.Stop()
 		}
 	}
 	if sent.Len() > 0 {
@@ -302,14 +336,38 @@ func (c *Conversation) Turn(ctx context.Context, cfg Config, text string, emit f
 	return err
 }
 
-// streamLength is the N of a "stream N" prompt.
-func streamLength(text string) (int, bool) {
+// pause waits d (nothing when d ≤ 0) or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+}
+
+// parseStream reads a "stream N" prompt (every 0) or a "stream N every
+// MS" one (every MS milliseconds).
+func parseStream(text string) (n int, every time.Duration, ok bool) {
 	f := strings.Fields(text)
-	if len(f) != 2 || f[0] != "stream" {
-		return 0, false
+	if len(f) != 2 && (len(f) != 4 || f[2] != "every") || f[0] != "stream" {
+		return 0, 0, false
 	}
 	n, err := strconv.Atoi(f[1])
-	return n, err == nil && n >= 1 && n <= MaxStream
+	if err != nil || n < 1 || n > MaxStream {
+		return 0, 0, false
+	}
+	if len(f) == 4 {
+		ms, err := strconv.Atoi(f[3])
+		if err != nil || ms < 1 || ms > MaxStreamEvery {
+			return 0, 0, false
+		}
+		every = time.Duration(ms) * time.Millisecond
+	}
+	return n, every, true
 }
 
 // saveStreamTimes writes a stream turn's StreamTimes atomically.
@@ -344,8 +402,8 @@ func reply(text string, turn int, remembered []string) (chunks []string, wait ti
 		if n, err := strconv.ParseFloat(f[1], 64); err == nil && n >= 0 && n <= 86400 {
 			return Chunks("slept " + f[1]), time.Duration(n * float64(time.Second)), nil
 		}
-	case len(f) == 2 && f[0] == "stream":
-		if n, ok := streamLength(text); ok {
+	case len(f) >= 2 && f[0] == "stream":
+		if n, _, ok := parseStream(text); ok {
 			return StreamChunks(n), 0, nil
 		}
 	}
