@@ -15,8 +15,9 @@ import (
 // terminal's normal screen whose view is the line being typed (and the
 // agent's line still streaming above it); everything the chat prints goes
 // above the view. ←/→, home/end, ctrl-a/e/k/u/w edit, ↑/↓ walk this chat's
-// prompts, a pasted text with newlines stays one prompt (shown with ⏎),
-// Enter hands the line to the chat.
+// prompts, ctrl-r searches them backwards as a shell's reverse-i-search
+// does, a pasted text with newlines stays one prompt (shown with ⏎), Enter
+// hands the line to the chat.
 
 // typedLine is one line of the user's: its text and the prompt it was typed
 // at ("" when read from a pipe).
@@ -51,7 +52,19 @@ type editorModel struct {
 	history  []string // the prompts typed here, oldest first (as shown)
 	at       int      // the history entry shown; len(history) is the draft
 	draft    string   // what was typed before ↑
+	search   *historySearch
 	quitting bool
+}
+
+// historySearch is a ctrl-r search under way, as readline's
+// reverse-i-search: the query typed so far and the history entry it found
+// (-1 for none). Enter sends the entry found, ctrl-r finds an older one,
+// esc or ctrl-g puts back the line from before the search, and a key that
+// moves the cursor takes the entry into the editor to be changed.
+type historySearch struct {
+	query string
+	hit   int
+	saved string
 }
 
 func newEditorModel(lines chan<- typedLine, intr chan<- struct{}) *editorModel {
@@ -95,12 +108,29 @@ func (m *editorModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.quitting = true
 		return m, tea.Quit
 	case tea.PasteMsg:
+		if m.search != nil {
+			m.searchFor(m.search.query+strings.NewReplacer("\r", " ", "\n", " ").Replace(msg.Content), len(m.history)-1)
+			return m, nil
+		}
 		// A terminal may send a pasted line end as CR (tmux does).
 		text := strings.NewReplacer("\r\n", newlineMark, "\r", newlineMark, "\n", newlineMark).Replace(msg.Content)
 		m.insert(strings.TrimRight(text, newlineMark))
 		return m, nil
 	case tea.KeyPressMsg:
+		if m.search != nil {
+			if handled := m.searchKey(msg); handled {
+				return m, nil
+			}
+			// A key that moves the cursor edits the entry found.
+			m.endSearch(true)
+			break
+		}
 		switch msg.String() {
+		case "ctrl+r":
+			if m.in.Prompt == promptLabel && len(m.history) > 0 {
+				m.search = &historySearch{hit: -1, saved: m.in.Value()}
+			}
+			return m, nil
 		case "enter":
 			m.submit()
 			return m, nil
@@ -126,6 +156,77 @@ func (m *editorModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	var cmd tea.Cmd
 	m.in, cmd = m.in.Update(msg)
 	return m, cmd
+}
+
+// searchKey handles a key during a ctrl-r search; false hands it to the
+// editor after the search ends with its entry.
+func (m *editorModel) searchKey(k tea.KeyPressMsg) bool {
+	q := m.search
+	switch k.String() {
+	case "ctrl+r":
+		if q.hit > 0 {
+			m.searchFor(q.query, q.hit-1)
+		}
+	case "enter":
+		m.endSearch(true)
+		m.submit()
+	case "esc", "ctrl+g", "ctrl+c":
+		m.endSearch(false)
+	case "backspace", "ctrl+h":
+		if r := []rune(q.query); len(r) > 0 {
+			m.searchFor(string(r[:len(r)-1]), len(m.history)-1)
+		}
+	case "left", "right", "home", "end", "ctrl+a", "ctrl+e", "ctrl+b", "ctrl+f", "up", "down":
+		return false
+	default:
+		if k.Text != "" {
+			// Typing searches on from the entry found (it stays while it
+			// still matches).
+			from := q.hit
+			if from < 0 {
+				from = len(m.history) - 1
+			}
+			m.searchFor(q.query+k.Text, from)
+		}
+	}
+	return true
+}
+
+// searchFor sets the search's query and finds the newest entry at or
+// before from that holds it; the entry found before stays when none does
+// (the view then says the search is failing).
+func (m *editorModel) searchFor(query string, from int) {
+	q := m.search
+	q.query = query
+	for i := min(from, len(m.history)-1); i >= 0; i-- {
+		if strings.Contains(m.history[i], query) {
+			q.hit = i
+			return
+		}
+	}
+	if query == "" {
+		q.hit = -1
+	}
+}
+
+// searchFailing reports whether no entry holds the query.
+func (q *historySearch) failing(history []string) bool {
+	return q.query != "" && (q.hit < 0 || !strings.Contains(history[q.hit], q.query))
+}
+
+// endSearch leaves the search with the entry found in the editor (take),
+// or with the line from before it.
+func (m *editorModel) endSearch(take bool) {
+	q := m.search
+	m.search = nil
+	if take && q.hit >= 0 {
+		m.at, m.draft = q.hit, q.saved
+		m.in.SetValue(m.history[q.hit])
+		m.in.CursorEnd()
+		return
+	}
+	m.in.SetValue(q.saved)
+	m.in.CursorEnd()
 }
 
 // insert puts s at the cursor.
@@ -190,7 +291,18 @@ func (m *editorModel) View() tea.View {
 	if w := ansi.StringWidth(partial); w > m.width-1 {
 		partial = ansi.TruncateLeft(partial, w-(m.width-1), "")
 	}
-	return tea.NewView(partial + "\x1b[m\n" + m.in.View())
+	line := m.in.View()
+	if q := m.search; q != nil {
+		found, label := "", "(reverse-i-search)"
+		if q.hit >= 0 {
+			found = m.history[q.hit]
+		}
+		if q.failing(m.history) {
+			label = "(failing reverse-i-search)"
+		}
+		line = ansi.Truncate(fmt.Sprintf("%s`%s': %s", label, q.query, found), max(10, m.width-1), "…")
+	}
+	return tea.NewView(partial + "\x1b[m\n" + line)
 }
 
 // lineEditor runs the editor's program and is the chat's output: Write

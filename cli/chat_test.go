@@ -324,3 +324,75 @@ func TestChatEditorHistoryAndPaste(t *testing.T) {
 		t.Errorf("view %q", v)
 	}
 }
+
+// TestChatEditorReverseSearch: ctrl-r finds the newest prompt holding what
+// is typed, ctrl-r again an older one, Enter sends it; esc puts back the
+// line from before the search; a cursor key takes the entry into the editor.
+func TestChatEditorReverseSearch(t *testing.T) {
+	lines := make(chan typedLine, 16)
+	m := newEditorModel(lines, make(chan struct{}, 1))
+	typeIn := func(s string) {
+		for _, r := range s {
+			m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
+		}
+	}
+	press := func(code rune, mod ...tea.KeyMod) {
+		k := tea.KeyPressMsg{Code: code}
+		for _, md := range mod {
+			k.Mod |= md
+		}
+		m.Update(k)
+	}
+	sent := func() string {
+		t.Helper()
+		select {
+		case l := <-lines:
+			return l.text
+		default:
+			t.Fatal("no line handed over")
+			return ""
+		}
+	}
+	view := func() string { return m.View().Content }
+	for _, p := range []string{"remember apple", "recall", "remember pear", "stream 3"} {
+		typeIn(p)
+		press(tea.KeyEnter)
+		sent()
+	}
+
+	typeIn("draft")
+	press('r', tea.ModCtrl)
+	typeIn("rem")
+	if !strings.Contains(view(), "(reverse-i-search)`rem': remember pear") {
+		t.Fatalf("after ctrl-r rem the view is %q", view())
+	}
+	press('r', tea.ModCtrl)
+	if !strings.Contains(view(), "`rem': remember apple") {
+		t.Fatalf("a second ctrl-r shows %q, want the older match", view())
+	}
+	press(tea.KeyEnter)
+	if got := sent(); got != "remember apple" {
+		t.Fatalf("Enter during the search sent %q", got)
+	}
+
+	typeIn("draft")
+	press('r', tea.ModCtrl)
+	typeIn("zzz")
+	if !strings.Contains(view(), "(failing reverse-i-search)`zzz'") {
+		t.Fatalf("a search for nothing shows %q", view())
+	}
+	press(tea.KeyEscape)
+	if v := m.in.Value(); v != "draft" || strings.Contains(view(), "reverse-i-search") {
+		t.Fatalf("esc left %q (view %q), want the draft back", v, view())
+	}
+
+	m.in.SetValue("")
+	press('r', tea.ModCtrl)
+	typeIn("rec")
+	press(tea.KeyEnd)
+	typeIn(" all")
+	press(tea.KeyEnter)
+	if got := sent(); got != "recall all" {
+		t.Fatalf("the entry taken into the editor and changed sent %q", got)
+	}
+}
