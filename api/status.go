@@ -26,8 +26,9 @@ type Status struct {
 	// Model is the model the running agent reported for the session; null
 	// when it reports none or does not run.
 	Model *string `json:"model"`
-	// Controller is the client attached to the session's agent terminal;
-	// null when none is (or the agent has no terminal of its own).
+	// Controller is the client controlling the session: the one attached
+	// to its agent terminal, or else the `paddock chat` holding its
+	// conversation (Controller.Via says which); null when none does.
 	Controller *Controller `json:"controller"`
 	// PendingPermissions counts the agent's permission requests that wait
 	// for a person's answer (the session stays RUNNING meanwhile).
@@ -39,15 +40,28 @@ type Status struct {
 	Modes *AgentModes `json:"modes"`
 }
 
-// Controller identifies the client controlling a session's agent terminal:
-// the host, pid and start nonce its terminal hello carried (empty when it
-// gave none, as a browser) and when it attached.
+// Controller identifies the client controlling a session: the host, pid
+// and start nonce it gave (a terminal's hello, or a chat's registration;
+// empty when a terminal client gave none, as a browser), when it took
+// control, and how it controls (Via).
 type Controller struct {
 	Host  string    `json:"host"`
 	PID   int       `json:"pid"`
 	Nonce string    `json:"nonce"`
 	Since time.Time `json:"since"`
+	// Via is ViaTerminal or ViaChat.
+	Via string `json:"via"`
 }
+
+// How a client controls a session (Controller.Via).
+const (
+	// ViaTerminal: attached to the agent's own terminal (a pty agent);
+	// it owns the agent's keystrokes.
+	ViaTerminal = "terminal"
+	// ViaChat: a `paddock chat` holds the conversation (a lease it
+	// renews while it runs; PUT /v1/sessions/{id}/controller).
+	ViaChat = "chat"
+)
 
 // Resume reasons of the status object (docs/API.md, "Status object").
 const (

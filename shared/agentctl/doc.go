@@ -39,6 +39,10 @@
 //	POST /v1/agent/permissions/{id} (F) {"option_id","answered_by"?} → 200 api.Permission; 400 option not offered,
 //	     404 unknown, 409 not pending
 //	POST /v1/agent/mode (F)          {"mode_id"} → 200 AgentState (session/set_mode); 400 unknown mode, 409 no agent
+//	GET  /v1/controller/chat         {"controller":{"host","pid","nonce","since","expires"}|null}: the chat holding the conversation
+//	PUT  /v1/controller/chat         {"client":{"host","pid","nonce"},"takeover"?} → 200 the registration (a renewal keeps "since"),
+//	     lapsing after Options.ChatControllerTTL (15 s) unrenewed; 409 another nonce holds it and takeover is not set
+//	DELETE /v1/controller/chat?nonce= → 204 (also when none is held); 409 another nonce holds it
 //
 // Event types: agent_started {pid,protocol,resume_token,resumed},
 // agent_stopped {exit_code}, message_added / message_updated {message},

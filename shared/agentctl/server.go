@@ -74,6 +74,10 @@ type Options struct {
 	// AgentNice, when not 0, is the nice value the agent runs at
 	// (agentctl's -nice; see shared/nice).
 	AgentNice int
+	// ChatControllerTTL is how long a chat's registration as the
+	// conversation's controller lasts unrenewed (default
+	// DefaultChatControllerTTL).
+	ChatControllerTTL time.Duration
 }
 
 // Server is one session's agentctl daemon.
@@ -88,6 +92,7 @@ type Server struct {
 	events  *eventLog
 	mux     *http.ServeMux
 	lease   *leaseWatch
+	chat    *chatLease
 }
 
 // NewServer validates opts, prepares the state dir and loads durable state.
@@ -106,6 +111,9 @@ func NewServer(opts Options) (*Server, error) {
 	}
 	if opts.Env == nil {
 		opts.Env = os.Environ()
+	}
+	if opts.ChatControllerTTL <= 0 {
+		opts.ChatControllerTTL = DefaultChatControllerTTL
 	}
 	ws, err := workspace.New(opts.Workspace)
 	if err != nil {
@@ -140,6 +148,7 @@ func NewServer(opts Options) (*Server, error) {
 		ws: ws, terms: &commandTerminals{}}
 	s.mgr.loadResume()
 	s.lease = &leaseWatch{expire: s.selfFence}
+	s.chat = &chatLease{ttl: opts.ChatControllerTTL}
 	s.routes()
 	return s, nil
 }
@@ -201,6 +210,7 @@ func (s *Server) routes() {
 				st.Controller = &c
 			}
 		}
+		st.ChatController = s.chat.get()
 		writeJSON(w, 200, st)
 	})
 	mux.HandleFunc("POST /v1/agent/start", s.fenced(s.start))
@@ -214,6 +224,9 @@ func (s *Server) routes() {
 	mux.HandleFunc("POST /v1/agent/permissions/{id}", s.fenced(s.answerPermission))
 	mux.HandleFunc("POST /v1/agent/mode", s.fenced(s.setMode))
 	mux.HandleFunc("GET /v1/terminals", s.listTerminals)
+	mux.HandleFunc("GET /v1/controller/chat", s.getChatController)
+	mux.HandleFunc("PUT /v1/controller/chat", s.putChatController)
+	mux.HandleFunc("DELETE /v1/controller/chat", s.deleteChatController)
 	mux.HandleFunc("GET /v1/messages", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, MessagesResponse{Messages: s.mgr.messages()})
 	})
@@ -582,7 +595,7 @@ func writeErr(w http.ResponseWriter, err error) {
 		status, code = 404, CodeNotFound
 	case errors.Is(err, ErrAgentRunning), errors.Is(err, ErrTurnRunning), errors.Is(err, ErrNoAgent),
 		errors.Is(err, ErrNoTurn), errors.Is(err, ErrNotResumable), errors.Is(err, ErrAgentNotReady), errors.Is(err, workspace.ErrNotGit),
-		errors.Is(err, ErrPermissionNotPending):
+		errors.Is(err, ErrPermissionNotPending), errors.Is(err, ErrChatHeld):
 		status, code = 409, CodeConflict
 	case errors.Is(err, ErrCommandNotFound):
 		status, code = 422, CodeBadRequest

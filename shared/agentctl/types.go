@@ -215,6 +215,9 @@ type AgentState struct {
 	// Controller is the client controlling the agent terminal (GET /v1/agent
 	// only; nil when none is attached).
 	Controller *TerminalController `json:"controller,omitempty"`
+	// ChatController is the chat holding the conversation (GET /v1/agent
+	// only; nil when none is registered): PUT /v1/controller/chat.
+	ChatController *ChatController `json:"chat_controller,omitempty"`
 	// Commands are the slash commands the agent announced (ACP).
 	Commands []api.AgentCommand `json:"commands,omitempty"`
 	// Modes are the agent's modes and the current one (nil when it offers

@@ -160,6 +160,7 @@ type Server struct {
 
 	// Options.BodyTimeout, BigBodyTimeout and SocketAuthTimeout.
 	bodyTimeout       time.Duration
+	chats      sync.Map     // session id → chatSeen: its chat registration, as agentctl last said
 	bigBodyTimeout    time.Duration
 	socketAuthTimeout time.Duration
 }
@@ -258,6 +259,8 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/terminals", 0, s.listTerminals)
 	s.handle("POST /v1/sessions/{id}/rename", 0, s.renameSession)
 	s.handle("POST /v1/sessions/{id}/pin", 0, s.pinSession)
+	s.handle("PUT /v1/sessions/{id}/controller", 0, s.putController)
+	s.handle("DELETE /v1/sessions/{id}/controller", 0, s.deleteController)
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
 	s.handle("GET /v1/plugins/{name}/schema", 0, s.pluginSchema)
 	// Terminals are served by any node: the executor's address and secret

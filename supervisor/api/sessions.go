@@ -188,6 +188,12 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 			st.Commands = facts.commands
 		}
 	}
+	// A terminal's controller comes first (see controller.go); a chat can
+	// hold a session whose agent is not running, as long as its agentctl
+	// runs.
+	if st.Controller == nil && st.ExecutorStatus != nil && *st.ExecutorStatus == api.ExecutorReady {
+		st.Controller = s.chatController(r.Context(), sess.ID)
+	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
 }
@@ -212,7 +218,8 @@ type announcedFacts interface {
 
 // runningAgentFacts gives what only agentctl knows of the running agent: the
 // model it reported and the commands and modes it announced, and who
-// controls its terminal (only a pty agent has one). agentctl is asked once
+// controls its terminal (only a pty agent has one; the chat registration
+// the same answer carries is kept for chatController). agentctl is asked once
 // per agent execution (the commands and modes the agent announces later
 // reach the leader's pump, which keeps them); a pty agent's controller is
 // asked every time. Nil for what is unknown.
@@ -244,13 +251,14 @@ func (s *Server) runningAgentFacts(ctx context.Context, sess api.Session, execut
 		return reportedModel{}, nil
 	}
 	rep := reportedModel{execution: execution, model: ag.Model, commands: ag.Commands, modes: ag.Modes}
+	s.sawChat(sess.ID, ag.ChatController)
 	if execution != "" {
 		s.models.Store(sess.ID, rep)
 	}
 	var ctl *api.Controller
 	if pty && ag.Controller != nil {
-		c := api.Controller(*ag.Controller)
-		ctl = &c
+		tc := ag.Controller
+		ctl = &api.Controller{Host: tc.Host, PID: tc.PID, Nonce: tc.Nonce, Since: tc.Since, Via: api.ViaTerminal}
 	}
 	return facts(rep), ctl
 }
