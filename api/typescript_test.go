@@ -18,6 +18,7 @@ var tsWireTypes = map[string]any{
 	"Task":             api.Task{},
 	"Session":          api.Session{},
 	"Status":           api.Status{},
+	"Controller":       api.Controller{},
 	"Message":          api.Message{},
 	"ToolLocation":     api.ToolLocation{},
 	"ToolContent":      api.ToolContent{},

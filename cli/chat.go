@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -20,9 +21,9 @@ import (
 
 var chatCommand = command{
 	path:    "chat",
-	args:    "SESSION",
-	summary: "talk with a session's ACP agent line by line, answering its permission requests (↑/↓ recall this chat's prompts, ctrl-c cancels the running turn, ctrl-d leaves; /help lists the agent's commands)",
-	bind:    noFlags(runChat),
+	args:    "SESSION [-force]",
+	summary: "talk with a session's ACP agent line by line, answering its permission requests (↑/↓ recall this chat's prompts, ctrl-c cancels the running turn, ctrl-d leaves; /help lists the agent's commands); a session another chat holds is taken over after a question, or with -force",
+	bind:    withFlags(chatFlags, runChat),
 	id:      idSession,
 }
 
@@ -39,7 +40,13 @@ const (
 // comes, so a turn whose end event was missed still ends.
 const chatPollEvery = time.Second
 
-func runChat(e *env, pos []string) error {
+// chatFlags are chat's flags: whether to take over a session another
+// client holds without asking.
+func chatFlags(fs *flag.FlagSet) *bool {
+	return fs.Bool("force", false, "take the session over from another chat without asking")
+}
+
+func runChat(e *env, force *bool, pos []string) error {
 	if err := exactArgs(pos, "SESSION"); err != nil {
 		return err
 	}
@@ -61,9 +68,14 @@ func runChat(e *env, pos []string) error {
 	if s.State == api.SessionCompleted {
 		return fmt.Errorf("session %s was deleted; create a new session", s.ID)
 	}
+	tty := xterm.IsTerminal(int(os.Stdin.Fd()))
+	// Asked before the line editor takes the terminal.
+	if err := e.claimChat(e.ctx(), c, s.ID, *force, tty); err != nil {
+		return err
+	}
 	ch := &chat{
 		e: e, c: c, id: s.ID, agent: s.Agent, in: os.Stdin, out: e.stdout,
-		tty:     xterm.IsTerminal(int(os.Stdin.Fd())),
+		tty:     tty,
 		dim:     isTerminal(e.stdout),
 		printed: map[string]int{}, echo: map[string]int{}, shown: map[string]string{}, answered: map[string]bool{},
 	}
@@ -73,6 +85,7 @@ func runChat(e *env, pos []string) error {
 		ch.out = ch.ed
 		defer ch.ed.close()
 	}
+	defer ch.releaseController()
 	return ch.run()
 }
 
@@ -145,6 +158,9 @@ func (ch *chat) run() error {
 			ch.notice("answer y to send it again; Enter or n leaves it; a prompt typed instead is sent as itself")
 		}
 	}
+
+	ctlNotes := make(chan string)
+	go ch.holdController(ctx, ctlNotes)
 
 	events := make(chan api.Event, 256)
 	links := make(chan bool, 4)
@@ -246,6 +262,8 @@ func (ch *chat) run() error {
 			ch.interrupt(ctx)
 		case ev := <-events:
 			ch.event(ctx, ev)
+		case n := <-ctlNotes:
+			ch.notice("%s", n)
 		case up := <-links:
 			if up {
 				ch.notice("reconnected")

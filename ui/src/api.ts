@@ -105,7 +105,12 @@ export interface Status {
   // The agent's work (absent from a node that predates it).
   last_turn_outcome?: string | null;
   pending_permissions?: number; commands?: AgentCommand[] | null; modes?: AgentModes | null;
+  // Who controls the session (absent from a node that predates it).
+  controller?: Controller | null;
 }
+/** Controller: the client attached to the agent's terminal (via
+ * "terminal") or the `paddock chat` holding the conversation (via "chat"). */
+export interface Controller { host: string; pid: number; nonce: string; since: string; via: string }
 export interface Message {
   id: string; role: string; text: string; complete: boolean; created_at: string; updated_at: string;
   tool_call?: ToolCall | null; plan?: Plan | null;

@@ -1,7 +1,7 @@
 // A session's page, following the resumption design: status header, resume
 // banner and error badge, transcript streamed live, prompt box, and the
 // workspace (terminals, files, git), disabled while the executor starts.
-import { Agent, AgentCommand, AgentModes, api, ApiError, Event, Message, Permission, Session, Status } from "./api";
+import { Agent, AgentCommand, AgentModes, api, ApiError, Controller, Event, Message, Permission, Session, Status } from "./api";
 import { badge, h, replace, stateLabel, timeEl } from "./dom";
 import { connected, EventStream } from "./events";
 import { markdown } from "./markdown";
@@ -17,6 +17,22 @@ const notResumableText = "This agent cannot resume previous sessions. Create a n
 // which nothing can be resumed or retried (the workspace is gone).
 const newSessionReasons = new Set(["not_resumable", "missing_resume_token"]);
 const workspaceMissing = "workspace_missing";
+// How often the page reads the status while it shows: who controls the
+// session (a chat's registration, a terminal's attach) changes with no
+// event of its own.
+const statusEvery = 5_000;
+
+/** controllerView is the header's Controller field: how and where the
+ * session is controlled ("In chat on HOST", "Attached on HOST"), its pid
+ * and since in the title; "—" when nobody controls it. */
+function controllerView(c: Controller | null | undefined): HTMLElement {
+  if (!c) return h("span", {}, "—");
+  const where = c.host ? ` on ${c.host}` : "";
+  const text = c.via === "chat" ? `In chat${where}` : `Attached${where}`;
+  const since = new Date(c.since);
+  const title = [c.pid ? `pid ${c.pid}` : "", isNaN(since.getTime()) ? "" : `since ${since.toLocaleString()}`].filter(Boolean).join(", ");
+  return h("span", { class: "controller", "data-via": c.via, title }, text);
+}
 
 /** A tab of the workspace: a terminal, the files or git. */
 interface Tab { name: string; tab: HTMLElement; panel: HTMLElement; show: (focus: boolean) => void; dispose: () => void }
@@ -414,6 +430,7 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
     const field = (k: string, v: Node | string) => [h("dt", {}, k), h("dd", {}, v)];
     replace(header, ...field("State", badge(st.state)), ...field("Agent", s.agent), ...field("Runtime", s.runtime),
       ...field("Node", st.node ?? "—"), ...field("Executor", stateLabel(st.executor_status)),
+      ...field("Controller", controllerView(st.controller)),
       ...field("Last activity", timeEl(s.last_activity_at ?? s.updated_at)));
     markStale();
     lastOutcome = st.last_turn_outcome ?? null;
@@ -654,7 +671,8 @@ export async function sessionPage(root: HTMLElement, id: string): Promise<() => 
   // A User Timing mark (the benchmark reads it): the transcript is shown.
   performance.mark("paddock:transcript-ready");
   await loadStatus([firstStatus, session]);
-  return () => { window.removeEventListener("paddock:connection", onConnection); window.clearTimeout(pending); events.close(); for (const t of tabs) t.dispose(); setPendingCount(0); };
+  const statusTimer = window.setInterval(() => { if (!document.hidden) refresh(); }, statusEvery);
+  return () => { window.removeEventListener("paddock:connection", onConnection); window.clearTimeout(pending); window.clearInterval(statusTimer); events.close(); for (const t of tabs) t.dispose(); setPendingCount(0); };
 }
 
 /** readPermissions reads a session's permission requests; null from a node
