@@ -72,4 +72,8 @@ const (
 	// ReasonNodeUnavailable: the node that owns the session's executor does
 	// not answer; the session waits for it (its message names the node).
 	ReasonNodeUnavailable = "node_unavailable"
+	// ReasonWorkspaceMissing: the session's workspace directory is gone
+	// (removed, or its disk is not mounted), so there is nothing to resume
+	// in; the session is not resumable and its message names the path.
+	ReasonWorkspaceMissing = "workspace_missing"
 )

@@ -83,6 +83,9 @@ type Sessions interface {
 	// NodeUnavailable names the node of a session's executor when that
 	// node does not answer.
 	NodeUnavailable(sessionID string) (string, bool)
+	// WorkspaceMissing is the workspace path of a stopped or failed
+	// session whose executor's plugin reports its workspace gone.
+	WorkspaceMissing(ctx context.Context, sessionID string) (string, bool)
 	// LeaseExpiry is the leader's live expiry of a held lease (renewals are
 	// not raft writes, so the replicated expires_at is the claim's).
 	LeaseExpiry(sessionID string) (time.Time, bool)

@@ -179,7 +179,7 @@ func (s *Server) sessionStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	st := s.statusOf(sess)
+	st := s.statusOf(r.Context(), sess)
 	if st.IsAgentRunning {
 		var facts reportedModel
 		facts, st.Controller = s.runningAgentFacts(r.Context(), sess, strOr(st.AgentExecutionID))
@@ -277,7 +277,7 @@ func strOr(p *string) string {
 	return *p
 }
 
-func (s *Server) statusOf(sess api.Session) api.Status {
+func (s *Server) statusOf(ctx context.Context, sess api.Session) api.Status {
 	in := state.StatusInput{Session: sess}
 	if e, ok := s.store.Executor(sess.ExecutorID); ok {
 		in.Executor = &e
@@ -298,6 +298,10 @@ func (s *Server) statusOf(sess api.Session) api.Status {
 	if s.sessions != nil && !in.AgentRunning {
 		if node, down := s.sessions.NodeUnavailable(sess.ID); down {
 			in.NodeUnavailable = node
+		} else if path, missing := s.sessions.WorkspaceMissing(ctx, sess.ID); missing {
+			// Only a stopped or failed session is asked about, by its
+			// executor's own plugin (sessions.Manager.WorkspaceMissing).
+			in.WorkspaceMissing = path
 		}
 	}
 	in.PendingPermissions = s.store.PendingPermissions(sess.ID)

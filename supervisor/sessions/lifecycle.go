@@ -72,6 +72,11 @@ func (m *Manager) Resume(ctx context.Context, sessionID string) error {
 	if reason := m.resumeBlocker(sess); reason != "" {
 		return fmt.Errorf("%w: %s", ErrNotResumable, state.ResumeMessage(reason))
 	}
+	// Asked of the executor's own plugin (WorkspaceMissing): relaunching
+	// into a workspace that is gone fails anyway, and later, as an ERROR.
+	if path, missing := m.WorkspaceMissing(ctx, sess.ID); missing {
+		return fmt.Errorf("%w: %s", ErrNotResumable, state.WorkspaceMissingMessage(path))
+	}
 	return m.begin(ctx, sessionID, true, api.SessionStopped, api.SessionError)
 }
 

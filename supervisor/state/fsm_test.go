@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -315,6 +316,8 @@ func TestComputeStatus(t *testing.T) {
 		{"starting new", StatusInput{Session: starting(base), SupportsResume: &yes}, api.ReasonMissingResumeToken, false, false},
 		{"created", StatusInput{Session: created(base)}, api.ReasonMissingResumeToken, false, false},
 		{"starting resume", StatusInput{Session: starting(withToken), SupportsResume: &yes}, api.ReasonAgentNotRunning, true, true},
+		{"workspace missing", StatusInput{Session: withToken, SupportsResume: &yes, WorkspaceMissing: "/w/s1/workspace"}, api.ReasonWorkspaceMissing, false, false},
+		{"workspace missing wins", StatusInput{Session: withToken, SupportsResume: &no, Executor: lost, WorkspaceMissing: "/w/s1/workspace"}, api.ReasonWorkspaceMissing, false, false},
 	}
 	for _, c := range cases {
 		st := ComputeStatus(c.in)
@@ -327,6 +330,9 @@ func TestComputeStatus(t *testing.T) {
 		}
 		if got != c.reason || st.IsResumable != c.resumable || st.NeedsResume != c.needResume {
 			t.Errorf("%s: reason %q resumable %v needs %v; want %q %v %v", c.name, got, st.IsResumable, st.NeedsResume, c.reason, c.resumable, c.needResume)
+		}
+		if got == api.ReasonWorkspaceMissing && !strings.Contains(*st.ResumeMessage, c.in.WorkspaceMissing) {
+			t.Errorf("%s: message %q does not name the workspace %s", c.name, *st.ResumeMessage, c.in.WorkspaceMissing)
 		}
 		if st.ResumeMessage != nil && (st.State == api.SessionStarting || st.State == api.SessionCreated) && *st.ResumeMessage != startingMessage {
 			t.Errorf("%s: a starting session's message %q asks for something", c.name, *st.ResumeMessage)

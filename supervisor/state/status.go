@@ -11,6 +11,11 @@ func NodeUnavailableMessage(node string) string {
 	return "The session's node " + node + " does not answer. The session resumes there when the node is back."
 }
 
+// WorkspaceMissingMessage is the resume_message of ReasonWorkspaceMissing.
+func WorkspaceMissingMessage(path string) string {
+	return "The session's workspace " + path + " is gone; start a new session."
+}
+
 // resumeMessages are the sentences a client shows for each reason.
 var resumeMessages = map[string]string{
 	api.ReasonNotResumable:       "This agent cannot resume previous sessions. Create a new session.",
@@ -35,6 +40,10 @@ type StatusInput struct {
 	SupportsResume *bool
 	// NodeUnavailable names the executor's node when it does not answer.
 	NodeUnavailable string
+	// WorkspaceMissing is the session's workspace path when the runtime
+	// that made it reports it gone (only asked while the agent does not
+	// run): the session then cannot resume.
+	WorkspaceMissing string
 	// PendingPermissions counts the requests waiting for an answer
 	// (Store.PendingPermissions).
 	PendingPermissions int
@@ -71,13 +80,17 @@ func ComputeStatus(in StatusInput) api.Status {
 	}
 	supports := in.SupportsResume != nil && *in.SupportsResume
 	st.IsAgentRunning = in.AgentRunning
-	st.IsResumable = supports && s.HasResumeToken
+	st.IsResumable = supports && s.HasResumeToken && in.WorkspaceMissing == ""
 	st.NeedsResume = !in.AgentRunning && st.IsResumable
 	if in.AgentRunning || s.State == api.SessionCompleted {
 		return st
 	}
 	var reason string
 	switch {
+	case in.WorkspaceMissing != "":
+		// Before the agent's own reasons: whatever it could resume, there
+		// is no workspace to resume it in.
+		reason = api.ReasonWorkspaceMissing
 	case in.SupportsResume != nil && !*in.SupportsResume:
 		reason = api.ReasonNotResumable
 	case in.NodeUnavailable != "":
@@ -93,8 +106,12 @@ func ComputeStatus(in StatusInput) api.Status {
 	}
 	st.ResumeReason = strPtr(reason)
 	st.ResumeMessage = strPtr(resumeMessages[reason])
-	if reason == api.ReasonNodeUnavailable {
+	switch reason {
+	case api.ReasonNodeUnavailable:
 		st.ResumeMessage = strPtr(NodeUnavailableMessage(in.NodeUnavailable))
+		return st
+	case api.ReasonWorkspaceMissing:
+		st.ResumeMessage = strPtr(WorkspaceMissingMessage(in.WorkspaceMissing))
 		return st
 	}
 	if s.State == api.SessionCreated || s.State == api.SessionStarting {
