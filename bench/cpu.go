@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paddockhq/paddock/shared/runtime/runtimetest"
 )
 
 // Where a trial's CPU went: each process's time from /proc, and the whole
@@ -117,7 +119,24 @@ type procTime struct {
 }
 
 // takeCPUSplit reads every process's CPU time from /proc.
-func takeCPUSplit() cpuSplit {
+func takeCPUSplit() cpuSplit { return takeCPUSplitOf(nil) }
+
+// takeCPUSplitUnder is takeCPUSplit that labels only the processes of one
+// cluster as what they are: those working in, running from or naming one
+// of dirs and their descendants (runtimetest.ProcessesUnder: the servers,
+// their plugins, agentctls and agents); every other process, such as
+// another cluster's servers on a shared machine, is "other".
+func takeCPUSplitUnder(dirs ...string) cpuSplit {
+	ours := map[int]bool{}
+	for _, pid := range runtimetest.ProcessesUnder(dirs...) {
+		ours[pid] = true
+	}
+	return takeCPUSplitOf(ours)
+}
+
+// takeCPUSplitOf reads every process's CPU time; with ours set, only its
+// processes get their program's label.
+func takeCPUSplitOf(ours map[int]bool) cpuSplit {
 	s := cpuSplit{procs: map[int]procTime{}}
 	s.machine = machineTicks()
 	ents, _ := os.ReadDir("/proc")
@@ -135,7 +154,7 @@ func takeCPUSplit() cpuSplit {
 		switch {
 		case pid == self:
 			label = "the bench"
-		case !known:
+		case !known, ours != nil && !ours[pid]:
 			label = "other"
 		}
 		s.procs[pid] = procTime{label, cpu}

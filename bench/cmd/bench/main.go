@@ -21,21 +21,46 @@ func main() { os.Exit(run(os.Args[1:])) }
 type suite struct {
 	name string
 	run  func(context.Context, bench.Env) ([]bench.Result, error)
+	// optional suites run only when -only names them.
+	optional bool
 }
 
 var suites = []suite{
-	{"cluster", bench.ClusterSuite},
-	{"sessions", bench.SessionsSuite},
-	{"agentwork", bench.AgentWorkSuite},
-	{"terminal", bench.TerminalSuite},
-	{"tls", bench.TLSSuite},
-	{"ui", bench.UISuite},
-	{"recovery", bench.RecoverySuite},
-	{"machines", bench.MachinesSuite},
-	{"scale", bench.ScaleSuite},
-	{"docker", bench.DockerSuite},
-	{"storm", bench.PromptStormSuite},
-	{"chaos", bench.ChaosSuite},
+	{"cluster", bench.ClusterSuite, false},
+	{"sessions", bench.SessionsSuite, false},
+	{"agentwork", bench.AgentWorkSuite, false},
+	{"terminal", bench.TerminalSuite, false},
+	{"tls", bench.TLSSuite, false},
+	{"ui", bench.UISuite, false},
+	{"recovery", bench.RecoverySuite, false},
+	{"machines", bench.MachinesSuite, false},
+	{"scale", bench.ScaleSuite, false},
+	{"docker", bench.DockerSuite, false},
+	{"storm", bench.PromptStormSuite, false}, // storm-paced, then storm-capacity
+	{"storm-paced", bench.PacedStormSuite, true},
+	{"storm-capacity", bench.CapacitySuite, true},
+	{"storm-burst", bench.PromptBurstSuite, true},
+	{"chaos", bench.ChaosSuite, false},
+}
+
+// optionalSuites lists the suites only -only runs.
+func optionalSuites() string {
+	var names []string
+	for _, s := range suites {
+		if s.optional {
+			names = append(names, s.name)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func knownSuite(name string) bool {
+	for _, s := range suites {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func errString(err error) string {
@@ -54,7 +79,7 @@ func run(args []string) int {
 	quick := fs.Bool("quick", false, "reduced run (under 5 minutes)")
 	out := fs.String("out", "docs/BENCHMARKS.md", "markdown report")
 	jsonOut := fs.String("json", "bench/results.json", "JSON results")
-	only := fs.String("only", "", "comma-separated suites to run (default all)")
+	only := fs.String("only", "", "comma-separated suites to run (default all but the optional ones: "+optionalSuites()+")")
 	profiles := fs.String("profiles", "bench/tmp/profiles", "directory for the CPU profiles suites take (empty: none)")
 	chaosStore := fs.String("chaos-raft-store", "", `server.raft_store of the chaos suite's servers: "bolt" or "wal" (default: unset, bolt)`)
 	keep := fs.Bool("keep", false, "keep the scratch directory (the servers' logs, the sessions' workspaces) and print where it is")
@@ -64,6 +89,14 @@ func run(args []string) int {
 	if *chaosStore != "" && *chaosStore != "bolt" && *chaosStore != "wal" {
 		fmt.Fprintf(os.Stderr, "bench: -chaos-raft-store %q: use bolt or wal\n", *chaosStore)
 		return 1
+	}
+	if *only != "" {
+		for _, name := range strings.Split(*only, ",") {
+			if !knownSuite(name) {
+				fmt.Fprintf(os.Stderr, "bench: -only %q: no suite %q\n", *only, name)
+				return 1
+			}
+		}
 	}
 	bin := os.Getenv("PADDOCK_BIN")
 	if bin == "" {
@@ -89,7 +122,8 @@ func run(args []string) int {
 	failed := false
 	began := time.Now()
 	for _, s := range suites {
-		if *only != "" && !strings.Contains(","+*only+",", ","+s.name+",") {
+		named := strings.Contains(","+*only+",", ","+s.name+",")
+		if *only != "" && !named || *only == "" && s.optional {
 			continue
 		}
 		env.Logf("suite %s", s.name)
