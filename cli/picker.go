@@ -2,15 +2,11 @@ package cli
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"charm.land/bubbles/v2/spinner"
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	"github.com/paddockhq/paddock/api"
 )
@@ -32,7 +28,10 @@ const (
 type pickRow struct {
 	ID           string
 	TaskID       string
-	Title        string
+	Title        string // the task's title
+	Name         string // the session's name ("paddock session rename"), "" for none
+	Pinned       bool
+	Branch       string // the worktree branch, "" when the session has none
 	Agent        string
 	Model        string // the agent's model, when it reports one
 	Protocol     string // the agent profile's protocol ("pty", "acp"), "" when unknown
@@ -45,14 +44,44 @@ type pickRow struct {
 	Disabled     string // why the row cannot be selected; "" when it can
 	Detail       string // error_message or resume_message
 	Failure      string // a failed load, recheck or resume of this row
+	conversation
+}
+
+// conversation is what the server's list says of a session's transcript:
+// what tells one conversation from another.
+type conversation struct {
+	FirstPrompt string // the first line of the first prompt
+	LastReply   string // the first line of the agent's last reply
+	Messages    int    // transcript entries
+	Match       string // in a search, the text around what matched
+	MatchField  string // and where (api.MatchTranscript, ...)
 }
 
 // selectable reports whether Enter may act on the row.
 func (r pickRow) selectable() bool { return r.Disabled == "" && r.Failure == "" }
 
-// pickerSource is what the picker asks the server on a selection. Both run
-// outside the UI loop, as commands.
+// label is what the row is called: the session's name, else its first
+// prompt, else (no prompt yet) its task's title.
+func (r pickRow) label() string {
+	return firstOf(r.Name, r.FirstPrompt, r.Title, r.TaskID)
+}
+
+// pickPage is one page of the server's answer to a search, already
+// narrowed to the picker's scope: rows in the server's order and the
+// cursor of the next page ("" after the last).
+type pickPage struct {
+	rows []pickRow
+	next string
+}
+
+// pickerSource is what the picker asks the server. Every call runs outside
+// the UI loop, as a command.
 type pickerSource struct {
+	// search returns the page of sessions matching q ("" for all) after
+	// cursor ("" for the first page).
+	search func(ctx context.Context, q, cursor string) (pickPage, error)
+	// messages reads a session's transcript, for the preview.
+	messages func(ctx context.Context, id string) ([]api.Message, error)
 	// check reloads one row, re-running every check (a stale listing never
 	// bypasses them).
 	check func(ctx context.Context, id string) (pickRow, error)
@@ -71,19 +100,62 @@ type (
 		id  string
 		err error
 	}
+	// searchDueMsg: the filter has been still for the debounce delay.
+	searchDueMsg struct{ seq int }
+	// searchedMsg is a page of the search seq asked for, after cursor.
+	searchedMsg struct {
+		seq    int
+		q      string
+		cursor string
+		page   pickPage
+		err    error
+	}
+	previewMsg struct {
+		id   string
+		msgs []api.Message
+		err  error
+	}
 )
+
+// searchDebounce is how long the filter must be still before the server is
+// asked: a word typed at speed is one search, not one per letter.
+const searchDebounce = 150 * time.Millisecond
+
+// previewEntry is a session's transcript as the preview shows it.
+type previewEntry struct {
+	loading bool
+	msgs    []api.Message
+	err     error
+}
 
 // picker is the Bubble Tea model of `paddock resume`.
 type picker struct {
-	rows   []pickRow // newest activity first
-	shown  []int     // indexes of rows matching the filter
-	cursor int       // index into shown
-	filter textinput.Model
-	spin   spinner.Model
-	src    pickerSource
-	now    func() time.Time
-	width  int
-	height int
+	// rows are the answer to the search query so far, in the server's
+	// order (pinned first, then newest activity); next is the cursor of
+	// its next page ("" when rows is all of it).
+	rows  []pickRow
+	next  string
+	query string
+	// seq counts the filter's edits. An answer carries the seq it was
+	// asked for and only the current one is taken: a slow answer to an
+	// older query never overwrites a newer one.
+	seq       int
+	searching bool   // the search of seq is due or under way
+	paging    bool   // the next page of seq is being loaded
+	loadErr   string // the last search or page that failed
+	debounce  time.Duration
+
+	cursor  int // index into rows
+	filter  textinput.Model
+	spin    spinner.Model
+	src     pickerSource
+	now     func() time.Time
+	width   int
+	height  int
+	preview map[string]*previewEntry // by session id, loaded once each
+	// ctrl-t hides the preview pane, or shows it on a terminal too small
+	// for it to show by itself (see previewLayout).
+	previewHidden, previewShown bool
 
 	busy      string // id being checked or resumed
 	busyWhat  string // "checking", "resuming"
@@ -92,87 +164,35 @@ type picker struct {
 	cancelled bool
 }
 
-// Styles of the picker.
-var (
-	pickTitleStyle    = lipgloss.NewStyle().Bold(true)
-	pickCursorStyle   = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("12"))
-	pickDimStyle      = lipgloss.NewStyle().Faint(true)
-	pickDisabledStyle = lipgloss.NewStyle().Faint(true)
-	pickErrStyle      = lipgloss.NewStyle().Foreground(lipgloss.Color("9"))
-	pickWordStyles    = map[string]lipgloss.Style{
-		wordLive:            lipgloss.NewStyle().Foreground(lipgloss.Color("10")),
-		wordNeedsApproval:   lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("13")),
-		wordResumable:       lipgloss.NewStyle().Foreground(lipgloss.Color("14")),
-		wordError:           lipgloss.NewStyle().Foreground(lipgloss.Color("9")),
-		wordNodeUnavailable: lipgloss.NewStyle().Foreground(lipgloss.Color("11")),
-	}
-)
-
-// newPicker returns the picker over rows (sorted here, newest activity first).
-func newPicker(rows []pickRow, src pickerSource, now func() time.Time) *picker {
-	sortRows(rows)
+// newPicker returns the picker over the first page of the server's list.
+func newPicker(first pickPage, src pickerSource, now func() time.Time) *picker {
 	ti := textinput.New()
 	ti.Prompt = "Filter: "
-	ti.Placeholder = "title or session id"
-	ti.SetWidth(40)
+	ti.Placeholder = "name, prompt, reply text, title, agent or session id"
+	ti.SetWidth(56)
 	st := ti.Styles()
 	st.Cursor.Blink = false // a steady cursor: nothing redraws while idle
 	ti.SetStyles(st)
 	ti.Focus()
-	p := &picker{
-		rows:   rows,
-		filter: ti,
-		spin:   spinner.New(spinner.WithSpinner(spinner.Line)),
-		src:    src,
-		now:    now,
-		width:  100,
-	}
-	p.refilter()
-	return p
-}
-
-// sortRows orders rows by last activity, newest first, then by id.
-func sortRows(rows []pickRow) {
-	for i := 1; i < len(rows); i++ {
-		for j := i; j > 0 && rowBefore(rows[j], rows[j-1]); j-- {
-			rows[j], rows[j-1] = rows[j-1], rows[j]
-		}
+	return &picker{
+		rows:     first.rows,
+		next:     first.next,
+		debounce: searchDebounce,
+		filter:   ti,
+		spin:     spinner.New(spinner.WithSpinner(spinner.Line)),
+		src:      src,
+		now:      now,
+		width:    100,
+		preview:  map[string]*previewEntry{},
 	}
 }
 
-func rowBefore(a, b pickRow) bool {
-	if !a.LastActivity.Equal(b.LastActivity) {
-		return a.LastActivity.After(b.LastActivity)
-	}
-	return a.ID < b.ID
-}
-
-// refilter recomputes the rows that match the filter, keeping the
-// highlighted session when it still matches.
-func (p *picker) refilter() {
-	keep := ""
-	if r := p.current(); r != nil {
-		keep = r.ID
-	}
-	q := strings.ToLower(strings.TrimSpace(p.filter.Value()))
-	p.shown = p.shown[:0]
-	p.cursor = 0
-	for i, r := range p.rows {
-		if q == "" || strings.Contains(strings.ToLower(r.Title), q) || strings.Contains(strings.ToLower(r.ID), q) {
-			if r.ID == keep {
-				p.cursor = len(p.shown)
-			}
-			p.shown = append(p.shown, i)
-		}
-	}
-}
-
-// current is the highlighted row, nil when none matches.
+// current is the highlighted row, nil when the list is empty.
 func (p *picker) current() *pickRow {
-	if p.cursor < 0 || p.cursor >= len(p.shown) {
+	if p.cursor < 0 || p.cursor >= len(p.rows) {
 		return nil
 	}
-	return &p.rows[p.shown[p.cursor]]
+	return &p.rows[p.cursor]
 }
 
 func (p *picker) rowByID(id string) *pickRow {
@@ -184,22 +204,40 @@ func (p *picker) rowByID(id string) *pickRow {
 	return nil
 }
 
-// Init implements tea.Model.
-func (p *picker) Init() tea.Cmd { return nil }
+// Init implements tea.Model: the preview of the first row, and more rows
+// if the first page does not fill the screen.
+func (p *picker) Init() tea.Cmd { return p.follow() }
+
+// follow is what a change of the highlight or of the rows asks for: the
+// highlighted row's preview and, near the end of the loaded rows, the
+// next page.
+func (p *picker) follow() tea.Cmd {
+	return tea.Batch(p.loadPreview(), p.more())
+}
 
 // Update implements tea.Model.
 func (p *picker) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		p.width, p.height = msg.Width, msg.Height
-		return p, nil
+		return p, p.follow()
 	case spinner.TickMsg:
-		if p.busy == "" {
+		if p.busy == "" && !p.searching && !p.paging {
 			return p, nil
 		}
 		var cmd tea.Cmd
 		p.spin, cmd = p.spin.Update(msg)
 		return p, cmd
+	case searchDueMsg:
+		if msg.seq != p.seq {
+			return p, nil // the filter changed again since
+		}
+		return p, p.fetch(p.filter.Value(), "")
+	case searchedMsg:
+		return p.searched(msg)
+	case previewMsg:
+		p.preview[msg.id] = &previewEntry{msgs: msg.msgs, err: msg.err}
+		return p, nil
 	case checkedMsg:
 		return p.checked(msg)
 	case resumedMsg:
@@ -222,15 +260,17 @@ func (p *picker) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	p.note = ""
 	switch k {
 	case "up", "ctrl+p":
-		if p.cursor > 0 {
-			p.cursor--
-		}
-		return p, nil
+		return p, p.move(-1)
 	case "down", "ctrl+n":
-		if p.cursor < len(p.shown)-1 {
-			p.cursor++
-		}
-		return p, nil
+		return p, p.move(1)
+	case "pgup":
+		return p, p.move(-p.room())
+	case "pgdown":
+		return p, p.move(p.room())
+	case "ctrl+t":
+		shown := p.previewLayout() != previewNone
+		p.previewHidden, p.previewShown = shown, !shown
+		return p, p.follow()
 	case "enter":
 		return p.enter()
 	}
@@ -238,9 +278,105 @@ func (p *picker) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	before := p.filter.Value()
 	p.filter, cmd = p.filter.Update(msg)
 	if p.filter.Value() != before {
-		p.refilter()
+		return p, tea.Batch(cmd, p.edited())
 	}
 	return p, cmd
+}
+
+// move moves the highlight by n rows, within the loaded ones.
+func (p *picker) move(n int) tea.Cmd {
+	p.cursor = max(0, min(p.cursor+n, len(p.rows)-1))
+	return p.follow()
+}
+
+// edited starts a new search for the filter's text once it has been
+// still for the debounce delay.
+func (p *picker) edited() tea.Cmd {
+	p.seq++
+	p.searching, p.paging = true, false
+	seq := p.seq
+	if p.debounce <= 0 {
+		return p.fetch(p.filter.Value(), "")
+	}
+	return tea.Batch(p.spin.Tick, tea.Tick(p.debounce, func(time.Time) tea.Msg { return searchDueMsg{seq: seq} }))
+}
+
+// fetch asks the server for the page of q after cursor, for the current seq.
+func (p *picker) fetch(q, cursor string) tea.Cmd {
+	seq, search := p.seq, p.src.search
+	if cursor == "" {
+		p.searching = true
+	} else {
+		p.paging = true
+	}
+	return func() tea.Msg {
+		page, err := search(context.Background(), q, cursor)
+		return searchedMsg{seq: seq, q: q, cursor: cursor, page: page, err: err}
+	}
+}
+
+// more loads the next page when the highlight comes within a screenful of
+// the end of the loaded rows: the list is never cut short, and scrolling
+// past what is loaded brings the rest.
+func (p *picker) more() tea.Cmd {
+	if p.next == "" || p.searching || p.paging || p.busy != "" {
+		return nil
+	}
+	if len(p.rows) > p.cursor+p.room() {
+		return nil
+	}
+	return p.fetch(p.query, p.next)
+}
+
+// searched takes a page of the server's answer, if it answers the current
+// search.
+func (p *picker) searched(msg searchedMsg) (tea.Model, tea.Cmd) {
+	if msg.seq != p.seq {
+		return p, nil // an answer to an older filter, arrived late
+	}
+	if msg.cursor != "" && (!p.paging || msg.cursor != p.next) {
+		return p, nil
+	}
+	p.loadErr = ""
+	if msg.cursor == "" {
+		p.searching = false
+		keep := ""
+		if r := p.current(); r != nil {
+			keep = r.ID
+		}
+		if msg.err != nil {
+			p.loadErr = "Search failed: " + msg.err.Error()
+			p.rows, p.next, p.query, p.cursor = nil, "", msg.q, 0
+			return p, nil
+		}
+		p.rows, p.next, p.query, p.cursor = msg.page.rows, msg.page.next, msg.q, 0
+		for i, r := range p.rows {
+			if r.ID == keep {
+				p.cursor = i
+			}
+		}
+		return p, p.follow()
+	}
+	p.paging = false
+	if msg.err != nil {
+		// The rows so far stay; moving down asks for the page again.
+		p.loadErr = "Loading more sessions failed: " + msg.err.Error()
+		return p, nil
+	}
+	seen := make(map[string]bool, len(p.rows))
+	for _, r := range p.rows {
+		seen[r.ID] = true
+	}
+	for _, r := range msg.page.rows {
+		// A session active between two pages moves up the list: it may
+		// come again, and is listed once.
+		if !seen[r.ID] {
+			p.rows = append(p.rows, r)
+			seen[r.ID] = true
+		}
+	}
+	p.next = msg.page.next
+	return p, p.follow()
 }
 
 // enter selects the highlighted row: the server re-checks it first.
@@ -272,7 +408,11 @@ func (p *picker) checked(msg checkedMsg) (tea.Model, tea.Cmd) {
 		r.Failure = msg.err.Error()
 		return p, nil
 	}
+	// The check reads the session, not its transcript's summary: the
+	// row keeps the one it was listed with.
+	conv := r.conversation
 	*r = msg.row
+	r.conversation = conv
 	if !r.selectable() {
 		p.busy = ""
 		p.note = "Cannot select this session: " + firstOf(r.Disabled, r.Failure)
@@ -308,129 +448,22 @@ func (p *picker) resumed(msg resumedMsg) (tea.Model, tea.Cmd) {
 	return p, tea.Quit
 }
 
-// Column widths of a row.
-const (
-	colTitle   = 26
-	colWord    = 16
-	colOutcome = 12
-	colAgent   = 18
-)
-
-// View implements tea.Model.
-func (p *picker) View() tea.View {
-	v := tea.NewView(p.render())
-	v.AltScreen = true
-	return v
-}
-
-// render draws the whole frame.
-func (p *picker) render() string {
-	var b strings.Builder
-	b.WriteString(pickTitleStyle.Render(fmt.Sprintf("Resume a session (%d of %d)", len(p.shown), len(p.rows))))
-	b.WriteString("\n")
-	b.WriteString(p.filter.View())
-	b.WriteString("\n\n")
-	if len(p.shown) == 0 {
-		if len(p.rows) == 0 {
-			b.WriteString(pickDimStyle.Render("  No sessions here"))
-		} else {
-			b.WriteString(pickDimStyle.Render("  No session matches"))
-		}
-		b.WriteString("\n")
-	}
-	if len(p.shown) > 0 {
-		b.WriteString(pickDimStyle.Render("  " + fit("TASK", colTitle) + fit("STATE", colWord) + fit("LAST TURN", colOutcome) + fit("AGENT", colAgent) + "SESSION"))
-		b.WriteString("\n")
-	}
-	first, last := p.window()
-	for i := first; i < last; i++ {
-		b.WriteString(p.renderRow(p.rows[p.shown[i]], i == p.cursor))
-		b.WriteString("\n")
-	}
-	b.WriteString(pickDimStyle.Render(strings.Repeat("─", max(10, min(p.width, 100)))))
-	b.WriteString("\n")
-	for _, l := range p.details() {
-		b.WriteString(l)
-		b.WriteString("\n")
-	}
-	b.WriteString("\n")
-	b.WriteString(pickDimStyle.Render("↑/↓ move · type to filter · enter resume and attach · esc cancel"))
-	return b.String()
-}
-
-// window is the range of shown rows that fit the screen, around the cursor.
-func (p *picker) window() (int, int) {
-	room := 10
-	if p.height > 0 {
-		room = max(3, p.height-12)
-	}
-	if len(p.shown) <= room {
-		return 0, len(p.shown)
-	}
-	first := max(0, min(p.cursor-room/2, len(p.shown)-room))
-	return first, first + room
-}
-
-func (p *picker) renderRow(r pickRow, highlighted bool) string {
-	marker := "  "
-	if highlighted {
-		marker = pickCursorStyle.Render("> ")
-	}
-	word := r.Word
-	if p.busy == r.ID {
-		word = p.spin.View() + " " + p.busyWhat
-	}
-	agent := r.Agent
-	if r.Model != "" {
-		agent += " (" + r.Model + ")"
-	}
-	title := fit(cell(r.Title), colTitle)
-	wordCell := fit(word, colWord)
-	if st, ok := pickWordStyles[r.Word]; ok && p.busy != r.ID && r.selectable() {
-		wordCell = st.Render(wordCell)
-	}
-	rest := fit(orDefault(r.Outcome, "-"), colOutcome) + fit(cell(agent), colAgent)
-	id := pickDimStyle.Render(r.ID)
-	if !r.selectable() {
-		// Disabled rows stay readable but faint, and say so.
-		return marker + pickDisabledStyle.Render(title+fit(word, colWord)+rest) + id
-	}
-	if highlighted {
-		title = pickTitleStyle.Render(title)
-	}
-	return marker + title + wordCell + rest + id
-}
-
-// details are the lines under the list about the highlighted row.
-func (p *picker) details() []string {
+// loadPreview reads the highlighted session's transcript once, when the
+// preview shows.
+func (p *picker) loadPreview() tea.Cmd {
 	r := p.current()
-	if r == nil {
-		return []string{pickDimStyle.Render("No session selected")}
+	if r == nil || p.src.messages == nil || p.previewLayout() == previewNone {
+		return nil
 	}
-	lines := []string{fmt.Sprintf("Session %s · task %s · %s · last activity %s",
-		r.ID, cell(r.Title), orDefault(string(r.State), "unknown state"), age(r.LastActivity, p.now()))}
-	if r.Failure != "" {
-		lines = append(lines, pickErrStyle.Render("Error: "+cell(r.Failure)))
+	if _, ok := p.preview[r.ID]; ok {
+		return nil
 	}
-	if r.Disabled != "" {
-		lines = append(lines, "Cannot select: "+cell(r.Disabled))
+	p.preview[r.ID] = &previewEntry{loading: true}
+	id, messages := r.ID, p.src.messages
+	return func() tea.Msg {
+		msgs, err := messages(context.Background(), id)
+		return previewMsg{id: id, msgs: msgs, err: err}
 	}
-	if r.Detail != "" {
-		lines = append(lines, cell(r.Detail))
-	}
-	if r.Outcome == string(api.TurnInterrupted) {
-		lines = append(lines, "The last turn was interrupted; it is not sent again: prompt the agent yourself once attached.")
-	}
-	if p.note != "" {
-		lines = append(lines, pickErrStyle.Render(p.note))
-	}
-	return lines
-}
-
-// fit truncates s to width w (with an ellipsis) and pads it to w, plus a gap.
-func fit(s string, w int) string {
-	s = ansi.Truncate(s, w-1, "…")
-	return s + strings.Repeat(" ", max(0, w-ansi.StringWidth(s)))
 }
 
 func firstOf(ss ...string) string {

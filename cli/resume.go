@@ -16,6 +16,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 	xterm "golang.org/x/term"
 
 	"github.com/paddockhq/paddock/api"
@@ -82,12 +83,23 @@ func runResumePicker(e *env, o *resumeOpts, pos []string) error {
 	} else if !scope.all {
 		scope.dirs = workspaceDirs()
 	}
-	l := &rowLoader{c: c, self: os.Getenv(EnvSessionID)}
-	rows, err := l.list(e.ctx(), scope)
+	l, err := newRowLoader(e.ctx(), c, os.Getenv(EnvSessionID), scope)
 	if err != nil {
 		return err
 	}
-	if len(rows) == 0 && !e.g.json {
+	first, err := l.page(e.ctx(), "", "")
+	if err != nil {
+		return err
+	}
+	if len(first.rows) == 0 && first.next != "" {
+		// The first page held none of this scope's sessions: look further
+		// before saying there are none.
+		if first.rows, err = l.all(e.ctx(), first.next); err != nil {
+			return err
+		}
+		first.next = ""
+	}
+	if len(first.rows) == 0 && !e.g.json {
 		// Nothing to pick: say so and where else to look, rather than open
 		// an empty full-screen picker.
 		switch {
@@ -101,15 +113,31 @@ func runResumePicker(e *env, o *resumeOpts, pos []string) error {
 		return nil
 	}
 	if !xterm.IsTerminal(int(os.Stdin.Fd())) || !isTerminal(e.stdout) {
+		// A table is never cut short: every page.
+		rows := first.rows
+		if first.next != "" {
+			more, err := l.all(e.ctx(), first.next)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, more...)
+		}
 		if err := printPickRows(e, rows); err != nil {
 			return err
 		}
 		return &exitError{code: 2, err: errors.New(`"paddock resume" is interactive and needs a terminal; resume one of these with "paddock session resume ID" and attach with "paddock attach ID"`)}
 	}
-	src := pickerSource{check: l.check, resume: func(ctx context.Context, id string) error {
-		return l.resume(ctx, e, id)
-	}}
-	m := newPicker(rows, src, time.Now)
+	src := pickerSource{
+		search: l.page,
+		messages: func(ctx context.Context, id string) ([]api.Message, error) {
+			return l.c.Messages(ctx, id)
+		},
+		check: l.check,
+		resume: func(ctx context.Context, id string) error {
+			return l.resume(ctx, e, id)
+		},
+	}
+	m := newPicker(first, src, time.Now)
 	final, err := tea.NewProgram(m, tea.WithOutput(e.stdout)).Run()
 	if err != nil {
 		return fmt.Errorf("picker: %w", err)
@@ -212,65 +240,128 @@ func (s pickerScope) inScope(t api.Task) bool {
 	return false
 }
 
-// rowLoader reads picker rows from the server.
+// rowLoader reads picker rows from the server: pages of its session
+// search (GET /v1/sessions?q=&cursor=), cluster-wide, narrowed to the
+// picker's scope, each row with its status.
 type rowLoader struct {
-	c    *client.Client
-	self string // the caller's own session (PADDOCK_SESSION_ID)
+	c      *client.Client
+	self   string // the caller's own session (PADDOCK_SESSION_ID)
+	scope  pickerScope
+	titles map[string]string // the titles of the tasks in scope (every task's with -all)
+	// task, when the scope is one task, is asked of the server, which then
+	// pages that task's sessions only.
+	task   string
+	agents map[string]api.Agent
+
+	mu       sync.Mutex
+	statuses map[string]cachedStatus // by session id
 }
 
-// list loads the rows of every session in scope; a session whose status
-// fails to load gets a row with its own error.
-func (l *rowLoader) list(ctx context.Context, scope pickerScope) ([]pickRow, error) {
-	tasks, err := l.c.ListTasks(ctx)
+// cachedStatus is a session's status as last read, with the session's
+// updated_at then: a session that has not changed is not asked again on
+// every keystroke's search. (Enter reads it again whatever the cache says.)
+type cachedStatus struct {
+	updated time.Time
+	state   api.SessionState
+	st      *api.Status
+	err     error
+}
+
+// pickerPageSize is how many sessions the picker asks the server for at
+// a time.
+const pickerPageSize = 50
+
+// newRowLoader reads the tasks in scope and the agent profiles, once.
+func newRowLoader(ctx context.Context, c *client.Client, self string, scope pickerScope) (*rowLoader, error) {
+	tasks, err := c.ListTasks(ctx)
 	if err != nil {
 		return nil, err
 	}
-	titles := map[string]string{}
+	l := &rowLoader{c: c, self: self, scope: scope, titles: map[string]string{}, statuses: map[string]cachedStatus{}}
 	for _, t := range tasks {
 		if scope.inScope(t) {
-			titles[t.ID] = t.Title
+			l.titles[t.ID] = t.Title
 		}
 	}
-	if len(titles) == 0 {
-		return nil, nil
+	switch {
+	case scope.taskID != "":
+		l.task = scope.taskID
+	case !scope.all && len(l.titles) == 1:
+		for id := range l.titles {
+			l.task = id
+		}
 	}
-	taskFilter := ""
-	if scope.taskID != "" {
-		taskFilter = scope.taskID
+	l.agents = l.loadAgents(ctx)
+	return l, nil
+}
+
+// page returns the sessions in scope of the server's page of q after
+// cursor, in the server's order (pinned first, then newest activity).
+// Completed sessions are left out: they cannot be resumed.
+func (l *rowLoader) page(ctx context.Context, q, cursor string) (pickPage, error) {
+	if !l.scope.all && len(l.titles) == 0 {
+		return pickPage{}, nil // no task here: nothing to ask
 	}
-	sessions, err := l.c.ListSessions(ctx, taskFilter, "")
+	pg, err := l.c.SearchSessionsPage(ctx, client.SessionSearch{Query: strings.TrimSpace(q), Cursor: cursor, Limit: pickerPageSize, TaskID: l.task})
 	if err != nil {
-		return nil, err
+		return pickPage{}, err
 	}
-	agents := l.agents(ctx)
-	var rows []pickRow
-	var mu sync.Mutex
+	var items []api.SessionItem
+	for _, it := range pg.Sessions {
+		if _, ok := l.titles[it.TaskID]; (ok || l.scope.all) && it.State != api.SessionCompleted {
+			items = append(items, it)
+		}
+	}
+	rows := make([]pickRow, len(items))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
-	for _, s := range sessions {
-		title, ok := titles[s.TaskID]
-		if !ok || s.State == api.SessionCompleted {
-			continue
-		}
+	for i, it := range items {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			r := l.row(ctx, s, title, agents)
-			mu.Lock()
-			rows = append(rows, r)
-			mu.Unlock()
+			st, err := l.status(ctx, it.Session)
+			rows[i] = classify(it, l.titles[it.TaskID], st, l.agents, l.self, err)
 		}()
 	}
 	wg.Wait()
-	sortRows(rows)
+	return pickPage{rows: rows, next: pg.NextCursor}, nil
+}
+
+// all returns the rows of every page from cursor on.
+func (l *rowLoader) all(ctx context.Context, cursor string) ([]pickRow, error) {
+	var rows []pickRow
+	for cursor != "" {
+		pg, err := l.page(ctx, "", cursor)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, pg.rows...)
+		cursor = pg.next
+	}
 	return rows, nil
 }
 
-// agents maps profile names to profiles; nil when the server would not say
-// (then no row is marked "agent not configured").
-func (l *rowLoader) agents(ctx context.Context) map[string]api.Agent {
+// status reads a session's status, or the cached one while the session is
+// unchanged.
+func (l *rowLoader) status(ctx context.Context, s api.Session) (*api.Status, error) {
+	l.mu.Lock()
+	c, ok := l.statuses[s.ID]
+	l.mu.Unlock()
+	if ok && c.updated.Equal(s.UpdatedAt) && c.state == s.State && c.err == nil {
+		return c.st, nil
+	}
+	st, err := l.c.SessionStatus(ctx, s.ID)
+	l.mu.Lock()
+	l.statuses[s.ID] = cachedStatus{updated: s.UpdatedAt, state: s.State, st: st, err: err}
+	l.mu.Unlock()
+	return st, err
+}
+
+// loadAgents maps profile names to profiles; nil when the server would not
+// say (then no row is marked "agent not configured").
+func (l *rowLoader) loadAgents(ctx context.Context) map[string]api.Agent {
 	list, err := l.c.Agents(ctx)
 	if err != nil {
 		return nil
@@ -280,12 +371,6 @@ func (l *rowLoader) agents(ctx context.Context) map[string]api.Agent {
 		m[a.Name] = a
 	}
 	return m
-}
-
-// row reads one session's status and classifies it.
-func (l *rowLoader) row(ctx context.Context, s api.Session, title string, agents map[string]api.Agent) pickRow {
-	st, err := l.c.SessionStatus(ctx, s.ID)
-	return classify(s, title, st, agents, l.self, err)
 }
 
 // check re-reads one row with every check, for a selection.
@@ -298,7 +383,8 @@ func (l *rowLoader) check(ctx context.Context, id string) (pickRow, error) {
 	if t, err := l.c.GetTask(ctx, s.TaskID); err == nil {
 		title = t.Title
 	}
-	return l.row(ctx, *s, title, l.agents(ctx)), nil
+	st, err := l.c.SessionStatus(ctx, s.ID)
+	return classify(api.SessionItem{Session: *s}, title, st, l.loadAgents(ctx), l.self, err), nil
 }
 
 // resume resumes a session and waits until its agent takes prompts. The
@@ -315,10 +401,13 @@ func (l *rowLoader) resume(ctx context.Context, e *env, id string) error {
 
 // classify turns a session and its status into a picker row: its state in
 // words and, when it cannot be selected, why.
-func classify(s api.Session, title string, st *api.Status, agents map[string]api.Agent, self string, loadErr error) pickRow {
+func classify(it api.SessionItem, title string, st *api.Status, agents map[string]api.Agent, self string, loadErr error) pickRow {
+	s := it.Session
 	r := pickRow{
-		ID: s.ID, TaskID: s.TaskID, Title: title, Agent: s.Agent, State: s.State,
+		ID: s.ID, TaskID: s.TaskID, Title: title, Name: s.Name, Pinned: s.Pinned, Agent: s.Agent, State: s.State,
 		LastActivity: s.LastActivityAt, Outcome: string(s.LastTurnOutcome), Detail: s.ErrorMessage,
+		conversation: conversation{FirstPrompt: it.FirstPrompt, LastReply: it.LastReply, Messages: it.MessageCount,
+			Match: it.Match, MatchField: it.MatchField},
 	}
 	if title == "" {
 		r.Title = s.TaskID
@@ -336,6 +425,7 @@ func classify(s api.Session, title string, st *api.Status, agents map[string]api
 		r.Outcome = string(*st.LastTurnOutcome)
 	}
 	r.Model = strOr(st.Model, "")
+	r.Branch = strOr(st.WorktreeBranch, "")
 	reason := strOr(st.ResumeReason, "")
 	msg := strOr(st.ResumeMessage, "")
 	r.Running = st.IsAgentRunning
@@ -416,6 +506,12 @@ func printPickRows(e *env, rows []pickRow) error {
 			SessionID    string    `json:"session_id"`
 			TaskID       string    `json:"task_id"`
 			Title        string    `json:"title"`
+			Name         string    `json:"name"`
+			Pinned       bool      `json:"pinned"`
+			FirstPrompt  string    `json:"first_prompt"`
+			LastReply    string    `json:"last_reply"`
+			MessageCount int       `json:"message_count"`
+			Branch       string    `json:"worktree_branch,omitempty"`
 			State        string    `json:"state"`
 			Status       string    `json:"status"`
 			LastTurn     string    `json:"last_turn_outcome"`
@@ -428,8 +524,8 @@ func printPickRows(e *env, rows []pickRow) error {
 		}
 		out := make([]jsonRow, 0, len(rows))
 		for _, r := range rows {
-			out = append(out, jsonRow{r.ID, r.TaskID, r.Title, string(r.State), r.Word, r.Outcome, r.Agent, r.Model,
-				r.LastActivity, r.selectable(), firstOf(r.Disabled, r.Failure), r.Detail})
+			out = append(out, jsonRow{r.ID, r.TaskID, r.Title, r.Name, r.Pinned, r.FirstPrompt, r.LastReply, r.Messages, r.Branch,
+				string(r.State), r.Word, r.Outcome, r.Agent, r.Model, r.LastActivity, r.selectable(), firstOf(r.Disabled, r.Failure), r.Detail})
 		}
 		b, err := json.Marshal(map[string]any{"sessions": out})
 		if err != nil {
@@ -448,7 +544,11 @@ func printPickRows(e *env, rows []pickRow) error {
 		if r.Model != "" {
 			agent += " (" + r.Model + ")"
 		}
-		tr = append(tr, []string{r.ID, r.Title, r.Word, r.Outcome, agent, age(r.LastActivity, now), firstOf(r.Disabled, r.Failure)})
+		conv := ansi.Truncate(oneLine(r.label()), 40, "…")
+		if r.Pinned {
+			conv = "★ " + conv
+		}
+		tr = append(tr, []string{r.ID, conv, r.Title, r.Word, r.Outcome, fmt.Sprint(r.Messages), agent, age(r.LastActivity, now), firstOf(r.Disabled, r.Failure)})
 	}
-	return table(e.stdout, []string{"SESSION", "TASK", "STATUS", "LAST TURN", "AGENT", "LAST ACTIVITY", "NOT SELECTABLE"}, tr)
+	return table(e.stdout, []string{"SESSION", "CONVERSATION", "TASK", "STATUS", "LAST TURN", "MSGS", "AGENT", "LAST ACTIVITY", "NOT SELECTABLE"}, tr)
 }

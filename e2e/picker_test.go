@@ -154,8 +154,8 @@ func TestResumePickerInATerminal(t *testing.T) {
 
 	// Esc: exit 1, nothing changed.
 	x.start("esc", here, paddock+" resume", env...)
-	screen := x.waitScreen("esc", "Resume a session (2 of 2)", tty, noResume, "picker task")
-	if strings.Contains(screen, foreign) || strings.Contains(screen, "somebody else") {
+	screen := x.waitScreen("esc", "Resume a session (2)", tty[:8], noResume[:8], "picker task")
+	if strings.Contains(screen, foreign[:8]) || strings.Contains(screen, "somebody else") {
 		t.Fatalf("the picker lists another workspace's session:\n%s", screen)
 	}
 	assertRowSays(t, screen, tty, "resumable")
@@ -171,16 +171,16 @@ func TestResumePickerInATerminal(t *testing.T) {
 	// The not-resumable row cannot be chosen; the filter finds the other by
 	// id; Enter resumes it and attaches to its agent's terminal.
 	x.start("pick", here, paddock+" resume", env...)
-	x.waitScreen("pick", "Resume a session (2 of 2)")
+	x.waitScreen("pick", "Resume a session (2)")
 	x.keys("pick", "-l", noResume[:8])
-	x.waitScreen("pick", "Resume a session (1 of 2)")
+	x.waitScreen("pick", `Resume a session (1 matching "`+noResume[:8]+`")`)
 	x.keys("pick", "Enter")
 	x.waitScreen("pick", "Cannot select this session: not resumable")
 	for range noResume[:8] {
 		x.keys("pick", "BSpace")
 	}
 	x.keys("pick", "-l", tty[:8])
-	x.waitScreen("pick", "Resume a session (1 of 2)", tty)
+	x.waitScreen("pick", `Resume a session (1 matching "`+tty[:8]+`")`)
 	x.keys("pick", "Enter")
 	x.waitScreen("pick", "demo>") // capture-pane drops the trailing space
 	waitState(t, api, tty, wire.SessionWaitingForInput)
@@ -194,11 +194,12 @@ func TestResumePickerInATerminal(t *testing.T) {
 	}
 }
 
-// assertRowSays checks that the picker's row of session id shows word.
+// assertRowSays checks that the picker's row of session id (the first line
+// with its first 8 characters) shows word.
 func assertRowSays(t *testing.T, screen, id, word string) {
 	t.Helper()
 	for _, line := range strings.Split(screen, "\n") {
-		if strings.Contains(line, id) {
+		if strings.Contains(line, id[:8]) {
 			if !strings.Contains(line, fmt.Sprintf(" %s ", word)) {
 				t.Errorf("row of %s does not say %q: %q", id, word, line)
 			}
@@ -206,4 +207,107 @@ func assertRowSays(t *testing.T, screen, id, word string) {
 		}
 	}
 	t.Errorf("no row for %s in:\n%s", id, screen)
+}
+
+// TestResumePickerFindsConversations runs `paddock resume` in tmux against
+// a real server with three ACP sessions of this directory's task and one of
+// another directory's: the pinned session is listed first, a renamed one
+// shows its name, the preview shows the highlighted session's last reply,
+// and typing a word said only in the middle of one conversation (not its
+// title, first prompt or last reply) narrows the list to it, the server
+// searching within this directory's sessions.
+func TestResumePickerFindsConversations(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	x := newTmux(t)
+	c := startCluster(t, 1, false, standaloneConfig(t))
+	leader := leaderOf(t, c)
+	api := apiClient(t, leader)
+
+	here, elsewhere := t.TempDir(), t.TempDir()
+	task := func(title, dir string) string {
+		tk, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: title, Workspace: wire.Workspace{Path: dir}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tk.ID
+	}
+	mine, other := task("finder task", here), task("other finder task", elsewhere)
+	talk := func(taskID string, prompts ...string) string {
+		s, err := api.CreateSession(testCtx(t), taskID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, api, s.ID, wire.SessionWaitingForInput)
+		for _, p := range prompts {
+			promptAndWait(t, api, s.ID, p)
+		}
+		return s.ID
+	}
+	// Oldest activity first: pinned, then the newest first would be
+	// renamed, talked, pinned.
+	pinned := talk(mine, "remember guava")
+	talked := talk(mine, "remember apple", "remember papaya", "remember plum")
+	renamed := talk(mine, "remember mango")
+	foreign := talk(other, "remember papaya")
+	if _, err := api.PinSession(testCtx(t), pinned, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.RenameSession(testCtx(t), renamed, "release checklist"); err != nil {
+		t.Fatal(err)
+	}
+
+	env := []string{"PADDOCK_ADDR=" + leader.URL(), "PADDOCK_SESSION_ID=", "TERM=xterm-256color"}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the picker window:\n%s", x.screen("find"))
+		}
+	})
+	x.start("find", here, filepath.Join(binDir, "paddock")+" resume", env...)
+	screen := x.waitScreen("find", "Resume a session (3)", pinned[:8], talked[:8], renamed[:8], "agent  ok, remembering guava")
+	if strings.Contains(screen, foreign[:8]) {
+		t.Fatalf("the picker lists another directory's session:\n%s", screen)
+	}
+	// Pinned first, then newest activity first: the row order.
+	row := func(screen, id string) (int, string) {
+		for i, l := range strings.Split(screen, "\n") {
+			if strings.Contains(l, id[:8]) {
+				return i, l
+			}
+		}
+		t.Fatalf("no row of %s:\n%s", id, screen)
+		return 0, ""
+	}
+	ip, lp := row(screen, pinned)
+	ir, lr := row(screen, renamed)
+	it, lt := row(screen, talked)
+	if !(ip < ir && ir < it) {
+		t.Errorf("rows at lines %d (pinned), %d (renamed), %d (talked): want pinned, then newest first:\n%s", ip, ir, it, screen)
+	}
+	if !strings.Contains(lp, "> ★ remember guava") {
+		t.Errorf("the pinned row is not highlighted, marked and called by its first prompt: %q", lp)
+	}
+	if !strings.Contains(lr, "release checklist") || strings.Contains(lr, "remember mango") {
+		t.Errorf("the renamed row does not show its name instead of its prompt: %q", lr)
+	}
+	if !strings.Contains(lt, "remember apple") {
+		t.Errorf("a row without a name does not show its first prompt: %q", lt)
+	}
+	// Down: the preview follows the highlight to the renamed session.
+	x.keys("find", "Down")
+	x.waitScreen("find", "agent  ok, remembering mango", "you    remember mango")
+
+	// "papaya" is in the talked session's transcript, between its first
+	// prompt and last reply, and in the other directory's session.
+	x.keys("find", "-l", "papaya")
+	screen = x.waitScreen("find", `Resume a session (1 matching "papaya")`, talked[:8], "found: ")
+	for _, id := range []string{pinned, renamed, foreign} {
+		if strings.Contains(screen, id[:8]) {
+			t.Errorf("the search for papaya lists %s:\n%s", id, screen)
+		}
+	}
+	x.waitScreen("find", "agent  ok, remembering plum")
+	x.keys("find", "Escape")
+	x.waitScreen("find", "EXIT=1")
 }
