@@ -325,7 +325,7 @@ func (p *picker) more() tea.Cmd {
 	if len(p.rows) > p.cursor+p.room() {
 		return nil
 	}
-	return p.fetch(p.query, p.next)
+	return tea.Batch(p.spin.Tick, p.fetch(p.query, p.next))
 }
 
 // searched takes a page of the server's answer, if it answers the current

@@ -15,8 +15,8 @@ import (
 // Drawing the picker. A session is two lines, so that a person can tell
 // conversations apart at a glance in 80 columns:
 //
-//	> ★ fix the login redirect after SSO             resumable       3h ago     1a2b3c4d
-//	      I changed auth.go: the callback now …         12 msgs · demo · ⎇ paddock/1a2b3c4d
+//	> ★ make the login page redirect after SSO  resumable        3h ago     1a2b3c4d
+//	    Done: the callback now redirects to /h…  12 msgs · demo · ⎇ paddock/1a2b3c4d
 //
 // The first line is what the conversation is called (its name, else its
 // first prompt) and the state, last activity and 8-character id; the
@@ -143,7 +143,7 @@ func (p *picker) render() string {
 	switch {
 	case p.loadErr != "":
 		left = append(left, pickErrStyle.Render(ansi.Truncate("  "+p.loadErr, lw, "…")))
-	case len(p.rows) == 0 && p.searching:
+	case len(p.rows) == 0 && (p.searching || p.paging || p.next != ""):
 		left = append(left, pickDimStyle.Render("  Searching…"))
 	case len(p.rows) == 0 && p.query == "":
 		left = append(left, pickDimStyle.Render("  No sessions here"))

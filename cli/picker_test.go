@@ -691,3 +691,29 @@ func rowBefore(a, b pickRow) bool {
 	}
 	return a.ID < b.ID
 }
+
+// A page may hold none of the picker's sessions (the server's page was
+// other directories' sessions, or its search reached its work bound): the
+// picker asks for the next one until it has a screenful or the end.
+func TestPickerPagesPastEmptyPages(t *testing.T) {
+	f := newFakeSource(pickerRows())
+	src := f.source()
+	asked := 0
+	src.search = func(_ context.Context, q, cursor string) (pickPage, error) {
+		asked++
+		if cursor == "" || cursor == "empty1" {
+			return pickPage{next: cursor + "empty1"}, nil
+		}
+		return f.find(q, "")
+	}
+	p := newPicker(pickPage{next: "empty1"}, src, func() time.Time { return pickerNow })
+	p.debounce = 0
+	drive(p, p.Init())
+	if got := listed(p); len(got) != 4 || asked != 2 {
+		t.Fatalf("after the empty pages: %v, %d searches", got, asked)
+	}
+	typeText(p, "z")
+	if asked != 5 || !strings.Contains(screen(p), "No session matches") {
+		t.Fatalf("after typing: %d searches, want 3 more (two empty pages, then the answer):\n%s", asked, screen(p))
+	}
+}
