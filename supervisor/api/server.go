@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -166,6 +167,10 @@ type Server struct {
 	chats      sync.Map     // session id → chatSeen: its chat registration, as agentctl last said
 	bigBodyTimeout    time.Duration
 	socketAuthTimeout time.Duration
+
+	// caughtUp: since it started, this node's state has once held every
+	// write the cluster committed before it asked (terminalExecutor).
+	caughtUp atomic.Bool
 }
 
 // Forwarding headers: the hop count bounds forwarding loops.

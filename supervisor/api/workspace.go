@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strconv"
@@ -172,7 +173,12 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) error {
 }
 
 // terminalExecutor is the running executor of the session in the path.
+// A terminal is served from this node's own state (the route is not
+// forwarded to the leader), so that state must be current: see caughtUpOnce.
 func (s *Server) terminalExecutor(r *http.Request) (api.Executor, error) {
+	if err := s.caughtUpOnce(r.Context()); err != nil {
+		return api.Executor{}, err
+	}
 	sess, err := s.session(r)
 	if err != nil {
 		return api.Executor{}, err
@@ -182,6 +188,34 @@ func (s *Server) terminalExecutor(r *http.Request) (api.Executor, error) {
 		return api.Executor{}, errorf(http.StatusConflict, CodeConflict, "session %q has no running executor; resume it first", sess.ID)
 	}
 	return ex, nil
+}
+
+// caughtUpOnce returns nil once this node's state has caught up with the
+// cluster's log since the server started, catching up now (within
+// leaderWait) if it has not.
+//
+// Right after a start the state is the latest snapshot and nothing more:
+// raft applies the log after it only once a leader says what is
+// committed. Served from it, a terminal would find no session (404) for
+// one created after the snapshot, or the executor the snapshot recorded:
+// stopped (409) or an agentctl that has since moved, for a session that
+// runs. session() already catches up when a session is missing; this
+// covers a session that is there but stale. Until the first catch-up
+// succeeds the answer is 503 "starting" (a close with 1013 after a hello),
+// which clients retry; afterwards a follower trails the leader by its
+// replication lag only, and a missing session still catches up (session).
+func (s *Server) caughtUpOnce(ctx context.Context) error {
+	if s.caughtUp.Load() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.leaderWait)
+	defer cancel()
+	if err := s.cluster.CatchUp(ctx); err != nil {
+		return errorf(http.StatusServiceUnavailable, CodeUnavailable,
+			"this node is starting: it has not caught up with the cluster's log since it started (%v); retry", err)
+	}
+	s.caughtUp.Store(true)
+	return nil
 }
 
 // withExecutor points a terminal at the executor's agentctl.
