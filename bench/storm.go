@@ -73,12 +73,12 @@ func PromptBurstSuite(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	ids, err := createSessions(ctx, api, task.ID, sessions, 4)
-	if err != nil {
+	// Sessions that fail to start are replaced (stormCluster.grow).
+	starter := &stormCluster{env: env, c: c, dir: dir, api: api, leader: leader, taskID: task.ID}
+	if err := starter.grow(ctx, sessions); err != nil {
 		return nil, err
 	}
-	env.Logf("prompt burst: %d sessions started in %s", sessions, time.Since(t0).Round(time.Millisecond))
+	ids := starter.ids
 
 	follower := surviving(c, leader)
 	watch, err := watchChunks(ctx, follower, task.ID, ids, chunks)
@@ -128,6 +128,9 @@ func PromptBurstSuite(ctx context.Context, env Env) ([]Result, error) {
 	// A storm the cluster does not get through is reported, not dropped:
 	// its figures say what did arrive.
 	trouble := ""
+	if starter.failed != "" {
+		trouble = "; " + starter.failed
+	}
 	if len(promptErrs) > 0 {
 		trouble += fmt.Sprintf("; %d prompt(s) were never accepted (first: %v)", len(promptErrs), promptErrs[0])
 	}
