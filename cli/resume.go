@@ -467,6 +467,8 @@ func classify(it api.SessionItem, title string, st *api.Status, agents map[strin
 	switch {
 	case self != "" && s.ID == self:
 		r.Disabled = "this is your own session (this terminal runs inside it)"
+	case ownerOf(st.Controller) == ownerOther && st.Controller.Via == api.ViaChat:
+		r.Disabled = "it is " + controllerWords(st.Controller)
 	case ownerOf(st.Controller) == ownerOther:
 		ctrl := st.Controller
 		who := "a client that did not say who it is"

@@ -140,7 +140,7 @@ agent "demo-stream" {
 
 	// The picker hands an ACP session over to paddock chat.
 	x.start("pick", t.TempDir(), paddock+" resume -task "+task.ID, "PADDOCK_ADDR="+node.URL(), "PADDOCK_SESSION_ID=", "TERM=xterm-256color")
-	x.waitScreen("pick", "Resume a session (1 of 1)", id)
+	x.waitScreen("pick", "Resume a session (1)", id[:8])
 	x.keys("pick", "Enter")
 	x.waitScreen("pick", "Chat with session "+id, "ok, remembering pear")
 	x.keys("pick", "C-d")
