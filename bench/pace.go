@@ -401,12 +401,13 @@ func paceRecord(ctx context.Context, api *client.Client, id string, n int, since
 	return &st
 }
 
-// pacedStorm runs 100 sessions × 20 chunks/s for 30 s (quick: 25 for 10 s)
-// and reports the storm's goals.
+// pacedStorm runs 100 sessions × 20 chunks/s for 30 s (quick: 25 for 10 s),
+// after 5 s (quick: 2 s) measuring the same sessions idle, and reports the
+// storm's goals.
 func pacedStorm(ctx context.Context, env Env) ([]Result, error) {
-	sessions, chunks := 100, 600
+	sessions, chunks, idle := 100, 600, 5*time.Second
 	if env.Quick {
-		sessions, chunks = 25, 200
+		sessions, chunks, idle = 25, 200, 2*time.Second
 	}
 	sessions = sessionsThatFit(env, sessions)
 	s, err := startStormCluster(ctx, env, "storm")
@@ -417,7 +418,7 @@ func pacedStorm(ctx context.Context, env Env) ([]Result, error) {
 	if err := s.grow(ctx, sessions); err != nil {
 		return nil, err
 	}
-	o, err := s.step(ctx, chunks, paceEvery, 5*time.Second, "prompt-storm-leader")
+	o, err := s.step(ctx, chunks, paceEvery, idle, "prompt-storm-leader")
 	if err != nil {
 		return nil, err
 	}
