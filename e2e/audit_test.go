@@ -280,3 +280,69 @@ func respStatus(resp *http.Response) string {
 	}
 	return resp.Status
 }
+
+// TestATaskWorkspaceOutsideTheRuntimesRootIsRefusedAtCreate: the
+// standalone runtime runs a task's sessions only in a workspace inside its
+// task_workspace_root. A task whose workspace lies outside (as written, or
+// through a symlink inside the root) is refused when it is created, 400
+// naming the root, instead of its first session failing at launch; one
+// inside (even a directory not made yet) is created.
+func TestATaskWorkspaceOutsideTheRuntimesRootIsRefusedAtCreate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	// Short paths: the client keeps 200 characters of an error message.
+	root, outside := shortTempDir(t), shortTempDir(t)
+	cfg := strings.Replace(standaloneConfig(t), fmt.Sprintf("task_workspace_root   = %q", os.TempDir()), fmt.Sprintf("task_workspace_root   = %q", root), 1)
+	if !strings.Contains(cfg, root) {
+		t.Fatal("the test's config does not set task_workspace_root")
+	}
+	c := startCluster(t, 1, false, cfg)
+	api := apiClient(t, leaderOf(t, c))
+	if err := os.Symlink(outside, filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{outside, filepath.Join(root, "escape"), filepath.Join(root, "escape", "new")} {
+		_, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "outside", Workspace: wire.Workspace{Path: path}})
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, "task_workspace_root "+root) {
+			t.Fatalf("task with workspace %s outside task_workspace_root %s: %v; want 400 naming the root", path, root, err)
+		}
+	}
+	tasks, err := api.ListTasks(testCtx(t))
+	if err != nil || len(tasks) != 0 {
+		t.Fatalf("refused tasks were recorded: %+v %v", tasks, err)
+	}
+
+	inside := filepath.Join(root, "proj")
+	if err := os.Mkdir(inside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{inside, filepath.Join(root, "not-made-yet")} {
+		if _, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "inside", Workspace: wire.Workspace{Path: path}}); err != nil {
+			t.Fatalf("task with workspace %s inside task_workspace_root: %v; want 201", path, err)
+		}
+	}
+	// The accepted task's session runs in it.
+	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "runs inside", Workspace: wire.Workspace{Path: inside}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, api, s.ID, wire.SessionWaitingForInput)
+}
+
+// shortTempDir is a new directory right under the temporary directory,
+// removed when the test ends.
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}

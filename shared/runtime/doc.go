@@ -18,7 +18,9 @@
 // supervisor's leader calls it after recovery and periodically). On the host
 // side the Runtime always has the method (type-assert for Reconciler); a
 // plugin without it, or one built with an older SDK, answers
-// [ErrUnsupported].
+// [ErrUnsupported]. [WorkspaceChecker] is the second: CheckTaskWorkspace
+// tells the supervisor, when a task is created, whether the plugin's
+// launches would accept the task's workspace path.
 //
 // The sub-packages are the plugin author's kit, which the bundled runtimes
 // and examples/runtime-subprocess are written with (docs/PLUGINS.md walks

@@ -154,6 +154,20 @@ func (s *grpcServer) Reconcile(ctx context.Context, req *runtimepb.ReconcileRequ
 	return &runtimepb.ReconcileResponse{Removed: removed}, nil
 }
 
+// CheckTaskWorkspace serves the optional WorkspaceChecker capability: a
+// plugin whose implementation lacks it answers ErrUnsupported
+// (UNIMPLEMENTED).
+func (s *grpcServer) CheckTaskWorkspace(ctx context.Context, req *runtimepb.CheckTaskWorkspaceRequest) (*runtimepb.CheckTaskWorkspaceResponse, error) {
+	wc, ok := s.impl.(WorkspaceChecker)
+	if !ok {
+		return nil, toStatus(fmt.Errorf("check task workspace: %w", ErrUnsupported))
+	}
+	if err := wc.CheckTaskWorkspace(ctx, req.GetPath()); err != nil {
+		return nil, toStatus(err)
+	}
+	return &runtimepb.CheckTaskWorkspaceResponse{}, nil
+}
+
 // grpcClient is the host side's Runtime: every call is one gRPC round trip
 // and every error is rebuilt into the plugin's sentinel.
 type grpcClient struct {
@@ -235,7 +249,20 @@ func (c *grpcClient) Destroy(ctx context.Context, handle []byte) error {
 	return fromStatus("destroy", err)
 }
 
-var _ Reconciler = (*grpcClient)(nil)
+var (
+	_ Reconciler       = (*grpcClient)(nil)
+	_ WorkspaceChecker = (*grpcClient)(nil)
+)
+
+// CheckTaskWorkspace calls the plugin's optional WorkspaceChecker; a
+// plugin without it (including one built with an SDK older than the
+// method) gives ErrUnsupported.
+func (c *grpcClient) CheckTaskWorkspace(ctx context.Context, path string) error {
+	if _, err := c.c.CheckTaskWorkspace(ctx, &runtimepb.CheckTaskWorkspaceRequest{Path: path}); err != nil {
+		return fromStatus("check task workspace", err)
+	}
+	return nil
+}
 
 // Reconcile calls the plugin's optional Reconciler; a plugin without it
 // (including one built with an SDK older than the method) gives

@@ -336,6 +336,18 @@ type Reconciler interface {
 	Reconcile(ctx context.Context, req ReconcileRequest) (removed []string, err error)
 }
 
+// WorkspaceChecker is an optional capability a runtime plugin may implement
+// beside Runtime: the host asks it, when a task is created, whether the
+// task's workspace path is one the plugin's launches would accept, so that
+// a path outside the plugin's confining root is refused then rather than
+// at the first session's launch. The path need not exist where the plugin
+// runs (it may exist on another node only); a refusal wraps
+// ErrInvalidRequest and names the root. As with Reconciler, the SDK's gRPC
+// server answers ErrUnsupported for a plugin lacking it.
+type WorkspaceChecker interface {
+	CheckTaskWorkspace(ctx context.Context, path string) error
+}
+
 // ReconcileRequest is what the host owns, for Reconcile.
 type ReconcileRequest struct {
 	// Cluster is the cluster name the host puts in LaunchRequest.Cluster.

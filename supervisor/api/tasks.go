@@ -2,16 +2,20 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/shared/runtime"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -98,6 +102,9 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	if err := req.validate(); err != nil {
 		return err
 	}
+	if err := s.checkTaskWorkspace(r.Context(), req.Workspace.Path); err != nil {
+		return err
+	}
 	task := api.Task{ID: newID(), Title: req.Title, Workspace: req.Workspace}
 	if err := s.apply(r, state.CmdCreateTask, &state.CreateTaskBody{Task: task}); err != nil {
 		return err
@@ -105,6 +112,58 @@ func (s *Server) createTask(w http.ResponseWriter, r *http.Request) error {
 	t, _ := s.store.Task(task.ID)
 	writeTask(w, http.StatusCreated, t)
 	return nil
+}
+
+// taskWorkspaceTimeout bounds each plugin's answer about a task's workspace.
+const taskWorkspaceTimeout = 5 * time.Second
+
+// checkTaskWorkspace refuses a task whose workspace no runtime would launch
+// a session in, so that the task is refused when it is created rather than
+// its first session failing at launch.
+//
+// Only a runtime plugin knows its confining root (the standalone runtime's
+// task_workspace_root is part of its own config block, which the server
+// does not read), so each plugin of this node (the leader: task creates
+// are forwarded to it) is asked (runtime.WorkspaceChecker); every node is
+// configured alike. A task names no runtime, so the path is refused only
+// when every plugin refuses it: one that accepts it, does not check (the
+// docker and remote runtimes), is unhealthy or does not answer may still
+// run the task's sessions, which then meet the launch's own check. The
+// path need not exist on this node: a node-local runtime may find it on
+// another.
+func (s *Server) checkTaskWorkspace(ctx context.Context, path string) error {
+	if path == "" || s.plugins == nil {
+		return nil
+	}
+	var refusals []string
+	for _, p := range s.plugins.List() {
+		rt, err := s.plugins.Get(p.Name)
+		if err != nil {
+			return nil
+		}
+		wc, ok := rt.(runtime.WorkspaceChecker)
+		if !ok {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, taskWorkspaceTimeout)
+		err = wc.CheckTaskWorkspace(cctx, path)
+		cancel()
+		if !errors.Is(err, runtime.ErrInvalidRequest) {
+			return nil
+		}
+		// "runtime check task workspace: workspace path P is outside
+		// task_workspace_root R: invalid request" says, once the path is
+		// named: runtime "standalone" says it is outside task_workspace_root R.
+		msg := strings.TrimSuffix(strings.TrimPrefix(err.Error(), "runtime check task workspace: "), ": "+runtime.ErrInvalidRequest.Error())
+		if rest, ok := strings.CutPrefix(msg, "workspace path "+path+" "); ok {
+			msg = "it " + rest
+		}
+		refusals = append(refusals, fmt.Sprintf("runtime %q says %s", p.Name, msg))
+	}
+	if len(refusals) == 0 {
+		return nil
+	}
+	return badRequest("workspace.path %q is refused: %s", path, strings.Join(refusals, "; "))
 }
 
 func (s *Server) listTasks(w http.ResponseWriter, _ *http.Request) error {

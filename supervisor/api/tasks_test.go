@@ -1,9 +1,16 @@
 package api
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"regexp"
+	"sort"
+	"strings"
 	"testing"
+
+	"github.com/paddockhq/paddock/shared/runtime"
+	"github.com/paddockhq/paddock/supervisor/plugins"
 )
 
 // newID returns distinct version-4 UUIDs in their canonical text form.
@@ -88,5 +95,69 @@ func sameCreateTask(t *testing.T, body []byte) {
 	want, wantErr := strictCreateTask(body)
 	if got != want || fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
 		t.Fatalf("%q: compact reader %+v (%v), encoding/json %+v (%v)", body, got, gotErr, want, wantErr)
+	}
+}
+
+// checkingRuntime is a plugin with runtime.WorkspaceChecker that accepts
+// paths under root; plainRuntime is one without it (as docker, remote).
+type checkingRuntime struct {
+	runtime.Runtime
+	root string
+}
+
+func (r checkingRuntime) CheckTaskWorkspace(_ context.Context, path string) error {
+	if strings.HasPrefix(path, r.root+"/") {
+		return nil
+	}
+	return fmt.Errorf("runtime check task workspace: workspace path %s is outside task_workspace_root %s: %w", path, r.root, runtime.ErrInvalidRequest)
+}
+
+type plainRuntime struct{ runtime.Runtime }
+
+type fakePlugins map[string]runtime.Runtime
+
+func (p fakePlugins) List() []plugins.Status {
+	var out []plugins.Status
+	for name := range p {
+		out = append(out, plugins.Status{Name: name, Healthy: true})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (p fakePlugins) Get(name string) (runtime.Runtime, error) { return p[name], nil }
+
+// A task's workspace is refused only when every runtime refuses it: a
+// task names no runtime, and one that accepts the path or does not check
+// it may run the task's sessions.
+func TestCheckTaskWorkspaceRefusesOnlyWhatEveryRuntimeRefuses(t *testing.T) {
+	src, other := checkingRuntime{root: "/src"}, checkingRuntime{root: "/other"}
+	for _, tc := range []struct {
+		name    string
+		plugins fakePlugins
+		path    string
+		refused bool
+	}{
+		{"inside", fakePlugins{"standalone": src}, "/src/app", false},
+		{"outside", fakePlugins{"standalone": src}, "/etc", true},
+		{"no path", fakePlugins{"standalone": src}, "", false},
+		{"another runtime accepts", fakePlugins{"standalone": src, "x": other}, "/other/app", false},
+		{"every runtime refuses", fakePlugins{"standalone": src, "x": other}, "/etc", true},
+		{"a runtime that does not check", fakePlugins{"standalone": src, "remote": plainRuntime{}}, "/etc", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{plugins: tc.plugins}
+			err := s.checkTaskWorkspace(context.Background(), tc.path)
+			if !tc.refused {
+				if err != nil {
+					t.Fatalf("checkTaskWorkspace(%q) = %v; want nil", tc.path, err)
+				}
+				return
+			}
+			status, _ := classify(err)
+			if status != http.StatusBadRequest || !strings.Contains(err.Error(), `runtime "standalone" says it is outside task_workspace_root /src`) {
+				t.Fatalf("checkTaskWorkspace(%q) = %v (%d); want 400 naming standalone's root", tc.path, err, status)
+			}
+		})
 	}
 }

@@ -73,6 +73,15 @@ func (r *Runtime) Capabilities(context.Context) (runtime.Capabilities, error) {
 		Extra: map[string]bool{runtime.CapSharedWorkspace: cfg.SharedWorkspaceRoot}}, nil
 }
 
+var _ runtime.WorkspaceChecker = (*Runtime)(nil)
+
+// CheckTaskWorkspace implements runtime.WorkspaceChecker: a task's
+// workspace must lie in task_workspace_root (workspace.CheckPath; Launch
+// confines it again with workspace.Confine, on the path as it is then).
+func (r *Runtime) CheckTaskWorkspace(_ context.Context, path string) error {
+	return workspace.CheckPath(r.config().TaskWorkspaceRoot, "task_workspace_root", path)
+}
+
 // handle is what the host stores for an executor. It never holds the secret.
 type handle struct {
 	V         int    `json:"v"`

@@ -206,6 +206,28 @@ func TestInvalidWorkspaceRequests(t *testing.T) {
 	}
 }
 
+// TestCheckTaskWorkspace: the host asks, over gRPC, whether a task's
+// workspace lies in task_workspace_root before any launch; a path not made
+// yet inside it is fine.
+func TestCheckTaskWorkspace(t *testing.T) {
+	root := t.TempDir()
+	c := runtimetest.Load(t, bins.Plugin, fmt.Sprintf("agentctl_path = %q\nworkspace_root = %q\ntask_workspace_root = %q\n", bins.Agentctl, t.TempDir(), root))
+	wc, ok := c.Runtime.(runtime.WorkspaceChecker)
+	if !ok {
+		t.Fatalf("the host's runtime %T has no CheckTaskWorkspace", c.Runtime)
+	}
+	ctx := context.Background()
+	for _, p := range []string{root, filepath.Join(root, "proj"), filepath.Join(root, "not", "made", "yet")} {
+		if err := wc.CheckTaskWorkspace(ctx, p); err != nil {
+			t.Errorf("CheckTaskWorkspace(%s) = %v; want nil", p, err)
+		}
+	}
+	outside := t.TempDir()
+	if err := wc.CheckTaskWorkspace(ctx, outside); !errors.Is(err, runtime.ErrInvalidRequest) || !strings.Contains(err.Error(), "task_workspace_root "+root) {
+		t.Fatalf("CheckTaskWorkspace(%s) = %v; want ErrInvalidRequest naming task_workspace_root %s", outside, err, root)
+	}
+}
+
 func TestConfigDiagnostics(t *testing.T) {
 	c, err := runtime.NewClient(context.Background(), runtime.ClientConfig{Path: bins.Plugin})
 	if err != nil {

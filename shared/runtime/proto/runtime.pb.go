@@ -178,7 +178,7 @@ func (x ErrorDetail_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Kind.Descriptor instead.
 func (ErrorDetail_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{27, 0}
+	return file_runtime_proto_rawDescGZIP(), []int{29, 0}
 }
 
 type InfoRequest struct {
@@ -1750,6 +1750,91 @@ func (x *ReconcileResponse) GetRemoved() []string {
 	return nil
 }
 
+// CheckTaskWorkspaceRequest asks whether a task's workspace path is one
+// this runtime's launches accept (inside its confining root), without
+// launching anything. The path need not exist on the plugin's machine.
+type CheckTaskWorkspaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTaskWorkspaceRequest) Reset() {
+	*x = CheckTaskWorkspaceRequest{}
+	mi := &file_runtime_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTaskWorkspaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTaskWorkspaceRequest) ProtoMessage() {}
+
+func (x *CheckTaskWorkspaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTaskWorkspaceRequest.ProtoReflect.Descriptor instead.
+func (*CheckTaskWorkspaceRequest) Descriptor() ([]byte, []int) {
+	return file_runtime_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CheckTaskWorkspaceRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// CheckTaskWorkspaceResponse is empty: a refused path is an
+// INVALID_ARGUMENT error whose message names the root.
+type CheckTaskWorkspaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTaskWorkspaceResponse) Reset() {
+	*x = CheckTaskWorkspaceResponse{}
+	mi := &file_runtime_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTaskWorkspaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTaskWorkspaceResponse) ProtoMessage() {}
+
+func (x *CheckTaskWorkspaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_runtime_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTaskWorkspaceResponse.ProtoReflect.Descriptor instead.
+func (*CheckTaskWorkspaceResponse) Descriptor() ([]byte, []int) {
+	return file_runtime_proto_rawDescGZIP(), []int{28}
+}
+
 // ErrorDetail rides in a gRPC status' details so the host can rebuild the
 // typed error the plugin returned.
 type ErrorDetail struct {
@@ -1761,7 +1846,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_runtime_proto_msgTypes[27]
+	mi := &file_runtime_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1858,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_runtime_proto_msgTypes[27]
+	mi := &file_runtime_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1871,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_runtime_proto_rawDescGZIP(), []int{27}
+	return file_runtime_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ErrorDetail) GetKind() ErrorDetail_Kind {
@@ -1931,7 +2016,10 @@ const file_runtime_proto_rawDesc = "" +
 	"\x12owned_executor_ids\x18\x02 \x03(\tR\x10ownedExecutorIds\x12\x19\n" +
 	"\bgrace_ms\x18\x03 \x01(\x03R\agraceMs\"-\n" +
 	"\x11ReconcileResponse\x12\x18\n" +
-	"\aremoved\x18\x01 \x03(\tR\aremoved\"\xd9\x01\n" +
+	"\aremoved\x18\x01 \x03(\tR\aremoved\"/\n" +
+	"\x19CheckTaskWorkspaceRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\x1c\n" +
+	"\x1aCheckTaskWorkspaceResponse\"\xd9\x01\n" +
 	"\vErrorDetail\x128\n" +
 	"\x04kind\x18\x01 \x01(\x0e2$.paddock.runtime.v1.ErrorDetail.KindR\x04kind\"\x8f\x01\n" +
 	"\x04Kind\x12\x14\n" +
@@ -1940,7 +2028,7 @@ const file_runtime_proto_rawDesc = "" +
 	"\x13KIND_INVALID_CONFIG\x10\x02\x12\x14\n" +
 	"\x10KIND_UNAVAILABLE\x10\x03\x12\x18\n" +
 	"\x14KIND_INVALID_REQUEST\x10\x04\x12\x14\n" +
-	"\x10KIND_UNSUPPORTED\x10\x052\xe5\x06\n" +
+	"\x10KIND_UNSUPPORTED\x10\x052\xda\a\n" +
 	"\aRuntime\x12I\n" +
 	"\x04Info\x12\x1f.paddock.runtime.v1.InfoRequest\x1a .paddock.runtime.v1.InfoResponse\x12a\n" +
 	"\fConfigSchema\x12'.paddock.runtime.v1.ConfigSchemaRequest\x1a(.paddock.runtime.v1.ConfigSchemaResponse\x12X\n" +
@@ -1951,7 +2039,8 @@ const file_runtime_proto_rawDesc = "" +
 	"\aInspect\x12\".paddock.runtime.v1.InspectRequest\x1a#.paddock.runtime.v1.InspectResponse\x12I\n" +
 	"\x04Stop\x12\x1f.paddock.runtime.v1.StopRequest\x1a .paddock.runtime.v1.StopResponse\x12R\n" +
 	"\aDestroy\x12\".paddock.runtime.v1.DestroyRequest\x1a#.paddock.runtime.v1.DestroyResponse\x12X\n" +
-	"\tReconcile\x12$.paddock.runtime.v1.ReconcileRequest\x1a%.paddock.runtime.v1.ReconcileResponseB=Z;github.com/paddockhq/paddock/shared/runtime/proto;runtimepbb\x06proto3"
+	"\tReconcile\x12$.paddock.runtime.v1.ReconcileRequest\x1a%.paddock.runtime.v1.ReconcileResponse\x12s\n" +
+	"\x12CheckTaskWorkspace\x12-.paddock.runtime.v1.CheckTaskWorkspaceRequest\x1a..paddock.runtime.v1.CheckTaskWorkspaceResponseB=Z;github.com/paddockhq/paddock/shared/runtime/proto;runtimepbb\x06proto3"
 
 var (
 	file_runtime_proto_rawDescOnce sync.Once
@@ -1966,43 +2055,45 @@ func file_runtime_proto_rawDescGZIP() []byte {
 }
 
 var file_runtime_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_runtime_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_runtime_proto_goTypes = []any{
-	(Diagnostic_Severity)(0),     // 0: paddock.runtime.v1.Diagnostic.Severity
-	(InspectResponse_State)(0),   // 1: paddock.runtime.v1.InspectResponse.State
-	(ErrorDetail_Kind)(0),        // 2: paddock.runtime.v1.ErrorDetail.Kind
-	(*InfoRequest)(nil),          // 3: paddock.runtime.v1.InfoRequest
-	(*InfoResponse)(nil),         // 4: paddock.runtime.v1.InfoResponse
-	(*ConfigSchemaRequest)(nil),  // 5: paddock.runtime.v1.ConfigSchemaRequest
-	(*AttributeSchema)(nil),      // 6: paddock.runtime.v1.AttributeSchema
-	(*BlockSchema)(nil),          // 7: paddock.runtime.v1.BlockSchema
-	(*Schema)(nil),               // 8: paddock.runtime.v1.Schema
-	(*ConfigSchemaResponse)(nil), // 9: paddock.runtime.v1.ConfigSchemaResponse
-	(*Pos)(nil),                  // 10: paddock.runtime.v1.Pos
-	(*Range)(nil),                // 11: paddock.runtime.v1.Range
-	(*Diagnostic)(nil),           // 12: paddock.runtime.v1.Diagnostic
-	(*SetConfigRequest)(nil),     // 13: paddock.runtime.v1.SetConfigRequest
-	(*SetConfigResponse)(nil),    // 14: paddock.runtime.v1.SetConfigResponse
-	(*CapabilitiesRequest)(nil),  // 15: paddock.runtime.v1.CapabilitiesRequest
-	(*CapabilitiesResponse)(nil), // 16: paddock.runtime.v1.CapabilitiesResponse
-	(*Workspace)(nil),            // 17: paddock.runtime.v1.Workspace
-	(*LaunchRequest)(nil),        // 18: paddock.runtime.v1.LaunchRequest
-	(*TerminalSettings)(nil),     // 19: paddock.runtime.v1.TerminalSettings
-	(*LaunchResponse)(nil),       // 20: paddock.runtime.v1.LaunchResponse
-	(*RecoverRequest)(nil),       // 21: paddock.runtime.v1.RecoverRequest
-	(*InspectRequest)(nil),       // 22: paddock.runtime.v1.InspectRequest
-	(*InspectResponse)(nil),      // 23: paddock.runtime.v1.InspectResponse
-	(*StopRequest)(nil),          // 24: paddock.runtime.v1.StopRequest
-	(*StopResponse)(nil),         // 25: paddock.runtime.v1.StopResponse
-	(*DestroyRequest)(nil),       // 26: paddock.runtime.v1.DestroyRequest
-	(*DestroyResponse)(nil),      // 27: paddock.runtime.v1.DestroyResponse
-	(*ReconcileRequest)(nil),     // 28: paddock.runtime.v1.ReconcileRequest
-	(*ReconcileResponse)(nil),    // 29: paddock.runtime.v1.ReconcileResponse
-	(*ErrorDetail)(nil),          // 30: paddock.runtime.v1.ErrorDetail
-	nil,                          // 31: paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
-	nil,                          // 32: paddock.runtime.v1.LaunchRequest.EnvEntry
-	nil,                          // 33: paddock.runtime.v1.LaunchRequest.OptionsEntry
-	nil,                          // 34: paddock.runtime.v1.InspectResponse.DetailsEntry
+	(Diagnostic_Severity)(0),           // 0: paddock.runtime.v1.Diagnostic.Severity
+	(InspectResponse_State)(0),         // 1: paddock.runtime.v1.InspectResponse.State
+	(ErrorDetail_Kind)(0),              // 2: paddock.runtime.v1.ErrorDetail.Kind
+	(*InfoRequest)(nil),                // 3: paddock.runtime.v1.InfoRequest
+	(*InfoResponse)(nil),               // 4: paddock.runtime.v1.InfoResponse
+	(*ConfigSchemaRequest)(nil),        // 5: paddock.runtime.v1.ConfigSchemaRequest
+	(*AttributeSchema)(nil),            // 6: paddock.runtime.v1.AttributeSchema
+	(*BlockSchema)(nil),                // 7: paddock.runtime.v1.BlockSchema
+	(*Schema)(nil),                     // 8: paddock.runtime.v1.Schema
+	(*ConfigSchemaResponse)(nil),       // 9: paddock.runtime.v1.ConfigSchemaResponse
+	(*Pos)(nil),                        // 10: paddock.runtime.v1.Pos
+	(*Range)(nil),                      // 11: paddock.runtime.v1.Range
+	(*Diagnostic)(nil),                 // 12: paddock.runtime.v1.Diagnostic
+	(*SetConfigRequest)(nil),           // 13: paddock.runtime.v1.SetConfigRequest
+	(*SetConfigResponse)(nil),          // 14: paddock.runtime.v1.SetConfigResponse
+	(*CapabilitiesRequest)(nil),        // 15: paddock.runtime.v1.CapabilitiesRequest
+	(*CapabilitiesResponse)(nil),       // 16: paddock.runtime.v1.CapabilitiesResponse
+	(*Workspace)(nil),                  // 17: paddock.runtime.v1.Workspace
+	(*LaunchRequest)(nil),              // 18: paddock.runtime.v1.LaunchRequest
+	(*TerminalSettings)(nil),           // 19: paddock.runtime.v1.TerminalSettings
+	(*LaunchResponse)(nil),             // 20: paddock.runtime.v1.LaunchResponse
+	(*RecoverRequest)(nil),             // 21: paddock.runtime.v1.RecoverRequest
+	(*InspectRequest)(nil),             // 22: paddock.runtime.v1.InspectRequest
+	(*InspectResponse)(nil),            // 23: paddock.runtime.v1.InspectResponse
+	(*StopRequest)(nil),                // 24: paddock.runtime.v1.StopRequest
+	(*StopResponse)(nil),               // 25: paddock.runtime.v1.StopResponse
+	(*DestroyRequest)(nil),             // 26: paddock.runtime.v1.DestroyRequest
+	(*DestroyResponse)(nil),            // 27: paddock.runtime.v1.DestroyResponse
+	(*ReconcileRequest)(nil),           // 28: paddock.runtime.v1.ReconcileRequest
+	(*ReconcileResponse)(nil),          // 29: paddock.runtime.v1.ReconcileResponse
+	(*CheckTaskWorkspaceRequest)(nil),  // 30: paddock.runtime.v1.CheckTaskWorkspaceRequest
+	(*CheckTaskWorkspaceResponse)(nil), // 31: paddock.runtime.v1.CheckTaskWorkspaceResponse
+	(*ErrorDetail)(nil),                // 32: paddock.runtime.v1.ErrorDetail
+	nil,                                // 33: paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
+	nil,                                // 34: paddock.runtime.v1.LaunchRequest.EnvEntry
+	nil,                                // 35: paddock.runtime.v1.LaunchRequest.OptionsEntry
+	nil,                                // 36: paddock.runtime.v1.InspectResponse.DetailsEntry
 }
 var file_runtime_proto_depIdxs = []int32{
 	8,  // 0: paddock.runtime.v1.BlockSchema.body:type_name -> paddock.runtime.v1.Schema
@@ -2016,13 +2107,13 @@ var file_runtime_proto_depIdxs = []int32{
 	11, // 8: paddock.runtime.v1.Diagnostic.context:type_name -> paddock.runtime.v1.Range
 	10, // 9: paddock.runtime.v1.SetConfigRequest.start:type_name -> paddock.runtime.v1.Pos
 	12, // 10: paddock.runtime.v1.SetConfigResponse.diagnostics:type_name -> paddock.runtime.v1.Diagnostic
-	31, // 11: paddock.runtime.v1.CapabilitiesResponse.extra:type_name -> paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
+	33, // 11: paddock.runtime.v1.CapabilitiesResponse.extra:type_name -> paddock.runtime.v1.CapabilitiesResponse.ExtraEntry
 	17, // 12: paddock.runtime.v1.LaunchRequest.workspace:type_name -> paddock.runtime.v1.Workspace
-	32, // 13: paddock.runtime.v1.LaunchRequest.env:type_name -> paddock.runtime.v1.LaunchRequest.EnvEntry
-	33, // 14: paddock.runtime.v1.LaunchRequest.options:type_name -> paddock.runtime.v1.LaunchRequest.OptionsEntry
+	34, // 13: paddock.runtime.v1.LaunchRequest.env:type_name -> paddock.runtime.v1.LaunchRequest.EnvEntry
+	35, // 14: paddock.runtime.v1.LaunchRequest.options:type_name -> paddock.runtime.v1.LaunchRequest.OptionsEntry
 	19, // 15: paddock.runtime.v1.LaunchRequest.terminal:type_name -> paddock.runtime.v1.TerminalSettings
 	1,  // 16: paddock.runtime.v1.InspectResponse.state:type_name -> paddock.runtime.v1.InspectResponse.State
-	34, // 17: paddock.runtime.v1.InspectResponse.details:type_name -> paddock.runtime.v1.InspectResponse.DetailsEntry
+	36, // 17: paddock.runtime.v1.InspectResponse.details:type_name -> paddock.runtime.v1.InspectResponse.DetailsEntry
 	2,  // 18: paddock.runtime.v1.ErrorDetail.kind:type_name -> paddock.runtime.v1.ErrorDetail.Kind
 	3,  // 19: paddock.runtime.v1.Runtime.Info:input_type -> paddock.runtime.v1.InfoRequest
 	5,  // 20: paddock.runtime.v1.Runtime.ConfigSchema:input_type -> paddock.runtime.v1.ConfigSchemaRequest
@@ -2034,18 +2125,20 @@ var file_runtime_proto_depIdxs = []int32{
 	24, // 26: paddock.runtime.v1.Runtime.Stop:input_type -> paddock.runtime.v1.StopRequest
 	26, // 27: paddock.runtime.v1.Runtime.Destroy:input_type -> paddock.runtime.v1.DestroyRequest
 	28, // 28: paddock.runtime.v1.Runtime.Reconcile:input_type -> paddock.runtime.v1.ReconcileRequest
-	4,  // 29: paddock.runtime.v1.Runtime.Info:output_type -> paddock.runtime.v1.InfoResponse
-	9,  // 30: paddock.runtime.v1.Runtime.ConfigSchema:output_type -> paddock.runtime.v1.ConfigSchemaResponse
-	14, // 31: paddock.runtime.v1.Runtime.SetConfig:output_type -> paddock.runtime.v1.SetConfigResponse
-	16, // 32: paddock.runtime.v1.Runtime.Capabilities:output_type -> paddock.runtime.v1.CapabilitiesResponse
-	20, // 33: paddock.runtime.v1.Runtime.Launch:output_type -> paddock.runtime.v1.LaunchResponse
-	20, // 34: paddock.runtime.v1.Runtime.Recover:output_type -> paddock.runtime.v1.LaunchResponse
-	23, // 35: paddock.runtime.v1.Runtime.Inspect:output_type -> paddock.runtime.v1.InspectResponse
-	25, // 36: paddock.runtime.v1.Runtime.Stop:output_type -> paddock.runtime.v1.StopResponse
-	27, // 37: paddock.runtime.v1.Runtime.Destroy:output_type -> paddock.runtime.v1.DestroyResponse
-	29, // 38: paddock.runtime.v1.Runtime.Reconcile:output_type -> paddock.runtime.v1.ReconcileResponse
-	29, // [29:39] is the sub-list for method output_type
-	19, // [19:29] is the sub-list for method input_type
+	30, // 29: paddock.runtime.v1.Runtime.CheckTaskWorkspace:input_type -> paddock.runtime.v1.CheckTaskWorkspaceRequest
+	4,  // 30: paddock.runtime.v1.Runtime.Info:output_type -> paddock.runtime.v1.InfoResponse
+	9,  // 31: paddock.runtime.v1.Runtime.ConfigSchema:output_type -> paddock.runtime.v1.ConfigSchemaResponse
+	14, // 32: paddock.runtime.v1.Runtime.SetConfig:output_type -> paddock.runtime.v1.SetConfigResponse
+	16, // 33: paddock.runtime.v1.Runtime.Capabilities:output_type -> paddock.runtime.v1.CapabilitiesResponse
+	20, // 34: paddock.runtime.v1.Runtime.Launch:output_type -> paddock.runtime.v1.LaunchResponse
+	20, // 35: paddock.runtime.v1.Runtime.Recover:output_type -> paddock.runtime.v1.LaunchResponse
+	23, // 36: paddock.runtime.v1.Runtime.Inspect:output_type -> paddock.runtime.v1.InspectResponse
+	25, // 37: paddock.runtime.v1.Runtime.Stop:output_type -> paddock.runtime.v1.StopResponse
+	27, // 38: paddock.runtime.v1.Runtime.Destroy:output_type -> paddock.runtime.v1.DestroyResponse
+	29, // 39: paddock.runtime.v1.Runtime.Reconcile:output_type -> paddock.runtime.v1.ReconcileResponse
+	31, // 40: paddock.runtime.v1.Runtime.CheckTaskWorkspace:output_type -> paddock.runtime.v1.CheckTaskWorkspaceResponse
+	30, // [30:41] is the sub-list for method output_type
+	19, // [19:30] is the sub-list for method input_type
 	19, // [19:19] is the sub-list for extension type_name
 	19, // [19:19] is the sub-list for extension extendee
 	0,  // [0:19] is the sub-list for field type_name
@@ -2062,7 +2155,7 @@ func file_runtime_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_runtime_proto_rawDesc), len(file_runtime_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,16 +23,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Runtime_Info_FullMethodName         = "/paddock.runtime.v1.Runtime/Info"
-	Runtime_ConfigSchema_FullMethodName = "/paddock.runtime.v1.Runtime/ConfigSchema"
-	Runtime_SetConfig_FullMethodName    = "/paddock.runtime.v1.Runtime/SetConfig"
-	Runtime_Capabilities_FullMethodName = "/paddock.runtime.v1.Runtime/Capabilities"
-	Runtime_Launch_FullMethodName       = "/paddock.runtime.v1.Runtime/Launch"
-	Runtime_Recover_FullMethodName      = "/paddock.runtime.v1.Runtime/Recover"
-	Runtime_Inspect_FullMethodName      = "/paddock.runtime.v1.Runtime/Inspect"
-	Runtime_Stop_FullMethodName         = "/paddock.runtime.v1.Runtime/Stop"
-	Runtime_Destroy_FullMethodName      = "/paddock.runtime.v1.Runtime/Destroy"
-	Runtime_Reconcile_FullMethodName    = "/paddock.runtime.v1.Runtime/Reconcile"
+	Runtime_Info_FullMethodName               = "/paddock.runtime.v1.Runtime/Info"
+	Runtime_ConfigSchema_FullMethodName       = "/paddock.runtime.v1.Runtime/ConfigSchema"
+	Runtime_SetConfig_FullMethodName          = "/paddock.runtime.v1.Runtime/SetConfig"
+	Runtime_Capabilities_FullMethodName       = "/paddock.runtime.v1.Runtime/Capabilities"
+	Runtime_Launch_FullMethodName             = "/paddock.runtime.v1.Runtime/Launch"
+	Runtime_Recover_FullMethodName            = "/paddock.runtime.v1.Runtime/Recover"
+	Runtime_Inspect_FullMethodName            = "/paddock.runtime.v1.Runtime/Inspect"
+	Runtime_Stop_FullMethodName               = "/paddock.runtime.v1.Runtime/Stop"
+	Runtime_Destroy_FullMethodName            = "/paddock.runtime.v1.Runtime/Destroy"
+	Runtime_Reconcile_FullMethodName          = "/paddock.runtime.v1.Runtime/Reconcile"
+	Runtime_CheckTaskWorkspace_FullMethodName = "/paddock.runtime.v1.Runtime/CheckTaskWorkspace"
 )
 
 // RuntimeClient is the client API for Runtime service.
@@ -52,6 +53,8 @@ type RuntimeClient interface {
 	Destroy(ctx context.Context, in *DestroyRequest, opts ...grpc.CallOption) (*DestroyResponse, error)
 	// Reconcile is optional: a plugin without it answers UNIMPLEMENTED.
 	Reconcile(ctx context.Context, in *ReconcileRequest, opts ...grpc.CallOption) (*ReconcileResponse, error)
+	// CheckTaskWorkspace is optional: a plugin without it answers UNIMPLEMENTED.
+	CheckTaskWorkspace(ctx context.Context, in *CheckTaskWorkspaceRequest, opts ...grpc.CallOption) (*CheckTaskWorkspaceResponse, error)
 }
 
 type runtimeClient struct {
@@ -162,6 +165,16 @@ func (c *runtimeClient) Reconcile(ctx context.Context, in *ReconcileRequest, opt
 	return out, nil
 }
 
+func (c *runtimeClient) CheckTaskWorkspace(ctx context.Context, in *CheckTaskWorkspaceRequest, opts ...grpc.CallOption) (*CheckTaskWorkspaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckTaskWorkspaceResponse)
+	err := c.cc.Invoke(ctx, Runtime_CheckTaskWorkspace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RuntimeServer is the server API for Runtime service.
 // All implementations must embed UnimplementedRuntimeServer
 // for forward compatibility.
@@ -179,6 +192,8 @@ type RuntimeServer interface {
 	Destroy(context.Context, *DestroyRequest) (*DestroyResponse, error)
 	// Reconcile is optional: a plugin without it answers UNIMPLEMENTED.
 	Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error)
+	// CheckTaskWorkspace is optional: a plugin without it answers UNIMPLEMENTED.
+	CheckTaskWorkspace(context.Context, *CheckTaskWorkspaceRequest) (*CheckTaskWorkspaceResponse, error)
 	mustEmbedUnimplementedRuntimeServer()
 }
 
@@ -218,6 +233,9 @@ func (UnimplementedRuntimeServer) Destroy(context.Context, *DestroyRequest) (*De
 }
 func (UnimplementedRuntimeServer) Reconcile(context.Context, *ReconcileRequest) (*ReconcileResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reconcile not implemented")
+}
+func (UnimplementedRuntimeServer) CheckTaskWorkspace(context.Context, *CheckTaskWorkspaceRequest) (*CheckTaskWorkspaceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckTaskWorkspace not implemented")
 }
 func (UnimplementedRuntimeServer) mustEmbedUnimplementedRuntimeServer() {}
 func (UnimplementedRuntimeServer) testEmbeddedByValue()                 {}
@@ -420,6 +438,24 @@ func _Runtime_Reconcile_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Runtime_CheckTaskWorkspace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckTaskWorkspaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RuntimeServer).CheckTaskWorkspace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Runtime_CheckTaskWorkspace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RuntimeServer).CheckTaskWorkspace(ctx, req.(*CheckTaskWorkspaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Runtime_ServiceDesc is the grpc.ServiceDesc for Runtime service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -466,6 +502,10 @@ var Runtime_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reconcile",
 			Handler:    _Runtime_Reconcile_Handler,
+		},
+		{
+			MethodName: "CheckTaskWorkspace",
+			Handler:    _Runtime_CheckTaskWorkspace_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -63,6 +63,47 @@ func Confine(root, name, path string) (string, error) {
 	return real, nil
 }
 
+// CheckPath is Confine for a path that may not exist here (on another
+// node's disk, or not created yet): it refuses a path that leaves root, as
+// written or once the symlinks of its longest existing prefix (and of
+// root) are resolved, and accepts anything else. It is the check of a
+// task's workspace when the task is created; Confine still runs at each
+// launch, on the path as it is then. Failures wrap runtime.ErrInvalidRequest
+// and name root.
+func CheckPath(root, name, path string) error {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		realRoot = root // a root not made yet: nothing under it is a symlink
+	}
+	p := path
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(root, p)
+	}
+	p = filepath.Clean(p)
+	if !Within(root, p) && !Within(realRoot, p) {
+		return fmt.Errorf("workspace path %s is outside %s %s: %w", path, name, root, runtime.ErrInvalidRequest)
+	}
+	if real := resolveExisting(p); !Within(realRoot, real) {
+		return fmt.Errorf("workspace path %s is outside %s %s (it resolves to %s): %w", path, name, root, real, runtime.ErrInvalidRequest)
+	}
+	return nil
+}
+
+// resolveExisting resolves the symlinks of p's longest existing prefix and
+// appends the rest of p as written (p is clean and absolute).
+func resolveExisting(p string) string {
+	rest := ""
+	for dir := p; ; dir = filepath.Dir(dir) {
+		if real, err := filepath.EvalSymlinks(dir); err == nil {
+			return filepath.Join(real, rest)
+		}
+		if dir == filepath.Dir(dir) {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
+}
+
 // Request is what Prepare needs.
 type Request struct {
 	// Root is workspace_root (absolute): session directories live in it.

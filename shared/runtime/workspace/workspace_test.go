@@ -76,6 +76,42 @@ func TestConfine(t *testing.T) {
 	}
 }
 
+// TestCheckPath is Confine's rule for a path that need not exist here: a
+// task's workspace checked when the task is created.
+func TestCheckPath(t *testing.T) {
+	base := t.TempDir()
+	root := mkdir(t, filepath.Join(base, "root"))
+	inside := mkdir(t, filepath.Join(root, "proj"))
+	outside := mkdir(t, filepath.Join(base, "outside"))
+	symlink(t, outside, filepath.Join(root, "escape"))
+	symlink(t, root, filepath.Join(base, "rootlink"))
+	for _, tc := range []struct {
+		name, root, path string
+		ok               bool
+	}{
+		{"absolute_inside", root, inside, true},
+		{"missing_inside", root, filepath.Join(root, "not", "yet"), true},
+		{"the_root_itself", root, root, true},
+		{"real_path_of_a_symlinked_root", filepath.Join(base, "rootlink"), filepath.Join(inside, "new"), true},
+		{"a_root_not_made_yet", filepath.Join(base, "later"), filepath.Join(base, "later", "proj"), true},
+		{"absolute_outside", root, outside, false},
+		{"missing_outside", root, filepath.Join(base, "elsewhere", "proj"), false},
+		{"dotdot_inside_absolute", root, filepath.Join(root, "proj", "..", "..", "outside"), false},
+		{"missing_below_a_symlink_to_outside", root, filepath.Join(root, "escape", "new"), false},
+		{"prefix_sibling", root, root + "2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := workspace.CheckPath(tc.root, "task_workspace_root", tc.path)
+			if tc.ok && err != nil {
+				t.Fatalf("CheckPath(%q) = %v; want nil", tc.path, err)
+			}
+			if !tc.ok && (!errors.Is(err, runtime.ErrInvalidRequest) || !strings.Contains(err.Error(), "task_workspace_root "+tc.root)) {
+				t.Fatalf("CheckPath(%q) = %v; want ErrInvalidRequest naming task_workspace_root %s", tc.path, err, tc.root)
+			}
+		})
+	}
+}
+
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
