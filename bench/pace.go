@@ -538,6 +538,9 @@ func streamingCapacity(ctx context.Context, env Env) ([]Result, error) {
 	capRes := Result{Name: "streaming_capacity_sessions", Area: areaCapacity, Unit: "sessions", Goal: "≥ 200", P50: float64(held), P99: float64(held), Samples: len(lines),
 		Note: fmt.Sprintf("the most sessions that stream together at 20 chunks/s (\"stream %d every %d\", %s per step, all prompted at once, after %s of idle CPU measured) on a 3-node cluster with chunk latency from emission p99 ≤ 1 s, pace held ≥ 0.95 and no chunk lost; sessions are added between steps (%s), stopping at the first step that does not hold: %s%s",
 			chunks, paceEvery.Milliseconds(), paceEvery*time.Duration(chunks), idle, joinInts(steps), strings.Join(lines, "; "), skipped)}
+	if held == steps[len(steps)-1] {
+		capRes.Note += fmt.Sprintf("; every step held: the capacity is at least %d, the largest step tried", held)
+	}
 	capRes = Verdict(capRes, held >= 200)
 	return append([]Result{capRes}, out...), nil
 }
