@@ -325,6 +325,14 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 	// agent whose probe never answered is tried: agentctl refuses a resume
 	// it cannot do).
 	supports, probed := ex.ProbedResume()
+	if resume && !sess.HasResumeToken && !m.hasPrompt(sess.ID) {
+		// No token and no prompt: the agent never began a conversation (a
+		// leader change or a slow agent cut its first start short), so
+		// there is nothing to resume and nothing to lose by starting it
+		// afresh, rather than failing a session nobody has used yet.
+		m.log.Info("no conversation to resume yet; starting the agent afresh", "session", sess.ID)
+		resume = false
+	}
 	switch {
 	case resume && probed && !supports:
 		return m.agentFailed(ctx, sess, api.ReasonNotResumable, state.ResumeMessage(api.ReasonNotResumable))
@@ -367,6 +375,16 @@ func (m *Manager) runAgent(ctx, lctx context.Context, b *bringUp) (Outcome, erro
 		return OutcomeResumed, nil
 	}
 	return OutcomeStarted, nil
+}
+
+// hasPrompt reports whether the session's transcript holds a prompt.
+func (m *Manager) hasPrompt(id string) bool {
+	for _, msg := range m.store.Messages(id) {
+		if msg.Role == api.RoleUser {
+			return true
+		}
+	}
+	return false
 }
 
 // agentStarted waits while agentctl starts an agent and returns its state

@@ -673,6 +673,9 @@ func (w *world) seedLive(o liveOpts) live {
 	}
 	w.r.must(t, state.CmdSetSessionState, &state.SetSessionStateBody{SessionID: o.id, State: api.SessionWaitingForInput})
 	if o.remember != "" {
+		// The transcript holds the prompt as the leader's pump recorded it.
+		w.r.must(t, state.CmdPutMessage, &state.PutMessageBody{SessionID: o.id,
+			Message: api.Message{ID: "seed-" + o.id, Role: api.RoleUser, Text: "remember " + o.remember, Complete: true, CreatedAt: time.Now(), UpdatedAt: time.Now()}})
 		if _, err := c.Prompt(ctx, "remember "+o.remember); err != nil {
 			t.Fatal(err)
 		}

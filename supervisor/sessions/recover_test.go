@@ -288,10 +288,10 @@ func TestRecoverGivesWorkspaceWhenTheAgentCannotResume(t *testing.T) {
 		reason     string
 	}{
 		{name: "not resumable", opts: liveOpts{agent: "demo-noresume"}, autoResume: true, reason: api.ReasonNotResumable},
-		{name: "no resume token", opts: liveOpts{noToken: true}, autoResume: true, reason: api.ReasonMissingResumeToken},
+		{name: "no resume token", opts: liveOpts{noToken: true, remember: "fig"}, autoResume: true, reason: api.ReasonMissingResumeToken},
 		// A row with no probe answer says nothing of resume: the recovery
 		// asks the agent again, and its answer decides.
-		{name: "never probed, no resume token", opts: liveOpts{agent: "demo-noresume", noToken: true, unprobed: true}, autoResume: true, reason: api.ReasonNotResumable},
+		{name: "never probed, no resume token", opts: liveOpts{agent: "demo-noresume", noToken: true, unprobed: true, remember: "fig"}, autoResume: true, reason: api.ReasonNotResumable},
 		{name: "auto-resume off", autoResume: false, reason: api.ReasonAgentNotRunning},
 	}
 	for _, tc := range cases {
@@ -328,6 +328,28 @@ func TestRecoverGivesWorkspaceWhenTheAgentCannotResume(t *testing.T) {
 				t.Errorf("workspace agentctl health %+v, %v", h, err)
 			}
 		})
+	}
+}
+
+// A session whose agent never recorded a resume token and was never
+// prompted (its first start was cut short) has no conversation to lose:
+// the recovery starts its agent afresh instead of failing it.
+func TestRecoverStartsAfreshASessionNeverPrompted(t *testing.T) {
+	w := newWorld(t, "n1", "n2")
+	s := w.seedLive(liveOpts{id: "s1", node: "n1", noToken: true})
+	w.rts["n1"].proc(s.executorID).kill()
+	m := w.leader("n2")
+
+	out, err := m.Recover(recoverCtx(t), s.id, true)
+	if err != nil || out != OutcomeResumed {
+		t.Fatalf("Recover = %s, %v; want the agent started again", out, err)
+	}
+	got := w.session(s.id)
+	if got.State != api.SessionWaitingForInput || !got.HasResumeToken {
+		t.Fatalf("session %s (%q: %s), token %v; want WAITING_FOR_INPUT with a new token", got.State, got.StateReason, got.ErrorMessage, got.HasResumeToken)
+	}
+	if err := m.Prompt(recoverCtx(t), s.id, "remember kiwi"); err != nil {
+		t.Fatal(err)
 	}
 }
 
