@@ -22,7 +22,7 @@ import (
 var chatCommand = command{
 	path:    "chat",
 	args:    "SESSION [-force]",
-	summary: "talk with a session's ACP agent line by line, answering its permission requests (↑/↓ recall this chat's prompts, ctrl-c cancels the running turn, ctrl-d leaves; /help lists the agent's commands); a session another chat holds is taken over after a question, or with -force",
+	summary: "talk with a session's ACP agent line by line, answering its permission requests (↑/↓ recall this chat's prompts, ctrl-r searches them, ctrl-c cancels the running turn, ctrl-d leaves; /help lists the agent's commands); a session another chat holds is taken over after a question, or with -force",
 	bind:    withFlags(chatFlags, runChat),
 	id:      idSession,
 }
