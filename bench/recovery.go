@@ -771,12 +771,64 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 			Note: fmt.Sprintf("GET /v1/sessions/{id}/status of a random session with %d sessions on the node (consistent read on the leader), 200 sequential calls", n)}, st, false),
 		Summary(Result{Name: "session_list_ms_at_scale", Area: areaScale, Unit: "ms",
 			Note: fmt.Sprintf("GET /v1/sessions returning all %d sessions, 30 sequential calls", n)}, list, false))
-	// Recovery after kill -9 and restart: the agentctl processes live on.
+	// The floor: the same prompt pass on the warm cluster (every agent
+	// attached, nothing to recover), through the same event stream.
+	sort.Strings(ids)
+	warm, err := openEvents(ctx, api, client.EventFilter{TaskID: task.ID})
+	if err != nil {
+		return out, err
+	}
+	tw := time.Now()
+	_, err = answerAll(ctx, warm, promptVia([]*harness.Node{node}), api, ids, "warm-pass", 16, 600*time.Second)
+	warmMS := ms(time.Since(tw))
+	warm.Close()
+	if err != nil {
+		return out, fmt.Errorf("warm pass: %w", err)
+	}
+	env.Logf("scale: the warm pass over %d sessions took %.0f ms", n, warmMS)
+	out = append(out, Result{Name: "restart_warm_pass_ms_at_scale", Area: areaScale, Unit: "ms", P50: warmMS, P99: warmMS, Samples: 1,
+		Note: fmt.Sprintf("the floor of restart_recovery_ms_at_scale: one prompt to each of the %d idle sessions on the warm node (no restart), 16 in flight, until every session answered", n)})
+
+	// Recovery after kill -9 and restart (the agentctl processes live on),
+	// three trials: the median is the figure.
+	const trials = 3
+	var recs, runs []float64
+	var notes []string
+	for trial := 0; trial < trials; trial++ {
+		rec, runMS, note, err := restartAndAnswer(ctx, env, node, api, task.ID, ids, trial)
+		if err != nil {
+			out = append(out, Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms", Met: "no",
+				Note: fmt.Sprintf("kill -9 and restart of the only node with %d idle sessions: NOT all usable again in trial %d: %v", n, trial+1, err)})
+			return out, fmt.Errorf("recovery after restart: %w", err)
+		}
+		recs = append(recs, rec)
+		if runMS >= 0 {
+			runs = append(runs, runMS)
+		}
+		notes = append(notes, fmt.Sprintf("trial %d: %s", trial+1, note))
+	}
+	r := Summary(Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms",
+		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight, sessions prompted in id order, not recovery order), %d trials; the warm pass (restart_warm_pass_ms_at_scale) took %.0f ms; %s", n, trials, warmMS, strings.Join(notes, "; "))}, recs, false)
+	run := Summary(Result{Name: "restart_recovery_run_ms_at_scale", Area: areaScale, Unit: "ms",
+		Note: fmt.Sprintf("from the kill until the restarted node's recovery run finished (every executor found, every agent attached; paddock_recovery_last_finished_timestamp_seconds), the same %d trials (%d read)", trials, len(runs))}, runs, false)
+	if n >= scaleGoalSessions {
+		r.Goal = "p50 ≤ warm pass + 2000"
+		r = Verdict(r, r.P50 <= warmMS+2000)
+		run.Goal = "p50 ≤ 2000"
+		run = Verdict(run, len(runs) == trials && run.P50 <= 2000)
+	}
+	return append(out, r, run), nil
+}
+
+// restartAndAnswer kills the scale suite's node, starts it again and
+// prompts every session until each answered: the time from the kill, the
+// recovery run's (-1 when unknown) and a note of where the time went.
+func restartAndAnswer(ctx context.Context, env Env, node *harness.Node, api *client.Client, taskID string, ids []string, trial int) (float64, float64, string, error) {
 	cpu0 := takeCPUSplit()
 	node.Kill()
 	t1 := time.Now()
 	if err := node.Start(); err != nil {
-		return out, err
+		return 0, -1, "", err
 	}
 	var stream *eventSource
 	if err := waitUntil(ctx, 120*time.Second, 10*time.Millisecond, "the restarted node to lead and stream events", func() bool {
@@ -784,20 +836,25 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 		if err != nil || !h.Leader {
 			return false
 		}
-		stream, err = openEvents(ctx, api, client.EventFilter{TaskID: task.ID})
+		stream, err = openEvents(ctx, api, client.EventFilter{TaskID: taskID})
 		return err == nil
 	}); err != nil {
-		return out, err
+		return 0, -1, "", err
 	}
 	lead := time.Since(t1)
 	defer stream.Close()
-	// The profile covers the recovery run and most of the prompts (every
-	// session answered ~6-8 s after the kill on a 2-CPU host).
-	profiled := cpuProfile(env, node, "scale-restart-recovery", scaleProfile)
-	sort.Strings(ids)
-	seen, err := answerAll(ctx, stream, promptVia([]*harness.Node{node}), api, ids, "after-restart", 16, 600*time.Second)
+	// The first trial's profile covers the recovery run and most of the
+	// prompts.
+	profiled := func() string { return "" }
+	if trial == 0 {
+		profiled = cpuProfile(env, node, "scale-restart-recovery", scaleProfile)
+	}
+	seen, err := answerAll(ctx, stream, promptVia([]*harness.Node{node}), api, ids, fmt.Sprintf("after-restart-%d", trial+1), 16, 600*time.Second)
 	rec := time.Since(t1)
 	split := takeCPUSplit().since(cpu0)
+	if err != nil {
+		return 0, -1, "", err
+	}
 	where := ""
 	if r := seen.refusals(); r != "" {
 		where = "; " + r
@@ -814,21 +871,12 @@ func ScaleSuite(ctx context.Context, env Env) ([]Result, error) {
 	if seen.polled > 0 {
 		env.Logf("scale: %d sessions were seen answering only by the backup poll", seen.polled)
 	}
-	if err != nil {
-		out = append(out, Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms", Met: "no",
-			Note: fmt.Sprintf("kill -9 and restart of the only node with %d idle sessions: NOT all usable again: %v", n, err)})
-		return out, fmt.Errorf("recovery after restart: %w", err)
-	}
 	recovered, runMS := "unknown", -1.0
 	if at := recoveryFinished(node); at.After(t1) {
 		recovered, runMS = at.Sub(t1).Round(time.Millisecond).String(), ms(at.Sub(t1))
 	}
-	env.Logf("scale: restart to all %d answering: %s (leader after %s, recovery run finished after %s)", n, rec.Round(time.Millisecond), lead.Round(time.Millisecond), recovered)
-	r := Summary(Result{Name: "restart_recovery_ms_at_scale", Area: areaScale, Unit: "ms",
-		Note: fmt.Sprintf("kill -9 of the only node with %d idle sessions, restart from its data_dir, until every session answered a prompt (16 prompts in flight, sessions prompted in id order, not recovery order); from the kill, the node led again after %s and its recovery run (every executor found, every agent attached) finished after %s; the last prompt was accepted after %.0f ms, a prompt was accepted p50 %.0f ms (p99 %.0f) after it was first sent, and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted; one trial%s", n, lead.Round(time.Millisecond), recovered, seen.lastAccepted(t1), Percentile(seen.acceptWaits(), 50), Percentile(seen.acceptWaits(), 99), Percentile(seen.answerWaits(), 50), Percentile(seen.answerWaits(), 99), where)}, []float64{ms(rec)}, false)
-	if n >= scaleGoalSessions {
-		r.Goal = "≤ 6000, recovery run ≤ 2000"
-		r = Verdict(r, r.P50 <= 6000 && runMS >= 0 && runMS <= 2000)
-	}
-	return append(out, r), nil
+	env.Logf("scale: trial %d: restart to all %d answering: %s (leader after %s, recovery run finished after %s)", trial+1, len(ids), rec.Round(time.Millisecond), lead.Round(time.Millisecond), recovered)
+	note := fmt.Sprintf("%.0f ms; the node led again after %s and its recovery run finished after %s; the last prompt was accepted after %.0f ms, a prompt was accepted p50 %.0f ms (p99 %.0f) after it was first sent, and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted%s",
+		ms(rec), lead.Round(time.Millisecond), recovered, seen.lastAccepted(t1), Percentile(seen.acceptWaits(), 50), Percentile(seen.acceptWaits(), 99), Percentile(seen.answerWaits(), 50), Percentile(seen.answerWaits(), 99), where)
+	return ms(rec), runMS, note, nil
 }
