@@ -219,32 +219,51 @@ func TestChatSlashCommands(t *testing.T) {
 // typed at; ↑ brings back the prompts typed before (the draft is kept for
 // ↓), and the line can be edited; a paste with newlines is one line whose
 // newlines come back; ctrl-c interrupts, ctrl-d on an empty line closes.
+// editorKeys drives an editor model as a terminal's keys would.
+type editorKeys struct {
+	t     *testing.T
+	m     *editorModel
+	lines chan typedLine
+	intr  chan struct{}
+}
+
+func newEditorKeys(t *testing.T) *editorKeys {
+	k := &editorKeys{t: t, lines: make(chan typedLine, 16), intr: make(chan struct{}, 1)}
+	k.m = newEditorModel(k.lines, k.intr)
+	return k
+}
+
+// typeIn types s a key at a time.
+func (k *editorKeys) typeIn(s string) {
+	for _, r := range s {
+		k.m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+}
+
+// press presses one key, with modifiers.
+func (k *editorKeys) press(code rune, mod ...tea.KeyMod) {
+	msg := tea.KeyPressMsg{Code: code}
+	for _, md := range mod {
+		msg.Mod |= md
+	}
+	k.m.Update(msg)
+}
+
+// next is the line the editor handed over (failing when there is none).
+func (k *editorKeys) next() typedLine {
+	k.t.Helper()
+	select {
+	case l := <-k.lines:
+		return l
+	default:
+		k.t.Fatal("no line handed over")
+		return typedLine{}
+	}
+}
+
 func TestChatEditorHistoryAndPaste(t *testing.T) {
-	lines := make(chan typedLine, 16)
-	intr := make(chan struct{}, 1)
-	m := newEditorModel(lines, intr)
-	typeIn := func(s string) {
-		for _, r := range s {
-			m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
-		}
-	}
-	press := func(code rune, mod ...tea.KeyMod) {
-		k := tea.KeyPressMsg{Code: code}
-		for _, md := range mod {
-			k.Mod |= md
-		}
-		m.Update(k)
-	}
-	next := func() typedLine {
-		t.Helper()
-		select {
-		case l := <-lines:
-			return l
-		default:
-			t.Fatal("no line handed over")
-			return typedLine{}
-		}
-	}
+	k := newEditorKeys(t)
+	m, typeIn, press, next, lines, intr := k.m, k.typeIn, k.press, k.next, k.lines, k.intr
 	typeIn("remember apple")
 	press(tea.KeyEnter)
 	if l := next(); l.text != "remember apple" || l.label != "> " {
@@ -329,30 +348,9 @@ func TestChatEditorHistoryAndPaste(t *testing.T) {
 // is typed, ctrl-r again an older one, Enter sends it; esc puts back the
 // line from before the search; a cursor key takes the entry into the editor.
 func TestChatEditorReverseSearch(t *testing.T) {
-	lines := make(chan typedLine, 16)
-	m := newEditorModel(lines, make(chan struct{}, 1))
-	typeIn := func(s string) {
-		for _, r := range s {
-			m.Update(tea.KeyPressMsg{Code: r, Text: string(r)})
-		}
-	}
-	press := func(code rune, mod ...tea.KeyMod) {
-		k := tea.KeyPressMsg{Code: code}
-		for _, md := range mod {
-			k.Mod |= md
-		}
-		m.Update(k)
-	}
-	sent := func() string {
-		t.Helper()
-		select {
-		case l := <-lines:
-			return l.text
-		default:
-			t.Fatal("no line handed over")
-			return ""
-		}
-	}
+	k := newEditorKeys(t)
+	m, typeIn, press := k.m, k.typeIn, k.press
+	sent := func() string { t.Helper(); return k.next().text }
 	view := func() string { return m.View().Content }
 	for _, p := range []string{"remember apple", "recall", "remember pear", "stream 3"} {
 		typeIn(p)
