@@ -179,7 +179,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		closeWith(conn, websocket.CloseTryAgainLater, s.errTooManySockets().Error())
 		return nil
 	}
-	sub := s.store.Subscribe(f, since)
+	// Events come encoded once for every subscriber of this node.
+	sub := s.store.SubscribeEncoded(f, since)
 	defer sub.Close()
 
 	// The reader only watches for the client going away.
@@ -194,6 +195,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	}()
 	ping := time.NewTicker(pingInterval)
 	defer ping.Stop()
+	var frames state.EventEncoder
 	for {
 		select {
 		case <-gone:
@@ -202,13 +204,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			if err := conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeTimeout)); err != nil {
 				return nil
 			}
-		case e, ok := <-sub.C:
+		case e, ok := <-sub.Encoded:
 			if !ok {
 				closeWith(conn, closeLagged, "subscriber fell behind; reconnect with ?since=<last index>")
 				return nil
 			}
+			frame, err := frames.JSON(e)
+			if err != nil {
+				s.log.Error("encode an event", "type", e.Type, "index", e.Index, "error", err)
+				return nil
+			}
 			_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-			if err := conn.WriteJSON(e); err != nil {
+			if err := conn.WriteMessage(websocket.TextMessage, frame); err != nil {
 				return nil
 			}
 		}

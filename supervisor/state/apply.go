@@ -141,6 +141,7 @@ func applyDeleteTask(d *data, _ uint64, _ time.Time, body any) ([]api.Event, uin
 		delete(d.Permissions, id)
 		delete(d.Leases, id)
 		delete(d.SessionTokens, id)
+		delete(d.streams, id)
 	}
 	delete(d.Tasks, b.TaskID)
 	delete(d.tallies, b.TaskID)

@@ -1,6 +1,8 @@
 package state
 
 import (
+	"bytes"
+	"encoding/json"
 	"sync"
 
 	"github.com/paddockhq/paddock/api"
@@ -25,14 +27,17 @@ func (f EventFilter) match(e api.Event) bool {
 
 // Subscription delivers events matching its filter. C is closed when the
 // subscription ends: on Close, or when the subscriber fell too far behind
-// (Lagged then reports true).
+// (Lagged then reports true). A subscription made with SubscribeEncoded
+// delivers on Encoded instead (C is nil).
 type Subscription struct {
-	C      <-chan api.Event
-	c      chan api.Event
-	filter EventFilter
-	log    *eventLog
-	lagged bool
-	once   sync.Once
+	C       <-chan api.Event
+	c       chan api.Event
+	Encoded <-chan *EncodedEvent
+	enc     chan *EncodedEvent
+	filter  EventFilter
+	log     *eventLog
+	lagged  bool
+	once    sync.Once
 }
 
 // Close ends the subscription.
@@ -45,6 +50,47 @@ func (s *Subscription) Lagged() bool {
 	s.log.mu.Lock()
 	defer s.log.mu.Unlock()
 	return s.lagged
+}
+
+// EncodedEvent is a published event for subscribers that send it as JSON
+// (SubscribeEncoded). A message event carries the message's whole text, so
+// an event that several of them take is encoded once and the bytes shared;
+// one that a single subscriber takes is encoded into that subscriber's
+// reused buffer (EventEncoder), which allocates nothing per event.
+type EncodedEvent struct {
+	api.Event
+	shared bool // set before the event is sent, read-only after
+	once   sync.Once
+	json   []byte
+	err    error
+}
+
+// EventEncoder encodes one subscriber's events as json.Encoder writes them
+// (a newline after each). Not safe for concurrent use.
+type EventEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// JSON returns e encoded. The bytes are valid until the next call and must
+// not be changed: they may be shared with other subscribers.
+func (w *EventEncoder) JSON(e *EncodedEvent) ([]byte, error) {
+	if e.shared {
+		e.once.Do(func() {
+			var b bytes.Buffer
+			e.err = json.NewEncoder(&b).Encode(e.Event)
+			e.json = b.Bytes()
+		})
+		return e.json, e.err
+	}
+	if w.enc == nil {
+		w.enc = json.NewEncoder(&w.buf)
+	}
+	w.buf.Reset()
+	if err := w.enc.Encode(e.Event); err != nil {
+		return nil, err
+	}
+	return w.buf.Bytes(), nil
 }
 
 // eventLog keeps the most recent events in a ring and fans new ones out.
@@ -72,8 +118,27 @@ func (l *eventLog) publish(events []api.Event) {
 		if l.next == 0 {
 			l.full = true
 		}
+		var enc *EncodedEvent // one per event, shared by its encoded subscribers
+		for s := range l.subs {
+			if s.enc != nil && s.filter.match(e) {
+				if enc != nil {
+					enc.shared = true
+					break
+				}
+				enc = &EncodedEvent{Event: e}
+			}
+		}
 		for s := range l.subs {
 			if !s.filter.match(e) {
+				continue
+			}
+			if s.enc != nil {
+				select {
+				case s.enc <- enc:
+				default:
+					s.lagged = true
+					l.dropLocked(s)
+				}
 				continue
 			}
 			select {
@@ -88,7 +153,7 @@ func (l *eventLog) publish(events []api.Event) {
 
 // subscribe registers a subscriber and first queues retained events with an
 // index greater than since (when since > 0).
-func (l *eventLog) subscribe(f EventFilter, since uint64, replay bool) *Subscription {
+func (l *eventLog) subscribe(f EventFilter, since uint64, replay, encoded bool) *Subscription {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var backlog []api.Event
@@ -99,11 +164,20 @@ func (l *eventLog) subscribe(f EventFilter, since uint64, replay bool) *Subscrip
 			}
 		}
 	}
-	c := make(chan api.Event, subscriberBuffer+len(backlog))
-	for _, e := range backlog {
-		c <- e
+	s := &Subscription{filter: f, log: l}
+	if encoded {
+		s.enc = make(chan *EncodedEvent, subscriberBuffer+len(backlog))
+		s.Encoded = s.enc
+		for _, e := range backlog {
+			s.enc <- &EncodedEvent{Event: e}
+		}
+	} else {
+		s.c = make(chan api.Event, subscriberBuffer+len(backlog))
+		s.C = s.c
+		for _, e := range backlog {
+			s.c <- e
+		}
 	}
-	s := &Subscription{C: c, c: c, filter: f, log: l}
 	l.subs[s] = struct{}{}
 	return s
 }
@@ -128,17 +202,30 @@ func (l *eventLog) dropLocked(s *Subscription) {
 		return
 	}
 	delete(l.subs, s)
-	s.once.Do(func() { close(s.c) })
+	s.once.Do(func() {
+		if s.enc != nil {
+			close(s.enc)
+		} else {
+			close(s.c)
+		}
+	})
 }
 
 // Subscribe streams session events matching f; with since > 0 it first
 // replays retained events with a greater raft index.
 func (s *Store) Subscribe(f EventFilter, since uint64) *Subscription {
-	return s.events.subscribe(f, since, since > 0)
+	return s.events.subscribe(f, since, since > 0, false)
+}
+
+// SubscribeEncoded is Subscribe for a subscriber that sends events as
+// JSON: its events come on Encoded, each encoded once for every such
+// subscriber.
+func (s *Store) SubscribeEncoded(f EventFilter, since uint64) *Subscription {
+	return s.events.subscribe(f, since, since > 0, true)
 }
 
 // SubscribeAfter is Subscribe that replays every retained event after
 // index after, 0 included (where Subscribe streams live events only).
 func (s *Store) SubscribeAfter(f EventFilter, after uint64) *Subscription {
-	return s.events.subscribe(f, after, true)
+	return s.events.subscribe(f, after, true, false)
 }

@@ -43,6 +43,10 @@ type data struct {
 	// deriveTaskState); derived, so not in snapshots, and built per task
 	// on first use.
 	tallies map[string]*taskTally
+	// streams holds each session's streamed message text buffer
+	// (transcript.go); derived, so not in snapshots: a restored state
+	// starts new buffers.
+	streams map[string]*streamText
 }
 
 type outcome struct {

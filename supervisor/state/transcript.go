@@ -158,9 +158,60 @@ func applyAppendMessage(d *data, idx uint64, now time.Time, body any) ([]api.Eve
 	if b.From < 0 || b.From > len(m.Text) {
 		return nil, 0, conflictf("message %s holds %d bytes of text, not the %d the addition follows", m.ID, len(m.Text), b.From)
 	}
-	m.Text, m.Complete, m.UpdatedAt = m.Text[:b.From]+b.Text, b.Complete, now
+	d.appendText(s.ID, m, b.From, b.Text)
+	m.Complete, m.UpdatedAt = b.Complete, now
+	if b.Complete {
+		d.endStream(s.ID)
+	}
 	s.LastActivityAt = now
 	return []api.Event{sessionEvent(s, api.EventMessageUpdated, idx, map[string]any{"message": *m})}, 0, nil
+}
+
+// streamText is the text of the message a session's agent streams now,
+// grown in place: each addition is appended to one buffer that doubles as
+// it fills, where building text[:from]+addition copied the whole text so
+// far on every write (quadratic in a reply's length, on every node, and as
+// much garbage: with the event ring holding each version, a 10 KB reply
+// kept ~1.5 MB alive). A strings.Builder never changes bytes a string it
+// returned holds, so every earlier version of the text (in an event, a
+// snapshot, a reader's copy) stays as it was.
+type streamText struct {
+	msg  *api.Message
+	buf  *strings.Builder
+	text string // what msg.Text was set to from buf
+}
+
+// appendText sets m's text to its first from bytes and add after them.
+func (d *data) appendText(sessionID string, m *api.Message, from int, add string) {
+	st := d.streams[sessionID]
+	// m.Text == st.text compares pointers first: O(1) while nothing else
+	// replaced the text.
+	if st == nil || st.msg != m || from != len(m.Text) || m.Text != st.text {
+		st = &streamText{msg: m, buf: &strings.Builder{}}
+		st.buf.Grow(max(2*(from+len(add)), 1024))
+		st.buf.WriteString(m.Text[:from])
+		if d.streams == nil {
+			d.streams = map[string]*streamText{}
+		}
+		d.streams[sessionID] = st
+	}
+	st.buf.WriteString(add)
+	st.text = st.buf.String()
+	m.Text = st.text
+}
+
+// endStream forgets a session's streamed text buffer (its message is
+// complete, or the session is gone); the message keeps its text, copied
+// to its size when the buffer's spare room is large.
+func (d *data) endStream(sessionID string) {
+	st := d.streams[sessionID]
+	if st == nil {
+		return
+	}
+	delete(d.streams, sessionID)
+	if st.msg.Text == st.text && st.buf.Cap() > len(st.text)+len(st.text)/4 {
+		st.msg.Text = strings.Clone(st.text)
+	}
 }
 
 // endTurn records how a turn ended when a state change ends one: the
