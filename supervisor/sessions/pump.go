@@ -23,8 +23,13 @@ var errRestarted = errors.New("agentctl restarted")
 const (
 	// flushInterval coalesces streamed message chunks: at most ~10 writes a
 	// second per session. Chunks that come after a quiet spell are written
-	// at once; those that follow wait for the interval to pass.
+	// at the next flushGrid tick; those that follow wait for the interval
+	// to pass.
 	flushInterval = 100 * time.Millisecond
+	// flushGrid is the grid every pump's flushes fall on (wall clock):
+	// chunks wait up to this long more, on average half of it, so that
+	// the writes of many sessions reach raft together (see flushDelay).
+	flushGrid = 25 * time.Millisecond
 	// gatherWindow is how long agentctl holds a poll's answer while it
 	// carries only chunks of a reply still being written: the chunks come
 	// in one answer a few times per flush interval, not one answer (and one
@@ -116,11 +121,35 @@ type pumper struct {
 }
 
 // flushDelay is how long chunks that arrive at now wait before their
-// timed flush: until flushInterval has passed since the last flush, or
-// longer while the last flush's bytes are still over the per-session
-// bound; not at all after a quiet spell.
+// flush: until flushInterval has passed since the last flush and the
+// per-session byte bound lets it, and then until the next tick of
+// flushGrid. Every pump of the leader proposes on the same ticks, so raft
+// stores and replicates the writes of all streaming sessions in a few
+// batches per tick (one log commit and one AppendEntries per node each)
+// instead of one batch per write: writes proposed each at its session's
+// own moment cost every node a log commit apiece, ~40% of each server's
+// CPU in the paced storm (PERFORMANCE-NOTES.md). Both bounds are rounded
+// to the nearest tick, since a flush runs just after the tick it waited
+// for.
 func (p *pumper) flushDelay(now time.Time) time.Duration {
-	return max(0, p.lastFlush.Add(flushInterval).Sub(now), p.notBefore.Sub(now))
+	due := now
+	if t := p.lastFlush.Add(flushInterval - flushGrid/2); t.After(due) {
+		due = t
+	}
+	if t := p.notBefore.Add(-flushGrid / 2); t.After(due) {
+		due = t
+	}
+	return max(0, flushTick(due).Sub(now))
+}
+
+// flushTick is the first tick of the flushes' grid at or after t.
+func flushTick(t time.Time) time.Time {
+	t = t.Round(0) // wall-clock time: the grid is the same for every pump
+	tick := t.Truncate(flushGrid)
+	if tick.Before(t) {
+		tick = tick.Add(flushGrid)
+	}
+	return tick
 }
 
 // turnSeen is what agentctl's retained events say of the agent's latest

@@ -19,12 +19,12 @@ import (
 // A session's timed flushes replicate at most maxFlushBytesPerSecond of
 // message text: small messages flush every flushInterval, a large one
 // holds the next flush back in proportion to its size. Chunks after a
-// quiet spell are written at once.
+// quiet spell are written at the next tick of the flushes' grid.
 func TestFlushDelayBoundsReplicatedBytes(t *testing.T) {
-	now := time.Now()
+	tick := time.Now().Truncate(flushInterval) // a tick of the flushes' grid
 	p := &pumper{}
-	if d := p.flushDelay(now); d != 0 {
-		t.Fatalf("first flush after %s, want at once", d)
+	if d := p.flushDelay(tick.Add(7 * time.Millisecond)); d != flushGrid-7*time.Millisecond {
+		t.Fatalf("first flush after %s, want %s (the next tick)", d, flushGrid-7*time.Millisecond)
 	}
 	cases := []struct {
 		written int
@@ -36,13 +36,15 @@ func TestFlushDelayBoundsReplicatedBytes(t *testing.T) {
 		{4 * maxFlushBytesPerSecond, 4 * time.Second},
 	}
 	for _, c := range cases {
-		p.lastFlush, p.notBefore = now, now.Add(flushCost(c.written))
-		if d := p.flushDelay(now); d != c.want {
-			t.Errorf("after a flush of %d bytes: next in %s, want %s", c.written, d, c.want)
+		// A flush that ran 2 ms after its tick.
+		flushed := tick.Add(2 * time.Millisecond)
+		p.lastFlush, p.notBefore = flushed, flushed.Add(flushCost(c.written))
+		if d := p.flushDelay(flushed); d != c.want-2*time.Millisecond {
+			t.Errorf("after a flush of %d bytes: next in %s, want %s", c.written, d, c.want-2*time.Millisecond)
 		}
 		// Chunks that come 30 ms after it wait for the rest.
-		if d := p.flushDelay(now.Add(30 * time.Millisecond)); d != c.want-30*time.Millisecond {
-			t.Errorf("after a flush of %d bytes: chunks 30 ms later wait %s, want %s", c.written, d, c.want-30*time.Millisecond)
+		if d := p.flushDelay(flushed.Add(30 * time.Millisecond)); d != c.want-32*time.Millisecond {
+			t.Errorf("after a flush of %d bytes: chunks 30 ms later wait %s, want %s", c.written, d, c.want-32*time.Millisecond)
 		}
 		// A message that grows at the bound's rate is written every
 		// flushCost: bytes per second stay under the bound.
@@ -50,10 +52,45 @@ func TestFlushDelayBoundsReplicatedBytes(t *testing.T) {
 			t.Errorf("%d-byte writes replicate %.0f bytes/s", c.written, rate)
 		}
 	}
-	// Chunks that come long after the last flush are written at once.
-	p.lastFlush, p.notBefore = now, now.Add(time.Second)
-	if d := p.flushDelay(now.Add(5 * time.Second)); d != 0 {
-		t.Fatalf("late chunks wait %s, want at once", d)
+	// Chunks that come long after the last flush are written at the next
+	// tick.
+	p.lastFlush, p.notBefore = tick, tick.Add(time.Second)
+	if d := p.flushDelay(tick.Add(5*time.Second + 3*time.Millisecond)); d != flushGrid-3*time.Millisecond {
+		t.Fatalf("late chunks wait %s, want %s", d, flushGrid-3*time.Millisecond)
+	}
+}
+
+// Flushes fall on one wall-clock grid, whatever each session's phase: the
+// leader's streaming sessions propose their writes together and raft
+// commits them in a few batches. A session still writes about once per
+// flushInterval.
+func TestFlushesOfAllSessionsFallOnTheSameTicks(t *testing.T) {
+	tick := time.Now().Truncate(flushInterval)
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name             string
+		lastFlush, chunk time.Duration // after tick; lastFlush < 0: none
+		want             time.Duration // the flush, after tick
+	}{
+		{"the first chunks", -1, 3 * ms, flushGrid},
+		{"the first chunks, just after a tick", -1, flushGrid + 1*ms, 2 * flushGrid},
+		{"a flush's next", 1 * ms, 40 * ms, flushInterval},
+		{"a late flush's next", 9 * ms, 95 * ms, flushInterval},
+		{"chunks a while after a flush", 1 * ms, 140 * ms, 150 * ms},
+		{"after a flush between ticks", 40 * ms, 60 * ms, 150 * ms},
+	} {
+		p := &pumper{}
+		if c.lastFlush >= 0 {
+			p.lastFlush = tick.Add(c.lastFlush)
+		}
+		at := tick.Add(c.chunk)
+		flushed := at.Add(p.flushDelay(at))
+		if got := flushed.Sub(tick); got != c.want {
+			t.Errorf("%s: flush at tick+%s, want tick+%s", c.name, got, c.want)
+		}
+		if gap := flushed.Sub(p.lastFlush); c.lastFlush >= 0 && gap < flushInterval-flushGrid/2 {
+			t.Errorf("%s: writes %s apart, want at least %s", c.name, gap, flushInterval-flushGrid/2)
+		}
 	}
 }
 
