@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/shared/testkit"
 )
 
@@ -23,15 +22,7 @@ func TestAttachInATerminal(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "attach task"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, cl, s.ID, api.SessionWaitingForInput)
+	s := startDemoSession(t, cl, "attach task", "demo")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the attach window:\n%s", x.run("capture-pane", "-p", "-t", "at"))

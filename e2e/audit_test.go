@@ -107,15 +107,7 @@ func TestARestartedNodeServesATerminalOnlyFromCaughtUpState(t *testing.T) {
 		Extra: standaloneConfig(t) + fmt.Sprintf("acl {\n  token = %q\n}\n", termToken)})
 	leader := leaderOf(t, c)
 	api := tokenClient(t, leader, termToken)
-	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "terminal from a snapshot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, api, s.ID, wire.SessionWaitingForInput)
+	s := startDemoSession(t, api, "terminal from a snapshot", "demo")
 	if _, err := api.Stop(testCtx(t), s.ID); err != nil {
 		t.Fatal(err)
 	}

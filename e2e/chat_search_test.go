@@ -17,15 +17,7 @@ func TestChatReverseSearch(t *testing.T) {
 	x := newTmux(t)
 	node := leaderOf(t, startCluster(t, 1, false, standaloneConfig(t)))
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "search"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, cl, s.ID, api.SessionWaitingForInput)
+	s := startDemoSession(t, cl, "search", "demo")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the chat window:\n%s", x.run("capture-pane", "-p", "-S", "-100", "-t", "search"))

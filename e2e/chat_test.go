@@ -185,16 +185,8 @@ func TestChatAsksBeforeResendingAnInterruptedTurn(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "interrupted"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startDemoSession(t, cl, "interrupted", "demo")
 	id := s.ID
-	waitState(t, cl, id, api.SessionWaitingForInput)
 	interrupt := func() {
 		t.Helper()
 		if err := cl.Prompt(testCtx(t), id, "sleep 20"); err != nil {
@@ -410,16 +402,8 @@ func TestChatLineEditing(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "editing"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startDemoSession(t, cl, "editing", "demo")
 	id := s.ID
-	waitState(t, cl, id, api.SessionWaitingForInput)
 	paddock := filepath.Join(binDir, "paddock")
 	env := []string{"PADDOCK_ADDR=" + node.URL(), "TERM=xterm-256color"}
 	t.Cleanup(func() {

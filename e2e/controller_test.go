@@ -279,16 +279,8 @@ func TestChatHoldsTheSession(t *testing.T) {
 	c := startCluster(t, 1, false, standaloneConfig(t))
 	node := leaderOf(t, c)
 	cl := apiClient(t, node)
-	task, err := cl.CreateTask(testCtx(t), api.CreateTaskRequest{Title: "chat holds"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := cl.CreateSession(testCtx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startDemoSession(t, cl, "chat holds", "demo")
 	id := s.ID
-	waitState(t, cl, id, api.SessionWaitingForInput)
 	controller := func() *api.Controller {
 		t.Helper()
 		st, err := cl.SessionStatus(testCtx(t), id)

@@ -280,15 +280,7 @@ func TestPromptOutlivesItsCaller(t *testing.T) {
 	}
 	n := leaderOf(t, startCluster(t, 1, false, standaloneConfig(t)))
 	api := apiClient(t, n)
-	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "impatient caller"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, api, s.ID, wire.SessionWaitingForInput)
+	s := startDemoSession(t, api, "impatient caller", "demo")
 	pid := agentctlPID(t, api, s.ID)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
@@ -300,7 +292,7 @@ func TestPromptOutlivesItsCaller(t *testing.T) {
 		}
 	}()
 	impatient, cancel := context.WithTimeout(testCtx(t), time.Second)
-	err = api.Prompt(impatient, s.ID, "still there")
+	err := api.Prompt(impatient, s.ID, "still there")
 	cancel()
 	if err == nil {
 		t.Fatal("prompt to a frozen agentctl answered within 1s")

@@ -315,15 +315,7 @@ func TestRestartedNodeAnswersATerminalOnlyWhenCaughtUp(t *testing.T) {
 	c := startCluster(t, 3, true, standaloneConfig(t))
 	leader := leaderOf(t, c)
 	api := apiClient(t, leader)
-	task, err := api.CreateTask(testCtx(t), wire.CreateTaskRequest{Title: "terminal after restart"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := api.CreateSession(testCtx(t), task.ID, wire.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, api, s.ID, wire.SessionWaitingForInput)
+	s := startDemoSession(t, api, "terminal after restart", "demo")
 	for _, n := range c.Nodes {
 		testkit.WaitFor(t, 10*time.Second, n.Name+" to hold the session", testkit.Cond(func() bool {
 			_, err := apiClient(t, n).GetSession(testCtx(t), s.ID, client.Stale())
