@@ -2,6 +2,7 @@ package agentctl_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"sort"
@@ -181,3 +182,113 @@ func selfCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// pacedChunks and pacedEvery are BenchmarkPacedStreamCPU's turn: the demo
+// agent's "stream N every MS" at the paced storm's 20 chunks/s (bench/
+// pace.go), shorter than the storm's 600 so a run of several counts fits
+// in a minute or two.
+const (
+	pacedChunks = 100
+	pacedEvery  = 50 * time.Millisecond
+)
+
+// BenchmarkPacedStreamCPU measures agentctl's CPU per streamed chunk at a
+// real agent's pace, as the paced storm (bench/pace.go, storm-paced) runs
+// it: a real agentctl process and the real demo agent streaming "stream
+// 100 every 50" (a chunk every 50 ms on a fixed schedule), polled as the
+// supervisor's pump polls (compact answers gathered for 100 ms, each poll
+// renewing the lease, the next poll at once). It reports agentctl's CPU
+// per chunk in µs, from /proc, with its context switches and the polls
+// answered per chunk.
+func BenchmarkPacedStreamCPU(b *testing.B) {
+	p := startServeArgs(b, b.TempDir(), []string{"-log-level", "info"})
+	c := p.c
+	c.SetFencingToken(1)
+	st, err := c.StartAgent(ctx(b), acpProfile, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newWatcher(c)
+	w.waitEvent(b, agentctl.EventAgentStarted, nil, 10*time.Second)
+	var ctlCPU, agentCPU time.Duration
+	var switches, polls int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ctl0, agent0, sw0 := procCPU(b, p.cmd.Process.Pid), procCPU(b, st.PID), procSwitches(p.cmd.Process.Pid)
+		n := pacedTurn(b, c, w)
+		ctlCPU += procCPU(b, p.cmd.Process.Pid) - ctl0
+		agentCPU += procCPU(b, st.PID) - agent0
+		switches += procSwitches(p.cmd.Process.Pid) - sw0
+		polls += int64(n)
+	}
+	b.StopTimer()
+	chunks := float64(b.N * pacedChunks)
+	b.ReportMetric(float64(ctlCPU.Nanoseconds())/1000/chunks, "agentctl-cpu-µs/chunk")
+	b.ReportMetric(float64(agentCPU.Nanoseconds())/1000/chunks, "agent-cpu-µs/chunk")
+	b.ReportMetric(float64(switches)/chunks, "agentctl-switches/chunk")
+	b.ReportMetric(float64(polls)/chunks, "polls/chunk")
+}
+
+// BenchmarkPacedStreamInProcess is BenchmarkPacedStreamCPU with agentctl's
+// server in the test process, so that -cpuprofile and -memprofile see
+// agentctl's code (and the polling client's, which a profile tells apart
+// by its functions); ns/op is a turn's wall time, set by the pace.
+func BenchmarkPacedStreamInProcess(b *testing.B) {
+	_, _, c := inProcess(b, agentctl.Options{})
+	c.SetFencingToken(1)
+	if _, err := c.StartAgent(ctx(b), acpProfile, ""); err != nil {
+		b.Fatal(err)
+	}
+	w := newWatcher(c)
+	w.waitEvent(b, agentctl.EventAgentStarted, nil, 10*time.Second)
+	b.ReportAllocs()
+	cpu0 := selfCPU()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pacedTurn(b, c, w)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((selfCPU()-cpu0).Nanoseconds())/1000/float64(b.N*pacedChunks), "process-cpu-µs/chunk")
+}
+
+// pacedTurn prompts one paced stream and polls its events as the pump
+// does until the turn ends, checking that the reply came whole; it
+// returns the polls that answered events.
+func pacedTurn(b *testing.B, c *agentctl.Client, w *eventWatcher) int {
+	b.Helper()
+	if _, err := c.Prompt(ctx(b), fmt.Sprintf("stream %d every %d", pacedChunks, pacedEvery.Milliseconds())); err != nil {
+		b.Fatal(err)
+	}
+	polls := 0
+	var last agentctl.MessageData
+	for done := false; !done; {
+		resp, err := c.Poll(ctx(b), agentctl.EventsQuery{Since: w.next, Wait: 20 * time.Second, Compact: true, Gather: 100 * time.Millisecond, Lease: 10 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.next = resp.Next
+		if len(resp.Events) > 0 {
+			polls++
+		}
+		for _, ev := range resp.Events {
+			switch ev.Type {
+			case agentctl.EventTurnFinished:
+				done = true
+			case agentctl.EventMessageUpdated, agentctl.EventMessageAdded:
+				var d agentctl.MessageData
+				if err := json.Unmarshal(ev.Data, &d); err != nil {
+					b.Fatal(err)
+				}
+				if d.Message.Role == agentctl.RoleAgent {
+					last = d
+				}
+			}
+		}
+	}
+	if want := fmt.Sprintf("chunk %d of %d\n", pacedChunks, pacedChunks); !strings.Contains(last.Message.Text, want) || !last.Message.Complete {
+		b.Fatalf("the reply's last update is not the whole reply: %q…", truncateForLog(last.Message.Text))
+	}
+	return polls
+}
+
+func truncateForLog(s string) string { return s[:min(len(s), 200)] }
