@@ -18,6 +18,11 @@ type eventLog struct {
 	events []*loggedEvent
 	next   uint64
 	notify chan struct{} // closed and replaced on every append
+	// settle is closed and replaced on every append of an event that is
+	// not a chunk: a gathering poll holding chunks waits on it, not on
+	// notify, so a streamed reply's chunks do not wake every such poll
+	// once per chunk only for it to find more chunks and wait again.
+	settle chan struct{}
 }
 
 // loggedEvent is one kept event. Its data is encoded when a poll first
@@ -38,7 +43,7 @@ type loggedEvent struct {
 }
 
 func newEventLog() *eventLog {
-	return &eventLog{next: 1, notify: make(chan struct{})}
+	return &eventLog{next: 1, notify: make(chan struct{}), settle: make(chan struct{})}
 }
 
 // publish appends an event. data is kept as it is and encoded later, so it
@@ -63,6 +68,10 @@ func (l *eventLog) publish(typ string, data any) {
 	}
 	close(l.notify)
 	l.notify = make(chan struct{})
+	if !le.chunk {
+		close(l.settle)
+		l.settle = make(chan struct{})
+	}
 	l.mu.Unlock()
 }
 
@@ -95,7 +104,7 @@ func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 			first := min(uint64(n), q.Since-min(q.Since, l.events[0].Seq))
 			kept = append(kept, l.events[first:]...)
 		}
-		next, ch := l.next, l.notify
+		next, ch, settle := l.next, l.notify, l.settle
 		l.mu.Unlock()
 		if len(kept) == 0 && q.Wait > 0 {
 			select {
@@ -109,7 +118,7 @@ func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 		if hold := time.Until(firstAt(kept).Add(q.Gather)); !gathered && hold > 0 && allChunks(kept) {
 			t := time.NewTimer(hold)
 			select {
-			case <-ch: // look again: a turn's end answers at once
+			case <-settle: // look again: a turn's end answers at once
 			case <-t.C:
 				gathered = true
 			case <-ctx.Done():
