@@ -35,8 +35,8 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // agentPipe is an agent's stdout as spawn makes it: a blocking pipe, read
-// after wait.
-func agentPipe(t *testing.T) (r, w *os.File, wait func() error) {
+// at once when it has something (readNow), else after wait.
+func agentPipe(t *testing.T) (r, w *os.File, wait func() error, readNow func([]byte) (int, bool, error)) {
 	t.Helper()
 	r, w, err := blockingPipe()
 	if err != nil {
@@ -47,7 +47,11 @@ func agentPipe(t *testing.T) (r, w *os.File, wait func() error) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { endW.Close(); end.Close() })
-	return r, w, func() error { return waitReadable(r, end) }
+	readNow, err = quietRead(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, w, func() error { return waitReadable(r, end) }, readNow
 }
 
 // A streaming agent's lines, one every 10 ms, are read several at a time
@@ -55,10 +59,21 @@ func agentPipe(t *testing.T) (r, w *os.File, wait func() error) {
 // lines that are not JSON-RPC are reported and left out, and a last line
 // without its newline still counts.
 func TestAgentOutputReadsAStreamInBatches(t *testing.T) {
-	pr, pw, wait := agentPipe(t) // a kernel pipe, buffered as an agent's stdout is
+	pr, pw, wait, readNow := agentPipe(t) // a kernel pipe, buffered as an agent's stdout is
 	src := &countingReader{ReadCloser: pr}
 	var garbage []string
-	out := &agentOutput{src: src, wait: wait, garbage: func(line string) { garbage = append(garbage, line) }}
+	// Reads that found the pipe readable without waiting count as reads
+	// too.
+	counted := func(p []byte) (int, bool, error) {
+		n, ok, err := readNow(p)
+		if n > 0 {
+			src.mu.Lock()
+			src.reads++
+			src.mu.Unlock()
+		}
+		return n, ok, err
+	}
+	out := &agentOutput{src: src, wait: wait, readNow: counted, garbage: func(line string) { garbage = append(garbage, line) }}
 	const n = 40
 	go func() {
 		for i := 1; i <= n; i++ {
@@ -99,8 +114,8 @@ func TestAgentOutputReadsAStreamInBatches(t *testing.T) {
 
 // A line after a quiet spell is read at once, not after a pause.
 func TestAgentOutputReadsALoneLineAtOnce(t *testing.T) {
-	pr, pw, wait := agentPipe(t)
-	out := &agentOutput{src: pr, wait: wait, garbage: func(string) {}}
+	pr, pw, wait, readNow := agentPipe(t)
+	out := &agentOutput{src: pr, wait: wait, readNow: readNow, garbage: func(string) {}}
 	sc := bufio.NewScanner(out)
 	for i := 0; i < 3; i++ {
 		sent := time.Now()
@@ -210,5 +225,54 @@ func TestKillEndsTheOutputThatALeftoverProcessHolds(t *testing.T) {
 	case <-a.conn.Done():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the ACP connection still reads the agent's output 5 s after Kill")
+	}
+}
+
+// BenchmarkUpdateLine measures what agentctl does with one line of a
+// streamed reply once read: the check that it is JSON-RPC and the fast
+// path's decode of a text chunk into OnUpdate.
+func BenchmarkUpdateLine(b *testing.B) {
+	var got int
+	c := &client{a: &Agent{cfg: Config{OnUpdate: func(kind, text string) { got += len(text) }}}}
+	out := &agentOutput{update: c.updateLine, garbage: func(line string) { b.Fatalf("garbage %q", line) }}
+	line := []byte(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"4a1f7c2e-9b3d-4e8a-a6f0-2c5d8e9b1a37","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"chunk 123 of 600\n"}}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		out.take(line)
+	}
+	if got != b.N*len("chunk 123 of 600\n") || len(out.ready) != 0 {
+		b.Fatalf("OnUpdate got %d bytes for %d lines; %d bytes went to the SDK", got, b.N, len(out.ready))
+	}
+}
+
+// readNow never waits: it reports nothing on an empty pipe, the bytes
+// written once there are some, and the end once no writer is left.
+func TestQuietReadNeverWaits(t *testing.T) {
+	r, w, _, readNow := agentPipe(t)
+	defer r.Close()
+	buf := make([]byte, 64)
+	if n, ok, err := readNow(buf); ok || n != 0 || err != nil {
+		t.Fatalf("an empty pipe read %d, %v, %v", n, ok, err)
+	}
+	fmt.Fprint(w, "{}\n")
+	if n, ok, err := readNow(buf); !ok || err != nil || string(buf[:n]) != "{}\n" {
+		t.Fatalf("read %q, %v, %v", buf[:n], ok, err)
+	}
+	w.Close()
+	if n, ok, err := readNow(buf); !ok || n != 0 || err != io.EOF {
+		t.Fatalf("at the end: %d, %v, %v", n, ok, err)
+	}
+}
+
+// A line the fast path declines is still checked: one that names
+// session/update and a chunk but is not JSON is reported, not passed on.
+func TestABrokenChunkLineIsReported(t *testing.T) {
+	var garbage []string
+	c := &client{a: &Agent{cfg: Config{OnUpdate: func(kind, text string) { t.Errorf("OnUpdate(%s, %q)", kind, text) }}}}
+	out := &agentOutput{update: c.updateLine, garbage: func(line string) { garbage = append(garbage, line) }}
+	out.take([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"x"}}}`))
+	out.take([]byte(`{"jsonrpc":"2.0","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":null}}}`))
+	if len(garbage) != 1 || len(out.ready) != 0 {
+		t.Fatalf("reported %q, passed on %q", garbage, out.ready)
 	}
 }
