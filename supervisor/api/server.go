@@ -161,10 +161,10 @@ type Server struct {
 	rate       *rateLimit   // limits.max_request_rate (nil: no cap)
 	sockets    *socketCount // limits.max_websockets
 	models     sync.Map     // session id → reportedModel of its running agent
+	chats      sync.Map     // session id → chatSeen: its chat registration, as agentctl last said
 
 	// Options.BodyTimeout, BigBodyTimeout and SocketAuthTimeout.
 	bodyTimeout       time.Duration
-	chats      sync.Map     // session id → chatSeen: its chat registration, as agentctl last said
 	bigBodyTimeout    time.Duration
 	socketAuthTimeout time.Duration
 
@@ -264,11 +264,11 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/permissions", 0, s.listPermissions)
 	s.handle("POST /v1/sessions/{id}/permissions/{pid}", 0, s.answerPermission)
 	s.handle("POST /v1/sessions/{id}/mode", 0, s.setMode)
+	s.handle("PUT /v1/sessions/{id}/controller", 0, s.putController)
+	s.handle("DELETE /v1/sessions/{id}/controller", 0, s.deleteController)
 	s.handle("GET /v1/sessions/{id}/terminals", 0, s.listTerminals)
 	s.handle("POST /v1/sessions/{id}/rename", 0, s.renameSession)
 	s.handle("POST /v1/sessions/{id}/pin", 0, s.pinSession)
-	s.handle("PUT /v1/sessions/{id}/controller", 0, s.putController)
-	s.handle("DELETE /v1/sessions/{id}/controller", 0, s.deleteController)
 	s.handle("GET /v1/plugins", 0, s.listPlugins)
 	s.handle("GET /v1/plugins/{name}/schema", 0, s.pluginSchema)
 	// Terminals are served by any node: the executor's address and secret
