@@ -22,6 +22,7 @@ import (
 	"github.com/gorilla/websocket"
 	xterm "golang.org/x/term"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/client"
 )
@@ -118,18 +119,28 @@ func (e *env) askTakeover(id string, tty bool) error {
 	if err != nil || ownerOf(st.Controller) != ownerOther {
 		return nil // the attach itself reports a session it cannot reach
 	}
-	who := "a client that did not say who it is"
-	if st.Controller.Host != "" {
-		who = fmt.Sprintf("%s, pid %d", st.Controller.Host, st.Controller.PID)
+	q := "this session is " + controllerWords(st.Controller)
+	if st.Controller.Via != api.ViaChat {
+		who := "a client that did not say who it is"
+		if st.Controller.Host != "" {
+			who = fmt.Sprintf("%s, pid %d", st.Controller.Host, st.Controller.PID)
+		}
+		q = fmt.Sprintf("another client (%s) controls this terminal", who)
 	}
-	q := fmt.Sprintf("another client (%s) controls this terminal", who)
+	return e.askBeforeTakingOver(q, tty, "not attached; the other client keeps the terminal")
+}
+
+// askBeforeTakingOver asks question q (who holds what) before taking it
+// over; without a terminal to ask on it refuses, naming -force. kept is the
+// error of a no.
+func (e *env) askBeforeTakingOver(q string, tty bool, kept string) error {
 	if !tty {
 		return fmt.Errorf("%s; -force takes it over", q)
 	}
 	fmt.Fprintf(e.stderr, "%s; take it over? [y/N] ", q)
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 	if !isYes(line) {
-		return errors.New("not attached; the other client keeps the terminal")
+		return errors.New(kept)
 	}
 	return nil
 }

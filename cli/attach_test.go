@@ -392,4 +392,10 @@ func TestAttachAsksBeforeTakingOver(t *testing.T) {
 	if strings.Contains(errOut, "ws://") {
 		t.Errorf("the error names a ws:// URL: %q", errOut)
 	}
+	// A chat that holds the session is named as one.
+	f.routes["GET /v1/sessions/s1/status"] = route{200, strings.Replace(resumableStatus, `"worktree_branch":null`, `"worktree_branch":null,"controller":{"host":"elsewhere","pid":4242,"nonce":"n","via":"chat","since":"2025-01-02T03:04:05Z"}`, 1)}
+	code, _, errOut = runCLI(addr, "attach", "s1", "-name", "agent")
+	if code != 1 || !strings.Contains(errOut, "this session is in chat on elsewhere (pid 4242) since") || !strings.Contains(errOut, "-force takes it over") {
+		t.Fatalf("held by a chat: exit %d, stderr %q", code, errOut)
+	}
 }

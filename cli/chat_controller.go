@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/paddockhq/paddock/api"
@@ -81,16 +79,7 @@ func controllerWords(ctl *api.Controller) string {
 // askChatTakeover asks before opening a session another live client
 // controls (opening it takes it over); without a terminal it refuses.
 func (e *env) askChatTakeover(ctl *api.Controller, tty bool) error {
-	q := "this session is " + controllerWords(ctl)
-	if !tty {
-		return fmt.Errorf("%s; -force takes it over", q)
-	}
-	fmt.Fprintf(e.stderr, "%s; take it over? [y/N] ", q)
-	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-	if !isYes(line) {
-		return errors.New("not opened; the other client keeps the session")
-	}
-	return nil
+	return e.askBeforeTakingOver("this session is "+controllerWords(ctl), tty, "not opened; the other client keeps the session")
 }
 
 // holdController renews the chat's registration until ctx ends, telling
