@@ -49,7 +49,7 @@ func (e *env) claimChat(ctx context.Context, c *client.Client, id string, force,
 			takeover = true
 		}
 	}
-	_, err := c.ClaimController(ctx, id, api.ClientID(self()), takeover)
+	_, err := c.ClaimController(ctx, id, self(), takeover)
 	var ae *client.APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
 		// Another chat registered between the question and the claim.
@@ -87,7 +87,7 @@ func (e *env) askChatTakeover(ctl *api.Controller, tty bool) error {
 // when this chat holds it again (once the other left). Renewals never take
 // the session back from another client.
 func (ch *chat) holdController(ctx context.Context, notes chan<- string) {
-	me := api.ClientID(self())
+	me := self()
 	t := time.NewTicker(chatRenewEvery)
 	defer t.Stop()
 	lost := false

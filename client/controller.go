@@ -18,7 +18,7 @@ func (c *Client) ClaimController(ctx context.Context, sessionID string, id api.C
 	if err := requireID("session", sessionID); err != nil {
 		return nil, err
 	}
-	if err := id.Check(); err != nil {
+	if err := id.CheckComplete(); err != nil {
 		return nil, fmt.Errorf("claim controller: %w", err)
 	}
 	var out api.Controller

@@ -157,8 +157,8 @@ type ClientID struct {
 
 // Bounds of a ClientID's fields.
 const (
-	maxClientHost  = 255
-	maxClientNonce = 128
+	MaxClientHost  = 255
+	MaxClientNonce = 128
 )
 
 // check validates a client identity: bounded, printable strings and a pid that is
@@ -167,10 +167,29 @@ func (c ClientID) check() error {
 	switch {
 	case c.PID < 0:
 		return fmt.Errorf("hello client pid %d: %w", c.PID, ErrBadField)
-	case len(c.Host) > maxClientHost || !printable(c.Host):
-		return fmt.Errorf("hello client host (at most %d printable bytes): %w", maxClientHost, ErrBadField)
-	case len(c.Nonce) > maxClientNonce || !printable(c.Nonce):
-		return fmt.Errorf("hello client nonce (at most %d printable bytes): %w", maxClientNonce, ErrBadField)
+	case len(c.Host) > MaxClientHost || !printable(c.Host):
+		return fmt.Errorf("hello client host (at most %d printable bytes): %w", MaxClientHost, ErrBadField)
+	case len(c.Nonce) > MaxClientNonce || !printable(c.Nonce):
+		return fmt.Errorf("hello client nonce (at most %d printable bytes): %w", MaxClientNonce, ErrBadField)
+	}
+	return nil
+}
+
+// CheckComplete reports what is wrong with an identity that must be whole,
+// as a chat's registration as a session's controller (PUT
+// /v1/sessions/{id}/controller): it is released and renewed by its nonce
+// and shown by its host, so both must be given, bounded and printable, and
+// the pid positive.
+func (c ClientID) CheckComplete() error {
+	switch {
+	case c.Host == "" || len(c.Host) > MaxClientHost || !printable(c.Host):
+		return fmt.Errorf("client host %q: must be 1 to %d printable bytes", c.Host, MaxClientHost)
+	case c.PID <= 0:
+		return fmt.Errorf("client pid %d: must be positive", c.PID)
+	case c.Nonce == "":
+		return errors.New("client nonce is empty")
+	case len(c.Nonce) > MaxClientNonce || !printable(c.Nonce):
+		return fmt.Errorf("client nonce: must be at most %d printable bytes", MaxClientNonce)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func (l *chatLease) get() *ChatController {
 // kept). Another live client's registration is replaced only with
 // takeover; otherwise the answer is ErrChatHeld with the holder.
 func (l *chatLease) claim(id api.ClientID, takeover bool) (ChatController, error) {
-	if err := id.Check(); err != nil {
+	if err := id.CheckComplete(); err != nil {
 		return ChatController{}, fmt.Errorf("%w: %v", errBadRequest, err)
 	}
 	now := time.Now()

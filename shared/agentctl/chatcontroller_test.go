@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paddockhq/paddock/api"
+	"github.com/paddockhq/paddock/api/termproto"
 	"github.com/paddockhq/paddock/shared/agentctl"
 	"github.com/paddockhq/paddock/shared/testkit"
 )
@@ -116,7 +117,7 @@ func TestChatControllerLease(t *testing.T) {
 		{Host: "h", PID: 0, Nonce: "n"},
 		{Host: "h", PID: 1, Nonce: ""},
 		{Host: "evil\x1b[2J", PID: 1, Nonce: "n"},
-		{Host: "h", PID: 1, Nonce: strings.Repeat("n", api.MaxClientNonce+1)},
+		{Host: "h", PID: 1, Nonce: strings.Repeat("n", termproto.MaxClientNonce+1)},
 	} {
 		if _, err := c.ClaimChatController(ctx(t), bad, true); apiErr(t, err).Status != 400 {
 			t.Errorf("identity %+v was not refused with 400: %v", bad, err)

@@ -79,7 +79,7 @@ func (s *Server) putController(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if err := req.Client.Check(); err != nil {
+	if err := req.Client.CheckComplete(); err != nil {
 		return badRequest("%v", err)
 	}
 	if sess.State == api.SessionCompleted {
