@@ -147,6 +147,29 @@ agent "demo-stream" {
 	x.waitScreen("pick", "EXIT=0")
 }
 
+// interruptTurn cuts a turn short: "sleep 20" is prompted, the session
+// stopped while it runs and resumed, and its last turn is interrupted.
+func interruptTurn(t *testing.T, cl *client.Client, id string) {
+	t.Helper()
+	if err := cl.Prompt(testCtx(t), id, "sleep 20"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 30*time.Second, "the agent to get the prompt", testkit.Cond(func() bool {
+		msgs, err := cl.Messages(testCtx(t), id)
+		return err == nil && hasUserMessage(msgs, "sleep 20")
+	}))
+	if _, err := cl.Stop(testCtx(t), id); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, cl, id, api.SessionStopped)
+	if _, err := cl.Resume(testCtx(t), id); err != nil {
+		t.Fatal(err)
+	}
+	if s := waitState(t, cl, id, api.SessionWaitingForInput); s.LastTurnOutcome != api.TurnInterrupted {
+		t.Fatalf("last turn %q, want interrupted", s.LastTurnOutcome)
+	}
+}
+
 // waitTurnEnd waits until the session has answered its n-th prompt.
 func waitTurnEnd(t *testing.T, cl *client.Client, id string, n int) {
 	t.Helper()
@@ -187,26 +210,6 @@ func TestChatAsksBeforeResendingAnInterruptedTurn(t *testing.T) {
 	cl := apiClient(t, node)
 	s := startDemoSession(t, cl, "interrupted", "demo")
 	id := s.ID
-	interrupt := func() {
-		t.Helper()
-		if err := cl.Prompt(testCtx(t), id, "sleep 20"); err != nil {
-			t.Fatal(err)
-		}
-		testkit.WaitFor(t, 30*time.Second, "the agent to get the prompt", testkit.Cond(func() bool {
-			msgs, err := cl.Messages(testCtx(t), id)
-			return err == nil && hasUserMessage(msgs, "sleep 20")
-		}))
-		if _, err := cl.Stop(testCtx(t), id); err != nil {
-			t.Fatal(err)
-		}
-		waitState(t, cl, id, api.SessionStopped)
-		if _, err := cl.Resume(testCtx(t), id); err != nil {
-			t.Fatal(err)
-		}
-		if s := waitState(t, cl, id, api.SessionWaitingForInput); s.LastTurnOutcome != api.TurnInterrupted {
-			t.Fatalf("last turn %q, want interrupted", s.LastTurnOutcome)
-		}
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the chat window:\n%s", x.run("capture-pane", "-p", "-t", "ask"))
@@ -216,7 +219,7 @@ func TestChatAsksBeforeResendingAnInterruptedTurn(t *testing.T) {
 	env := []string{"PADDOCK_ADDR=" + node.URL(), "TERM=xterm-256color"}
 
 	// n: nothing is sent.
-	interrupt()
+	interruptTurn(t, cl, id)
 	x.start("no", t.TempDir(), paddock+" chat "+id, env...)
 	x.waitScreen("no", `Send "sleep 20" again? [y/N]`)
 	x.keys("no", "n", "Enter")
@@ -447,21 +450,7 @@ func TestChatLineEditing(t *testing.T) {
 
 	// An interrupted turn: the chat asks, and a prompt typed instead of an
 	// answer is sent as itself.
-	if err := cl.Prompt(testCtx(t), id, "sleep 20"); err != nil {
-		t.Fatal(err)
-	}
-	testkit.WaitFor(t, 30*time.Second, "the agent to get the prompt", testkit.Cond(func() bool {
-		msgs, err := cl.Messages(testCtx(t), id)
-		return err == nil && hasUserMessage(msgs, "sleep 20")
-	}))
-	if _, err := cl.Stop(testCtx(t), id); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, cl, id, api.SessionStopped)
-	if _, err := cl.Resume(testCtx(t), id); err != nil {
-		t.Fatal(err)
-	}
-	waitState(t, cl, id, api.SessionWaitingForInput)
+	interruptTurn(t, cl, id)
 	x.start("again", t.TempDir(), paddock+" chat "+id, env...)
 	x.waitScreen("again", `Send "sleep 20" again? [y/N]`, "send it again? [y/N]")
 	x.keys("again", "-l", "recall")
