@@ -27,6 +27,10 @@
 //	     (&compact=true leaves out message updates a later one in the answer supersedes;
 //	     &gather=100ms holds an answer of chunks of unfinished messages until 100 ms after the
 //	     first, answering at once on any other event; the answer's "gather" echoes it)
+//	GET  /v1/events/stream?since=N&gather=100ms  the same answers, compacted and gathered, one JSON
+//	     object per line for as long as the request lasts (an empty one every 15 s when quiet); a
+//	     message_updated that grows text the stream carried has "delta":{"id","from","text","complete",
+//	     "updated_at"} in place of "data"
 //	GET  /v1/files?path=             {"entries":[{"name","path","type","size","mode","mod_time"}]}
 //	GET  /v1/files/content?path=     raw bytes of a regular file (a FIFO or device is 400)
 //	PUT  /v1/files/content?path= (F) raw bytes → {"path","size"}, replaced atomically; STATE_DIR (.paddock) and .git are read-only (403)

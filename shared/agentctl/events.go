@@ -94,6 +94,16 @@ func (le *loggedEvent) event() Event {
 // kind of event between them): an update carries the message's whole text,
 // so the later one holds all the earlier one said.
 func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
+	kept, next := l.wait(ctx, q)
+	out := make([]Event, len(kept))
+	for i, ev := range kept {
+		out[i] = ev.event()
+	}
+	return out, next
+}
+
+// wait is since with the events as kept, their data not encoded.
+func (l *eventLog) wait(ctx context.Context, q EventsQuery) ([]*loggedEvent, uint64) {
 	deadline := time.NewTimer(q.Wait)
 	defer deadline.Stop()
 	gathered := q.Gather <= 0
@@ -113,7 +123,7 @@ func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 			case <-deadline.C:
 			case <-ctx.Done():
 			}
-			return []Event{}, next
+			return nil, next
 		}
 		if hold := time.Until(firstAt(kept).Add(q.Gather)); !gathered && hold > 0 && allChunks(kept) {
 			t := time.NewTimer(hold)
@@ -130,11 +140,7 @@ func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 		if q.Compact {
 			kept = latestUpdates(kept)
 		}
-		out := make([]Event, len(kept))
-		for i, ev := range kept {
-			out[i] = ev.event()
-		}
-		return out, next
+		return kept, next
 	}
 }
 

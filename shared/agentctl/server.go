@@ -231,6 +231,7 @@ func (s *Server) routes() {
 		writeJSON(w, 200, MessagesResponse{Messages: s.mgr.messages()})
 	})
 	mux.HandleFunc("GET /v1/events", s.eventsHandler)
+	mux.HandleFunc("GET /v1/events/stream", s.streamEvents)
 	mux.HandleFunc("GET /v1/files", s.listFiles)
 	mux.HandleFunc("GET /v1/files/content", s.readFile)
 	mux.HandleFunc("PUT /v1/files/content", s.fenced(s.writeFile))

@@ -265,7 +265,26 @@ type Event struct {
 	Seq  uint64          `json:"seq"`
 	Type string          `json:"type"`
 	Time time.Time       `json:"time"`
-	Data json.RawMessage `json:"data"`
+	Data json.RawMessage `json:"data,omitempty"`
+	// Delta stands for Data in GET /v1/events/stream's message_updated
+	// events of a message's text the stream already carried: what the
+	// update added, not the whole message again.
+	Delta *TextDelta `json:"delta,omitempty"`
+	// Message is a message event's message, decoded (and a delta applied)
+	// by Client.Stream; never sent.
+	Message *Message `json:"-"`
+}
+
+// TextDelta is what a message_updated event of GET /v1/events/stream adds to
+// a message's text: the text from byte From on (From is the length the
+// stream carried before), and the message's new Complete and UpdatedAt.
+// Every other field of the message is as the stream last carried it.
+type TextDelta struct {
+	ID        string    `json:"id"`
+	From      int       `json:"from"`
+	Text      string    `json:"text"`
+	Complete  bool      `json:"complete"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // EventsResponse answers GET /v1/events (long poll).

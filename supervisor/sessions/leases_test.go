@@ -98,16 +98,22 @@ func TestAFailedLeaseRenewalIsRetriedSoon(t *testing.T) {
 }
 
 // renewalCounter stands in front of an agentctl and notes when each lease
-// renewal (POST /v1/lease) came; with stripLease it drops a poll's lease
-// parameter, as an agentctl older than it would ignore it.
+// renewal (POST /v1/lease) came. With polled it answers the event stream
+// 404, as an agentctl older than the stream does, so the pump polls; with
+// stripLease it also drops a poll's lease parameter, as an agentctl older
+// than it would ignore it.
 type renewalCounter struct {
 	proxy      *httputil.ReverseProxy
+	polled     bool
 	stripLease bool
 	mu         sync.Mutex
 	renewals   []time.Time
 }
 
 func (c *renewalCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.polled && refuseStream(w, r) {
+		return
+	}
 	switch r.URL.Path {
 	case "/v1/lease":
 		c.mu.Lock()
@@ -136,24 +142,31 @@ func (c *renewalCounter) between(from, to time.Time) int {
 	return n
 }
 
-// While a turn streams, the pump's polls renew the session's lease and the
-// keeper sends no renewals of its own; once the session is idle (a poll
-// waits up to 20 s) the keeper renews it again. An agentctl that does not
-// renew through polls is renewed by the keeper throughout.
-func TestAStreamingSessionIsRenewedByItsPolls(t *testing.T) {
+// An agentctl the pump follows through its event stream is renewed by the
+// keeper throughout a streaming turn (the stream renews nothing). One older
+// than the stream is polled: while a turn streams, the pump's polls renew
+// the session's lease and the keeper sends no renewals of its own; once
+// the session is idle (a poll waits up to 20 s) the keeper renews it
+// again. An agentctl that does not renew through polls is renewed by the
+// keeper throughout.
+func TestAStreamingSessionStaysRenewed(t *testing.T) {
 	for _, c := range []struct {
-		name       string
-		stripLease bool
-	}{{"agentctl renewing through polls", false}, {"agentctl without poll renewals", true}} {
-		t.Run(c.name, func(t *testing.T) { streamingRenewals(t, c.stripLease) })
+		name               string
+		polled, stripLease bool
+	}{
+		{"agentctl with the event stream", false, false},
+		{"agentctl renewing through polls", true, false},
+		{"agentctl without poll renewals", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) { streamingRenewals(t, &renewalCounter{polled: c.polled, stripLease: c.stripLease}) })
 	}
 }
 
-func streamingRenewals(t *testing.T, stripLease bool) {
+func streamingRenewals(t *testing.T, counter *renewalCounter) {
 	w := newWorld(t, "n1", "n2")
 	w.cfg.Lease.TTL = 3 * time.Second // renewals every 600 ms
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
-	counter := &renewalCounter{stripLease: stripLease}
+	keeperOnly := !counter.polled || counter.stripLease
 	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	m := w.leader("n2")
 	renew, _ := m.leaseTimes()
@@ -178,10 +191,10 @@ func streamingRenewals(t *testing.T, stripLease bool) {
 	// before it; after that, none while the polls renew.
 	during := counter.between(started.Add(renew), ended)
 	t.Logf("%s turn: %d keeper renewals after its first %s", ended.Sub(started).Round(time.Millisecond), during, renew)
-	if want := int(ended.Sub(started)/renew) - 2; stripLease && during < want {
-		t.Errorf("%d keeper renewals of an agentctl that does not renew through polls, want at least %d", during, want)
+	if want := int(ended.Sub(started)/renew) - 2; keeperOnly && during < want {
+		t.Errorf("%d keeper renewals of an agentctl that is not renewed through polls, want at least %d", during, want)
 	}
-	if !stripLease && during > 1 {
+	if !keeperOnly && during > 1 {
 		t.Errorf("%d keeper renewals while the pump's polls renewed the lease, want at most 1", during)
 	}
 	// Idle again: the keeper renews.

@@ -60,7 +60,7 @@ func (m *Manager) pump(ctx context.Context, e *execution) {
 	p := &pumper{m: m, e: e, pending: map[string]agentctl.Message{}, since: e.since, source: e.nonce, following: true}
 	events := make(chan agentctl.EventsResponse)
 	errs := make(chan error, 1)
-	go p.poll(ctx, events, errs)
+	go p.follow(ctx, events, errs)
 	// The flush timer runs only while chunks wait: an idle session costs no
 	// wakeups (a ticker per session kept 1,000 idle sessions' leader busy).
 	flush := time.NewTimer(flushInterval)
@@ -256,19 +256,100 @@ func (p *pumper) setSource(ctx context.Context, nonce string) {
 	}
 }
 
-// poll long-polls agentctl's events, compacted (a message's updates that a
-// later one in the answer supersedes are left out) and gathered (chunks
-// wait up to gatherWindow in agentctl for more). Each poll renews the
-// session's lease as it reaches agentctl (the lease keeper then skips the
-// renewals it would send: a streaming session polled ten times a second
-// needs none), until agentctl answers without renewing (one older than
-// the parameter) or refuses this execution's token. It reports an error
-// when agentctl stays unreachable past the health bound, or restarted (its
-// nonce changed).
-func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, errs chan<- error) {
+// follow relays agentctl's events from its event stream (GET
+// /v1/events/stream: compacted, gathered for up to gatherWindow, a streamed
+// message's text as what it added), opened again from the last frame when
+// it breaks. An agentctl older than the stream is polled instead (poll). It
+// reports an error when agentctl stays unreachable past the health bound,
+// or restarted (its nonce changed).
+func (p *pumper) follow(ctx context.Context, out chan<- agentctl.EventsResponse, errs chan<- error) {
 	since := p.since
-	var failingSince time.Time
-	bound := max(p.m.cfg.Recovery.HealthTimeout, time.Second)
+	retry := p.newRetry()
+	for ctx.Err() == nil {
+		err := p.e.client.Stream(ctx, agentctl.EventsQuery{Since: since, Gather: gatherWindow}, func(resp agentctl.EventsResponse) error {
+			retry.reset()
+			if err := p.restarted(resp); err != nil {
+				return err
+			}
+			since = resp.Next
+			if len(resp.Events) == 0 {
+				return nil
+			}
+			select {
+			case out <- resp:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		var apiErr *agentctl.APIError
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errRestarted):
+			errs <- err
+			return
+		case errors.As(err, &apiErr) && apiErr.Status == 404:
+			p.poll(ctx, since, out, errs)
+			return
+		}
+		if !retry.again(ctx, err, errs) {
+			return
+		}
+	}
+}
+
+// restarted is errRestarted when agentctl's answer comes from another boot
+// than the one that ran this execution's agent.
+func (p *pumper) restarted(resp agentctl.EventsResponse) error {
+	if resp.Nonce != "" && p.e.nonce != "" && resp.Nonce != p.e.nonce {
+		return fmt.Errorf("%w (nonce %s, was %s): the agent it ran is gone", errRestarted, resp.Nonce, p.e.nonce)
+	}
+	return nil
+}
+
+// pumpRetry paces a pump's attempts to reach an agentctl that failed it.
+type pumpRetry struct {
+	failingSince time.Time
+	bound        time.Duration
+}
+
+func (p *pumper) newRetry() *pumpRetry {
+	return &pumpRetry{bound: max(p.m.cfg.Recovery.HealthTimeout, time.Second)}
+}
+
+// reset notes an answer: agentctl is reachable.
+func (r *pumpRetry) reset() { r.failingSince = time.Time{} }
+
+// again notes a failed attempt and reports whether to try again (after a
+// pause): not once agentctl refuses connections (nothing listens any more;
+// lost() asks the runtime whether the holder is proven gone) or has failed
+// for longer than the health bound, which it reports on errs.
+func (r *pumpRetry) again(ctx context.Context, err error, errs chan<- error) bool {
+	if r.failingSince.IsZero() {
+		r.failingSince = time.Now()
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) || time.Since(r.failingSince) > r.bound {
+		errs <- fmt.Errorf("agentctl unreachable for %s: %w", r.bound.Round(time.Millisecond), err)
+		return false
+	}
+	t := time.NewTimer(200 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// poll long-polls the events of an agentctl older than the event stream,
+// from since, compacted and gathered as the stream is. Each poll renews
+// the session's lease as it reaches agentctl (the lease keeper then skips
+// the renewals it would send), until agentctl answers without renewing
+// (one older than the parameter) or refuses this execution's token.
+func (p *pumper) poll(ctx context.Context, since uint64, out chan<- agentctl.EventsResponse, errs chan<- error) {
+	retry := p.newRetry()
 	lease := p.m.cfg.Lease.TTL
 	for ctx.Err() == nil {
 		started := time.Now()
@@ -286,25 +367,14 @@ func (p *pumper) poll(ctx context.Context, out chan<- agentctl.EventsResponse, e
 				lease = 0
 				continue
 			}
-			if failingSince.IsZero() {
-				failingSince = time.Now()
-			}
-			// Refused: nothing listens any more. Report at once; lost() asks
-			// the runtime whether the holder is proven gone.
-			if errors.Is(err, syscall.ECONNREFUSED) || time.Since(failingSince) > bound {
-				errs <- fmt.Errorf("agentctl unreachable for %s: %w", bound.Round(time.Millisecond), err)
+			if !retry.again(ctx, err, errs) {
 				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
 			}
 			continue
 		}
-		failingSince = time.Time{}
-		if resp.Nonce != "" && p.e.nonce != "" && resp.Nonce != p.e.nonce {
-			errs <- fmt.Errorf("%w (nonce %s, was %s): the agent it ran is gone", errRestarted, resp.Nonce, p.e.nonce)
+		retry.reset()
+		if err := p.restarted(resp); err != nil {
+			errs <- err
 			return
 		}
 		switch {
@@ -339,16 +409,20 @@ func (p *pumper) handle(ctx context.Context, ev agentctl.Event) bool {
 	m, id := p.m, p.e.sessionID
 	switch ev.Type {
 	case agentctl.EventMessageAdded, agentctl.EventMessageUpdated:
-		var d agentctl.MessageData
-		if json.Unmarshal(ev.Data, &d) != nil || d.Message.ID == "" {
-			m.log.Warn("malformed message event from agentctl", "session", id)
-			return false
+		msg := ev.Message // decoded by the stream
+		if msg == nil {
+			var d agentctl.MessageData
+			if json.Unmarshal(ev.Data, &d) != nil || d.Message.ID == "" {
+				m.log.Warn("malformed message event from agentctl", "session", id)
+				return false
+			}
+			msg = &d.Message
 		}
-		if _, ok := p.pending[d.Message.ID]; !ok {
-			p.order = append(p.order, d.Message.ID)
+		if _, ok := p.pending[msg.ID]; !ok {
+			p.order = append(p.order, msg.ID)
 		}
-		p.pending[d.Message.ID] = d.Message
-		if p.following && addsPrompt(ev.Type, d.Message) {
+		p.pending[msg.ID] = *msg
+		if p.following && addsPrompt(ev.Type, *msg) {
 			p.turnOpen = true
 			p.promptSeen(ctx)
 		}

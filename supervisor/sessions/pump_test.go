@@ -1,8 +1,10 @@
 package sessions
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -225,23 +227,47 @@ func TestAPromptRefusedForARunningTurnLeavesItRunning(t *testing.T) {
 	w.streamedWhole(t, s.id, n)
 }
 
-// eventsCounter stands in front of an agentctl and counts its event polls
-// and the bytes they answered. With noGather it drops the polls' gather
-// parameter, so the agentctl answers as one that predates it (at once, and
-// without "gather").
+// refuseStream answers a request for agentctl's event stream as an
+// agentctl older than the stream does (404), and reports whether it was
+// one.
+func refuseStream(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path != "/v1/events/stream" {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusNotFound)
+	_, _ = io.WriteString(w, `{"error":{"code":"not_found","message":"no route for GET /v1/events/stream"}}`)
+	return true
+}
+
+// eventsCounter stands in front of an agentctl and counts the requests for
+// its events (event streams opened, or polls) and the bytes they answered.
+// With polled it refuses the stream (refuseStream), so the pump polls; with
+// noGather it also drops the polls' gather parameter, so the agentctl
+// answers as one that predates it (at once, and without "gather").
 type eventsCounter struct {
 	proxy    *httputil.ReverseProxy
+	polled   bool
 	noGather bool
-	polls    atomic.Int64
+	requests atomic.Int64
 	bytes    atomic.Int64
+	frames   atomic.Int64 // lines the stream answered
 }
 
 func (c *eventsCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if c.polled && refuseStream(w, r) {
+		return
+	}
+	if r.URL.Path == "/v1/events/stream" {
+		c.requests.Add(1)
+		c.proxy.ServeHTTP(&countingWriter{ResponseWriter: w, n: &c.bytes, lines: &c.frames}, r)
+		return
+	}
 	if r.URL.Path != "/v1/events" {
 		c.proxy.ServeHTTP(w, r)
 		return
 	}
-	c.polls.Add(1)
+	c.requests.Add(1)
 	if c.noGather {
 		q := r.URL.Query()
 		q.Del("gather")
@@ -252,51 +278,79 @@ func (c *eventsCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 type countingWriter struct {
 	http.ResponseWriter
-	n *atomic.Int64
+	n     *atomic.Int64
+	lines *atomic.Int64 // nil: not counted
 }
 
 func (w *countingWriter) Write(b []byte) (int, error) {
 	w.n.Add(int64(len(b)))
+	if w.lines != nil {
+		w.lines.Add(int64(bytes.Count(b, []byte{'\n'})))
+	}
 	return w.ResponseWriter.Write(b)
 }
 
-// A streamed reply reaches the pump in a few polls per flush interval,
-// each carrying the reply's latest text once: not a poll per chunk, and
-// not every chunk's update (each the whole text so far, so bytes quadratic
-// in the reply's length). The transcript still gets every chunk, in order.
-// That holds for an agentctl that gathers the chunks and for one that does
-// not (the pump spaces its polls then).
-func TestAStreamedReplyCostsAFewPollsPerFlush(t *testing.T) {
+// Flush passes a streamed answer's flushes on (the proxy flushes each
+// frame of the event stream).
+func (w *countingWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+// A streamed reply reaches the pump through agentctl's event stream in a
+// few frames per flush interval, and its text crosses the stream once (each
+// frame carries what the reply added): not a frame per chunk, and not the
+// whole text so far per frame (bytes quadratic in the reply's length). An
+// agentctl older than the stream is polled: a few polls per flush
+// interval, each carrying the reply's latest text once, whether the
+// agentctl gathers the chunks or not (the pump spaces its polls then). The
+// transcript gets every chunk, in order, either way.
+func TestAStreamedReplyCostsAFewFramesPerFlush(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		noGather bool
-	}{{"gathering agentctl", false}, {"agentctl without gather", true}} {
-		t.Run(c.name, func(t *testing.T) { streamedReplyPolls(t, c.noGather) })
+		name    string
+		counter *eventsCounter
+	}{
+		{"agentctl with the event stream", &eventsCounter{}},
+		{"gathering agentctl, polled", &eventsCounter{polled: true}},
+		{"agentctl without gather, polled", &eventsCounter{polled: true, noGather: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) { streamedReplyCost(t, c.counter) })
 	}
 }
 
-func streamedReplyPolls(t *testing.T, noGather bool) {
+func streamedReplyCost(t *testing.T, counter *eventsCounter) {
 	w := newWorld(t, "n1", "n2")
 	s := w.seedLive(liveOpts{id: "s1", node: "n1"})
-	counter := &eventsCounter{noGather: noGather}
 	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	m := w.leader("n2")
 	continueSession(t, m, s.id)
 	const n = 2000 // ≥ 2 s at the test agent's 1 ms chunk delay
-	polls0, bytes0 := counter.polls.Load(), counter.bytes.Load()
+	requests0, frames0, bytes0 := counter.requests.Load(), counter.frames.Load(), counter.bytes.Load()
 	started := time.Now()
 	if err := m.Prompt(recoverCtx(t), s.id, fmt.Sprintf("stream %d", n)); err != nil {
 		t.Fatal(err)
 	}
 	want := w.streamedWhole(t, s.id, n)
 	took := time.Since(started)
-	polls, bytes := counter.polls.Load()-polls0, counter.bytes.Load()-bytes0
-	if polls == 0 {
-		t.Fatal("no event poll went through the counting proxy: the pump did not read this agentctl through it")
+	requests, frames, bytes := counter.requests.Load()-requests0, counter.frames.Load()-frames0, counter.bytes.Load()-bytes0
+	if counter.requests.Load() == 0 {
+		t.Fatal("no events request went through the counting proxy: the pump did not read this agentctl through it")
 	}
-	t.Logf("%d chunks in %s: %d event polls, %d bytes answered (the reply is %d bytes)", n, took.Round(time.Millisecond), polls, bytes, len(want))
-	if limit := int64(took/flushInterval) + 10; polls > limit {
-		t.Errorf("%d event polls in %s, want at most %d (one per %s, and a few more)", polls, took.Round(time.Millisecond), limit, flushInterval)
+	answers := frames
+	if counter.polled {
+		answers = requests
+	}
+	t.Logf("%d chunks in %s: %d events requests, %d frames, %d bytes answered (the reply is %d bytes)", n, took.Round(time.Millisecond), requests, frames, bytes, len(want))
+	if limit := int64(took/flushInterval) + 10; answers > limit {
+		t.Errorf("%d answers (polls or frames) in %s, want at most %d (one per %s, and a few more)", answers, took.Round(time.Millisecond), limit, flushInterval)
+	}
+	if !counter.polled {
+		// The pump may open its stream just after the session continued.
+		if requests > 1 {
+			t.Errorf("%d event streams opened during the turn, want at most one (one carries the whole turn)", requests)
+		}
+		// Each frame's envelope and its delta's fields are ~300 bytes.
+		if limit := int64(len(want)) + 400*frames; bytes > limit {
+			t.Errorf("the stream carried %d bytes, want at most %d (the reply once, and each frame's envelope)", bytes, limit)
+		}
+		return
 	}
 	if limit := 2 * (int64(took/flushInterval) + 10) * int64(len(want)); bytes > limit {
 		t.Errorf("the polls answered %d bytes, want at most %d (the reply's latest text once per poll)", bytes, limit)
