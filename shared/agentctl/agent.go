@@ -349,7 +349,7 @@ func (m *manager) startACP(ctx context.Context, req StartRequest) error {
 	a, err := acpagent.Start(ctx, acpagent.Config{
 		Argv: argv, Dir: m.workspace, Env: m.agentEnv(req.Profile), InitTimeout: m.initTimeout,
 		ResumeToken: req.ResumeToken, Logger: m.log.Named("acp"), Credential: m.credential, Nice: m.nice,
-		OnUpdate: m.onACPUpdate, OnToolCall: m.onToolCall, OnPlan: m.onPlan, OnCommands: m.onCommands, OnMode: m.onMode,
+		OnUpdate: m.onACPUpdate, OnOutputRead: m.events.settleChunks, OnToolCall: m.onToolCall, OnPlan: m.onPlan, OnCommands: m.onCommands, OnMode: m.onMode,
 		OnPermission: m.onPermission, FS: agentFS{ws: m.ws}, Terminals: agentTerminals{m: m},
 	})
 	if errors.Is(err, acpagent.ErrResumeUnsupported) {

@@ -19,10 +19,13 @@ type eventLog struct {
 	next   uint64
 	notify chan struct{} // closed and replaced on every append
 	// settle is closed and replaced on every append of an event that is
-	// not a chunk: a gathering poll holding chunks waits on it, not on
-	// notify, so a streamed reply's chunks do not wake every such poll
-	// once per chunk only for it to find more chunks and wait again.
+	// not a chunk, and by settleChunks after chunks: a gathering poll
+	// holding chunks waits on it, not on notify, so a streamed reply's
+	// chunks do not wake every such poll once per chunk only for it to
+	// find more chunks and wait again.
 	settle chan struct{}
+	// unsettled: chunks were appended since settle was last closed.
+	unsettled bool
 }
 
 // loggedEvent is one kept event. Its data is encoded when a poll first
@@ -68,11 +71,28 @@ func (l *eventLog) publish(typ string, data any) {
 	}
 	close(l.notify)
 	l.notify = make(chan struct{})
+	l.unsettled = le.chunk
 	if !le.chunk {
 		close(l.settle)
 		l.settle = make(chan struct{})
 	}
 	l.mu.Unlock()
+}
+
+// settleChunks answers the gathering waits that hold chunks (if chunks
+// came since the last answer's cue): the agent's output read so far is
+// handled, and the next read is at least the agent output's pace away, so
+// holding them longer would only delay them. Gathering waits for the
+// window only when nothing calls this (an agent whose chunks come some
+// other way).
+func (l *eventLog) settleChunks() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.unsettled {
+		l.unsettled = false
+		close(l.settle)
+		l.settle = make(chan struct{})
+	}
 }
 
 // event is the event with its data encoded.
@@ -89,9 +109,10 @@ func (le *loggedEvent) event() Event {
 
 // since returns the events with Seq >= q.Since, waiting up to q.Wait for
 // one, and then, while they are all chunks, until q.Gather has passed since
-// the first (see EventsQuery). Compact leaves out each message update that
-// a later update of the same message in the answer supersedes (no other
-// kind of event between them): an update carries the message's whole text,
+// the first (see EventsQuery) or settleChunks says no more are coming yet.
+// Compact leaves out each message update that a later update of the same
+// message in the answer supersedes (no other kind of event between them):
+// an update carries the message's whole text,
 // so the later one holds all the earlier one said.
 func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 	kept, next := l.wait(ctx, q)
@@ -114,7 +135,7 @@ func (l *eventLog) wait(ctx context.Context, q EventsQuery) ([]*loggedEvent, uin
 			first := min(uint64(n), q.Since-min(q.Since, l.events[0].Seq))
 			kept = append(kept, l.events[first:]...)
 		}
-		next, ch, settle := l.next, l.notify, l.settle
+		next, ch, settle, unsettled := l.next, l.notify, l.settle, l.unsettled
 		l.mu.Unlock()
 		if len(kept) == 0 && q.Wait > 0 {
 			select {
@@ -125,10 +146,12 @@ func (l *eventLog) wait(ctx context.Context, q EventsQuery) ([]*loggedEvent, uin
 			}
 			return nil, next
 		}
-		if hold := time.Until(firstAt(kept).Add(q.Gather)); !gathered && hold > 0 && allChunks(kept) {
+		// Chunks are held while more may come: not once settleChunks
+		// said the agent's output read so far is handled.
+		if hold := time.Until(firstAt(kept).Add(q.Gather)); !gathered && hold > 0 && unsettled && allChunks(kept) {
 			t := time.NewTimer(hold)
 			select {
-			case <-settle: // look again: a turn's end answers at once
+			case <-settle: // look again: a turn's end answers at once, settled chunks too
 			case <-t.C:
 				gathered = true
 			case <-ctx.Done():

@@ -118,6 +118,49 @@ func TestAGatheringPollAnswersChunksAfterTheWindow(t *testing.T) {
 	}
 }
 
+// Chunks a gathering wait holds are answered as soon as the agent's output
+// read so far is handled (settleChunks), not at the window's end; a wait
+// that begins after they were settled answers at once; chunks that came
+// after the last settle are held again.
+func TestAGatheringWaitAnswersSettledChunksAtOnce(t *testing.T) {
+	l := newEventLog()
+	chunk := MessageData{Message: Message{ID: "m1", Role: "agent", Text: "a"}}
+	l.publish(EventMessageAdded, chunk)
+	const gather = time.Minute
+	answered := make(chan int)
+	go func() {
+		evs, _ := l.since(context.Background(), EventsQuery{Since: 1, Wait: time.Minute, Gather: gather, Compact: true})
+		answered <- len(evs)
+	}()
+	chunk.Message.Text = "ab"
+	l.publish(EventMessageUpdated, chunk)
+	select {
+	case n := <-answered:
+		t.Fatalf("answered %d events before the chunks were settled", n)
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.settleChunks()
+	select {
+	case n := <-answered:
+		if n != 2 {
+			t.Fatalf("answered %d events, want the addition and the latest update", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("settled chunks were held for the window")
+	}
+	start := time.Now()
+	if evs, _ := l.since(context.Background(), EventsQuery{Since: 2, Wait: time.Minute, Gather: gather}); len(evs) != 1 || time.Since(start) > 10*time.Second {
+		t.Fatalf("a wait begun after the settle: %d events after %s", len(evs), time.Since(start))
+	}
+	chunk.Message.Text = "abc"
+	l.publish(EventMessageUpdated, chunk)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if evs, _ := l.since(ctx, EventsQuery{Since: 3, Wait: time.Minute, Gather: gather}); len(evs) != 1 || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("a chunk after the settle: %d events after %s, want it held until the wait ended", len(evs), time.Since(start))
+	}
+}
+
 // The log keeps the latest eventLogSize events, in order with no gaps, and
 // a poll from any point of them gets the rest.
 func TestTheLogKeepsTheLatestEvents(t *testing.T) {

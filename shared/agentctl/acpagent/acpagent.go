@@ -71,6 +71,11 @@ type Config struct {
 
 	// OnUpdate receives message text chunks (kind: agent, user, thought).
 	OnUpdate func(kind, text string)
+	// OnOutputRead, when set, is called after the updates of one read of
+	// the agent's output were handed to OnUpdate and the others: what the
+	// agent said so far is handled, and more will not come for at least
+	// outputPace.
+	OnOutputRead func()
 	// OnToolCall receives every tool_call and tool_call_update.
 	OnToolCall func(u ToolCallUpdate)
 	// OnPlan receives every plan (the whole plan each time).
@@ -210,7 +215,7 @@ func spawn(cfg Config) (*Agent, error) {
 		cfg.Logger.Warn("agent keeps agentctl's CPU priority", "error", err)
 	}
 	a.wg.Add(1)
-	out := &agentOutput{src: outputCloser{stdout, end}, wait: func() error { return waitReadable(stdout, end) }, readNow: readNow, update: (&client{a: a}).updateLine, garbage: func(line string) {
+	out := &agentOutput{src: outputCloser{stdout, end}, wait: func() error { return waitReadable(stdout, end) }, readNow: readNow, update: (&client{a: a}).updateLine, read: cfg.OnOutputRead, garbage: func(line string) {
 		cfg.Logger.Warn("agent wrote a line that is not JSON-RPC", "bytes", len(line))
 		select {
 		case a.garbage <- truncate(line, 200):
@@ -679,9 +684,12 @@ const stderrWaitDelay = 2 * time.Second
 // pace, a burst of chunks is taken in one wakeup and handled in one go; a
 // line after a quiet spell is read at once, and no line waits longer than
 // this (an answer that comes within this of the one before it, such as
-// session/new's after initialize's, waits for the rest). The supervisor polls agentctl's events at most every 100 ms, so a
-// chunk's way to a subscriber grows by less than that.
-const outputPace = 50 * time.Millisecond
+// session/new's after initialize's, waits for the rest). The chunks of one
+// read go to the supervisor in one frame of the event stream as soon as
+// they are handled (Config.OnOutputRead), so a streaming session costs
+// agentctl one wakeup per pace, not one per chunk plus one per frame; the
+// supervisor writes a streaming session at most every 100 ms anyway.
+const outputPace = 100 * time.Millisecond
 
 // maxAgentLine bounds one line of an agent's output (as the ACP SDK does).
 const maxAgentLine = 10 << 20
@@ -703,6 +711,8 @@ type agentOutput struct {
 	// update handles a session/update notification itself and reports
 	// whether it did (nil: every line goes to the connection).
 	update func(line []byte) bool
+	// read, when set, is called after each read's lines were taken.
+	read func()
 	buf    []byte // read and not yet split into lines
 	ready  []byte // JSON-RPC lines for the connection
 	err    error  // from src, returned once ready is drained
@@ -777,6 +787,9 @@ func (o *agentOutput) fill() {
 		o.buf = o.buf[:0]
 		o.err = err
 		o.src.Close()
+	}
+	if o.read != nil {
+		o.read()
 	}
 }
 
