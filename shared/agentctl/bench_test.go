@@ -2,7 +2,7 @@ package agentctl_test
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -196,10 +196,9 @@ const (
 // real agent's pace, as the paced storm (bench/pace.go, storm-paced) runs
 // it: a real agentctl process and the real demo agent streaming "stream
 // 100 every 50" (a chunk every 50 ms on a fixed schedule), polled as the
-// supervisor's pump polls (compact answers gathered for 100 ms, each poll
-// renewing the lease, the next poll at once). It reports agentctl's CPU
-// per chunk in µs, from /proc, with its context switches and the polls
-// answered per chunk.
+// supervisor's pump follows it (pacedTurn). It reports agentctl's CPU per
+// chunk in µs, from /proc, with its context switches and the stream's
+// frames per chunk.
 func BenchmarkPacedStreamCPU(b *testing.B) {
 	p := startServeArgs(b, b.TempDir(), []string{"-log-level", "info"})
 	c := p.c
@@ -226,7 +225,7 @@ func BenchmarkPacedStreamCPU(b *testing.B) {
 	b.ReportMetric(float64(ctlCPU.Nanoseconds())/1000/chunks, "agentctl-cpu-µs/chunk")
 	b.ReportMetric(float64(agentCPU.Nanoseconds())/1000/chunks, "agent-cpu-µs/chunk")
 	b.ReportMetric(float64(switches)/chunks, "agentctl-switches/chunk")
-	b.ReportMetric(float64(polls)/chunks, "polls/chunk")
+	b.ReportMetric(float64(polls)/chunks, "frames/chunk")
 }
 
 // BenchmarkPacedStreamInProcess is BenchmarkPacedStreamCPU with agentctl's
@@ -251,44 +250,48 @@ func BenchmarkPacedStreamInProcess(b *testing.B) {
 	b.ReportMetric(float64((selfCPU()-cpu0).Nanoseconds())/1000/float64(b.N*pacedChunks), "process-cpu-µs/chunk")
 }
 
-// pacedTurn prompts one paced stream and polls its events as the pump
-// does until the turn ends, checking that the reply came whole; it
-// returns the polls that answered events.
+// pacedTurn prompts one paced stream and follows its events as the pump
+// does (the event stream, gathered for 100 ms, and a lease renewal every
+// 2 s as the lease keeper sends them at the default TTL) until the turn
+// ends, checking that the reply came whole; it returns the frames that
+// carried events.
 func pacedTurn(b *testing.B, c *agentctl.Client, w *eventWatcher) int {
 	b.Helper()
 	if _, err := c.Prompt(ctx(b), fmt.Sprintf("stream %d every %d", pacedChunks, pacedEvery.Milliseconds())); err != nil {
 		b.Fatal(err)
 	}
-	polls := 0
-	var last agentctl.MessageData
-	for done := false; !done; {
-		resp, err := c.Poll(ctx(b), agentctl.EventsQuery{Since: w.next, Wait: 20 * time.Second, Compact: true, Gather: 100 * time.Millisecond, Lease: 10 * time.Second})
-		if err != nil {
-			b.Fatal(err)
+	frames := 0
+	var last agentctl.Message
+	renewed := time.Now()
+	errTurnOver := errors.New("the turn is over")
+	err := c.Stream(ctx(b), agentctl.EventsQuery{Since: w.next, Gather: 100 * time.Millisecond}, func(f agentctl.EventsResponse) error {
+		w.next = f.Next
+		if len(f.Events) > 0 {
+			frames++
 		}
-		w.next = resp.Next
-		if len(resp.Events) > 0 {
-			polls++
+		if time.Since(renewed) >= 2*time.Second {
+			if _, err := c.RenewLease(ctx(b), 10*time.Second); err != nil {
+				return err
+			}
+			renewed = time.Now()
 		}
-		for _, ev := range resp.Events {
-			switch ev.Type {
-			case agentctl.EventTurnFinished:
-				done = true
-			case agentctl.EventMessageUpdated, agentctl.EventMessageAdded:
-				var d agentctl.MessageData
-				if err := json.Unmarshal(ev.Data, &d); err != nil {
-					b.Fatal(err)
-				}
-				if d.Message.Role == agentctl.RoleAgent {
-					last = d
-				}
+		for _, ev := range f.Events {
+			if ev.Type == agentctl.EventTurnFinished {
+				return errTurnOver
+			}
+			if ev.Message != nil && ev.Message.Role == agentctl.RoleAgent {
+				last = *ev.Message
 			}
 		}
+		return nil
+	})
+	if !errors.Is(err, errTurnOver) {
+		b.Fatal(err)
 	}
-	if want := fmt.Sprintf("chunk %d of %d\n", pacedChunks, pacedChunks); !strings.Contains(last.Message.Text, want) || !last.Message.Complete {
-		b.Fatalf("the reply's last update is not the whole reply: %q…", truncateForLog(last.Message.Text))
+	if want := fmt.Sprintf("chunk %d of %d\n", pacedChunks, pacedChunks); !strings.Contains(last.Text, want) || !last.Complete {
+		b.Fatalf("the reply's last update is not the whole reply: %q…", truncateForLog(last.Text))
 	}
-	return polls
+	return frames
 }
 
 func truncateForLog(s string) string { return s[:min(len(s), 200)] }
