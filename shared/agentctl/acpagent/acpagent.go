@@ -73,8 +73,7 @@ type Config struct {
 	OnUpdate func(kind, text string)
 	// OnOutputRead, when set, is called after the updates of one read of
 	// the agent's output were handed to OnUpdate and the others: what the
-	// agent said so far is handled, and more will not come for at least
-	// outputPace.
+	// agent said so far is handled, and the next read is a pause away.
 	OnOutputRead func()
 	// OnToolCall receives every tool_call and tool_call_update.
 	OnToolCall func(u ToolCallUpdate)
@@ -677,19 +676,37 @@ func (t *tail) String() string {
 const stderrWaitDelay = 2 * time.Second
 
 // outputPace is how often, at most, agentctl reads an agent's output while
-// it keeps coming. A streaming agent writes a line per chunk (the demo agent
-// one every 10 ms); reading each as it comes costs agentctl a wakeup of its
-// own per chunk, several thread switches in all, and on a host running
-// hundreds of agents those wakeups are most of agentctl's CPU. Read at this
-// pace, a burst of chunks is taken in one wakeup and handled in one go; a
-// line after a quiet spell is read at once, and no line waits longer than
-// this (an answer that comes within this of the one before it, such as
-// session/new's after initialize's, waits for the rest). The chunks of one
-// read go to the supervisor in one frame of the event stream as soon as
-// they are handled (Config.OnOutputRead), so a streaming session costs
-// agentctl one wakeup per pace, not one per chunk plus one per frame; the
-// supervisor writes a streaming session at most every 100 ms anyway.
+// it keeps coming. A streaming agent writes a line per chunk (a model's
+// tokens come 20 or more times a second); reading each as it comes costs
+// agentctl a wakeup of its own per chunk, several thread switches in all,
+// and on a host running hundreds of agents those wakeups are most of
+// agentctl's CPU. Read at this pace, a burst of chunks is taken in one
+// wakeup and handled in one go, and the chunks of one read go to the
+// supervisor in one frame of the event stream as soon as they are handled
+// (Config.OnOutputRead): a streaming session costs agentctl one wakeup per
+// pace, not one per chunk plus one per frame (the supervisor writes a
+// streaming session at most every 100 ms anyway). A line after a quiet
+// spell is read at once, and the pace starts short after it and doubles
+// with each read (firstPace, nextPace), so a short reply and its turn's end
+// are not held for a whole pace.
 const outputPace = 100 * time.Millisecond
+
+// firstPace is the pause before the read that follows a read after a quiet
+// spell (longer than outputPace).
+const firstPace = outputPace / 8
+
+// nextPace is the pause before the next read after one that came gap after
+// the read before it, whose pause was pace: firstPace after a quiet spell
+// (no read for longer than outputPace beyond the pause), else twice pace,
+// at most outputPace. A reply of a few chunks and its turn's end, written
+// within ~25 ms, are read in three reads over ~40 ms; a steady stream
+// reaches outputPace within four reads and keeps it.
+func nextPace(pace, gap time.Duration) time.Duration {
+	if pace <= 0 || gap > pace+outputPace {
+		return firstPace
+	}
+	return min(2*pace, outputPace)
+}
 
 // maxAgentLine bounds one line of an agent's output (as the ACP SDK does).
 const maxAgentLine = 10 << 20
@@ -717,9 +734,11 @@ type agentOutput struct {
 	ready  []byte // JSON-RPC lines for the connection
 	err    error  // from src, returned once ready is drained
 	// last is when the latest read of src returned; full is whether it
-	// filled the space it was given.
+	// filled the space it was given; pace is the pause before the next
+	// read (nextPace).
 	last time.Time
 	full bool
+	pace time.Duration
 }
 
 func (o *agentOutput) Read(p []byte) (int, error) {
@@ -737,11 +756,11 @@ func (o *agentOutput) Read(p []byte) (int, error) {
 // fill reads src once (after the pause the pace asks for) and moves every
 // complete line read so far to ready.
 func (o *agentOutput) fill() {
-	// Reads start at least outputPace apart, so what comes meanwhile is
+	// Reads start at least the pace apart, so what comes meanwhile is
 	// taken in one go; a read that filled its space left more waiting and
 	// goes on at once. A line after a quiet spell finds the read waiting.
 	if !o.full && !o.last.IsZero() {
-		if d := outputPace - time.Since(o.last); d > 0 {
+		if d := o.pace - time.Since(o.last); d > 0 {
 			time.Sleep(d)
 		}
 	}
@@ -767,7 +786,9 @@ func (o *agentOutput) fill() {
 			n, err = o.src.Read(space)
 		}
 	}
-	o.last, o.full = time.Now(), n == len(space)
+	now := time.Now()
+	o.pace = nextPace(o.pace, now.Sub(o.last)) // the first read: o.pace is 0
+	o.last, o.full = now, n == len(space)
 	o.buf = o.buf[:len(o.buf)+n]
 	if o.ready == nil || cap(o.ready) > 1<<20 {
 		o.ready = nil

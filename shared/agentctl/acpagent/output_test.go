@@ -105,8 +105,9 @@ func TestAgentOutputReadsAStreamInBatches(t *testing.T) {
 	if len(garbage) != 1 || garbage[0] != "Welcome to my agent!" {
 		t.Fatalf("reported %q", garbage)
 	}
-	// 0.4 s of lines at one read per outputPace is ~9 reads; one per line
-	// would be 40 or more.
+	// 0.4 s of lines at a pace doubling up to outputPace is ~7 reads; one
+	// per line would be 40 or more.
+	t.Logf("%d reads for %d lines", src.reads, n)
 	if src.reads > n/3 {
 		t.Fatalf("%d reads for %d lines 10 ms apart: not batched", src.reads, n)
 	}
@@ -128,6 +129,54 @@ func TestAgentOutputReadsALoneLineAtOnce(t *testing.T) {
 		}
 		// A quiet spell longer than the pace before the next line.
 		time.Sleep(outputPace + 10*time.Millisecond) // the workload's pause, not a wait
+	}
+	pw.Close()
+}
+
+// The pace between reads starts short after a quiet spell and doubles up
+// to outputPace while the output keeps coming, so a short reply is read in
+// a few reads over tens of milliseconds and a steady stream at outputPace.
+func TestThePaceDoublesWhileOutputKeepsComing(t *testing.T) {
+	var paces []time.Duration
+	pace := time.Duration(0)
+	// The time from each read to the one before it: the first read, reads
+	// that found output at their pause (a little after it, as a timer
+	// fires) or waited less than outputPace more, one after a quiet spell,
+	// and the read after it.
+	for _, gap := range []time.Duration{time.Hour, firstPace + 1, 2*firstPace + 1, 4*firstPace + outputPace/2, outputPace + 1, 2 * outputPace, 3 * outputPace, firstPace + 1} {
+		pace = nextPace(pace, gap)
+		paces = append(paces, pace)
+	}
+	want := []time.Duration{firstPace, 2 * firstPace, 4 * firstPace, outputPace, outputPace, outputPace, firstPace, 2 * firstPace}
+	if fmt.Sprint(paces) != fmt.Sprint(want) {
+		t.Fatalf("paces %v, want %v", paces, want)
+	}
+}
+
+// A reply of a few lines written within a few milliseconds after a quiet
+// spell is read whole well within outputPace: the pace after a quiet spell
+// starts short.
+func TestAgentOutputReadsAShortBurstSoon(t *testing.T) {
+	pr, pw, wait, readNow := agentPipe(t)
+	out := &agentOutput{src: pr, wait: wait, readNow: readNow, garbage: func(string) {}}
+	sc := bufio.NewScanner(out)
+	for round := 0; round < 3; round++ {
+		sent := time.Now()
+		go func() {
+			for i := 0; i < 3; i++ {
+				fmt.Fprintf(pw, "{\"n\":%d}\n", i)
+				time.Sleep(5 * time.Millisecond) // the agent's pace, not a wait
+			}
+		}()
+		for i := 0; i < 3; i++ {
+			if !sc.Scan() {
+				t.Fatal(sc.Err())
+			}
+		}
+		if d := time.Since(sent); d >= outputPace {
+			t.Fatalf("round %d: three lines 5 ms apart took %s to be read (the pace is %s)", round, d, outputPace)
+		}
+		time.Sleep(2 * outputPace) // a quiet spell before the next burst, not a wait
 	}
 	pw.Close()
 }
