@@ -686,26 +686,24 @@ const stderrWaitDelay = 2 * time.Second
 // (Config.OnOutputRead): a streaming session costs agentctl one wakeup per
 // pace, not one per chunk plus one per frame (the supervisor writes a
 // streaming session at most every 100 ms anyway). A line after a quiet
-// spell is read at once, and the pace starts short after it and doubles
-// with each read (firstPace, nextPace), so a short reply and its turn's end
-// are not held for a whole pace.
+// spell is read at once, and so is the first after a read that carried a
+// JSON-RPC response or request (a turn's end, or an agent's call that waits
+// for its answer); from there the pause grows with the burst's age
+// (burstPace), so a short reply and its turn's end are not held for a whole
+// pace, nor is the next turn's when prompts follow each other.
 const outputPace = 100 * time.Millisecond
 
-// firstPace is the pause before the read that follows a read after a quiet
-// spell (longer than outputPace).
+// firstPace is the least pause between two reads of a burst.
 const firstPace = outputPace / 8
 
-// nextPace is the pause before the next read after one that came gap after
-// the read before it, whose pause was pace: firstPace after a quiet spell
-// (no read for longer than outputPace beyond the pause), else twice pace,
-// at most outputPace. A reply of a few chunks and its turn's end, written
-// within ~25 ms, are read in three reads over ~40 ms; a steady stream
-// reaches outputPace within four reads and keeps it.
-func nextPace(pace, gap time.Duration) time.Duration {
-	if pace <= 0 || gap > pace+outputPace {
-		return firstPace
-	}
-	return min(2*pace, outputPace)
+// burstPace is the pause before the next read of a burst of output that
+// began age ago: a quarter of its age, at least firstPace and at most
+// outputPace. A line waits at most a fifth of the time since the burst
+// began; a reply of a few chunks over ~40 ms is read in four reads, and a
+// steady stream is read every outputPace from ~0.4 s on (about ten more
+// reads than at outputPace throughout, once per burst).
+func burstPace(age time.Duration) time.Duration {
+	return min(outputPace, max(firstPace, age/4))
 }
 
 // maxAgentLine bounds one line of an agent's output (as the ACP SDK does).
@@ -735,10 +733,14 @@ type agentOutput struct {
 	err    error  // from src, returned once ready is drained
 	// last is when the latest read of src returned; full is whether it
 	// filled the space it was given; pace is the pause before the next
-	// read (nextPace).
-	last time.Time
-	full bool
-	pace time.Duration
+	// read, set by burstPace from when the burst of output began (zero:
+	// the next read begins one); call is set by take for a line with an
+	// id (a JSON-RPC response or request), which ends the burst.
+	last  time.Time
+	full  bool
+	pace  time.Duration
+	began time.Time
+	call  bool
 }
 
 func (o *agentOutput) Read(p []byte) (int, error) {
@@ -787,12 +789,16 @@ func (o *agentOutput) fill() {
 		}
 	}
 	now := time.Now()
-	o.pace = nextPace(o.pace, now.Sub(o.last)) // the first read: o.pace is 0
+	if o.began.IsZero() || now.Sub(o.last) > o.pace+outputPace { // after a quiet spell: a new burst
+		o.began = now
+	}
+	o.pace = burstPace(now.Sub(o.began))
 	o.last, o.full = now, n == len(space)
 	o.buf = o.buf[:len(o.buf)+n]
 	if o.ready == nil || cap(o.ready) > 1<<20 {
 		o.ready = nil
 	}
+	o.call = false
 	rest := o.buf
 	for {
 		i := bytes.IndexByte(rest, '\n')
@@ -808,6 +814,9 @@ func (o *agentOutput) fill() {
 		o.buf = o.buf[:0]
 		o.err = err
 		o.src.Close()
+	}
+	if o.call {
+		o.began, o.pace = time.Time{}, 0 // the next read begins a burst, at once
 	}
 	if o.read != nil {
 		o.read()
@@ -954,5 +963,8 @@ func (o *agentOutput) take(line []byte) {
 		o.garbage(string(t))
 		return
 	}
+	// A notification has no id (nor a key of that name at its top level;
+	// a nested one only makes the next read come sooner).
+	o.call = o.call || bytes.Contains(t, []byte(`"id"`))
 	o.ready = append(append(o.ready, t...), '\n')
 }

@@ -74,7 +74,7 @@ func TestAgentOutputReadsAStreamInBatches(t *testing.T) {
 		return n, ok, err
 	}
 	out := &agentOutput{src: src, wait: wait, readNow: counted, garbage: func(line string) { garbage = append(garbage, line) }}
-	const n = 40
+	const n = 100
 	go func() {
 		for i := 1; i <= n; i++ {
 			fmt.Fprintf(pw, "{\"n\":%d}\n", i)
@@ -105,8 +105,8 @@ func TestAgentOutputReadsAStreamInBatches(t *testing.T) {
 	if len(garbage) != 1 || garbage[0] != "Welcome to my agent!" {
 		t.Fatalf("reported %q", garbage)
 	}
-	// 0.4 s of lines at a pace doubling up to outputPace is ~7 reads; one
-	// per line would be 40 or more.
+	// 1 s of lines at a pace growing to outputPace by 0.4 s is ~20 reads;
+	// one per line would be 100 or more.
 	t.Logf("%d reads for %d lines", src.reads, n)
 	if src.reads > n/3 {
 		t.Fatalf("%d reads for %d lines 10 ms apart: not batched", src.reads, n)
@@ -133,23 +133,16 @@ func TestAgentOutputReadsALoneLineAtOnce(t *testing.T) {
 	pw.Close()
 }
 
-// The pace between reads starts short after a quiet spell and doubles up
-// to outputPace while the output keeps coming, so a short reply is read in
-// a few reads over tens of milliseconds and a steady stream at outputPace.
-func TestThePaceDoublesWhileOutputKeepsComing(t *testing.T) {
-	var paces []time.Duration
-	pace := time.Duration(0)
-	// The time from each read to the one before it: the first read, reads
-	// that found output at their pause (a little after it, as a timer
-	// fires) or waited less than outputPace more, one after a quiet spell,
-	// and the read after it.
-	for _, gap := range []time.Duration{time.Hour, firstPace + 1, 2*firstPace + 1, 4*firstPace + outputPace/2, outputPace + 1, 2 * outputPace, 3 * outputPace, firstPace + 1} {
-		pace = nextPace(pace, gap)
-		paces = append(paces, pace)
-	}
-	want := []time.Duration{firstPace, 2 * firstPace, 4 * firstPace, outputPace, outputPace, outputPace, firstPace, 2 * firstPace}
-	if fmt.Sprint(paces) != fmt.Sprint(want) {
-		t.Fatalf("paces %v, want %v", paces, want)
+// The pause between reads of a burst of output is a quarter of the
+// burst's age, from firstPace up to outputPace.
+func TestThePaceGrowsWithTheBurst(t *testing.T) {
+	for _, c := range []struct{ age, want time.Duration }{
+		{0, firstPace}, {4 * firstPace, firstPace}, {200 * time.Millisecond, 50 * time.Millisecond},
+		{4 * outputPace, outputPace}, {time.Hour, outputPace},
+	} {
+		if got := burstPace(c.age); got != c.want {
+			t.Errorf("burstPace(%s) = %s, want %s", c.age, got, c.want)
+		}
 	}
 }
 
@@ -177,6 +170,34 @@ func TestAgentOutputReadsAShortBurstSoon(t *testing.T) {
 			t.Fatalf("round %d: three lines 5 ms apart took %s to be read (the pace is %s)", round, d, outputPace)
 		}
 		time.Sleep(2 * outputPace) // a quiet spell before the next burst, not a wait
+	}
+	pw.Close()
+}
+
+// Turns that follow each other at once are each read soon: a burst that
+// ends with a JSON-RPC response (a turn's end) starts the pace over, so
+// the next burst, written right after it, is not held for a whole pace.
+func TestAgentOutputReadsBackToBackTurnsSoon(t *testing.T) {
+	pr, pw, wait, readNow := agentPipe(t)
+	out := &agentOutput{src: pr, wait: wait, readNow: readNow, garbage: func(string) {}}
+	sc := bufio.NewScanner(out)
+	for turn := 0; turn < 5; turn++ {
+		sent := time.Now()
+		go func() {
+			for i := 0; i < 3; i++ {
+				fmt.Fprintf(pw, "{\"n\":%d}\n", i)
+				time.Sleep(5 * time.Millisecond) // the agent's pace, not a wait
+			}
+			fmt.Fprintf(pw, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"stopReason\":\"end_turn\"}}\n", turn)
+		}()
+		for i := 0; i < 4; i++ {
+			if !sc.Scan() {
+				t.Fatal(sc.Err())
+			}
+		}
+		if d := time.Since(sent); d >= outputPace {
+			t.Fatalf("turn %d: three lines 5 ms apart and the turn's end took %s to be read (the pace is %s)", turn, d, outputPace)
+		}
 	}
 	pw.Close()
 }
