@@ -425,10 +425,16 @@ func TestATurnsEndIsProposedWithItsReply(t *testing.T) {
 	if b, ok := last.Body.(*state.SetSessionStateBody); !ok || b.State != api.SessionWaitingForInput {
 		t.Fatalf("the turn's end is not the last command of its call: %v", end)
 	}
+	// The reply's last write is whole (the reply came in one read) or
+	// what it added since a write of its first chunks (read at once after
+	// the quiet spell, and flushed before the rest came).
 	agentReply := false
 	for _, p := range end[:len(end)-1] {
-		if b, ok := p.Body.(*state.PutMessageBody); ok && b.Message.Role == api.RoleAgent && b.Message.Complete {
-			agentReply = true
+		switch b := p.Body.(type) {
+		case *state.PutMessageBody:
+			agentReply = agentReply || (b.Message.Role == api.RoleAgent && b.Message.Complete)
+		case *state.AppendMessageBody:
+			agentReply = agentReply || b.Complete
 		}
 	}
 	if !agentReply {
