@@ -112,8 +112,8 @@ func (le *loggedEvent) event() Event {
 // the first (see EventsQuery) or settleChunks says no more are coming yet.
 // Compact leaves out each message update that a later update of the same
 // message in the answer supersedes (no other kind of event between them):
-// an update carries the message's whole text,
-// so the later one holds all the earlier one said.
+// an update carries the message's whole text, so the later one holds all
+// the earlier one said.
 func (l *eventLog) since(ctx context.Context, q EventsQuery) ([]Event, uint64) {
 	kept, next := l.wait(ctx, q)
 	out := make([]Event, len(kept))

@@ -30,24 +30,25 @@ const (
 	// chunks wait up to this long more, on average half of it, so that
 	// the writes of many sessions reach raft together (see flushDelay).
 	flushGrid = 25 * time.Millisecond
-	// gatherWindow is how long agentctl holds a poll's answer while it
-	// carries only chunks of a reply still being written: the chunks come
-	// in one answer a few times per flush interval, not one answer (and one
-	// HTTP round trip each way) per chunk. A turn's end, a complete
-	// message or any other event is answered at once; spacing the polls
-	// instead (as before agentctl could gather) held each turn's end back
-	// by up to the window, twice a turn.
+	// gatherWindow is how long, at most, agentctl holds a frame of its
+	// event stream (or a poll's answer) while it carries only chunks of a
+	// reply still being written: agentctl sends them once the agent's
+	// output read so far is handled, so they come a read's worth per frame,
+	// not a frame per chunk. A turn's end, a complete message or any other
+	// event is sent at once; spacing the polls instead (as before agentctl
+	// could gather) held each turn's end back by up to the window, twice a
+	// turn.
 	gatherWindow = flushInterval
 	// pollSpacing is the least time between the starts of two polls of an
 	// agentctl that does not gather (an older one): its answers do not
 	// say "gather".
 	pollSpacing = flushInterval
 	// maxFlushBytesPerSecond bounds the message text one session's timed
-	// flushes replicate per second. Each write carries its message's whole
-	// text so far, so without it a long streamed reply would cost
-	// replicated bytes quadratic in its length; with it, the writes of a
-	// growing message space out (a 64 KiB message is written about once a
-	// second). A turn's end still flushes at once.
+	// flushes replicate per second: what a streamed message added, or a
+	// whole tool call or plan, each time it is written. Past it, a
+	// session's writes space out (64 KiB of text written in one flush
+	// holds the next back about a second). A turn's end still flushes at
+	// once.
 	maxFlushBytesPerSecond = 64 << 10
 	// pollWait is the long-poll wait of one events call.
 	pollWait = 20 * time.Second

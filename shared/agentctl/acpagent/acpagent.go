@@ -727,10 +727,10 @@ type agentOutput struct {
 	// whether it did (nil: every line goes to the connection).
 	update func(line []byte) bool
 	// read, when set, is called after each read's lines were taken.
-	read func()
-	buf    []byte // read and not yet split into lines
-	ready  []byte // JSON-RPC lines for the connection
-	err    error  // from src, returned once ready is drained
+	read  func()
+	buf   []byte // read and not yet split into lines
+	ready []byte // JSON-RPC lines for the connection
+	err   error  // from src, returned once ready is drained
 	// last is when the latest read of src returned; full is whether it
 	// filled the space it was given; pace is the pause before the next
 	// read, set by burstPace from when the burst of output began (zero:

@@ -150,54 +150,48 @@ func TestThePaceGrowsWithTheBurst(t *testing.T) {
 // spell is read whole well within outputPace: the pace after a quiet spell
 // starts short.
 func TestAgentOutputReadsAShortBurstSoon(t *testing.T) {
-	pr, pw, wait, readNow := agentPipe(t)
-	out := &agentOutput{src: pr, wait: wait, readNow: readNow, garbage: func(string) {}}
-	sc := bufio.NewScanner(out)
-	for round := 0; round < 3; round++ {
-		sent := time.Now()
-		go func() {
-			for i := 0; i < 3; i++ {
-				fmt.Fprintf(pw, "{\"n\":%d}\n", i)
-				time.Sleep(5 * time.Millisecond) // the agent's pace, not a wait
-			}
-		}()
-		for i := 0; i < 3; i++ {
-			if !sc.Scan() {
-				t.Fatal(sc.Err())
-			}
-		}
-		if d := time.Since(sent); d >= outputPace {
-			t.Fatalf("round %d: three lines 5 ms apart took %s to be read (the pace is %s)", round, d, outputPace)
-		}
-		time.Sleep(2 * outputPace) // a quiet spell before the next burst, not a wait
-	}
-	pw.Close()
+	readBursts(t, 3, false, 2*outputPace) // a quiet spell between bursts
 }
 
 // Turns that follow each other at once are each read soon: a burst that
 // ends with a JSON-RPC response (a turn's end) starts the pace over, so
 // the next burst, written right after it, is not held for a whole pace.
 func TestAgentOutputReadsBackToBackTurnsSoon(t *testing.T) {
+	readBursts(t, 5, true, 0)
+}
+
+// readBursts has an agent write rounds bursts of three lines 5 ms apart,
+// each ended by a turn's end (a JSON-RPC response) when turnEnd is set and
+// followed by quiet, and fails when a burst takes outputPace or longer
+// to be read whole.
+func readBursts(t *testing.T, rounds int, turnEnd bool, quiet time.Duration) {
 	pr, pw, wait, readNow := agentPipe(t)
 	out := &agentOutput{src: pr, wait: wait, readNow: readNow, garbage: func(string) {}}
 	sc := bufio.NewScanner(out)
-	for turn := 0; turn < 5; turn++ {
+	lines := 3
+	if turnEnd {
+		lines++
+	}
+	for round := 0; round < rounds; round++ {
 		sent := time.Now()
 		go func() {
 			for i := 0; i < 3; i++ {
 				fmt.Fprintf(pw, "{\"n\":%d}\n", i)
 				time.Sleep(5 * time.Millisecond) // the agent's pace, not a wait
 			}
-			fmt.Fprintf(pw, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"stopReason\":\"end_turn\"}}\n", turn)
+			if turnEnd {
+				fmt.Fprintf(pw, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"result\":{\"stopReason\":\"end_turn\"}}\n", round)
+			}
 		}()
-		for i := 0; i < 4; i++ {
+		for i := 0; i < lines; i++ {
 			if !sc.Scan() {
 				t.Fatal(sc.Err())
 			}
 		}
 		if d := time.Since(sent); d >= outputPace {
-			t.Fatalf("turn %d: three lines 5 ms apart and the turn's end took %s to be read (the pace is %s)", turn, d, outputPace)
+			t.Fatalf("round %d: %d lines over 10 ms took %s to be read (the pace is %s)", round, lines, d, outputPace)
 		}
+		time.Sleep(quiet) // the workload's pause between bursts, not a wait
 	}
 	pw.Close()
 }
