@@ -607,6 +607,13 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 	}
 	env.Logf("recovery n=%d: %d sessions started in %s", n, n, time.Since(t0).Round(time.Millisecond))
 	var out []Result
+	warm, err := warmPasses(ctx, env, c, task.ID, ids, 3)
+	if err != nil {
+		return nil, err
+	}
+	if n == 100 {
+		out = append(out, warm)
+	}
 	for _, killAgents := range []bool{false, true} {
 		k := kills
 		if killAgents {
@@ -677,6 +684,45 @@ func recoveryAt(ctx context.Context, env Env, n, kills, kills2 int) ([]Result, e
 		}
 	}
 	return out, nil
+}
+
+// warmPasses is failover_to_usable's floor: the same prompt pass (one
+// prompt to every session, 16 in flight, sent round robin through the
+// leader and a follower as the failover's go through the survivors) on the
+// warm cluster, with no kill; the median of trials.
+func warmPasses(ctx context.Context, env Env, c *harness.Cluster, taskID string, ids []string, trials int) (Result, error) {
+	leader, err := c.Leader(60 * time.Second)
+	if err != nil {
+		return Result{}, err
+	}
+	via := []*harness.Node{leader, surviving(c, leader)}
+	var times, acceptWaits, answerWaits []float64
+	cpu := "" // the first trial's
+	for i := 0; i < trials; i++ {
+		if err := allWaiting(ctx, apiOf(leader), taskID, len(ids), 120*time.Second); err != nil {
+			return Result{}, err
+		}
+		stream, err := openEvents(ctx, apiOf(via[1]), client.EventFilter{TaskID: taskID})
+		if err != nil {
+			return Result{}, err
+		}
+		cpu0 := takeCPUSplit()
+		t0 := time.Now()
+		seen, err := answerAll(ctx, stream, promptVia(via), apiOf(via[1]), ids, fmt.Sprintf("warm-%d", rand.Int64()), 16, 120*time.Second)
+		stream.Close()
+		if err != nil {
+			return Result{}, fmt.Errorf("warm pass: %w", err)
+		}
+		times = append(times, ms(time.Since(t0)))
+		if i == 0 {
+			cpu = takeCPUSplit().since(cpu0)
+		}
+		acceptWaits, answerWaits = append(acceptWaits, seen.acceptWaits()...), append(answerWaits, seen.answerWaits()...)
+	}
+	env.Logf("recovery n=%d: warm passes %v ms", len(ids), times)
+	return Summary(Result{Name: fmt.Sprintf("failover_warm_pass_ms_n%d", len(ids)), Area: areaRecovery, Unit: "ms",
+		Note: fmt.Sprintf("the floor of failover_to_usable_ms_n%d: one prompt to each of the %d idle sessions on the warm cluster (no kill), 16 in flight, sent round robin through the leader and a follower, until every session answered; %d trials; a prompt was accepted p50 %.0f ms (p99 %.0f) after it was sent and answered p50 %.0f ms (p99 %.0f) after it was accepted; the first trial's CPU: %s",
+			len(ids), len(ids), trials, Percentile(acceptWaits, 50), Percentile(acceptWaits, 99), Percentile(answerWaits, 50), Percentile(answerWaits, 99), cpu)}, times, false), nil
 }
 
 // ScaleSuite starts as many idle sessions as fit (up to 1,000; 100 in

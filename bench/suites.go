@@ -106,7 +106,17 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 				profiled = "; the leader's CPU in an unmeasured trial before them: " + top
 			}
 		}
-		RunWrites(ctx, clients, d, PaddockWriter(wal.lead("writes (wal)").URL())) // warms the WAL cluster likewise, unprofiled
+		// The WAL cluster's warm-up is profiled likewise: its figures
+		// carry the goals.
+		walLeader := wal.lead("writes (wal)")
+		walWait := cpuProfile(env, walLeader, fmt.Sprintf("cluster-writes-c%d-wal-leader", clients), d)
+		RunWrites(ctx, clients, d, PaddockWriter(walLeader.URL()))
+		walProfiled := ""
+		if p := walWait(); p != "" {
+			if top := profileTop(p, 5); top != "" {
+				walProfiled = "; the WAL leader's CPU in an unmeasured trial before them: " + top
+			}
+		}
 		breakdown, walBreakdown := "", ""
 		for t := 0; t < trials; t++ {
 			l := lead("writes")
@@ -143,7 +153,7 @@ func ClusterSuite(ctx context.Context, env Env) ([]Result, error) {
 			lat = withPeer(lat, Percentile(peerLats, 50), true)
 		}
 		walRate := Summary(Result{Name: fmt.Sprintf("writes_per_s_c%d_wal", clients), Area: areaCluster, Unit: "writes/s",
-			Note: fmt.Sprintf("as writes_per_s_c%d on a second 3-server cluster with raft_store = \"wal\" (hashicorp/raft-wal), its trials alternating with the bolt cluster's and etcd's in the same run; %d errors", clients, walErrs)}, walRates, true)
+			Note: fmt.Sprintf("as writes_per_s_c%d on a second 3-server cluster with raft_store = \"wal\" (hashicorp/raft-wal), its trials alternating with the bolt cluster's and etcd's in the same run; %d errors%s", clients, walErrs, walProfiled)}, walRates, true)
 		walLat := Summary(Result{Name: fmt.Sprintf("write_latency_ms_c%d_wal", clients), Area: areaCluster, Unit: "ms",
 			Note: "raft_store = \"wal\"; per-write latency over every write of its trials" + walBreakdown}, walLats, false)
 		walRate = withStorePeer(walRate, rate.P50, false)
