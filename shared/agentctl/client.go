@@ -192,6 +192,14 @@ func (c *Client) CompactEvents(ctx context.Context, since uint64, wait time.Dura
 	return c.Poll(ctx, EventsQuery{Since: since, Wait: wait, Compact: true})
 }
 
+// CatchUp reads every retained event, compacted, with the agent's
+// permission requests listed after them (EventsResponse.Permissions; nil
+// from an agentctl older than that): what a supervisor that attaches
+// mirrors before it follows the events.
+func (c *Client) CatchUp(ctx context.Context) (EventsResponse, error) {
+	return c.Poll(ctx, EventsQuery{Compact: true, Permissions: true})
+}
+
 // Poll long-polls GET /v1/events with every parameter of q.
 func (c *Client) Poll(ctx context.Context, q EventsQuery) (EventsResponse, error) {
 	var v EventsResponse
@@ -204,6 +212,9 @@ func (c *Client) Poll(ctx context.Context, q EventsQuery) (EventsResponse, error
 	}
 	if q.Lease > 0 {
 		params.Set("lease", q.Lease.String())
+	}
+	if q.Permissions {
+		params.Set("permissions", "true")
 	}
 	return v, c.send(ctx, "GET", "/v1/events?"+params.Encode(), nil, "", q.Wait+q.Gather, q.Lease > 0, &v)
 }

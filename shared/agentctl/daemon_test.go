@@ -233,7 +233,7 @@ func TestBadInput(t *testing.T) {
 		}
 	})
 	t.Run("event queries", func(t *testing.T) {
-		for _, query := range []string{"since=-1", "since=x", "wait=soon", "wait=-1s", "compact=maybe", "gather=soon", "gather=-1s"} {
+		for _, query := range []string{"since=-1", "since=x", "wait=soon", "wait=-1s", "compact=maybe", "gather=soon", "gather=-1s", "permissions=maybe"} {
 			req, _ := http.NewRequest("GET", p.info.URL+"/v1/events?"+query, nil)
 			req.Header.Set("Authorization", "Bearer "+testSecret)
 			status, eb := errorAnswer(t, req)

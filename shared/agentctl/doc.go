@@ -26,7 +26,9 @@
 //	GET  /v1/events?since=N&wait=25s long poll → {"nonce","events":[{"seq","type","time","data"}],"next"}
 //	     (&compact=true leaves out message updates a later one in the answer supersedes;
 //	     &gather=100ms holds an answer of chunks of unfinished messages until 100 ms after the
-//	     first, answering at once on any other event; the answer's "gather" echoes it)
+//	     first, answering at once on any other event; the answer's "gather" echoes it;
+//	     &permissions=true adds "permissions", GET /v1/agent/permissions' answer listed after
+//	     the events: a supervisor's catch-up in one round trip)
 //	GET  /v1/events/stream?since=N&gather=100ms  the same answers, compacted and gathered, one JSON
 //	     object per line for as long as the request lasts (an empty one every 15 s when quiet); a
 //	     message_updated that grows text the stream carried has "delta":{"id","from","text","complete",

@@ -437,6 +437,12 @@ func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
 	}
 	evs, next := s.events.since(r.Context(), q)
 	resp := EventsResponse{Nonce: s.nonce, Events: evs, Next: next, LeaseDeadline: renewed}
+	if q.Permissions {
+		// After the events: a request the list misses is published
+		// after them, so the caller's next read has it.
+		list := s.mgr.permissions()
+		resp.Permissions = &list
+	}
 	if q.Gather > 0 {
 		resp.Gather = q.Gather.String()
 	}
@@ -444,7 +450,8 @@ func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // parseEventsQuery reads GET /v1/events' parameters: since (default 1),
-// wait (at most 60 s), compact, gather (at most 10 s), lease (100 ms to 1 h).
+// wait (at most 60 s), compact, gather (at most 10 s), lease (100 ms to 1 h),
+// permissions.
 func parseEventsQuery(v url.Values) (EventsQuery, error) {
 	q := EventsQuery{Since: 1}
 	if s := v.Get("since"); s != "" {
@@ -467,6 +474,13 @@ func parseEventsQuery(v url.Values) (EventsQuery, error) {
 	}
 	if q.Gather, err = durationParam(v, "gather", 10*time.Second); err != nil {
 		return q, err
+	}
+	if s := v.Get("permissions"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return q, fmt.Errorf("permissions=%q is not true or false", s)
+		}
+		q.Permissions = b
 	}
 	if v.Get("lease") != "" {
 		if q.Lease, err = time.ParseDuration(v.Get("lease")); err != nil || !leaseTTLInRange(q.Lease) {

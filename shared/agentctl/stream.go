@@ -34,8 +34,8 @@ var streamHeartbeat = StreamHeartbeat
 // The stream renews no lease (POST /v1/lease does).
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	q, err := parseEventsQuery(r.URL.Query())
-	if err == nil && (q.Lease > 0 || r.URL.Query().Has("wait")) {
-		err = fmt.Errorf("the event stream takes since and gather only (it renews no lease, and sends a frame at least every %s)", StreamHeartbeat)
+	if err == nil && (q.Lease > 0 || q.Permissions || r.URL.Query().Has("wait")) {
+		err = fmt.Errorf("the event stream takes since and gather only (it renews no lease, lists no permission requests, and sends a frame at least every %s)", StreamHeartbeat)
 	}
 	if err != nil {
 		writeError(w, 400, CodeBadRequest, err.Error())

@@ -86,7 +86,7 @@ func TestTheEventStreamCarriesAStreamedReply(t *testing.T) {
 // (the stream renews nothing, and paces its own heartbeats).
 func TestTheEventStreamRefusesPollParameters(t *testing.T) {
 	_, hs, _ := inProcess(t, agentctl.Options{})
-	for _, q := range []string{"lease=10s", "wait=5s", "since=x", "gather=soon"} {
+	for _, q := range []string{"lease=10s", "wait=5s", "since=x", "gather=soon", "permissions=true"} {
 		req, _ := http.NewRequestWithContext(ctx(t), "GET", hs.URL+"/v1/events/stream?"+q, nil)
 		req.Header.Set("Authorization", "Bearer x")
 		resp, err := http.DefaultClient.Do(req)

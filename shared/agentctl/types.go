@@ -299,6 +299,12 @@ type EventsResponse struct {
 	// Lease): agentctl's new self-fencing deadline. An agentctl older than
 	// the parameter leaves it out and renews nothing.
 	LeaseDeadline *time.Time `json:"lease_deadline,omitempty"`
+	// Permissions is the agent's permission requests, as GET
+	// /v1/agent/permissions lists them, when the poll asked for them
+	// (EventsQuery.Permissions): listed after the events were read, so a
+	// request missing from the list comes in a later event. Nil from an
+	// agentctl older than the parameter.
+	Permissions *api.Permissions `json:"permissions,omitempty"`
 }
 
 // EventsQuery is what one GET /v1/events asks for.
@@ -320,6 +326,9 @@ type EventsQuery struct {
 	// arrives, as POST /v1/lease does: the call then carries the fencing
 	// token and a stale one is refused (409) before any wait.
 	Lease time.Duration
+	// Permissions asks for the agent's permission requests with the
+	// answer (EventsResponse.Permissions): a catch-up's one round trip.
+	Permissions bool
 }
 
 // Event payloads (Event.Data) by type.

@@ -181,6 +181,15 @@ func TestPermissionAnsweredByAPerson(t *testing.T) {
 	if err != nil || len(list.Permissions) != 1 || list.Permissions[0].ID != p.ID {
 		t.Fatalf("list %+v %v", list, err)
 	}
+	// A catch-up's read of the events carries the same list; a poll that
+	// does not ask carries none.
+	caught, err := c.CatchUp(ctx(t))
+	if err != nil || caught.Permissions == nil || len(caught.Permissions.Permissions) != 1 || caught.Permissions.Permissions[0].ID != p.ID || len(caught.Events) == 0 {
+		t.Fatalf("catch-up %+v %v", caught, err)
+	}
+	if polled, err := c.CompactEvents(ctx(t), 0, 0); err != nil || polled.Permissions != nil {
+		t.Fatalf("a poll that did not ask listed %+v (%v)", polled.Permissions, err)
+	}
 	if st, _ := c.AgentState(ctx(t)); st.PendingPermissions != 1 || st.Status != agentctl.StatusRunning {
 		t.Fatalf("state %+v", st)
 	}

@@ -129,7 +129,7 @@ func (m *Manager) readEventsEarly(ctx context.Context, b *bringUp) {
 	ch := make(chan eventsAnswer, 1)
 	b.events = ch
 	go func() {
-		resp, err := b.client.CompactEvents(ctx, 0, 0)
+		resp, err := b.client.CatchUp(ctx)
 		ch <- eventsAnswer{resp, err}
 	}()
 }
@@ -138,7 +138,7 @@ func (m *Manager) readEventsEarly(ctx context.Context, b *bringUp) {
 // the one read ahead (readEventsEarly) when there is one.
 func (e *execution) retainedEvents(ctx context.Context) (agentctl.EventsResponse, error) {
 	if e.events == nil {
-		return e.client.CompactEvents(ctx, 0, 0)
+		return e.client.CatchUp(ctx)
 	}
 	select {
 	case a := <-e.events:

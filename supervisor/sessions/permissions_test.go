@@ -2,9 +2,12 @@ package sessions
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,10 +120,47 @@ func TestAPermissionRequestIsReplicatedAndItsAnswerReachesTheAgent(t *testing.T)
 
 // A request made while no leader watched is found by the leader that
 // takes the session over (agentctl's list, not only its bounded events),
-// and a stop ends it cancelled.
+// and a stop ends it cancelled. The list comes with the catch-up's read of
+// the events (one round trip); an agentctl older than that (it ignores
+// the poll's permissions parameter) is asked for it on its own.
 func TestAPermissionRequestMadeWithoutALeaderIsFoundAndCancelledByAStop(t *testing.T) {
+	for _, older := range []bool{false, true} {
+		t.Run(map[bool]string{false: "listed with the events", true: "listed on its own"}[older], func(t *testing.T) {
+			permissionFoundByTheNextLeader(t, older)
+		})
+	}
+}
+
+// listCounter stands in front of an agentctl and counts its GET
+// /v1/agent/permissions calls; with older it drops a poll's permissions
+// parameter, as an agentctl older than it would ignore it.
+type listCounter struct {
+	proxy *httputil.ReverseProxy
+	older bool
+	lists atomic.Int32
+}
+
+func (c *listCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/agent/permissions":
+		if r.Method == http.MethodGet {
+			c.lists.Add(1)
+		}
+	case "/v1/events":
+		if c.older {
+			q := r.URL.Query()
+			q.Del("permissions")
+			r.URL.RawQuery = q.Encode()
+		}
+	}
+	c.proxy.ServeHTTP(w, r)
+}
+
+func permissionFoundByTheNextLeader(t *testing.T, older bool) {
 	w := newWorld(t, "n1", "n2")
 	s := w.workSession("s1", "n1")
+	counter := &listCounter{older: older}
+	w.proxyAgentctl(s, func(p *httputil.ReverseProxy) http.Handler { counter.proxy = p; return counter })
 	if _, err := s.client.Prompt(recoverCtx(t), "work notes.txt"); err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +180,9 @@ func TestAPermissionRequestMadeWithoutALeaderIsFoundAndCancelledByAStop(t *testi
 	continueSession(t, m, s.id)
 	if p, ok := w.r.store.Permission(s.id, pid); !ok || p.State != api.PermissionPending || p.SessionID != s.id {
 		t.Fatalf("after the take-over: %+v (recorded %v)", p, ok)
+	}
+	if n, want := counter.lists.Load(), map[bool]int32{false: 0, true: 1}[older]; n != want {
+		t.Fatalf("the take-over listed the permission requests on their own %d times, want %d", n, want)
 	}
 	if err := m.Stop(recoverCtx(t), s.id); err != nil {
 		t.Fatal(err)

@@ -207,18 +207,26 @@ func (m *Manager) catchUp(ctx context.Context, e *execution) (uint64, turnSeen) 
 	p.flushAnd(ctx, end)
 	// Permission requests are listed rather than read from the events:
 	// agentctl's event log is bounded, and a request may wait for days.
-	p.mirrorPermissions(ctx)
+	// The list comes with the events (listed after them, so a request it
+	// misses is in an event the pump reads next); an agentctl older than
+	// that is asked for it.
+	list := resp.Permissions
+	if list == nil {
+		l, err := retryTimeouts(ctx, p.e.client.Permissions)
+		if err != nil {
+			m.log.Warn("list the agent's permission requests", "session", e.sessionID, "error", err)
+			return resp.Next, seen
+		}
+		list = &l
+	}
+	p.mirrorPermissions(ctx, *list)
 	return resp.Next, seen
 }
 
 // mirrorPermissions records every permission request of the agent's run
-// that the state does not hold as agentctl does.
-func (p *pumper) mirrorPermissions(ctx context.Context) {
-	list, err := retryTimeouts(ctx, p.e.client.Permissions)
-	if err != nil {
-		p.m.log.Warn("list the agent's permission requests", "session", p.e.sessionID, "error", err)
-		return
-	}
+// (list, as agentctl lists them) that the state does not hold as agentctl
+// does.
+func (p *pumper) mirrorPermissions(ctx context.Context, list api.Permissions) {
 	for _, perm := range list.Permissions {
 		if rec, ok := p.m.store.Permission(p.e.sessionID, perm.ID); ok && (rec.State != api.PermissionPending || perm.State == api.PermissionPending) &&
 			rec.CreatedAt.Equal(perm.CreatedAt) {
