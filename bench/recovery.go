@@ -174,6 +174,17 @@ func (p prompted) refusals() string {
 	return fmt.Sprintf("%d prompt(s) were sent more than once (%d failed sends: %s)", sessions, sends, strings.Join(reasons[:min(2, len(reasons))], "; "))
 }
 
+// answeredBy counts the sessions that had answered by t.
+func (p prompted) answeredBy(t time.Time) int {
+	n := 0
+	for _, at := range p.answered {
+		if !at.After(t) {
+			n++
+		}
+	}
+	return n
+}
+
 // answerWaits are the times from each prompt's acceptance to its answer.
 func (p prompted) answerWaits() []float64 { return waits(p.accepted, p.answered) }
 
@@ -927,6 +938,9 @@ func restartAndAnswer(ctx context.Context, env Env, node *harness.Node, api *cli
 	recovered, runMS := "unknown", -1.0
 	if at := recoveryFinished(node); at.After(t1) {
 		recovered, runMS = at.Sub(t1).Round(time.Millisecond).String(), ms(at.Sub(t1))
+		// The prompt pass shares the machine with the recovery run: the
+		// turns it ran meanwhile are CPU the run did not get.
+		recovered += fmt.Sprintf(" (by then %d sessions had answered their prompt)", seen.answeredBy(at))
 	}
 	env.Logf("scale: trial %d: restart to all %d answering: %s (leader after %s, recovery run finished after %s)", trial+1, len(ids), rec.Round(time.Millisecond), lead.Round(time.Millisecond), recovered)
 	note := fmt.Sprintf("%.0f ms; the node led again after %s and its recovery run finished after %s; the last prompt was accepted after %.0f ms, a prompt was accepted p50 %.0f ms (p99 %.0f) after it was first sent, and a session answered p50 %.0f ms (p99 %.0f) after its prompt was accepted%s",
