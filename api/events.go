@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // Event is one session-scoped event; Index is the raft index of the write
 // that produced it.
 type Event struct {
@@ -8,6 +10,22 @@ type Event struct {
 	TaskID    string         `json:"task_id"`
 	Index     uint64         `json:"index"`
 	Data      map[string]any `json:"data"`
+	// Delta is set on a session.message.updated sent to a subscriber that
+	// asked for deltas (GET /v1/events?deltas=true) and holds the message
+	// from an earlier event of its subscription: what the update added, in
+	// place of the whole message (Data is then empty).
+	Delta *MessageDelta `json:"delta,omitempty"`
+}
+
+// MessageDelta is what one update added to a streamed message's text: the
+// message's text is now the text the subscriber holds cut to From bytes,
+// then Text.
+type MessageDelta struct {
+	ID        string    `json:"id"`
+	From      int       `json:"from"`
+	Text      string    `json:"text"`
+	Complete  bool      `json:"complete"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Event types (docs/API.md, "Events").

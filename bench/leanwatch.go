@@ -20,15 +20,15 @@ import (
 // agent streams them) first shows in the session's agent message.
 //
 // It is lean on purpose: the storms measure the CPU the cluster spends per
-// chunk on a machine the bench shares with it, and every message event
-// carries its message's whole text so far. So it reads each frame into one
-// reused buffer, decodes only the envelope and the message's id, role and
-// updated_at into a small struct (the text is left where it lies in the
-// frame, not copied into a string), and counts the new lines of a message
-// from where the previous event of that message ended: the JSON encoding
-// of a text that grew by appending starts with the encoding of what it
-// was. Which line is which chunk, and their order, the final transcripts
-// check.
+// chunk on a machine the bench shares with it. So it asks for deltas (a
+// streamed message comes whole once, then as what each update added),
+// reads each frame into one reused buffer, decodes only the envelope and
+// the message's (or delta's) id, role and updated_at into a small struct
+// (the text is left where it lies in the frame, not copied into a string),
+// and counts the new lines: a delta's, or a whole message's from where the
+// previous event of that message ended (the JSON encoding of a text that
+// grew by appending starts with the encoding of what it was). Which line
+// is which chunk, and their order, the final transcripts check.
 type chunkWatch struct {
 	mu   sync.Mutex
 	seen map[string]*watched // session → its reply
@@ -64,6 +64,14 @@ type leanEvent struct {
 			UpdatedAt string      `json:"updated_at"`
 		} `json:"message"`
 	} `json:"data"`
+	// Delta is what an update added, in place of data (the watch asks
+	// for deltas: the server sends a streamed message whole once, then
+	// what each update added).
+	Delta *struct {
+		ID        string      `json:"id"`
+		Text      rawJSONText `json:"text"`
+		UpdatedAt string      `json:"updated_at"`
+	} `json:"delta"`
 }
 
 // rawJSONText is a JSON string as it lies in the frame, quotes and escapes
@@ -166,7 +174,7 @@ func dialEvents(ctx context.Context, node *harness.Node, taskID string, since ui
 	if err != nil {
 		return nil, err
 	}
-	q := url.Values{"task_id": {taskID}}
+	q := url.Values{"task_id": {taskID}, "deltas": {"true"}}
 	if since > 0 {
 		q.Set("since", strconv.FormatUint(since, 10))
 	}
@@ -220,25 +228,43 @@ func (w *chunkWatch) note(frame []byte, at time.Time) (uint64, error) {
 	if e.Type != wire.EventMessageAdded && e.Type != wire.EventMessageUpdated {
 		return e.Index, nil
 	}
-	m := &e.Data.Message
 	s := w.seen[e.SessionID]
-	if s == nil || m.Role != string(wire.RoleAgent) || len(m.Text) < 2 {
+	if s == nil {
 		return e.Index, nil
 	}
-	enc := m.Text[1 : len(m.Text)-1] // the quotes off
-	if m.ID != s.msgID || len(enc) < s.raw {
-		// Another message, or this one's text replaced by a shorter one:
-		// count it from its start.
-		s.msgID, s.raw, s.lines = m.ID, 0, 0
+	var lines int
+	var updatedAt string
+	if d := e.Delta; d != nil {
+		// What a message the watch holds added (the server sends deltas
+		// only of a message it sent whole before): counted as appended,
+		// as the demo agent's streams only append.
+		if d.ID != s.msgID || len(d.Text) < 2 {
+			return e.Index, nil
+		}
+		lines, _ = newLines(d.Text[1:len(d.Text)-1], 0)
+		updatedAt = d.UpdatedAt
+	} else {
+		m := &e.Data.Message
+		if m.Role != string(wire.RoleAgent) || len(m.Text) < 2 {
+			return e.Index, nil
+		}
+		enc := m.Text[1 : len(m.Text)-1] // the quotes off
+		if m.ID != s.msgID || len(enc) < s.raw {
+			// Another message, or this one's text replaced by a shorter
+			// one: count it from its start.
+			s.msgID, s.raw, s.lines = m.ID, 0, 0
+		}
+		var end int
+		lines, end = newLines(enc, s.raw)
+		s.raw = end
+		updatedAt = m.UpdatedAt
 	}
-	lines, end := newLines(enc, s.raw)
-	s.raw = end
 	if lines == 0 {
 		return e.Index, nil
 	}
 	var written time.Time
-	if m.UpdatedAt != "" {
-		written, _ = time.Parse(time.RFC3339Nano, m.UpdatedAt)
+	if updatedAt != "" {
+		written, _ = time.Parse(time.RFC3339Nano, updatedAt)
 	}
 	for k := s.lines; k < s.lines+lines && k < len(s.first); k++ {
 		if s.first[k].IsZero() {

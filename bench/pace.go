@@ -189,6 +189,9 @@ type stepOutcome struct {
 	frames, reopened  int
 	frameBytes        int64
 	profile, leaderID string
+	// followerProfiles are the followers' profile summaries (profiled
+	// steps only).
+	followerProfiles []string
 }
 
 // pace is the share of the offered chunks emitted on time.
@@ -265,8 +268,16 @@ func (s *stormCluster) step(ctx context.Context, chunks int, every, idleFor time
 	}
 	stream := every * time.Duration(chunks)
 	wait := func() string { return "" }
+	var followerWaits []func() string
 	if profile != "" {
-		wait = cpuProfile(s.env, leader, profile, stream)
+		wait = cpuProfile(s.env, leader, profile+"-leader", stream)
+		// The followers too: each stores and applies every write, and
+		// one of them serves the watch's subscription.
+		for _, n := range s.c.Running() {
+			if n != leader {
+				followerWaits = append(followerWaits, cpuProfile(s.env, n, profile+"-follower-"+n.Name, stream))
+			}
+		}
 	}
 	leaders := watchLeaders(ctx, s.c)
 	split0 := takeCPUSplitUnder(s.dir)
@@ -307,6 +318,11 @@ func (s *stormCluster) step(ctx context.Context, chunks int, every, idleFor time
 	watch.close()
 	o.changes = leaders()
 	o.profile = wait()
+	for _, w := range followerWaits {
+		if top := profileTop(w(), 4); top != "" {
+			o.followerProfiles = append(o.followerProfiles, top)
+		}
+	}
 	o.frames, o.frameBytes, o.reopened, o.fromWrite = watch.frames, watch.bytes, watch.reopened, watch.fromWrite
 	if o.trouble != "" {
 		s.env.Logf("paced storm: %s", strings.TrimPrefix(o.trouble, "; "))
@@ -418,7 +434,7 @@ func pacedStorm(ctx context.Context, env Env) ([]Result, error) {
 	if err := s.grow(ctx, sessions); err != nil {
 		return nil, err
 	}
-	o, err := s.step(ctx, chunks, paceEvery, idle, "prompt-storm-leader")
+	o, err := s.step(ctx, chunks, paceEvery, idle, "prompt-storm")
 	if err != nil {
 		return nil, err
 	}
@@ -451,6 +467,9 @@ func stormResults(o stepOutcome, rb raftBytes, rbErr error) []Result {
 	lat = Verdict(lat, lat.P50 <= 100 && lat.P99 <= 300 && len(o.lats) > 0)
 	if top := profileTop(o.profile, 5); top != "" {
 		lat.Note += fmt.Sprintf("; the leader's CPU over the first %s of the storm: %s", o.every*time.Duration(o.chunks), top)
+	}
+	for i, top := range o.followerProfiles {
+		lat.Note += fmt.Sprintf("; follower %d's CPU over the same time: %s", i+1, top)
 	}
 	written := Summary(Result{Name: "prompt_storm_chunk_write_to_subscriber_ms", Area: areaStorm, Unit: "ms",
 		Note: "the same chunks, from the leader building the message write that first carried each (the message's updated_at, the leader's clock on this host) until the subscriber saw it: replication, apply and fan-out; the coalescing wait before that write and the agent-to-agentctl-to-pump hops are not in it"}, o.fromWrite, false)
@@ -523,13 +542,9 @@ func streamingCapacity(ctx context.Context, env Env) ([]Result, error) {
 		if err := s.grow(ctx, n); err != nil {
 			return out, err
 		}
-		// The goal's step is profiled: where the leader's time goes
-		// there is the note of a goal that is missed.
-		profile := ""
-		if n == capacityGoal {
-			profile = fmt.Sprintf("capacity-n%d-leader", n)
-		}
-		o, err := s.step(ctx, chunks, paceEvery, idle, profile)
+		// Every step is profiled: where the servers' time goes in the
+		// step that does not hold is the note of a missed goal.
+		o, err := s.step(ctx, chunks, paceEvery, idle, fmt.Sprintf("capacity-n%d", n))
 		if err != nil {
 			return out, err
 		}
@@ -540,6 +555,9 @@ func streamingCapacity(ctx context.Context, env Env) ([]Result, error) {
 			Note: fmt.Sprintf("step of %d: %s; %s; where the time went: %s%s", n, verdict, o.summary(), o.cpuText, o.trouble)}, o.lats, false)
 		if top := profileTop(o.profile, 5); top != "" {
 			r.Note += fmt.Sprintf("; the leader's CPU over the step's %s of streaming: %s", paceEvery*time.Duration(chunks), top)
+		}
+		for i, top := range o.followerProfiles {
+			r.Note += fmt.Sprintf("; follower %d's: %s", i+1, top)
 		}
 		out = append(out, r)
 		if !ok {

@@ -79,6 +79,44 @@ func TestChunkWatchNotesEachChunkWhenItFirstShows(t *testing.T) {
 	}
 }
 
+// deltaFrame is an update as a subscription that asked for deltas gets it
+// once it holds the message: what the update added.
+func deltaFrame(t *testing.T, session, msgID string, from int, text string, index uint64, written time.Time) []byte {
+	t.Helper()
+	b, err := json.Marshal(wire.Event{Type: wire.EventMessageUpdated, SessionID: session, TaskID: "task", Index: index, Data: map[string]any{},
+		Delta: &wire.MessageDelta{ID: msgID, From: from, Text: text, UpdatedAt: written}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Deltas count the lines they add to the message the watch holds; a delta
+// of another message is not counted.
+func TestChunkWatchCountsDeltas(t *testing.T) {
+	w := newChunkWatch([]string{"s1"}, 4)
+	t0 := time.Unix(1000, 0)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Second) }
+	frames := [][]byte{
+		messageFrame(t, wire.EventMessageAdded, "s1", "m1", wire.RoleAgent, "chunk 1 of 4\n", 1, at(0)),
+		deltaFrame(t, "s1", "m1", 13, "chunk 2 of 4\nchunk 3", 2, at(1)),
+		deltaFrame(t, "s1", "m9", 0, "x\ny\n", 3, at(2)),
+		deltaFrame(t, "s1", "m1", 33, " of 4\n", 4, at(3)),
+	}
+	for i, f := range frames {
+		if _, err := w.note(f, at(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := w.firstSeen("s1")
+	want := []time.Time{at(0), at(1), at(3), {}}
+	for k := range want {
+		if !seen[k].Equal(want[k]) {
+			t.Fatalf("chunk %d first seen at %v, want %v (all: %v)", k+1, seen[k], want[k], seen)
+		}
+	}
+}
+
 // readRaftBytes sums the command payloads of a log range from a bolt
 // store, telling message writes apart, and scales what a snapshot
 // compacted away.

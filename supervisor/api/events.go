@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/paddockhq/paddock/api"
 	"github.com/paddockhq/paddock/supervisor/state"
 )
 
@@ -160,6 +161,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		}
 		since = n
 	}
+	deltas := false
+	if v := q.Get("deltas"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return badRequest("deltas must be true or false, got %q", v)
+		}
+		deltas = b
+	}
 	f := state.EventFilter{SessionID: q.Get("session_id"), TaskID: q.Get("task_id")}
 	conn, err := s.upgrade(w, r)
 	if err != nil {
@@ -196,6 +205,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	ping := time.NewTicker(pingInterval)
 	defer ping.Stop()
 	var frames state.EventEncoder
+	held := heldMessages{}
 	for {
 		select {
 		case <-gone:
@@ -209,7 +219,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 				closeWith(conn, closeLagged, "subscriber fell behind; reconnect with ?since=<last index>")
 				return nil
 			}
-			frame, err := frames.JSON(e)
+			frame, err := held.frame(&frames, e, deltas)
 			if err != nil {
 				s.log.Error("encode an event", "type", e.Type, "index", e.Index, "error", err)
 				return nil
@@ -220,4 +230,42 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+}
+
+// heldMessages are the messages a subscription that takes deltas holds
+// whole: each was sent whole (added, or updated) earlier in the
+// subscription, and every event of it since, so an update that added text
+// can be sent as what it added. Keyed by session and message id; a
+// message leaves when it is complete, and the set is emptied when it grows
+// past maxHeldMessages (its messages are then sent whole once more).
+type heldMessages map[string]struct{}
+
+const maxHeldMessages = 4096
+
+// frame encodes e for the subscription: as a delta when it asked for
+// deltas and holds e's message, whole otherwise.
+func (h heldMessages) frame(frames *state.EventEncoder, e *state.EncodedEvent, deltas bool) ([]byte, error) {
+	if !deltas || (e.Type != api.EventMessageAdded && e.Type != api.EventMessageUpdated) {
+		return frames.JSON(e)
+	}
+	msg, _ := e.Data["message"].(api.Message)
+	key := e.SessionID + "/" + msg.ID
+	if e.Delta != nil {
+		key = e.SessionID + "/" + e.Delta.ID
+	}
+	_, holds := h[key]
+	if msg.Complete {
+		delete(h, key)
+	} else if !holds {
+		if len(h) >= maxHeldMessages {
+			clear(h)
+		}
+		h[key] = struct{}{}
+	}
+	if holds {
+		if frame, ok, err := e.DeltaJSON(); ok {
+			return frame, err
+		}
+	}
+	return frames.JSON(e)
 }

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -265,5 +267,90 @@ func TestDebugProfilerNeedsEnableDebugAndToken(t *testing.T) {
 	st, _, body := rawCall(t, "GET", base+"/debug/pprof/goroutine?debug=1", testToken, "", nil)
 	if st != 200 || !strings.Contains(string(body), "goroutine profile") {
 		t.Fatalf("goroutine profile: status %d, body %q", st, truncate(body))
+	}
+}
+
+// A subscriber that asks for deltas (?deltas=true) gets a streamed
+// message whole once, then what each update added; applying the deltas
+// gives the transcript's text. A subscriber that does not ask gets every
+// update whole, with no delta in it. A bad value is refused before the
+// upgrade.
+func TestEventsCarryDeltasToASubscriberThatAsks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t, 3, testToken)
+	cl := c.client(0)
+	task, err := cl.CreateTask(ctx(t), api.CreateTaskRequest{Title: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := cl.CreateSession(ctx(t), task.ID, api.CreateSessionRequest{Agent: "demo", Runtime: "standalone"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, cl, sess.ID, api.SessionWaitingForInput)
+	addr := c.servers[c.follower()].HTTPAddr()
+	auth := http.Header{"Authorization": {"Bearer " + testToken}}
+	if st, _, body := rawCall(t, "GET", "http://"+addr+"/v1/events?deltas=maybe", testToken, "", nil); st != 400 || !strings.Contains(string(body), "deltas") {
+		t.Fatalf("deltas=maybe: %d %s, want 400 naming the parameter", st, truncate(body))
+	}
+	withDeltas := dialEvents(t, addr, "session_id="+sess.ID+"&deltas=true", auth)
+	whole := dialEvents(t, addr, "session_id="+sess.ID, auth)
+	const n = 300
+	if err := cl.Prompt(ctx(t), sess.ID, fmt.Sprintf("stream %d", n)); err != nil {
+		t.Fatal(err)
+	}
+	// follow reads one subscription until the turn ends and returns the
+	// agent message's text as its frames give it, and how many frames
+	// were deltas.
+	follow := func(conn *websocket.Conn) (text string, deltas, frames int) {
+		var msgID string
+		for {
+			_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_, raw, err := conn.ReadMessage()
+			if err != nil {
+				t.Fatalf("read event: %v", err)
+			}
+			var e api.Event
+			if err := json.Unmarshal(raw, &e); err != nil {
+				t.Fatalf("frame %s: %v", raw, err)
+			}
+			switch {
+			case e.Type == api.EventStateChanged && e.Data["from"] == string(api.SessionRunning) && e.Data["to"] == string(api.SessionWaitingForInput):
+				return text, deltas, frames
+			case e.Delta != nil:
+				if e.Type != api.EventMessageUpdated || len(e.Data) != 0 || e.Delta.ID != msgID || e.Delta.From > len(text) {
+					t.Fatalf("delta frame %s while holding %d bytes of %s", truncate(raw), len(text), msgID)
+				}
+				text = text[:e.Delta.From] + e.Delta.Text
+				deltas++
+				frames++
+			case e.Type == api.EventMessageAdded || e.Type == api.EventMessageUpdated:
+				if bytes.Contains(raw, []byte(`"delta"`)) {
+					t.Fatalf("a whole frame carries a delta: %s", truncate(raw))
+				}
+				m, _ := e.Data["message"].(map[string]any)
+				if m["role"] == string(api.RoleAgent) {
+					msgID, _ = m["id"].(string)
+					text, _ = m["text"].(string)
+					frames++
+				}
+			}
+		}
+	}
+	got, deltas, frames := follow(withDeltas)
+	plain, plainDeltas, plainFrames := follow(whole)
+	msgs, err := cl.Messages(ctx(t), sess.ID)
+	if err != nil || len(msgs) == 0 {
+		t.Fatalf("messages: %v %v", msgs, err)
+	}
+	final := msgs[len(msgs)-1].Text
+	t.Logf("%d bytes in %d frames, %d of them deltas (the whole subscriber: %d frames)", len(final), frames, deltas, plainFrames)
+	if got != final || plain != final {
+		t.Fatalf("the delta subscriber rebuilt %d bytes, the whole one got %d, the transcript holds %d", len(got), len(plain), len(final))
+	}
+	if deltas == 0 || deltas < frames/2 || plainDeltas != 0 {
+		t.Fatalf("%d delta frames of %d (want most after the first), %d deltas to the subscriber that did not ask", deltas, frames, plainDeltas)
 	}
 }

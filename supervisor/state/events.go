@@ -63,6 +63,28 @@ type EncodedEvent struct {
 	once   sync.Once
 	json   []byte
 	err    error
+	// The delta form (DeltaJSON), encoded once when a subscriber asks.
+	deltaOnce sync.Once
+	deltaJSON []byte
+	deltaErr  error
+}
+
+// DeltaJSON returns e as a subscriber that holds its message takes it: the
+// event with its Delta in place of Data. ok is false when e carries no
+// delta (only message updates that added text do). The bytes are shared
+// and must not be changed.
+func (e *EncodedEvent) DeltaJSON() (frame []byte, ok bool, err error) {
+	if e.Delta == nil {
+		return nil, false, nil
+	}
+	e.deltaOnce.Do(func() {
+		ev := e.Event
+		ev.Data = map[string]any{}
+		var b bytes.Buffer
+		e.deltaErr = json.NewEncoder(&b).Encode(ev)
+		e.deltaJSON = b.Bytes()
+	})
+	return e.deltaJSON, true, e.deltaErr
 }
 
 // EventEncoder encodes one subscriber's events as json.Encoder writes them
@@ -75,10 +97,12 @@ type EventEncoder struct {
 // JSON returns e encoded. The bytes are valid until the next call and must
 // not be changed: they may be shared with other subscribers.
 func (w *EventEncoder) JSON(e *EncodedEvent) ([]byte, error) {
+	whole := e.Event
+	whole.Delta = nil // the delta form is DeltaJSON's
 	if e.shared {
 		e.once.Do(func() {
 			var b bytes.Buffer
-			e.err = json.NewEncoder(&b).Encode(e.Event)
+			e.err = json.NewEncoder(&b).Encode(whole)
 			e.json = b.Bytes()
 		})
 		return e.json, e.err
@@ -87,7 +111,7 @@ func (w *EventEncoder) JSON(e *EncodedEvent) ([]byte, error) {
 		w.enc = json.NewEncoder(&w.buf)
 	}
 	w.buf.Reset()
-	if err := w.enc.Encode(e.Event); err != nil {
+	if err := w.enc.Encode(whole); err != nil {
 		return nil, err
 	}
 	return w.buf.Bytes(), nil

@@ -164,7 +164,11 @@ func applyAppendMessage(d *data, idx uint64, now time.Time, body any) ([]api.Eve
 		d.endStream(s.ID)
 	}
 	s.LastActivityAt = now
-	return []api.Event{sessionEvent(s, api.EventMessageUpdated, idx, map[string]any{"message": *m})}, 0, nil
+	ev := sessionEvent(s, api.EventMessageUpdated, idx, map[string]any{"message": *m})
+	// What the addition changed, for subscribers that take deltas (the
+	// text is now the text before it cut to From, then Text).
+	ev.Delta = &api.MessageDelta{ID: m.ID, From: b.From, Text: b.Text, Complete: m.Complete, UpdatedAt: now}
+	return []api.Event{ev}, 0, nil
 }
 
 // streamText is the text of the message a session's agent streams now,
