@@ -116,11 +116,21 @@ func TestEncodedSubscribersShareOneEncoding(t *testing.T) {
 	b.Close()
 	h.mustApply(CmdAppendMessage, &AppendMessageBody{SessionID: "s1", Source: "boot1", MessageID: "m1", From: 12, Text: "more\n"})
 	e = <-plain.C
+	// The addition's event says what it added (Delta), which its whole
+	// encoding leaves out and its delta form carries in place of data.
+	if e.Delta == nil || e.Delta.ID != "m1" || e.Delta.From != 12 || e.Delta.Text != "more\n" {
+		t.Fatalf("the addition's delta: %+v", e.Delta)
+	}
+	whole := e
+	whole.Delta = nil
 	want.Reset()
-	if err := json.NewEncoder(&want).Encode(e); err != nil {
+	if err := json.NewEncoder(&want).Encode(whole); err != nil {
 		t.Fatal(err)
 	}
 	enc := <-a.Encoded
+	if frame, ok, err := enc.DeltaJSON(); err != nil || !ok || !strings.Contains(string(frame), `"data":{},"delta":{"id":"m1","from":12,"text":"more\n"`) {
+		t.Fatalf("delta frame %s (%v, %v)", frame, ok, err)
+	}
 	if enc.shared {
 		t.Error("an event with one subscriber is marked shared")
 	}
