@@ -250,9 +250,6 @@ func (h heldMessages) frame(frames *state.EventEncoder, e *state.EncodedEvent, d
 	}
 	msg, _ := e.Data["message"].(api.Message)
 	key := e.SessionID + "/" + msg.ID
-	if e.Delta != nil {
-		key = e.SessionID + "/" + e.Delta.ID
-	}
 	_, holds := h[key]
 	if msg.Complete {
 		delete(h, key)
